@@ -1,0 +1,133 @@
+//! The note model: what ctxpack knows about one Markdown file.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::parse::markdown::{Block, BlockKind, Heading, Link};
+
+/// Importance tier from the `tier:` field; missing or unknown is `Supporting`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Core,
+    #[default]
+    Supporting,
+    Peripheral,
+}
+
+impl Tier {
+    pub fn parse(text: &str) -> Option<Tier> {
+        match text.trim().to_lowercase().as_str() {
+            "core" => Some(Tier::Core),
+            "supporting" => Some(Tier::Supporting),
+            "peripheral" => Some(Tier::Peripheral),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Core => "core",
+            Tier::Supporting => "supporting",
+            Tier::Peripheral => "peripheral",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TitleSource {
+    Frontmatter,
+    Heading,
+    FileName,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarySource {
+    /// The `summary:` field.
+    Frontmatter,
+    /// No `summary:` field: the body's first paragraph, cut to 400 characters.
+    FirstParagraph,
+    /// Neither exists.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdatedSource {
+    Updated,
+    Created,
+    FileMtime,
+    Unknown,
+}
+
+/// One Markdown note of the vault.
+#[derive(Clone, Debug)]
+pub struct Note {
+    /// Path relative to the vault root, `/`-separated, with the extension.
+    pub path: String,
+    pub title: String,
+    pub title_source: TitleSource,
+    pub aliases: Vec<String>,
+    /// Frontmatter tags first, then inline `#tags`, without `#`, de-duplicated.
+    pub tags: Vec<String>,
+    pub summary: String,
+    pub summary_source: SummarySource,
+    pub tier: Tier,
+    pub updated: Option<DateTime<Utc>>,
+    pub updated_source: UpdatedSource,
+    /// Every frontmatter field, as parsed.
+    pub frontmatter: yaml_serde::Mapping,
+    /// The text after the frontmatter.
+    pub body: String,
+    pub headings: Vec<Heading>,
+    pub blocks: Vec<Block>,
+    pub links: Vec<Link>,
+}
+
+impl Note {
+    /// The page name used in wikilinks: the path without `.md`.
+    pub fn name(&self) -> &str {
+        self.path
+            .strip_suffix(".md")
+            .or_else(|| self.path.strip_suffix(".MD"))
+            .unwrap_or(&self.path)
+    }
+
+    /// The file name without extension.
+    pub fn stem(&self) -> &str {
+        let name = self.name();
+        name.rsplit('/').next().unwrap_or(name)
+    }
+
+    pub fn block_text(&self, block: &Block) -> &str {
+        &self.body[block.range.clone()]
+    }
+
+    /// The first paragraph that is not a heading: the seed's "lead".
+    pub fn lead_paragraph(&self) -> Option<&Block> {
+        self.blocks.iter().find(|b| b.kind == BlockKind::Paragraph)
+    }
+}
+
+/// A problem found while reading the vault; the run goes on.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Diagnostic {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}

@@ -1,0 +1,411 @@
+//! Step 3 of the seed: a page's compressed body.
+//!
+//! The body loses its frontmatter (already in the summary block), its
+//! leading title heading, a lead paragraph that is the summary, its
+//! `## Sources` section (kept as a one-line list of names), links already
+//! shown earlier in the pack (kept as plain text), paragraphs that a more
+//! relevant page already carries (replaced by a marker) and headings left
+//! with nothing under them.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use crate::note::{Note, SummarySource};
+use crate::pack::dedup::{DedupIndex, Fingerprint};
+use crate::parse::markdown::{Block, BlockKind, Link, LinkKind};
+use crate::text::{collapse_whitespace, fold};
+use crate::vault::Vault;
+
+/// How much of a page's body a pack carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyMode {
+    Full,
+    /// The lead paragraph plus the `## Key Ideas` section.
+    Excerpt,
+    SummaryOnly,
+}
+
+/// Section headings read as "Key Ideas" (folded).
+const KEY_IDEAS_HEADINGS: &[&str] = &["key ideas", "核心观点", "关键要点", "要点"];
+/// Section headings read as "Sources" (folded).
+const SOURCES_HEADINGS: &[&str] = &["sources", "来源", "参考来源", "参考资料"];
+
+/// What earlier pages of the pack already show.
+#[derive(Clone, Debug, Default)]
+pub struct PackState {
+    pub shown_links: HashSet<String>,
+    pub dedup: DedupIndex,
+}
+
+/// A compressed body and what it would add to the pack state.
+#[derive(Clone, Debug)]
+pub struct CompressedBody {
+    pub text: String,
+    pub shown_links: Vec<String>,
+    pub fingerprints: Vec<Fingerprint>,
+    /// Pages named by `_(content also in …)_` markers, one per replaced block.
+    pub duplicates_of: Vec<String>,
+}
+
+impl PackState {
+    pub fn commit(&mut self, body: &CompressedBody, page: &str) {
+        self.shown_links.extend(body.shown_links.iter().cloned());
+        for fingerprint in &body.fingerprints {
+            self.dedup.insert(fingerprint, page);
+        }
+    }
+}
+
+/// The key under which a link counts as already shown.
+pub fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
+    let heading = link.heading.as_deref().map(fold).unwrap_or_default();
+    match vault.resolve(&from.path, link) {
+        Some(idx) => format!("{idx}#{heading}"),
+        None => format!("?{}#{heading}", fold(&link.target)),
+    }
+}
+
+/// The key of a page itself, as its `## [[page]]` header shows it.
+pub fn page_key(idx: usize) -> String {
+    format!("{idx}#")
+}
+
+/// Compresses the body of note `idx`; `None` when nothing is left.
+pub fn compress(
+    vault: &Vault,
+    idx: usize,
+    mode: BodyMode,
+    state: &PackState,
+) -> Option<CompressedBody> {
+    let note = &vault.notes[idx];
+    let selected = select_blocks(note, mode);
+    if selected.is_empty() {
+        return None;
+    }
+    let mut out: Vec<OutBlock> = Vec::new();
+    let mut result = CompressedBody {
+        text: String::new(),
+        shown_links: Vec::new(),
+        fingerprints: Vec::new(),
+        duplicates_of: Vec::new(),
+    };
+    let mut local_shown: HashSet<String> = HashSet::new();
+    let mut skip_until: Option<usize> = None;
+    let lead = note
+        .blocks
+        .iter()
+        .position(|b| b.kind == BlockKind::Paragraph);
+
+    for &block_idx in &selected {
+        if skip_until.is_some_and(|end| block_idx < end) {
+            continue;
+        }
+        let block = &note.blocks[block_idx];
+        let text = note.block_text(block);
+        if block.kind == BlockKind::Heading {
+            let heading = &note.headings[block.heading.unwrap_or(0)];
+            let folded = fold(&heading.text);
+            if block_idx == 0 && heading.level == 1 && folded == fold(&note.title) {
+                continue;
+            }
+            if SOURCES_HEADINGS.contains(&folded.as_str()) {
+                let end = section_end(note, block_idx);
+                skip_until = Some(end);
+                let names = source_names(note, &note.blocks[block_idx + 1..end]);
+                if !names.is_empty() {
+                    out.push(OutBlock {
+                        level: Some(heading.level),
+                        is_heading: false,
+                        text: format!("Sources: {}", names.join("; ")),
+                    });
+                }
+                continue;
+            }
+            out.push(OutBlock {
+                level: Some(heading.level),
+                is_heading: true,
+                text: text.to_string(),
+            });
+            continue;
+        }
+        if Some(block_idx) == lead
+            && note.summary_source == SummarySource::FirstParagraph
+            && collapse_whitespace(text) == note.summary
+        {
+            continue;
+        }
+        if is_dedup_kind(block.kind)
+            && let Some(fingerprint) = Fingerprint::of(text)
+        {
+            if let Some(other) = state.dedup.find(&fingerprint) {
+                let marker = format!("_(content also in [[{other}]])_");
+                if out.last().is_none_or(|last| last.text != marker) {
+                    out.push(OutBlock::content(marker));
+                }
+                result.duplicates_of.push(other.to_string());
+                continue;
+            }
+            result.fingerprints.push(fingerprint);
+        }
+        let rewritten = rewrite_links(vault, note, block, state, &mut local_shown);
+        out.push(OutBlock::content(rewritten));
+    }
+
+    let kept = drop_empty_headings(&out);
+    let text = kept.join("\n\n");
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    result.text = text.to_string();
+    result.shown_links = local_shown.into_iter().collect();
+    result.shown_links.sort();
+    Some(result)
+}
+
+/// Indices of the blocks a mode starts from, in document order.
+fn select_blocks(note: &Note, mode: BodyMode) -> Vec<usize> {
+    match mode {
+        BodyMode::SummaryOnly => Vec::new(),
+        BodyMode::Full => (0..note.blocks.len()).collect(),
+        BodyMode::Excerpt => {
+            let mut selected = Vec::new();
+            if let Some(lead) = note
+                .blocks
+                .iter()
+                .position(|b| b.kind == BlockKind::Paragraph)
+            {
+                selected.push(lead);
+            }
+            if let Some(key) = note.blocks.iter().position(|b| {
+                b.kind == BlockKind::Heading
+                    && b.heading.is_some_and(|h| {
+                        KEY_IDEAS_HEADINGS.contains(&fold(&note.headings[h].text).as_str())
+                    })
+            }) {
+                for idx in key..section_end(note, key) {
+                    if !selected.contains(&idx) {
+                        selected.push(idx);
+                    }
+                }
+            }
+            selected.sort_unstable();
+            selected
+        }
+    }
+}
+
+/// The block index where the section opened by heading block `start` ends.
+fn section_end(note: &Note, start: usize) -> usize {
+    let level = heading_level(note, &note.blocks[start]).unwrap_or(0);
+    note.blocks[start + 1..]
+        .iter()
+        .position(|b| heading_level(note, b).is_some_and(|l| l <= level))
+        .map_or(note.blocks.len(), |offset| start + 1 + offset)
+}
+
+fn heading_level(note: &Note, block: &Block) -> Option<u8> {
+    block.heading.map(|h| note.headings[h].level)
+}
+
+fn is_dedup_kind(kind: BlockKind) -> bool {
+    matches!(
+        kind,
+        BlockKind::Paragraph
+            | BlockKind::List
+            | BlockKind::Quote
+            | BlockKind::Table
+            | BlockKind::Code
+    )
+}
+
+/// The names listed in a Sources section: one per list item or line, links
+/// reduced to their text.
+fn source_names(note: &Note, blocks: &[Block]) -> Vec<String> {
+    let mut names = Vec::new();
+    for block in blocks {
+        if block.kind == BlockKind::Heading {
+            continue;
+        }
+        for line in note.block_text(block).lines() {
+            let line = line.trim();
+            let line = ["- ", "* ", "+ "]
+                .iter()
+                .find_map(|marker| line.strip_prefix(marker))
+                .unwrap_or(line);
+            let line = strip_ordered_marker(line);
+            let name = collapse_whitespace(&plain_inline(line));
+            if !name.is_empty() && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+fn strip_ordered_marker(line: &str) -> &str {
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 {
+        let rest = &line[digits..];
+        if let Some(rest) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return rest;
+        }
+    }
+    line
+}
+
+/// Replaces `[[target|alias]]` and `[text](url)` with their visible text.
+pub fn plain_inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("![[").or_else(|| rest.strip_prefix("[["))
+            && let Some(close) = after.find("]]")
+        {
+            let inner = &after[..close];
+            let shown = match inner.split_once('|') {
+                Some((_, alias)) => alias,
+                None => inner.split('#').next().unwrap_or(inner),
+            };
+            out.push_str(shown.trim());
+            rest = &after[close + 2..];
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix('[')
+            && let Some(close) = after.find("](")
+            && let Some(end) = after[close + 2..].find(')')
+        {
+            out.push_str(&after[..close]);
+            rest = &after[close + 2 + end + 1..];
+            continue;
+        }
+        let ch = rest.chars().next().unwrap_or(' ');
+        out.push(ch);
+        rest = &rest[ch.len_utf8()..];
+    }
+    out
+}
+
+/// The block's text with wikilinks already shown turned into plain text.
+fn rewrite_links(
+    vault: &Vault,
+    note: &Note,
+    block: &Block,
+    state: &PackState,
+    local_shown: &mut HashSet<String>,
+) -> String {
+    let mut out = String::new();
+    let mut cursor = block.range.start;
+    for link in note.links.iter().filter(|l| {
+        l.kind == LinkKind::Wiki
+            && l.range.start >= block.range.start
+            && l.range.end <= block.range.end
+    }) {
+        let key = link_key(vault, note, link);
+        if state.shown_links.contains(&key) || local_shown.contains(&key) {
+            out.push_str(&note.body[cursor..link.range.start]);
+            out.push_str(&shown_as_text(vault, note, link));
+            cursor = link.range.end;
+        } else {
+            local_shown.insert(key);
+        }
+    }
+    out.push_str(&note.body[cursor..block.range.end]);
+    out
+}
+
+/// A block of compressed output.
+struct OutBlock {
+    /// The section level this block opens or stands in for (headings and
+    /// the Sources line); `None` for ordinary content.
+    level: Option<u8>,
+    is_heading: bool,
+    text: String,
+}
+
+impl OutBlock {
+    fn content(text: String) -> OutBlock {
+        OutBlock {
+            level: None,
+            is_heading: false,
+            text,
+        }
+    }
+}
+
+/// The plain text for a link already shown: its alias, else the title of
+/// the page it names (and the heading), else the target as written.
+fn shown_as_text(vault: &Vault, note: &Note, link: &Link) -> String {
+    if link.alias.is_some() {
+        return link.display_text();
+    }
+    match vault.resolve(&note.path, link) {
+        Some(idx) => match &link.heading {
+            Some(heading) => format!("{} > {heading}", vault.notes[idx].title),
+            None => vault.notes[idx].title.clone(),
+        },
+        None => link.display_text(),
+    }
+}
+
+/// Keeps a heading only when some content follows it before the next
+/// heading (or Sources line) of the same or a higher level.
+fn drop_empty_headings(blocks: &[OutBlock]) -> Vec<&str> {
+    let mut kept = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        if block.is_heading
+            && let Some(level) = block.level
+        {
+            let has_content = blocks[i + 1..]
+                .iter()
+                .take_while(|next| next.level.is_none_or(|l| l > level))
+                .any(|next| !next.is_heading);
+            if !has_content {
+                continue;
+            }
+        }
+        kept.push(block.text.as_str());
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_inline_keeps_visible_text() {
+        assert_eq!(
+            plain_inline("[[a|Alpha]], [[b#h]], [site](https://x.org) and ![[c]]"),
+            "Alpha, b, site and c"
+        );
+    }
+
+    #[test]
+    fn empty_headings_are_dropped_but_parents_of_content_stay() {
+        let heading = |level, text: &str| OutBlock {
+            level: Some(level),
+            is_heading: true,
+            text: text.to_string(),
+        };
+        let blocks = vec![
+            heading(2, "## Empty"),
+            heading(2, "## Parent"),
+            heading(3, "### Child"),
+            OutBlock::content("text".to_string()),
+            heading(2, "## Before sources"),
+            OutBlock {
+                level: Some(2),
+                is_heading: false,
+                text: "Sources: a".to_string(),
+            },
+            heading(2, "## Trailing"),
+        ];
+        assert_eq!(
+            drop_empty_headings(&blocks),
+            ["## Parent", "### Child", "text", "Sources: a"]
+        );
+    }
+}

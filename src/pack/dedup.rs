@@ -1,0 +1,131 @@
+//! Near-duplicate detection for paragraphs across the pages of one pack.
+//!
+//! Two blocks are duplicates when the Jaccard similarity of their sets of
+//! word bigrams (CJK characters count as words) is at least
+//! [`NEAR_DUPLICATE_JACCARD`]. Blocks with fewer than
+//! [`MIN_DEDUP_WORDS`] words are never de-duplicated.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::text::{fold, is_cjk};
+
+pub const NEAR_DUPLICATE_JACCARD: f64 = 0.8;
+pub const MIN_DEDUP_WORDS: usize = 8;
+
+/// The bigram fingerprint of one block.
+#[derive(Clone, Debug)]
+pub struct Fingerprint {
+    shingles: Vec<u64>,
+}
+
+impl Fingerprint {
+    /// `None` for blocks too short to de-duplicate.
+    pub fn of(text: &str) -> Option<Fingerprint> {
+        let folded = fold(text);
+        let mut words: Vec<&str> = Vec::new();
+        let mut word_start: Option<usize> = None;
+        for (pos, ch) in folded.char_indices() {
+            if is_cjk(ch) {
+                if let Some(start) = word_start.take() {
+                    words.push(&folded[start..pos]);
+                }
+                words.push(&folded[pos..pos + ch.len_utf8()]);
+            } else if ch.is_alphanumeric() {
+                word_start.get_or_insert(pos);
+            } else if let Some(start) = word_start.take() {
+                words.push(&folded[start..pos]);
+            }
+        }
+        if let Some(start) = word_start {
+            words.push(&folded[start..]);
+        }
+        if words.len() < MIN_DEDUP_WORDS {
+            return None;
+        }
+        let mut shingles: Vec<u64> = words
+            .windows(2)
+            .map(|pair| {
+                let mut hasher = DefaultHasher::new();
+                pair.hash(&mut hasher);
+                hasher.finish()
+            })
+            .collect();
+        shingles.sort_unstable();
+        shingles.dedup();
+        Some(Fingerprint { shingles })
+    }
+}
+
+/// The blocks already in the pack, by fingerprint, each with its page.
+#[derive(Clone, Debug, Default)]
+pub struct DedupIndex {
+    owners: Vec<(usize, String)>,
+    postings: HashMap<u64, Vec<u32>>,
+}
+
+impl DedupIndex {
+    /// The page name of an earlier block that `fingerprint` duplicates.
+    pub fn find(&self, fingerprint: &Fingerprint) -> Option<&str> {
+        let mut shared: HashMap<u32, usize> = HashMap::new();
+        for shingle in &fingerprint.shingles {
+            for &id in self.postings.get(shingle).into_iter().flatten() {
+                *shared.entry(id).or_default() += 1;
+            }
+        }
+        let mut best: Option<(f64, u32)> = None;
+        for (id, common) in shared {
+            let (size, _) = &self.owners[id as usize];
+            let union = size + fingerprint.shingles.len() - common;
+            let jaccard = common as f64 / union as f64;
+            let better = match best {
+                None => true,
+                Some((score, best_id)) => jaccard > score || (jaccard == score && id < best_id),
+            };
+            if jaccard >= NEAR_DUPLICATE_JACCARD && better {
+                best = Some((jaccard, id));
+            }
+        }
+        best.map(|(_, id)| self.owners[id as usize].1.as_str())
+    }
+
+    pub fn insert(&mut self, fingerprint: &Fingerprint, page: &str) {
+        let id = self.owners.len() as u32;
+        self.owners
+            .push((fingerprint.shingles.len(), page.to_string()));
+        for &shingle in &fingerprint.shingles {
+            self.postings.entry(shingle).or_default().push(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_and_near_identical_blocks_match() {
+        let base =
+            "Raft elects a leader that accepts every write and replicates the log to followers.";
+        let mut index = DedupIndex::default();
+        index.insert(&Fingerprint::of(base).unwrap(), "concepts/raft");
+        let same = Fingerprint::of(&format!("  {base}  ")).unwrap();
+        assert_eq!(index.find(&same), Some("concepts/raft"));
+        let near = Fingerprint::of(
+            "Raft elects a leader that accepts every write and replicates the log to all followers.",
+        )
+        .unwrap();
+        assert_eq!(index.find(&near), Some("concepts/raft"));
+        let different = Fingerprint::of(
+            "Paxos lets any proposer drive a round, and acceptors promise not to accept older ballots.",
+        )
+        .unwrap();
+        assert_eq!(index.find(&different), None);
+    }
+
+    #[test]
+    fn short_blocks_are_never_deduplicated() {
+        assert!(Fingerprint::of("See also the list.").is_none());
+        assert!(Fingerprint::of("两阶段提交协议由协调者驱动").is_some());
+    }
+}

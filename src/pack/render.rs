@@ -1,0 +1,70 @@
+//! The exact text of a pack (seed Step 5).
+
+use crate::note::{Note, Tier};
+
+pub const EMPTY_TOPIC_TEXT: &str =
+    "No relevant pages found. Consider running /wiki-ingest to add sources about this topic.";
+pub const EMPTY_RECENT_TEXT: &str =
+    "No recent pages found. Consider running /wiki-ingest to add sources.";
+pub const LARGE_PACK_WARNING: &str = "This pack is large. Consider narrowing your topic or using wiki-query for a targeted answer instead.";
+
+/// The four `#` lines that open a pack.
+pub struct Header<'a> {
+    pub title: &'a str,
+    pub generated: &'a str,
+    pub budget: usize,
+    pub actual: usize,
+    pub included: usize,
+    pub candidates: usize,
+    pub methodology: &'a str,
+}
+
+impl Header<'_> {
+    pub fn render(&self) -> String {
+        format!(
+            "# {}\n# Generated: {}\n# Budget: {} tokens | Actual: {} tokens | Pages: {} / {}\n# Methodology: {}\n",
+            self.title,
+            self.generated,
+            self.budget,
+            self.actual,
+            self.included,
+            self.candidates,
+            self.methodology
+        )
+    }
+}
+
+/// The first line of a page block: `---` and the page's heading.
+pub fn page_head(name: &str, tier: Tier, tokens: usize) -> String {
+    format!("---\n## [[{name}]] ({tier}, ~{tokens} tokens)\n")
+}
+
+/// The rest of a page block: tags, summary and the body, if any, ending
+/// in a blank line.
+pub fn page_rest(note: &Note, body: Option<&str>) -> String {
+    let tags = if note.tags.is_empty() {
+        "(none)".to_string()
+    } else {
+        note.tags
+            .iter()
+            .map(|tag| format!("#{}", tag.split_whitespace().collect::<Vec<_>>().join("-")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let summary = if note.summary.is_empty() {
+        "(none)"
+    } else {
+        note.summary.as_str()
+    };
+    let mut rest = format!("tags: {tags}\nsummary: {summary}\n\n");
+    if let Some(body) = body {
+        rest.push_str(body);
+        rest.push_str("\n\n");
+    }
+    rest
+}
+
+/// The whole text of a pack without pages.
+pub fn empty(title: &str, message: &str) -> String {
+    format!("# {title}\n\n{message}\n")
+}

@@ -1,0 +1,213 @@
+//! Parsing one note: frontmatter, derived fields and the body's structure.
+//!
+//! Parsing never fails: a note always comes back, with a list of problems.
+
+pub mod frontmatter;
+pub mod markdown;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+
+use crate::note::{Note, SummarySource, Tier, TitleSource, UpdatedSource};
+use crate::text::{collapse_whitespace, truncate_chars};
+
+/// Fallback summaries are cut to this many characters.
+pub const SUMMARY_FALLBACK_CHARS: usize = 400;
+
+/// Parses a note's text. `path` is relative to the vault, `/`-separated.
+pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note, Vec<String>) {
+    let mut problems = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let split = frontmatter::split(text);
+    problems.extend(split.problem);
+    let fields = match split.yaml.map(frontmatter::parse) {
+        Some(Ok(fields)) => fields,
+        Some(Err(problem)) => {
+            problems.push(problem);
+            yaml_serde::Mapping::new()
+        }
+        None => yaml_serde::Mapping::new(),
+    };
+    let body = split.body.to_string();
+    let analysis = markdown::analyze(&body);
+
+    let field = |key: &str| frontmatter::get(&fields, key);
+    let field_text = |key: &str| field(key).and_then(frontmatter::scalar);
+
+    let stem = path
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+        .trim_end_matches(".md");
+    let (title, title_source) = if let Some(title) = field_text("title") {
+        (collapse_whitespace(&title), TitleSource::Frontmatter)
+    } else if let Some(h1) = analysis.headings.iter().find(|h| h.level == 1) {
+        (h1.text.clone(), TitleSource::Heading)
+    } else {
+        (stem.to_string(), TitleSource::FileName)
+    };
+
+    let aliases = field("aliases")
+        .or_else(|| field("alias"))
+        .map(|v| frontmatter::list(v, &[',']))
+        .unwrap_or_default();
+
+    let mut tags: Vec<String> = Vec::new();
+    let frontmatter_tags = field("tags")
+        .or_else(|| field("tag"))
+        .map(|v| frontmatter::list(v, &[',', ' ']))
+        .unwrap_or_default();
+    for tag in frontmatter_tags.iter().chain(&analysis.inline_tags) {
+        let tag = tag.trim_start_matches('#');
+        if !tag.is_empty() && !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+            tags.push(tag.to_string());
+        }
+    }
+
+    let tier = match field_text("tier") {
+        None => Tier::Supporting,
+        Some(text) => Tier::parse(&text).unwrap_or_else(|| {
+            problems.push(format!("unknown tier '{text}'; treated as supporting"));
+            Tier::Supporting
+        }),
+    };
+
+    let (summary, summary_source) = match field_text("summary") {
+        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+        None => match analysis
+            .blocks
+            .iter()
+            .find(|b| b.kind == markdown::BlockKind::Paragraph)
+        {
+            Some(block) => (
+                truncate_chars(
+                    &collapse_whitespace(&body[block.range.clone()]),
+                    SUMMARY_FALLBACK_CHARS,
+                ),
+                SummarySource::FirstParagraph,
+            ),
+            None => (String::new(), SummarySource::None),
+        },
+    };
+
+    let mut dated = |key: &str| -> Option<DateTime<Utc>> {
+        let raw = field_text(key)?;
+        let parsed = parse_datetime(&raw);
+        if parsed.is_none() {
+            problems.push(format!("'{key}: {raw}' is not a date; ignored"));
+        }
+        parsed
+    };
+    let (updated, updated_source) =
+        if let Some(date) = dated("updated").or_else(|| dated("modified")) {
+            (Some(date), UpdatedSource::Updated)
+        } else if let Some(date) = dated("created") {
+            (Some(date), UpdatedSource::Created)
+        } else if let Some(mtime) = mtime {
+            (Some(mtime), UpdatedSource::FileMtime)
+        } else {
+            (None, UpdatedSource::Unknown)
+        };
+
+    let note = Note {
+        path: path.to_string(),
+        title,
+        title_source,
+        aliases,
+        tags,
+        summary,
+        summary_source,
+        tier,
+        updated,
+        updated_source,
+        frontmatter: fields.clone(),
+        headings: analysis.headings,
+        blocks: analysis.blocks,
+        links: analysis.links,
+        body,
+    };
+    (note, problems)
+}
+
+/// Reads the date forms found in frontmatter: RFC 3339, `YYYY-MM-DD`,
+/// `YYYY-MM-DD HH:MM[:SS]` and `YYYY-MM-DDTHH:MM[:SS]` (taken as UTC).
+pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
+    let text = text.trim().trim_matches(['"', '\'']);
+    if let Ok(date) = DateTime::parse_from_rfc3339(text) {
+        return Some(date.with_timezone(&Utc));
+    }
+    for format in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+    ] {
+        if let Ok(date) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(date.and_utc());
+        }
+    }
+    for format in ["%Y-%m-%d", "%Y/%m/%d", "%Y.%m.%d"] {
+        if let Ok(date) = NaiveDate::parse_from_str(text, format) {
+            return date.and_hms_opt(0, 0, 0).map(|d| d.and_utc());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derives_title_tier_summary_and_updated() {
+        let text = "---\ntitle: >-\n  Folded\n  title\ntier: CORE\ntags: [a, '#b']\n\
+                    updated: 2026-05-14\n---\n# Heading title\n\nLead paragraph #inline.\n";
+        let (note, problems) = parse_note("concepts/x.md", text, None);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(note.title, "Folded title");
+        assert_eq!(note.tier, Tier::Core);
+        assert_eq!(note.tags, ["a", "b", "inline"]);
+        assert_eq!(note.summary, "Lead paragraph #inline.");
+        assert_eq!(note.summary_source, SummarySource::FirstParagraph);
+        assert_eq!(note.updated_source, UpdatedSource::Updated);
+        assert_eq!(note.stem(), "x");
+    }
+
+    #[test]
+    fn falls_back_to_heading_then_file_name() {
+        let (note, _) = parse_note("a/b.md", "# From heading\n\ntext\n", None);
+        assert_eq!(
+            (note.title.as_str(), note.title_source),
+            ("From heading", TitleSource::Heading)
+        );
+        let (note, _) = parse_note("a/b.md", "text only\n", None);
+        assert_eq!(
+            (note.title.as_str(), note.title_source),
+            ("b", TitleSource::FileName)
+        );
+    }
+
+    #[test]
+    fn broken_yaml_keeps_the_body() {
+        let (note, problems) = parse_note("x.md", "---\ntitle: [oops\n---\n# Body title\n", None);
+        assert_eq!(note.title, "Body title");
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("broken YAML"));
+    }
+
+    #[test]
+    fn unknown_tier_is_supporting_with_a_problem() {
+        let (note, problems) = parse_note("x.md", "---\ntier: gold\n---\n", None);
+        assert_eq!(note.tier, Tier::Supporting);
+        assert_eq!(problems, ["unknown tier 'gold'; treated as supporting"]);
+    }
+
+    #[test]
+    fn dates_in_common_forms() {
+        assert!(parse_datetime("2026-05-14").is_some());
+        assert!(parse_datetime("2026-05-14T10:20:30Z").is_some());
+        assert!(parse_datetime("2026-05-14 10:20").is_some());
+        assert!(parse_datetime("yesterday").is_none());
+    }
+}

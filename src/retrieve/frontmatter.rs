@@ -1,0 +1,86 @@
+//! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
+
+use crate::note::Note;
+use crate::retrieve::{Candidate, Query, Rule, RuleHit};
+use crate::text::{contains_term, fold};
+use crate::vault::Vault;
+
+/// Scores every note against the query's terms and returns those scoring
+/// above zero, ordered by score, then tier, then path.
+///
+/// Each rule is checked once per term and the points add up, so a page
+/// matching the whole phrase and its words outranks one matching one word.
+pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
+    let mut candidates: Vec<Candidate> = vault
+        .notes
+        .iter()
+        .enumerate()
+        .filter_map(|(idx, note)| {
+            let description = vault.index_descriptions.get(&idx).map(|d| fold(d));
+            let breakdown = score_note(note, description.as_deref(), query);
+            let score = breakdown.iter().map(|hit| hit.points).sum();
+            (score > 0).then_some(Candidate {
+                note: idx,
+                score,
+                breakdown,
+            })
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        let (na, nb) = (&vault.notes[a.note], &vault.notes[b.note]);
+        b.score
+            .cmp(&a.score)
+            .then(na.tier.cmp(&nb.tier))
+            .then(na.path.cmp(&nb.path))
+    });
+    candidates
+}
+
+fn score_note(note: &Note, index_description: Option<&str>, query: &Query) -> Vec<RuleHit> {
+    let names: Vec<String> = std::iter::once(&note.title)
+        .chain(&note.aliases)
+        .map(|name| fold(name))
+        .collect();
+    let tags: Vec<String> = note.tags.iter().map(|t| fold(t)).collect();
+    let summary = fold(&note.summary);
+    let mut hits = Vec::new();
+    for term in &query.terms {
+        let mut hit = |rule: Rule| {
+            hits.push(RuleHit {
+                rule,
+                term: term.clone(),
+                points: rule.points(),
+            })
+        };
+        if names.iter().any(|name| name == term) {
+            hit(Rule::TitleOrAlias);
+        }
+        if tags.iter().any(|tag| tag_matches(tag, term)) {
+            hit(Rule::Tag);
+        }
+        if contains_term(&summary, term) {
+            hit(Rule::Summary);
+        }
+        if index_description.is_some_and(|d| contains_term(d, term)) {
+            hit(Rule::IndexDescription);
+        }
+    }
+    hits
+}
+
+/// A folded tag matches a term whole, or by one level of a nested tag.
+fn tag_matches(tag: &str, term: &str) -> bool {
+    tag == term || tag.split('/').any(|level| level.trim() == term)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_tags_match_by_level() {
+        assert!(tag_matches("ai/llm", "llm"));
+        assert!(tag_matches("machine learning", "machine learning"));
+        assert!(!tag_matches("ai/llm", "ai/ll"));
+    }
+}

@@ -1,0 +1,58 @@
+//! Ranking notes for a pack: the seed's frontmatter relevance pass and the
+//! recent-activity order.
+
+pub mod frontmatter;
+pub mod query;
+pub mod recent;
+
+use serde::Serialize;
+
+pub use query::Query;
+
+/// How many candidates a pack considers (seed Step 1).
+pub const CANDIDATE_LIMIT: usize = 20;
+
+/// A note chosen as a pack candidate, with why it ranked where it did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Index into `Vault::notes`.
+    pub note: usize,
+    /// The relevance score (0 in recent mode).
+    pub score: u32,
+    pub breakdown: Vec<RuleHit>,
+}
+
+/// One scoring rule that fired for one query term.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleHit {
+    pub rule: Rule,
+    pub term: String,
+    pub points: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// +5: the title or an alias equals the term.
+    TitleOrAlias,
+    /// +3: a tag (or one `/` level of a nested tag) equals the term.
+    Tag,
+    /// +2: the `summary:` contains the term.
+    Summary,
+    /// +1: the page's `index.md` description contains the term.
+    IndexDescription,
+    /// Recent mode: linked from `hot.md`.
+    Hot,
+}
+
+impl Rule {
+    pub fn points(self) -> u32 {
+        match self {
+            Rule::TitleOrAlias => 5,
+            Rule::Tag => 3,
+            Rule::Summary => 2,
+            Rule::IndexDescription => 1,
+            Rule::Hot => 0,
+        }
+    }
+}

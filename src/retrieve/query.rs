@@ -1,0 +1,93 @@
+//! Turning a topic into query terms.
+
+use crate::text::fold;
+
+/// Words too common to count as query terms on their own.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
+    "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "that",
+    "the", "their", "this", "to", "vs", "was", "we", "what", "when", "where", "which", "who",
+    "why", "will", "with", "your", "的", "了", "和", "与", "及", "是", "在",
+];
+
+/// A topic and the terms the relevance pass matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// The topic as given, whitespace collapsed.
+    pub text: String,
+    /// The folded whole phrase first, then each content word of a
+    /// multi-word topic (stop words removed), without repeats.
+    pub terms: Vec<String>,
+}
+
+impl Query {
+    pub fn parse(topic: &str) -> Query {
+        let text = crate::text::collapse_whitespace(topic);
+        let phrase = fold(&text);
+        let mut terms = Vec::new();
+        if !phrase.is_empty() {
+            terms.push(phrase.clone());
+        }
+        let words: Vec<String> = phrase
+            .split(|c: char| {
+                c.is_whitespace() || (c.is_ascii_punctuation() && c != '/' && c != '+' && c != '#')
+            })
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
+            .filter(|w| !w.is_empty() && !STOP_WORDS.contains(w))
+            .map(str::to_string)
+            .collect();
+        if words.len() > 1 || words.first().is_some_and(|w| *w != phrase) {
+            for word in words {
+                if !terms.contains(&word) {
+                    terms.push(word);
+                }
+            }
+        }
+        Query { text, terms }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phrase_then_content_words() {
+        let q = Query::parse("  The Raft   consensus-algorithm ");
+        assert_eq!(q.text, "The Raft consensus-algorithm");
+        assert_eq!(
+            q.terms,
+            [
+                "the raft consensus algorithm",
+                "raft",
+                "consensus",
+                "algorithm"
+            ]
+        );
+    }
+
+    #[test]
+    fn single_word_is_one_term() {
+        assert_eq!(Query::parse("Raft").terms, ["raft"]);
+        assert_eq!(Query::parse("分布式事务").terms, ["分布式事务"]);
+        assert_eq!(Query::parse("C++").terms, ["c++"]);
+    }
+
+    #[test]
+    fn only_stop_words_keeps_the_phrase() {
+        assert_eq!(Query::parse("the who").terms, ["the who"]);
+        assert!(Query::parse("   ").is_empty());
+    }
+
+    #[test]
+    fn cjk_words_separated_by_spaces() {
+        assert_eq!(
+            Query::parse("分布式 事务").terms,
+            ["分布式 事务", "分布式", "事务"]
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Token counting: the seed's `ceil(chars / 4)` estimate and exact BPE counts.
+//!
+//! Every counter works in *measure units* that add up exactly when text is
+//! split at a [safe boundary](is_safe_boundary): characters for `chars4`,
+//! tokens for the BPE counters. The packer sums the measures of the pieces
+//! of a pack instead of re-counting the whole pack after every decision.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Which counter turns text into a token count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tokenizer {
+    /// `ceil(chars / 4)`, the estimate the seed prescribes.
+    #[default]
+    Chars4,
+    /// Exact counts with OpenAI's `o200k_base` vocabulary.
+    O200k,
+    /// Exact counts with OpenAI's `cl100k_base` vocabulary.
+    Cl100k,
+}
+
+impl Tokenizer {
+    pub const ALL: [Tokenizer; 3] = [Tokenizer::Chars4, Tokenizer::O200k, Tokenizer::Cl100k];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Chars4 => "chars4",
+            Tokenizer::O200k => "o200k",
+            Tokenizer::Cl100k => "cl100k",
+        }
+    }
+
+    /// The text of the pack's `# Methodology:` line.
+    pub fn methodology(self) -> &'static str {
+        match self {
+            Tokenizer::Chars4 => "4 chars/token estimate",
+            Tokenizer::O200k => "exact o200k_base token count",
+            Tokenizer::Cl100k => "exact cl100k_base token count",
+        }
+    }
+
+    /// The token count of `text`.
+    pub fn count(self, text: &str) -> usize {
+        self.tokens(self.measure(text))
+    }
+
+    /// The additive measure of `text` (characters or tokens).
+    pub fn measure(self, text: &str) -> usize {
+        match self {
+            Tokenizer::Chars4 => text.chars().count(),
+            Tokenizer::O200k => bpe_openai::o200k_base().count(text),
+            Tokenizer::Cl100k => bpe_openai::cl100k_base().count(text),
+        }
+    }
+
+    /// Converts a measure into tokens.
+    pub fn tokens(self, measure: usize) -> usize {
+        match self {
+            Tokenizer::Chars4 => measure.div_ceil(4),
+            Tokenizer::O200k | Tokenizer::Cl100k => measure,
+        }
+    }
+
+    /// The largest measure whose token count stays within `budget` tokens.
+    pub fn capacity(self, budget: usize) -> usize {
+        match self {
+            Tokenizer::Chars4 => budget.saturating_mul(4),
+            Tokenizer::O200k | Tokenizer::Cl100k => budget,
+        }
+    }
+}
+
+impl fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Tokenizer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "chars4" | "chars" => Ok(Tokenizer::Chars4),
+            "o200k" | "o200k_base" => Ok(Tokenizer::O200k),
+            "cl100k" | "cl100k_base" => Ok(Tokenizer::Cl100k),
+            _ => Err(format!(
+                "unknown tokenizer '{s}' (expected chars4, o200k or cl100k)"
+            )),
+        }
+    }
+}
+
+/// True when `left` may be measured apart from whatever follows it: it ends
+/// in a line break and the next text starts with a character that neither
+/// BPE pre-tokenizer joins to a preceding newline (not whitespace, not `/`).
+pub fn is_safe_boundary(left: &str, right: &str) -> bool {
+    left.ends_with('\n')
+        && right
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_whitespace() && c != '/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chars4_rounds_up() {
+        assert_eq!(Tokenizer::Chars4.count(""), 0);
+        assert_eq!(Tokenizer::Chars4.count("abcde"), 2);
+        assert_eq!(Tokenizer::Chars4.count("一二三四"), 1);
+    }
+
+    #[test]
+    fn exact_counters_know_their_vocabularies() {
+        assert_eq!(Tokenizer::O200k.count("hello world"), 2);
+        assert_eq!(Tokenizer::Cl100k.count("hello world"), 2);
+        assert!(Tokenizer::O200k.count("分布式事务") >= 2);
+    }
+
+    #[test]
+    fn measures_add_up_at_safe_boundaries() {
+        let parts = [
+            "# Context Pack: raft\n# Budget: 100 tokens\n",
+            "---\n## [[concepts/raft]] (core, ~12 tokens)\ntags: #a\n\n",
+            "Body text, with   spaces   \n\n",
+            "---\n## [[x]]\n分布式事务\n\n",
+        ];
+        for tokenizer in Tokenizer::ALL {
+            let whole: String = parts.concat();
+            let sum: usize = parts.iter().map(|p| tokenizer.measure(p)).sum();
+            assert_eq!(tokenizer.measure(&whole), sum, "{tokenizer}");
+        }
+        assert!(is_safe_boundary("a\n", "---"));
+        assert!(!is_safe_boundary("a\n", "\nb"));
+        assert!(!is_safe_boundary("a", "b"));
+    }
+}

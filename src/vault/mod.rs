@@ -1,0 +1,223 @@
+//! A vault: every note read from a folder, plus the role files
+//! (`index.md`, `hot.md`) and the problems met on the way.
+
+pub mod log;
+mod resolve;
+pub mod walk;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
+use rayon::prelude::*;
+
+pub use resolve::LinkResolver;
+
+use crate::note::{Diagnostic, Note};
+use crate::parse::markdown::Link;
+use crate::parse::parse_note;
+use crate::text::collapse_whitespace;
+
+/// Files larger than this are skipped with a diagnostic.
+pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct VaultOptions {
+    pub max_file_bytes: u64,
+}
+
+impl Default for VaultOptions {
+    fn default() -> Self {
+        VaultOptions {
+            max_file_bytes: MAX_FILE_BYTES,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Vault {
+    /// The canonical vault root.
+    pub root: PathBuf,
+    /// Every packable note, sorted by path.
+    pub notes: Vec<Note>,
+    /// The description beside each note's entry in `index.md`.
+    pub index_descriptions: HashMap<usize, String>,
+    /// Notes linked from `hot.md`, in the order of their first link.
+    pub hot: Vec<usize>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub resolver: LinkResolver,
+}
+
+impl Vault {
+    /// Reads every note under `root`. Fails only when `root` itself cannot
+    /// be read; a bad note becomes a diagnostic.
+    pub fn load(root: &Path, options: &VaultOptions) -> Result<Vault> {
+        let root = root
+            .canonicalize()
+            .with_context(|| format!("cannot open vault {}", root.display()))?;
+        if !root.is_dir() {
+            bail!("vault {} is not a folder", root.display());
+        }
+        let walked = walk::walk(&root);
+        let mut diagnostics: Vec<Diagnostic> = walked
+            .problems
+            .into_iter()
+            .map(|(path, message)| Diagnostic { path, message })
+            .collect();
+
+        let (role_files, note_files): (Vec<_>, Vec<_>) = walked
+            .files
+            .into_iter()
+            .partition(|f| walk::ROLE_FILES.contains(&f.rel_path.as_str()));
+
+        let read: Vec<(Option<Note>, Vec<Diagnostic>)> = note_files
+            .par_iter()
+            .map(|found| read_note(found, options.max_file_bytes))
+            .collect();
+        let mut notes = Vec::with_capacity(read.len());
+        for (note, problems) in read {
+            notes.extend(note);
+            diagnostics.extend(problems);
+        }
+
+        let mut roles = Vec::new();
+        for found in role_files {
+            if found.rel_path == log::LOG_FILE {
+                continue;
+            }
+            let (role_note, problems) = read_note(&found, options.max_file_bytes);
+            diagnostics.extend(problems);
+            roles.extend(role_note);
+        }
+        Ok(Vault::assemble(root, notes, roles, diagnostics))
+    }
+
+    /// Builds a vault from texts in memory (`(relative path, text)` pairs),
+    /// as if they had been read from `root`: for tests and embedders.
+    pub fn from_texts(root: PathBuf, files: &[(String, String)]) -> Vault {
+        let mut notes = Vec::new();
+        let mut roles = Vec::new();
+        let mut diagnostics = Vec::new();
+        let mut files: Vec<&(String, String)> = files.iter().collect();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, text) in files {
+            if path == log::LOG_FILE {
+                continue;
+            }
+            let (note, problems) = parse_note(path, text, None);
+            diagnostics.extend(problems.into_iter().map(|message| Diagnostic {
+                path: path.clone(),
+                message,
+            }));
+            if walk::ROLE_FILES.contains(&path.as_str()) {
+                roles.push(note);
+            } else {
+                notes.push(note);
+            }
+        }
+        Vault::assemble(root, notes, roles, diagnostics)
+    }
+
+    fn assemble(
+        root: PathBuf,
+        notes: Vec<Note>,
+        roles: Vec<Note>,
+        mut diagnostics: Vec<Diagnostic>,
+    ) -> Vault {
+        let resolver = LinkResolver::new(&notes);
+        let mut vault = Vault {
+            root,
+            notes,
+            index_descriptions: HashMap::new(),
+            hot: Vec::new(),
+            diagnostics: Vec::new(),
+            resolver,
+        };
+        for role in roles {
+            match role.path.as_str() {
+                "index.md" => vault.index_descriptions = vault.read_index(&role),
+                "hot.md" => vault.hot = vault.read_hot(&role),
+                _ => {}
+            }
+        }
+        diagnostics.sort();
+        vault.diagnostics = diagnostics;
+        vault
+    }
+
+    /// Resolves a link written in the note at path `from`.
+    pub fn resolve(&self, from: &str, link: &Link) -> Option<usize> {
+        self.resolver.resolve(&self.notes, from, link)
+    }
+
+    /// Each line of `index.md` that links to a note describes it with the
+    /// rest of the line (list markers, separators and table pipes removed).
+    fn read_index(&self, index: &Note) -> HashMap<usize, String> {
+        let mut descriptions = HashMap::new();
+        let mut line_start = 0;
+        for line in index.body.split_inclusive('\n') {
+            let line_range = line_start..line_start + line.len();
+            line_start += line.len();
+            let links: Vec<&Link> = index
+                .links
+                .iter()
+                .filter(|l| line_range.contains(&l.range.start))
+                .collect();
+            if links.is_empty() {
+                continue;
+            }
+            let mut rest = String::new();
+            let mut cursor = line_range.start;
+            for link in &links {
+                rest.push_str(&index.body[cursor..link.range.start]);
+                cursor = link.range.end.min(line_range.end);
+            }
+            rest.push_str(&index.body[cursor..line_range.end]);
+            let description = collapse_whitespace(&rest.replace('|', " "));
+            let description = description
+                .trim_matches(|c: char| {
+                    c.is_whitespace() || matches!(c, '-' | '*' | '+' | ':' | '—' | '–' | '·' | '：')
+                })
+                .to_string();
+            if description.is_empty() {
+                continue;
+            }
+            for link in links {
+                if let Some(idx) = self.resolve(&index.path, link) {
+                    descriptions
+                        .entry(idx)
+                        .or_insert_with(|| description.clone());
+                }
+            }
+        }
+        descriptions
+    }
+
+    fn read_hot(&self, hot: &Note) -> Vec<usize> {
+        let mut linked = Vec::new();
+        for link in &hot.links {
+            if let Some(idx) = self.resolve(&hot.path, link)
+                && !linked.contains(&idx)
+            {
+                linked.push(idx);
+            }
+        }
+        linked
+    }
+}
+
+fn read_note(found: &walk::Found, max_bytes: u64) -> (Option<Note>, Vec<Diagnostic>) {
+    let diagnostic = |message: String| Diagnostic {
+        path: found.rel_path.clone(),
+        message,
+    };
+    match walk::read_text(&found.read_path, max_bytes) {
+        Ok((text, mtime)) => {
+            let mtime = mtime.map(DateTime::<Utc>::from);
+            let (note, problems) = parse_note(&found.rel_path, &text, mtime);
+            (Some(note), problems.into_iter().map(diagnostic).collect())
+        }
+        Err(message) => (None, vec![diagnostic(message)]),
+    }
+}

@@ -1,0 +1,584 @@
+//! End-to-end tests of the `ctxpack` binary, run as a user runs it.
+
+mod common;
+
+use std::fs;
+
+use common::{GENERATED_AT, World, ok, stderr, stdout, write};
+
+// ---------------------------------------------------------------- snapshots
+
+#[test]
+fn topic_pack_markdown() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft consensus"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn topic_pack_json() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft consensus", "--format", "json"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn recent_pack() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["--recent", "--budget", "1500"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn empty_result() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["sourdough starter"]));
+    assert_eq!(
+        out,
+        "# Context Pack: sourdough starter\n\nNo relevant pages found. Consider running \
+         /wiki-ingest to add sources about this topic.\n"
+    );
+}
+
+#[test]
+fn tiny_budget_keeps_summaries_and_drops_peripheral_first() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft", "--budget", "300"]));
+    insta::assert_snapshot!(out);
+    let json: serde_json::Value = serde_json::from_str(&ok(
+        &world.pack(&vault, &["raft", "--budget", "300", "--format", "json"])
+    ))
+    .unwrap();
+    assert!(json["actual"].as_u64().unwrap() <= 300);
+    let dropped = json["dropped"].as_array().unwrap();
+    assert!(!dropped.is_empty());
+    assert_eq!(dropped[0]["tier"], "peripheral");
+    assert_eq!(dropped[0]["reason"], "budget");
+}
+
+#[test]
+fn exact_counters() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    for counter in ["o200k", "cl100k"] {
+        let out = ok(&world.pack(
+            &vault,
+            &["leader election", "--budget", "700", "--tokenizer", counter],
+        ));
+        insta::assert_snapshot!(format!("counter_{counter}"), out);
+    }
+}
+
+#[test]
+fn chinese_topic() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["分布式事务", "--budget", "2000"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn output_is_deterministic() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let first = ok(&world.pack(&vault, &["consensus", "--format", "json"]));
+    let second = ok(&world.pack(&vault, &["consensus", "--format", "json"]));
+    assert_eq!(first, second);
+}
+
+#[test]
+fn source_date_epoch_fixes_the_timestamp() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = world
+        .cmd()
+        .args(["pack", "raft", "--no-log", "--vault"])
+        .arg(&vault)
+        .env("SOURCE_DATE_EPOCH", "1780000000")
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("# Generated: 2026-05-28T20:26:40Z\n"));
+}
+
+// ------------------------------------------------------------- compression
+
+#[test]
+fn compression_rules_apply_to_the_example() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft consensus"]));
+    // The Sources section becomes one line of names.
+    assert!(
+        out.contains("\nSources: raft-paper-notes; Reading session, 12 May; Raft visualisation\n")
+    );
+    assert!(!out.contains("## Sources"));
+    // The empty "Membership Changes" heading is gone.
+    assert!(!out.contains("## Membership Changes"));
+    // The paragraph shared by raft and log-replication stays in raft only.
+    assert_eq!(
+        out.matches("The leader appends each client command")
+            .count(),
+        1
+    );
+    assert!(out.contains("## How Raft Does It\n\n_(content also in [[concepts/raft]])_"));
+    // A near-identical paragraph (one sentence shorter) is replaced too.
+    assert_eq!(
+        out.matches("Followers expect periodic heartbeats").count(),
+        1
+    );
+    // A link already shown becomes plain text (the page's title).
+    assert!(out.contains("including Raft.\n"));
+    // Code blocks are kept verbatim, with their link-like text.
+    assert!(out.contains("// Not a tag: #merge, not a link: [[concepts/raft]]"));
+}
+
+#[test]
+fn ignored_and_role_files_are_never_packed() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["consensus", "--budget", "100000"]));
+    for absent in [
+        "drafts/",
+        "_raw/",
+        "AGENTS",
+        "[[index]]",
+        "[[hot]]",
+        "[[log]]",
+        ".obsidian",
+    ] {
+        assert!(!out.contains(absent), "{absent} leaked into the pack");
+    }
+}
+
+#[test]
+fn large_budget_warns_on_stderr() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = world.pack(&vault, &["raft", "--budget", "60000"]);
+    ok(&out);
+    assert!(stderr(&out).contains("This pack is large."));
+    let out = world.pack(&vault, &["raft", "--budget", "50000"]);
+    assert!(!stderr(&out).contains("This pack is large."));
+}
+
+// ------------------------------------------------------------- bad input
+
+#[test]
+fn bad_arguments_exit_2_with_a_message() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["raft", "--budget", "0"],
+            "budget must be between 1 and 100000",
+        ),
+        (
+            &["raft", "--budget", "-3"],
+            "budget must be between 1 and 100000",
+        ),
+        (
+            &["raft", "--budget", "100001"],
+            "budget must be between 1 and 100000",
+        ),
+        (&["raft", "--budget", "lots"], "is not a whole number"),
+        (&["raft", "--tokenizer", "gpt2"], "unknown tokenizer 'gpt2'"),
+        (&["  "], "the topic is empty"),
+        (&[], "a topic is required"),
+        (&["raft", "--recent"], "cannot be used with"),
+        (&["raft", "@one", "@two"], "two vault names given"),
+    ];
+    let out = world
+        .cmd()
+        .args(["pack", "raft", "--generated-at", "noon", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--generated-at 'noon' is not an ISO 8601 date"));
+    for (args, message) in cases {
+        let out = world.pack(&vault, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn broken_notes_are_reported_and_the_run_goes_on() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "good.md",
+                "---\ntitle: Raft notes\nsummary: about raft\n---\nRaft body.\n",
+            ),
+            (
+                "broken.md",
+                "---\ntitle: [unclosed\ntags: raft\n---\n# Raft\n\nStill read.\n",
+            ),
+            ("binary.md", "raft\0\0\0"),
+        ],
+    );
+    write(&vault.join("latin1.md"), b"caf\xe9 raft\n");
+    let big = format!(
+        "---\ntitle: raft\n---\n{}",
+        "x".repeat(10 * 1024 * 1024 + 1)
+    );
+    write(&vault.join("huge.md"), big.as_bytes());
+    let out = world.pack(&vault, &["raft", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let paths: Vec<&str> = json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["broken.md", "good.md"]);
+    let diagnostics: Vec<String> = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {}",
+                d["path"].as_str().unwrap(),
+                d["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(diagnostics.len(), 4, "{diagnostics:?}");
+    assert!(diagnostics[0].starts_with("binary.md: binary file"));
+    assert!(diagnostics[1].starts_with("broken.md: broken YAML frontmatter"));
+    assert_eq!(
+        diagnostics[2],
+        format!(
+            "huge.md: file is {} bytes, over the 10485760 byte limit; skipped",
+            big.len()
+        )
+    );
+    assert_eq!(
+        diagnostics[3],
+        "latin1.md: invalid UTF-8 at byte 3; skipped"
+    );
+    // Diagnostics also go to stderr, naming the file.
+    assert!(stderr(&out).contains("warning: broken.md: broken YAML frontmatter"));
+}
+
+#[test]
+fn symlinks_leading_outside_the_vault_are_not_read() {
+    let world = World::new();
+    let secret = world.vault(
+        "outside",
+        &[("secret.md", "---\ntitle: raft secret\n---\nTOP SECRET\n")],
+    );
+    let vault = world.vault(
+        "vault",
+        &[("inside.md", "---\ntitle: raft\n---\nInside.\n")],
+    );
+    std::os::unix::fs::symlink(secret.join("secret.md"), vault.join("link.md")).unwrap();
+    std::os::unix::fs::symlink(&secret, vault.join("linked-dir")).unwrap();
+    let out = world.pack(&vault, &["raft"]);
+    let text = ok(&out);
+    assert!(!text.contains("TOP SECRET"));
+    assert!(stderr(&out).contains("link.md: symlink leads outside the vault; skipped"));
+}
+
+#[test]
+fn missing_vault_folder_is_a_usage_error() {
+    let world = World::new();
+    let out = world.pack(&world.path().join("nope"), &["raft"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is not an existing folder"));
+}
+
+// ------------------------------------------------------------------ config
+
+fn topic_only(world: &World, args: &[&str]) -> std::process::Output {
+    world
+        .cmd()
+        .arg("pack")
+        .args(args)
+        .args(["--generated-at", GENERATED_AT, "--no-log"])
+        .output()
+        .unwrap()
+}
+
+fn one_page_vault(world: &World, name: &str) -> std::path::PathBuf {
+    world.vault(
+        name,
+        &[(
+            &format!("{name}.md"),
+            &format!("---\ntitle: raft\n---\nfrom {name}\n"),
+        )],
+    )
+}
+
+#[test]
+fn config_dotenv_is_found_walking_up() {
+    let world = World::new();
+    one_page_vault(&world, "envvault");
+    write(
+        &world.work().join(".env"),
+        b"# project settings\nexport OBSIDIAN_VAULT_PATH=\"../envvault\"\nQMD_WIKI_COLLECTION=wiki\n",
+    );
+    let nested = world.work().join("a/b");
+    fs::create_dir_all(&nested).unwrap();
+    let out = world
+        .cmd()
+        .current_dir(&nested)
+        .args(["pack", "raft", "--no-log"])
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("[[envvault]]"));
+}
+
+#[test]
+fn config_dotenv_without_the_key_is_skipped() {
+    let world = World::new();
+    one_page_vault(&world, "globalvault");
+    write(&world.work().join(".env"), b"OTHER=1\n");
+    write(
+        &world.home().join(".config/obsidian-wiki/config"),
+        format!(
+            "OBSIDIAN_VAULT_PATH={}\n",
+            world.path().join("globalvault").display()
+        )
+        .as_bytes(),
+    );
+    assert!(ok(&topic_only(&world, &["raft"])).contains("[[globalvault]]"));
+}
+
+#[test]
+fn config_named_vault_and_flag_precedence() {
+    let world = World::new();
+    for name in ["work", "personal", "flagged"] {
+        one_page_vault(&world, name);
+    }
+    let config_dir = world.home().join(".config/obsidian-wiki");
+    for name in ["work", "personal"] {
+        write(
+            &config_dir.join(format!("config.{name}")),
+            format!(
+                "OBSIDIAN_VAULT_PATH={}\n",
+                world.path().join(name).display()
+            )
+            .as_bytes(),
+        );
+    }
+    write(
+        &config_dir.join("config"),
+        format!(
+            "OBSIDIAN_VAULT_PATH={}\n",
+            world.path().join("work").display()
+        )
+        .as_bytes(),
+    );
+    // @name anywhere among the arguments, for this call only.
+    assert!(ok(&topic_only(&world, &["@personal", "raft"])).contains("[[personal]]"));
+    assert!(ok(&topic_only(&world, &["raft", "@personal"])).contains("[[personal]]"));
+    assert!(ok(&topic_only(&world, &["raft"])).contains("[[work]]"));
+    // --vault beats everything.
+    let flagged = world.path().join("flagged");
+    let out = topic_only(
+        &world,
+        &["raft", "@personal", "--vault", flagged.to_str().unwrap()],
+    );
+    assert!(ok(&out).contains("[[flagged]]"));
+    // A missing name lists the known ones and never falls back.
+    let out = topic_only(&world, &["raft", "@missing"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no vault config named '@missing'"), "{err}");
+    assert!(err.contains("named configs: @personal, @work"), "{err}");
+}
+
+#[test]
+fn config_xdg_and_legacy_directories() {
+    let world = World::new();
+    one_page_vault(&world, "legacy");
+    one_page_vault(&world, "xdg");
+    write(
+        &world.home().join(".obsidian-wiki/config"),
+        format!(
+            "OBSIDIAN_VAULT_PATH={}\n",
+            world.path().join("legacy").display()
+        )
+        .as_bytes(),
+    );
+    // Only the legacy folder exists: it is used.
+    assert!(ok(&topic_only(&world, &["raft"])).contains("[[legacy]]"));
+    // An XDG folder (here under $XDG_CONFIG_HOME) takes precedence.
+    let xdg = world.path().join("xdg-config");
+    write(
+        &xdg.join("obsidian-wiki/config"),
+        format!(
+            "OBSIDIAN_VAULT_PATH={}\n",
+            world.path().join("xdg").display()
+        )
+        .as_bytes(),
+    );
+    let out = world
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["pack", "raft", "--no-log"])
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("[[xdg]]"));
+}
+
+#[test]
+fn config_missing_everywhere_says_how_to_set_it() {
+    let world = World::new();
+    let out = topic_only(&world, &["raft"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no vault configured"), "{err}");
+    assert!(err.contains("--vault PATH"), "{err}");
+    assert!(err.contains("OBSIDIAN_VAULT_PATH="), "{err}");
+}
+
+// --------------------------------------------------------------------- log
+
+#[test]
+fn log_line_is_appended() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let before = fs::read_to_string(vault.join("log.md")).unwrap();
+    let out = world
+        .cmd()
+        .args([
+            "pack",
+            "raft \"consensus\"",
+            "--budget",
+            "500",
+            "--generated-at",
+            GENERATED_AT,
+            "--vault",
+        ])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    let pack = ok(&out);
+    let pages = pack.lines().find(|l| l.starts_with("# Budget:")).unwrap();
+    let pages = pages.split("Pages: ").nth(1).unwrap();
+    let (included, candidates) = pages.split_once(" / ").unwrap();
+    let (included, candidates): (usize, usize) =
+        (included.parse().unwrap(), candidates.parse().unwrap());
+    let after = fs::read_to_string(vault.join("log.md")).unwrap();
+    let appended = after.strip_prefix(&before).expect("log only grows");
+    assert_eq!(
+        appended,
+        format!(
+            "- [2026-06-01T00:00:00Z] CONTEXT_PACK topic=\"raft \\\"consensus\\\"\" budget=500 \
+             actual_tokens={} pages_included={included} pages_dropped={}\n",
+            actual_of(&pack),
+            candidates - included
+        )
+    );
+}
+
+fn actual_of(pack: &str) -> usize {
+    let line = pack.lines().find(|l| l.starts_with("# Budget:")).unwrap();
+    let actual = line.split("Actual: ").nth(1).unwrap();
+    actual.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn log_is_created_with_a_header_and_no_log_skips_it() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    let run = |extra: &[&str]| {
+        world
+            .cmd()
+            .args([
+                "pack",
+                "--recent",
+                "--generated-at",
+                GENERATED_AT,
+                "--vault",
+            ])
+            .arg(&vault)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    ok(&run(&["--no-log"]));
+    assert!(!vault.join("log.md").exists());
+    ok(&run(&[]));
+    let log = fs::read_to_string(vault.join("log.md")).unwrap();
+    assert!(log.starts_with(
+        "# Wiki Log\n\n- [2026-06-01T00:00:00Z] CONTEXT_PACK topic=\"Recent Activity\""
+    ));
+    assert_eq!(log.lines().count(), 3);
+}
+
+#[test]
+fn unwritable_log_still_prints_the_pack() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    // A folder where log.md should be: the append fails whoever runs it.
+    fs::create_dir_all(vault.join("log.md")).unwrap();
+    let out = world
+        .cmd()
+        .args(["pack", "raft", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("[[a]]"));
+    assert!(stderr(&out).contains("could not append to"));
+}
+
+#[test]
+fn log_symlink_is_not_followed() {
+    let world = World::new();
+    let outside = world.vault("outside", &[("target.md", "keep me\n")]);
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    std::os::unix::fs::symlink(outside.join("target.md"), vault.join("log.md")).unwrap();
+    let out = world
+        .cmd()
+        .args(["pack", "raft", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(
+        fs::read_to_string(outside.join("target.md")).unwrap(),
+        "keep me\n"
+    );
+    assert!(stderr(&out).contains("could not append to"));
+}
+
+#[test]
+fn concurrent_log_appends_keep_every_line_whole() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            world
+                .cmd()
+                .args(["pack", "raft", "--vault"])
+                .arg(&vault)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let log = fs::read_to_string(vault.join("log.md")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines[0], "# Wiki Log");
+    assert_eq!(lines.len(), 2 + 8, "{log}");
+    assert!(
+        lines[2..]
+            .iter()
+            .all(|l| l.starts_with("- [") && l.ends_with("pages_dropped=0"))
+    );
+}

@@ -1,0 +1,114 @@
+//! Shared helpers: a fresh temporary home and vault per test, and a command
+//! runner for the built binary.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+pub const GENERATED_AT: &str = "2026-06-01T00:00:00Z";
+
+/// A temporary world: `home/` as `$HOME`, `work/` as the current folder.
+pub struct World {
+    pub dir: TempDir,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::create_dir_all(dir.path().join("home")).unwrap();
+        fs::create_dir_all(dir.path().join("work")).unwrap();
+        World { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.path().join("work")
+    }
+
+    /// Copies the example vault shipped in the repository to `name`.
+    pub fn example_vault(&self, name: &str) -> PathBuf {
+        let target = self.path().join(name);
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vault"),
+            &target,
+        );
+        target
+    }
+
+    /// Writes `files` (relative path, text) into a new vault folder `name`.
+    pub fn vault(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let root = self.path().join(name);
+        for (path, text) in files {
+            write(&root.join(path), text.as_bytes());
+        }
+        fs::create_dir_all(&root).unwrap();
+        root
+    }
+
+    /// The binary, run in `work/` with `home/` as `$HOME` and no XDG or
+    /// reproducibility variables inherited from the caller.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ctxpack"));
+        cmd.current_dir(self.work())
+            .env("HOME", self.home())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("SOURCE_DATE_EPOCH")
+            .env_remove("OBSIDIAN_VAULT_PATH");
+        cmd
+    }
+
+    /// Runs `pack` on `vault` with a fixed timestamp and no log line.
+    pub fn pack(&self, vault: &Path, args: &[&str]) -> Output {
+        self.cmd()
+            .arg("pack")
+            .args(args)
+            .arg("--vault")
+            .arg(vault)
+            .args(["--generated-at", GENERATED_AT, "--no-log"])
+            .output()
+            .expect("run ctxpack")
+    }
+}
+
+pub fn write(path: &Path, bytes: &[u8]) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, bytes).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(output));
+    stdout(output)
+}

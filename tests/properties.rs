@@ -1,0 +1,173 @@
+//! Invariants over random vaults: the pack never exceeds its budget, its
+//! printed size is its true size, and it is deterministic.
+
+use chrono::{TimeZone, Utc};
+use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
+use proptest::prelude::*;
+
+const WORDS: &[&str] = &[
+    "raft",
+    "paxos",
+    "leader",
+    "quorum",
+    "log",
+    "replica",
+    "commit",
+    "clock",
+    "gossip",
+    "shard",
+    "分布式",
+    "事务",
+    "共识",
+    "日志",
+    "a",
+    "the",
+    "of",
+];
+
+fn words(count: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(WORDS), count).prop_map(|w| w.join(" "))
+}
+
+fn paragraph() -> impl Strategy<Value = String> {
+    words(3..40).prop_map(|w| format!("{w}."))
+}
+
+#[derive(Debug, Clone)]
+struct NoteSpec {
+    title: Option<String>,
+    tier: Option<&'static str>,
+    tags: Vec<&'static str>,
+    summary: Option<String>,
+    paragraphs: Vec<String>,
+    key_ideas: Vec<String>,
+    links: Vec<usize>,
+    sources: bool,
+    empty_heading: bool,
+}
+
+fn note_spec() -> impl Strategy<Value = NoteSpec> {
+    (
+        prop::option::of(words(1..3)),
+        prop::option::of(prop::sample::select(
+            &["core", "supporting", "peripheral", "bogus"][..],
+        )),
+        prop::collection::vec(prop::sample::select(WORDS), 0..3),
+        prop::option::of(words(2..12)),
+        prop::collection::vec(paragraph(), 0..6),
+        prop::collection::vec(words(2..10), 0..4),
+        prop::collection::vec(0usize..12, 0..4),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(title, tier, tags, summary, paragraphs, key_ideas, links, sources, empty_heading)| {
+                NoteSpec {
+                    title,
+                    tier,
+                    tags,
+                    summary,
+                    paragraphs,
+                    key_ideas,
+                    links,
+                    sources,
+                    empty_heading,
+                }
+            },
+        )
+}
+
+fn render_note(spec: &NoteSpec, count: usize, shared: &str) -> String {
+    let mut text = String::from("---\n");
+    if let Some(title) = &spec.title {
+        text.push_str(&format!("title: \"{title}\"\n"));
+    }
+    if let Some(tier) = spec.tier {
+        text.push_str(&format!("tier: {tier}\n"));
+    }
+    if !spec.tags.is_empty() {
+        text.push_str(&format!("tags: [{}]\n", spec.tags.join(", ")));
+    }
+    if let Some(summary) = &spec.summary {
+        text.push_str(&format!("summary: \"{summary}\"\n"));
+    }
+    text.push_str("updated: 2026-05-01\n---\n");
+    for paragraph in &spec.paragraphs {
+        text.push_str(paragraph);
+        for link in &spec.links {
+            text.push_str(&format!(" [[n{}]]", link % count));
+        }
+        text.push_str("\n\n");
+    }
+    text.push_str(shared);
+    text.push_str("\n\n");
+    if spec.empty_heading {
+        text.push_str("## Nothing here\n\n");
+    }
+    if !spec.key_ideas.is_empty() {
+        text.push_str("## Key Ideas\n\n");
+        for idea in &spec.key_ideas {
+            text.push_str(&format!("- {idea}\n"));
+        }
+        text.push('\n');
+    }
+    if spec.sources {
+        text.push_str("## Sources\n\n- first source\n- [[n0|second]]\n");
+    }
+    text
+}
+
+fn vault_strategy() -> impl Strategy<Value = Vault> {
+    (prop::collection::vec(note_spec(), 1..12), paragraph()).prop_map(|(specs, shared)| {
+        let count = specs.len();
+        let mut files: Vec<(String, String)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| (format!("n{i}.md"), render_note(spec, count, &shared)))
+            .collect();
+        files.push((
+            "index.md".into(),
+            (0..count)
+                .map(|i| format!("- [[n{i}]] — raft entry {i}\n"))
+                .collect(),
+        ));
+        files.push(("hot.md".into(), "- [[n0]]\n".into()));
+        Vault::from_texts("/vault".into(), &files)
+    })
+}
+
+fn options(budget: usize, tokenizer: Tokenizer) -> PackOptions {
+    PackOptions::new(
+        budget,
+        tokenizer,
+        Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn never_over_budget_and_actual_is_true(
+        vault in vault_strategy(),
+        topic in prop::option::of(words(1..4)),
+        budget in prop_oneof![1usize..200, 200usize..3000, Just(100_000usize)],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let mode = match topic {
+            Some(topic) => PackMode::Topic(topic),
+            None => PackMode::Recent,
+        };
+        let pack = build_pack(&vault, &mode, &options(budget, tokenizer));
+        let counted = tokenizer.count(&pack.bundle);
+        prop_assert!(counted <= budget, "{counted} > {budget}\n{}", pack.bundle);
+        prop_assert_eq!(counted, pack.actual);
+        if !pack.pages.is_empty() {
+            let header = format!("| Actual: {} tokens |", pack.actual);
+            prop_assert!(pack.bundle.contains(&header));
+        }
+        prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
+        let again = build_pack(&vault, &mode, &options(budget, tokenizer));
+        prop_assert_eq!(&again.bundle, &pack.bundle);
+    }
+}
