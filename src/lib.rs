@@ -4,6 +4,17 @@
 //! turns each into a [`Note`], [`retrieve`] ranks notes for a query,
 //! [`pack`] selects, compresses and fits them to a budget and renders the
 //! result. The binary (`main.rs`, [`cli`]) is a thin layer over these.
+//!
+//! ```
+//! use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, VaultOptions, build_pack};
+//!
+//! let vault = Vault::load("examples/vault".as_ref(), &VaultOptions::default())?;
+//! let options = PackOptions::new(4000, Tokenizer::O200k, chrono::Utc::now());
+//! let pack = build_pack(&vault, &PackMode::Topic("raft".into()), &options);
+//! assert!(pack.actual <= 4000);
+//! assert!(pack.bundle.starts_with("# Context Pack: raft\n"));
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 pub mod cli;
 pub mod config;

@@ -227,6 +227,9 @@ fn whole_lines(text: &str, range: Range<usize>) -> Range<usize> {
 /// `%% … %%` spans, which Obsidian hides from the reader.
 fn obsidian_comments(body: &str) -> Vec<Range<usize>> {
     let mut ranges = Vec::new();
+    if !body.contains("%%") {
+        return ranges;
+    }
     let mut from = 0;
     while let Some(open) = body[from..].find("%%") {
         let start = from + open;
@@ -262,22 +265,26 @@ fn is_excluded(pos: usize, excluded: &[Range<usize>]) -> bool {
 }
 
 fn scan_wikilinks(body: &str, excluded: &[Range<usize>]) -> Vec<Link> {
+    let bytes = body.as_bytes();
     let mut links = Vec::new();
     let mut from = 0;
-    while let Some(found) = body[from..].find("[[") {
+    while let Some(found) = body[from..].find('[') {
         let open = from + found;
-        from = open + 2;
-        if is_excluded(open, excluded) {
+        from = open + 1;
+        if bytes.get(open + 1) != Some(&b'[') || is_excluded(open, excluded) {
             continue;
         }
-        let Some(close) = body[open + 2..].find("]]") else {
-            break;
+        let line_end = body[open..].find('\n').map_or(body.len(), |i| open + i);
+        let Some(close) = body[open + 2..line_end].find("]]") else {
+            from = line_end;
+            continue;
         };
         let inner = &body[open + 2..open + 2 + close];
-        if inner.contains('\n') || inner.contains("[[") {
+        if inner.contains("[[") {
+            from = open + 2;
             continue;
         }
-        let embed = open > 0 && body.as_bytes()[open - 1] == b'!';
+        let embed = open > 0 && bytes[open - 1] == b'!';
         let start = if embed { open - 1 } else { open };
         let end = open + 2 + close + 2;
         from = end;
