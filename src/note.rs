@@ -5,7 +5,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::parse::markdown::{Block, BlockKind, Heading, Link};
+use crate::parse::markdown::{Block, Heading, Link};
 
 /// Importance tier from the `tier:` field; missing or unknown is `Supporting`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -113,10 +113,52 @@ impl Note {
         &self.body[block.range.clone()]
     }
 
-    /// The first paragraph that is not a heading: the seed's "lead".
-    pub fn lead_paragraph(&self) -> Option<&Block> {
-        self.blocks.iter().find(|b| b.kind == BlockKind::Paragraph)
+    /// Heading-aware sections, in document order: the text before the first
+    /// heading (if any), then each heading with the text up to the next
+    /// heading of any level.
+    pub fn sections(&self) -> Vec<Section> {
+        let mut sections = Vec::with_capacity(self.headings.len() + 1);
+        let first = self.headings.first().map_or(self.body.len(), |h| h.range.start);
+        if !self.body[..first].trim().is_empty() {
+            sections.push(Section {
+                heading: None,
+                range: 0..first,
+            });
+        }
+        for (i, heading) in self.headings.iter().enumerate() {
+            let end = self
+                .headings
+                .get(i + 1)
+                .map_or(self.body.len(), |next| next.range.start);
+            sections.push(Section {
+                heading: Some(i),
+                range: heading.range.start..end.max(heading.range.start),
+            });
+        }
+        sections
     }
+
+    /// The titles of the headings enclosing heading `idx`, outermost first,
+    /// ending with its own.
+    pub fn heading_path(&self, idx: usize) -> Vec<&str> {
+        let mut path = Vec::new();
+        let mut current = self.headings.get(idx);
+        while let Some(heading) = current {
+            path.push(heading.text.as_str());
+            current = heading.parent.and_then(|p| self.headings.get(p));
+        }
+        path.reverse();
+        path
+    }
+}
+
+/// A stretch of the body under one heading (or before the first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// Index into `Note::headings`; `None` for the text before any heading.
+    pub heading: Option<usize>,
+    /// Byte range in the body, from the heading line to the next heading.
+    pub range: std::ops::Range<usize>,
 }
 
 /// A problem found while reading the vault; the run goes on.

@@ -133,6 +133,9 @@ fn compression_rules_apply_to_the_example() {
     );
     // A link already shown becomes plain text (the page's title).
     assert!(out.contains("including Raft.\n"));
+    // Thematic breaks in bodies are dropped: `---` only separates pages.
+    let rules = out.lines().filter(|l| *l == "---").count();
+    assert_eq!(rules, out.matches("\n---\n## [[").count());
     // Code blocks are kept verbatim, with their link-like text.
     assert!(out.contains("// Not a tag: #merge, not a link: [[concepts/raft]]"));
 }

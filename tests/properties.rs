@@ -171,3 +171,43 @@ proptest! {
         prop_assert_eq!(&again.bundle, &pack.bundle);
     }
 }
+
+/// Text made of the characters that Markdown, YAML and Obsidian syntax
+/// react to, so that odd combinations come up often.
+fn markdownish() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            Just("---\n"), Just("#"), Just("# "), Just("## Key Ideas\n"), Just("## Sources\n"),
+            Just("[["), Just("]]"), Just("|"), Just("!"), Just("`"), Just("```\n"), Just("- "),
+            Just("\n"), Just("\n\n"), Just(" "), Just("raft"), Just("分布式"), Just("%%"),
+            Just("^"), Just(":"), Just("title: "), Just("tags: ["), Just("\""), Just("\r\n"),
+            Just("[x](y.md)"), Just("<div>"), Just("> "), Just("1. "), Just("\u{feff}"),
+        ],
+        0..60,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn any_text_parses_and_packs_within_budget(
+        texts in prop::collection::vec(markdownish(), 1..6),
+        budget in 1usize..1500,
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let files: Vec<(String, String)> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| (format!("d{}/n{i}.md", i % 2), text.clone()))
+            .collect();
+        let vault = Vault::from_texts("/vault".into(), &files);
+        for mode in [PackMode::Topic("raft".into()), PackMode::Recent] {
+            let pack = build_pack(&vault, &mode, &options(budget, tokenizer));
+            let counted = tokenizer.count(&pack.bundle);
+            prop_assert!(counted <= budget);
+            prop_assert_eq!(counted, pack.actual);
+        }
+    }
+}

@@ -4,8 +4,9 @@
 //! leading title heading, a lead paragraph that is the summary, its
 //! `## Sources` section (kept as a one-line list of names), links already
 //! shown earlier in the pack (kept as plain text), paragraphs that a more
-//! relevant page already carries (replaced by a marker) and headings left
-//! with nothing under them.
+//! relevant page already carries (replaced by a marker), thematic breaks
+//! (`---` separates pages in a pack) and headings left with nothing under
+//! them.
 
 use std::collections::HashSet;
 
@@ -93,10 +94,7 @@ pub fn compress(
     };
     let mut local_shown: HashSet<String> = HashSet::new();
     let mut skip_until: Option<usize> = None;
-    let lead = note
-        .blocks
-        .iter()
-        .position(|b| b.kind == BlockKind::Paragraph);
+    let mut summary_skipped = false;
 
     for &block_idx in &selected {
         if skip_until.is_some_and(|end| block_idx < end) {
@@ -104,8 +102,7 @@ pub fn compress(
         }
         let block = &note.blocks[block_idx];
         let text = note.block_text(block);
-        if block.kind == BlockKind::Heading {
-            let heading = &note.headings[block.heading.unwrap_or(0)];
+        if let Some(heading) = block.heading.and_then(|h| note.headings.get(h)) {
             let folded = fold(&heading.text);
             if block_idx == 0 && heading.level == 1 && folded == fold(&note.title) {
                 continue;
@@ -130,10 +127,15 @@ pub fn compress(
             });
             continue;
         }
-        if Some(block_idx) == lead
+        if block.kind == BlockKind::Rule {
+            continue;
+        }
+        if !summary_skipped
+            && block.kind == BlockKind::Paragraph
             && note.summary_source == SummarySource::FirstParagraph
             && collapse_whitespace(text) == note.summary
         {
+            summary_skipped = true;
             continue;
         }
         if is_dedup_kind(block.kind)
@@ -181,9 +183,9 @@ fn select_blocks(note: &Note, mode: BodyMode) -> Vec<usize> {
             }
             if let Some(key) = note.blocks.iter().position(|b| {
                 b.kind == BlockKind::Heading
-                    && b.heading.is_some_and(|h| {
-                        KEY_IDEAS_HEADINGS.contains(&fold(&note.headings[h].text).as_str())
-                    })
+                    && b.heading
+                        .and_then(|h| note.headings.get(h))
+                        .is_some_and(|h| KEY_IDEAS_HEADINGS.contains(&fold(&h.text).as_str()))
             }) {
                 for idx in key..section_end(note, key) {
                     if !selected.contains(&idx) {
@@ -207,7 +209,10 @@ fn section_end(note: &Note, start: usize) -> usize {
 }
 
 fn heading_level(note: &Note, block: &Block) -> Option<u8> {
-    block.heading.map(|h| note.headings[h].level)
+    block
+        .heading
+        .and_then(|h| note.headings.get(h))
+        .map(|h| h.level)
 }
 
 fn is_dedup_kind(kind: BlockKind) -> bool {

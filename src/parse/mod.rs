@@ -73,11 +73,9 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
 
     let (summary, summary_source) = match field_text("summary") {
         Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-        None => match analysis
-            .blocks
-            .iter()
-            .find(|b| b.kind == markdown::BlockKind::Paragraph)
-        {
+        None => match analysis.blocks.iter().find(|b| {
+            b.kind == markdown::BlockKind::Paragraph && has_prose(&body[b.range.clone()])
+        }) {
             Some(block) => (
                 truncate_chars(
                     &collapse_whitespace(&body[block.range.clone()]),
@@ -128,6 +126,21 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
     (note, problems)
 }
 
+/// True when a paragraph says something beyond embedding other files.
+fn has_prose(paragraph: &str) -> bool {
+    let mut rest = paragraph;
+    while let Some(start) = rest.find("![[") {
+        if rest[..start].chars().any(char::is_alphanumeric) {
+            return true;
+        }
+        match rest[start..].find("]]") {
+            Some(end) => rest = &rest[start + end + 2..],
+            None => return true,
+        }
+    }
+    rest.chars().any(char::is_alphanumeric)
+}
+
 /// Reads the date forms found in frontmatter: RFC 3339, `YYYY-MM-DD`,
 /// `YYYY-MM-DD HH:MM[:SS]` and `YYYY-MM-DDTHH:MM[:SS]` (taken as UTC).
 pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
@@ -142,6 +155,10 @@ pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
         "%Y-%m-%d %H:%M",
         "%Y-%m-%dT%H:%M:%S%.f",
         "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%d, %H:%M:%S",
+        "%Y-%m-%d, %H:%M",
+        "%Y/%m/%d %H:%M:%S",
+        "%Y/%m/%d %H:%M",
     ] {
         if let Ok(date) = NaiveDateTime::parse_from_str(text, format) {
             return Some(date.and_utc());
@@ -175,6 +192,25 @@ mod tests {
     }
 
     #[test]
+    fn sections_follow_headings() {
+        let (note, _) = parse_note("x.md", "Intro.\n\n# A\n\none\n\n## B\n\ntwo\n```\n# not a heading\n```\n", None);
+        let sections: Vec<_> = note
+            .sections()
+            .iter()
+            .map(|s| (s.heading, note.body[s.range.clone()].trim().to_string()))
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                (None, "Intro.".to_string()),
+                (Some(0), "# A\n\none".to_string()),
+                (Some(1), "## B\n\ntwo\n```\n# not a heading\n```".to_string()),
+            ]
+        );
+        assert_eq!(note.heading_path(1), ["A", "B"]);
+    }
+
+    #[test]
     fn falls_back_to_heading_then_file_name() {
         let (note, _) = parse_note("a/b.md", "# From heading\n\ntext\n", None);
         assert_eq!(
@@ -186,6 +222,12 @@ mod tests {
             (note.title.as_str(), note.title_source),
             ("b", TitleSource::FileName)
         );
+    }
+
+    #[test]
+    fn summary_fallback_skips_embed_only_paragraphs() {
+        let (note, _) = parse_note("x.md", "![[a.base]] ![[b.png]]\n\nReal words here.\n", None);
+        assert_eq!(note.summary, "Real words here.");
     }
 
     #[test]
@@ -208,6 +250,7 @@ mod tests {
         assert!(parse_datetime("2026-05-14").is_some());
         assert!(parse_datetime("2026-05-14T10:20:30Z").is_some());
         assert!(parse_datetime("2026-05-14 10:20").is_some());
+        assert!(parse_datetime("2023-01-30, 9:18:41").is_some());
         assert!(parse_datetime("yesterday").is_none());
     }
 }

@@ -116,3 +116,47 @@ fn pick_nearest(notes: &[Note], folder: &str, candidates: &[usize]) -> Option<us
         (note_folder != folder, path.len(), path.clone())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::vault::Vault;
+
+    fn vault() -> Vault {
+        let files: Vec<(String, String)> = [
+            ("a/topic.md", "---\ntitle: Alpha Topic\n---\n"),
+            ("b/topic.md", "x"),
+            ("b/deeper/topic.md", "x"),
+            ("b/other.md", "---\naliases: [The Other]\n---\n"),
+            ("root.md", "x"),
+        ]
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+        Vault::from_texts("/v".into(), &files)
+    }
+
+    fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
+        vault
+            .resolver
+            .resolve_target(&vault.notes, from, target, false)
+            .map(|i| vault.notes[i].path.clone())
+    }
+
+    #[test]
+    fn resolves_like_obsidian() {
+        let v = vault();
+        assert_eq!(resolve(&v, "root.md", "a/topic").as_deref(), Some("a/topic.md"));
+        assert_eq!(resolve(&v, "root.md", "A/Topic.md").as_deref(), Some("a/topic.md"));
+        // A bare name prefers the linking note's folder, then the shortest path.
+        assert_eq!(resolve(&v, "b/other.md", "topic").as_deref(), Some("b/topic.md"));
+        assert_eq!(resolve(&v, "a/topic.md", "topic").as_deref(), Some("a/topic.md"));
+        assert_eq!(resolve(&v, "root.md", "topic").as_deref(), Some("a/topic.md"));
+        assert_eq!(resolve(&v, "b/other.md", "deeper/topic").as_deref(), Some("b/deeper/topic.md"));
+        assert_eq!(resolve(&v, "b/deeper/topic.md", "../other").as_deref(), Some("b/other.md"));
+        // Titles and aliases as a last resort.
+        assert_eq!(resolve(&v, "root.md", "the other").as_deref(), Some("b/other.md"));
+        assert_eq!(resolve(&v, "root.md", "alpha topic").as_deref(), Some("a/topic.md"));
+        assert_eq!(resolve(&v, "root.md", "missing"), None);
+        assert_eq!(resolve(&v, "root.md", "../../etc/passwd"), None);
+    }
+}
