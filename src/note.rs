@@ -3,12 +3,14 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::parse::markdown::{Block, Heading, Link};
 
 /// Importance tier from the `tier:` field; missing or unknown is `Supporting`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     Core,
@@ -42,7 +44,7 @@ impl fmt::Display for Tier {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TitleSource {
     Frontmatter,
@@ -50,7 +52,7 @@ pub enum TitleSource {
     FileName,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummarySource {
     /// The `summary:` field.
@@ -61,7 +63,7 @@ pub enum SummarySource {
     None,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UpdatedSource {
     Updated,
@@ -70,9 +72,10 @@ pub enum UpdatedSource {
     Unknown,
 }
 
-/// One Markdown note of the vault.
-#[derive(Clone, Debug)]
-pub struct Note {
+/// What ranking needs to know about a note: its frontmatter-derived
+/// fields, cheap to keep for every note of a vault.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteMeta {
     /// Path relative to the vault root, `/`-separated, with the extension.
     pub path: String,
     pub title: String,
@@ -83,18 +86,12 @@ pub struct Note {
     pub summary: String,
     pub summary_source: SummarySource,
     pub tier: Tier,
-    pub updated: Option<DateTime<Utc>>,
+    /// Seconds since the Unix epoch.
+    pub updated: Option<i64>,
     pub updated_source: UpdatedSource,
-    /// Every frontmatter field, as parsed.
-    pub frontmatter: yaml_serde::Mapping,
-    /// The text after the frontmatter.
-    pub body: String,
-    pub headings: Vec<Heading>,
-    pub blocks: Vec<Block>,
-    pub links: Vec<Link>,
 }
 
-impl Note {
+impl NoteMeta {
     /// The page name used in wikilinks: the path without `.md`.
     pub fn name(&self) -> &str {
         self.path
@@ -107,6 +104,29 @@ impl Note {
     pub fn stem(&self) -> &str {
         let name = self.name();
         name.rsplit('/').next().unwrap_or(name)
+    }
+
+    pub fn updated_at(&self) -> Option<DateTime<Utc>> {
+        self.updated.and_then(|secs| DateTime::from_timestamp(secs, 0))
+    }
+}
+
+/// One Markdown note of the vault, parsed whole.
+#[derive(Clone, Debug)]
+pub struct Note {
+    pub meta: NoteMeta,
+    /// Every frontmatter field, as parsed.
+    pub frontmatter: yaml_serde::Mapping,
+    /// The text after the frontmatter.
+    pub body: String,
+    pub headings: Vec<Heading>,
+    pub blocks: Vec<Block>,
+    pub links: Vec<Link>,
+}
+
+impl Note {
+    pub fn name(&self) -> &str {
+        self.meta.name()
     }
 
     pub fn block_text(&self, block: &Block) -> &str {

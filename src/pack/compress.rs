@@ -62,7 +62,7 @@ impl PackState {
 /// The key under which a link counts as already shown.
 pub fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
     let heading = link.heading.as_deref().map(fold).unwrap_or_default();
-    match vault.resolve(&from.path, link) {
+    match vault.resolve(&from.meta.path, link) {
         Some(idx) => format!("{idx}#{heading}"),
         None => format!("?{}#{heading}", fold(&link.target)),
     }
@@ -80,7 +80,7 @@ pub fn compress(
     mode: BodyMode,
     state: &PackState,
 ) -> Option<CompressedBody> {
-    let note = &vault.notes[idx];
+    let note = &*vault.note(idx);
     let selected = select_blocks(note, mode);
     if selected.is_empty() {
         return None;
@@ -104,7 +104,7 @@ pub fn compress(
         let text = note.block_text(block);
         if let Some(heading) = block.heading.and_then(|h| note.headings.get(h)) {
             let folded = fold(&heading.text);
-            if block_idx == 0 && heading.level == 1 && folded == fold(&note.title) {
+            if block_idx == 0 && heading.level == 1 && folded == fold(&note.meta.title) {
                 continue;
             }
             if SOURCES_HEADINGS.contains(&folded.as_str()) {
@@ -132,8 +132,8 @@ pub fn compress(
         }
         if !summary_skipped
             && block.kind == BlockKind::Paragraph
-            && note.summary_source == SummarySource::FirstParagraph
-            && collapse_whitespace(text) == note.summary
+            && note.meta.summary_source == SummarySource::FirstParagraph
+            && collapse_whitespace(text) == note.meta.summary
         {
             summary_skipped = true;
             continue;
@@ -346,10 +346,10 @@ fn shown_as_text(vault: &Vault, note: &Note, link: &Link) -> String {
     if link.alias.is_some() {
         return link.display_text();
     }
-    match vault.resolve(&note.path, link) {
+    match vault.resolve(&note.meta.path, link) {
         Some(idx) => match &link.heading {
-            Some(heading) => format!("{} > {heading}", vault.notes[idx].title),
-            None => vault.notes[idx].title.clone(),
+            Some(heading) => format!("{} > {heading}", vault.metas[idx].title),
+            None => vault.metas[idx].title.clone(),
         },
         None => link.display_text(),
     }

@@ -214,7 +214,7 @@ impl<'a> Packer<'a> {
             .candidates
             .iter()
             .map(|c| {
-                let note = &self.vault.notes[c.note];
+                let note = &self.vault.metas[c.note];
                 self.measure(&render::page_head(
                     note.name(),
                     note.tier,
@@ -237,7 +237,7 @@ impl<'a> Packer<'a> {
         let mut chosen: Vec<Chosen> = Vec::new();
         for (i, candidate) in self.candidates.iter().enumerate() {
             if !selected[i] {
-                let note = &self.vault.notes[candidate.note];
+                let note = &self.vault.metas[candidate.note];
                 pack.dropped.push(DroppedPage {
                     path: note.path.clone(),
                     title: note.title.clone(),
@@ -248,7 +248,7 @@ impl<'a> Packer<'a> {
                 continue;
             }
             state.shown_links.insert(page_key(candidate.note));
-            let note = &self.vault.notes[candidate.note];
+            let note = &self.vault.metas[candidate.note];
             let summary_rest = self.measure(&render::page_rest(note, None));
             let mut pick = Chosen {
                 candidate,
@@ -314,7 +314,7 @@ impl<'a> Packer<'a> {
             .into_iter()
             .find_map(|tier| {
                 (0..self.candidates.len()).rev().find(|&i| {
-                    selected[i] && self.vault.notes[self.candidates[i].note].tier == tier
+                    selected[i] && self.vault.metas[self.candidates[i].note].tier == tier
                 })
             })
     }
@@ -339,7 +339,7 @@ impl<'a> Packer<'a> {
         let mut page_tokens = Vec::with_capacity(chosen.len());
         let mut pages_measure = 0;
         for (i, page) in chosen.iter().enumerate() {
-            let note = &self.vault.notes[page.candidate.note];
+            let note = &self.vault.metas[page.candidate.note];
             let mut rest = render::page_rest(note, page.body.as_ref().map(|b| b.text.as_str()));
             if i + 1 == chosen.len() {
                 rest.pop();
@@ -372,7 +372,7 @@ impl<'a> Packer<'a> {
     }
 
     fn packed_page(&self, chosen: &Chosen, tokens: usize) -> PackedPage {
-        let note = &self.vault.notes[chosen.candidate.note];
+        let note = &self.vault.metas[chosen.candidate.note];
         PackedPage {
             path: note.path.clone(),
             title: note.title.clone(),

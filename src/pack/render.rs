@@ -1,6 +1,6 @@
 //! The exact text of a pack (seed Step 5).
 
-use crate::note::{Note, Tier};
+use crate::note::{NoteMeta, Tier};
 
 pub const EMPTY_TOPIC_TEXT: &str =
     "No relevant pages found. Consider running /wiki-ingest to add sources about this topic.";
@@ -41,7 +41,7 @@ pub fn page_head(name: &str, tier: Tier, tokens: usize) -> String {
 
 /// The rest of a page block: tags, summary and the body, if any, ending
 /// in a blank line.
-pub fn page_rest(note: &Note, body: Option<&str>) -> String {
+pub fn page_rest(note: &NoteMeta, body: Option<&str>) -> String {
     let tags = if note.tags.is_empty() {
         "(none)".to_string()
     } else {

@@ -7,7 +7,7 @@ pub mod markdown;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
-use crate::note::{Note, SummarySource, Tier, TitleSource, UpdatedSource};
+use crate::note::{Note, NoteMeta, SummarySource, Tier, TitleSource, UpdatedSource};
 use crate::text::{collapse_whitespace, truncate_chars};
 
 /// Fallback summaries are cut to this many characters.
@@ -107,16 +107,18 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         };
 
     let note = Note {
-        path: path.to_string(),
-        title,
-        title_source,
-        aliases,
-        tags,
-        summary,
-        summary_source,
-        tier,
-        updated,
-        updated_source,
+        meta: NoteMeta {
+            path: path.to_string(),
+            title,
+            title_source,
+            aliases,
+            tags,
+            summary,
+            summary_source,
+            tier,
+            updated: updated.map(|d| d.timestamp()),
+            updated_source,
+        },
         frontmatter: fields.clone(),
         headings: analysis.headings,
         blocks: analysis.blocks,
@@ -182,13 +184,13 @@ mod tests {
                     updated: 2026-05-14\n---\n# Heading title\n\nLead paragraph #inline.\n";
         let (note, problems) = parse_note("concepts/x.md", text, None);
         assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(note.title, "Folded title");
-        assert_eq!(note.tier, Tier::Core);
-        assert_eq!(note.tags, ["a", "b", "inline"]);
-        assert_eq!(note.summary, "Lead paragraph #inline.");
-        assert_eq!(note.summary_source, SummarySource::FirstParagraph);
-        assert_eq!(note.updated_source, UpdatedSource::Updated);
-        assert_eq!(note.stem(), "x");
+        assert_eq!(note.meta.title, "Folded title");
+        assert_eq!(note.meta.tier, Tier::Core);
+        assert_eq!(note.meta.tags, ["a", "b", "inline"]);
+        assert_eq!(note.meta.summary, "Lead paragraph #inline.");
+        assert_eq!(note.meta.summary_source, SummarySource::FirstParagraph);
+        assert_eq!(note.meta.updated_source, UpdatedSource::Updated);
+        assert_eq!(note.meta.stem(), "x");
     }
 
     #[test]
@@ -214,12 +216,12 @@ mod tests {
     fn falls_back_to_heading_then_file_name() {
         let (note, _) = parse_note("a/b.md", "# From heading\n\ntext\n", None);
         assert_eq!(
-            (note.title.as_str(), note.title_source),
+            (note.meta.title.as_str(), note.meta.title_source),
             ("From heading", TitleSource::Heading)
         );
         let (note, _) = parse_note("a/b.md", "text only\n", None);
         assert_eq!(
-            (note.title.as_str(), note.title_source),
+            (note.meta.title.as_str(), note.meta.title_source),
             ("b", TitleSource::FileName)
         );
     }
@@ -227,13 +229,13 @@ mod tests {
     #[test]
     fn summary_fallback_skips_embed_only_paragraphs() {
         let (note, _) = parse_note("x.md", "![[a.base]] ![[b.png]]\n\nReal words here.\n", None);
-        assert_eq!(note.summary, "Real words here.");
+        assert_eq!(note.meta.summary, "Real words here.");
     }
 
     #[test]
     fn broken_yaml_keeps_the_body() {
         let (note, problems) = parse_note("x.md", "---\ntitle: [oops\n---\n# Body title\n", None);
-        assert_eq!(note.title, "Body title");
+        assert_eq!(note.meta.title, "Body title");
         assert_eq!(problems.len(), 1);
         assert!(problems[0].contains("broken YAML"));
     }
@@ -241,7 +243,7 @@ mod tests {
     #[test]
     fn unknown_tier_is_supporting_with_a_problem() {
         let (note, problems) = parse_note("x.md", "---\ntier: gold\n---\n", None);
-        assert_eq!(note.tier, Tier::Supporting);
+        assert_eq!(note.meta.tier, Tier::Supporting);
         assert_eq!(problems, ["unknown tier 'gold'; treated as supporting"]);
     }
 

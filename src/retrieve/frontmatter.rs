@@ -1,6 +1,6 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
-use crate::note::Note;
+use crate::note::NoteMeta;
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::{contains_term, fold};
 use crate::vault::Vault;
@@ -12,7 +12,7 @@ use crate::vault::Vault;
 /// matching the whole phrase and its words outranks one matching one word.
 pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let mut candidates: Vec<Candidate> = vault
-        .notes
+        .metas
         .iter()
         .enumerate()
         .filter_map(|(idx, note)| {
@@ -27,7 +27,7 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
         })
         .collect();
     candidates.sort_by(|a, b| {
-        let (na, nb) = (&vault.notes[a.note], &vault.notes[b.note]);
+        let (na, nb) = (&vault.metas[a.note], &vault.metas[b.note]);
         b.score
             .cmp(&a.score)
             .then(na.tier.cmp(&nb.tier))
@@ -36,7 +36,7 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     candidates
 }
 
-fn score_note(note: &Note, index_description: Option<&str>, query: &Query) -> Vec<RuleHit> {
+fn score_note(note: &NoteMeta, index_description: Option<&str>, query: &Query) -> Vec<RuleHit> {
     let names: Vec<String> = std::iter::once(&note.title)
         .chain(&note.aliases)
         .map(|name| fold(name))

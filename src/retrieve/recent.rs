@@ -6,9 +6,9 @@ use crate::vault::Vault;
 /// Every note in recent-activity order: `hot.md` links first, each group by
 /// `updated` descending, then tier, then path.
 pub fn recent_order(vault: &Vault) -> Vec<Candidate> {
-    let mut order: Vec<usize> = (0..vault.notes.len()).collect();
+    let mut order: Vec<usize> = (0..vault.metas.len()).collect();
     order.sort_by(|&a, &b| {
-        let (na, nb) = (&vault.notes[a], &vault.notes[b]);
+        let (na, nb) = (&vault.metas[a], &vault.metas[b]);
         let hot_a = vault.hot.contains(&a);
         let hot_b = vault.hot.contains(&b);
         hot_b

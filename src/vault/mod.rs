@@ -7,6 +7,7 @@ pub mod walk;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
@@ -14,7 +15,7 @@ use rayon::prelude::*;
 
 pub use resolve::LinkResolver;
 
-use crate::note::{Diagnostic, Note};
+use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::Link;
 use crate::parse::parse_note;
 use crate::text::collapse_whitespace;
@@ -35,12 +36,16 @@ impl Default for VaultOptions {
     }
 }
 
+/// A vault: the metadata of every packable note (sorted by path), and
+/// the notes themselves, parsed on first use.
 #[derive(Debug)]
 pub struct Vault {
     /// The canonical vault root.
     pub root: PathBuf,
-    /// Every packable note, sorted by path.
-    pub notes: Vec<Note>,
+    /// Every packable note's metadata, sorted by path.
+    pub metas: Vec<NoteMeta>,
+    notes: Vec<OnceLock<Arc<Note>>>,
+    max_file_bytes: u64,
     /// The description beside each note's entry in `index.md`.
     pub index_descriptions: HashMap<usize, String>,
     /// Notes linked from `hot.md`, in the order of their first link.
@@ -90,7 +95,9 @@ impl Vault {
             diagnostics.extend(problems);
             roles.extend(role_note);
         }
-        Ok(Vault::assemble(root, notes, roles, diagnostics))
+        let mut vault = Vault::assemble(root, notes, roles, diagnostics);
+        vault.max_file_bytes = options.max_file_bytes;
+        Ok(vault)
     }
 
     /// Builds a vault from texts in memory (`(relative path, text)` pairs),
@@ -123,32 +130,88 @@ impl Vault {
         root: PathBuf,
         notes: Vec<Note>,
         roles: Vec<Note>,
-        mut diagnostics: Vec<Diagnostic>,
+        diagnostics: Vec<Diagnostic>,
     ) -> Vault {
-        let resolver = LinkResolver::new(&notes);
-        let mut vault = Vault {
-            root,
-            notes,
-            index_descriptions: HashMap::new(),
-            hot: Vec::new(),
-            diagnostics: Vec::new(),
-            resolver,
-        };
+        let metas = notes.iter().map(|n| n.meta.clone()).collect();
+        let loaded = notes
+            .into_iter()
+            .map(|note| OnceLock::from(Arc::new(note)))
+            .collect();
+        let mut vault = Vault::with_metas(root, metas, loaded, diagnostics);
         for role in roles {
-            match role.path.as_str() {
+            match role.meta.path.as_str() {
                 "index.md" => vault.index_descriptions = vault.read_index(&role),
                 "hot.md" => vault.hot = vault.read_hot(&role),
                 _ => {}
             }
         }
-        diagnostics.sort();
-        vault.diagnostics = diagnostics;
         vault
+    }
+
+    /// A vault known by its notes' metadata only (from an index); each
+    /// note is read from disk the first time it is asked for.
+    pub fn from_metas(
+        root: PathBuf,
+        metas: Vec<NoteMeta>,
+        index_descriptions: HashMap<usize, String>,
+        hot: Vec<usize>,
+        diagnostics: Vec<Diagnostic>,
+    ) -> Vault {
+        let unloaded = (0..metas.len()).map(|_| OnceLock::new()).collect();
+        let mut vault = Vault::with_metas(root, metas, unloaded, diagnostics);
+        vault.index_descriptions = index_descriptions;
+        vault.hot = hot;
+        vault
+    }
+
+    fn with_metas(
+        root: PathBuf,
+        metas: Vec<NoteMeta>,
+        notes: Vec<OnceLock<Arc<Note>>>,
+        mut diagnostics: Vec<Diagnostic>,
+    ) -> Vault {
+        diagnostics.sort();
+        let resolver = LinkResolver::new(&metas);
+        Vault {
+            root,
+            metas,
+            notes,
+            max_file_bytes: MAX_FILE_BYTES,
+            index_descriptions: HashMap::new(),
+            hot: Vec::new(),
+            diagnostics,
+            resolver,
+        }
+    }
+
+    /// The whole note `idx`, read and parsed on first use. A note that can
+    /// no longer be read comes back with its metadata and an empty body.
+    pub fn note(&self, idx: usize) -> Arc<Note> {
+        self.notes[idx]
+            .get_or_init(|| {
+                let meta = &self.metas[idx];
+                let text = self.read_inside(&meta.path).unwrap_or_default();
+                let (mut note, _) = parse_note(&meta.path, &text, None);
+                note.meta = meta.clone();
+                Arc::new(note)
+            })
+            .clone()
+    }
+
+    /// Reads a file of the vault, refusing paths that lead outside it.
+    pub fn read_inside(&self, rel_path: &str) -> Option<String> {
+        let path = self.root.join(rel_path).canonicalize().ok()?;
+        if !path.starts_with(&self.root) {
+            return None;
+        }
+        walk::read_text(&path, self.max_file_bytes)
+            .ok()
+            .map(|(text, _)| text)
     }
 
     /// Resolves a link written in the note at path `from`.
     pub fn resolve(&self, from: &str, link: &Link) -> Option<usize> {
-        self.resolver.resolve(&self.notes, from, link)
+        self.resolver.resolve(&self.metas, from, link)
     }
 
     /// Each line of `index.md` that links to a note describes it with the
@@ -184,7 +247,7 @@ impl Vault {
                 continue;
             }
             for link in links {
-                if let Some(idx) = self.resolve(&index.path, link) {
+                if let Some(idx) = self.resolve(&index.meta.path, link) {
                     descriptions
                         .entry(idx)
                         .or_insert_with(|| description.clone());
@@ -197,7 +260,7 @@ impl Vault {
     fn read_hot(&self, hot: &Note) -> Vec<usize> {
         let mut linked = Vec::new();
         for link in &hot.links {
-            if let Some(idx) = self.resolve(&hot.path, link)
+            if let Some(idx) = self.resolve(&hot.meta.path, link)
                 && !linked.contains(&idx)
             {
                 linked.push(idx);

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::note::Note;
+use crate::note::NoteMeta;
 use crate::parse::markdown::{Link, LinkKind};
 use crate::text::fold;
 
@@ -15,7 +15,7 @@ pub struct LinkResolver {
 }
 
 impl LinkResolver {
-    pub fn new(notes: &[Note]) -> LinkResolver {
+    pub fn new(notes: &[NoteMeta]) -> LinkResolver {
         let mut resolver = LinkResolver::default();
         for (idx, note) in notes.iter().enumerate() {
             resolver.by_path.insert(note.name().to_lowercase(), idx);
@@ -35,7 +35,7 @@ impl LinkResolver {
     }
 
     /// Resolves `link`, written in the note at path `from`, to a note index.
-    pub fn resolve(&self, notes: &[Note], from: &str, link: &Link) -> Option<usize> {
+    pub fn resolve(&self, notes: &[NoteMeta], from: &str, link: &Link) -> Option<usize> {
         if link.target.is_empty() {
             return self.by_path.get(&strip_md(from).to_lowercase()).copied();
         }
@@ -45,7 +45,7 @@ impl LinkResolver {
     /// Resolves a target as written (`name`, `folder/name`, `../name`).
     pub fn resolve_target(
         &self,
-        notes: &[Note],
+        notes: &[NoteMeta],
         from: &str,
         target: &str,
         relative_first: bool,
@@ -109,7 +109,7 @@ fn join_relative(folder: &str, target: &str) -> Option<String> {
 
 /// Among same-named notes, prefers one in the linking note's folder, then
 /// the shortest path, then the first in path order.
-fn pick_nearest(notes: &[Note], folder: &str, candidates: &[usize]) -> Option<usize> {
+fn pick_nearest(notes: &[NoteMeta], folder: &str, candidates: &[usize]) -> Option<usize> {
     candidates.iter().copied().min_by_key(|&idx| {
         let path = &notes[idx].path;
         let note_folder = path.rsplit_once('/').map_or("", |(f, _)| f);
@@ -138,8 +138,8 @@ mod tests {
     fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
         vault
             .resolver
-            .resolve_target(&vault.notes, from, target, false)
-            .map(|i| vault.notes[i].path.clone())
+            .resolve_target(&vault.metas, from, target, false)
+            .map(|i| vault.metas[i].path.clone())
     }
 
     #[test]
