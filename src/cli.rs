@@ -1,18 +1,24 @@
 //! The command line: arguments become a validated plan, the plan becomes one
 //! library call, and errors become exit codes (0 ok, 1 failure, 2 usage).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{self, Environment};
-use crate::pack::{self, PackMode, PackOptions, build_pack};
+use crate::eval;
+use crate::index::feedback::FeedbackStore;
+use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
+use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
+use crate::retrieve::RankOptions;
+use crate::session::{IndexChoice, PackRequest, Ranker, SearchRequest, SearchResults, Session};
 use crate::tokens::Tokenizer;
-use crate::vault::{Vault, VaultOptions, log};
+use crate::vault::log;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +32,10 @@ struct Cli {
     /// The vault folder (overrides @name, .env and the global config).
     #[arg(long, global = true, value_name = "PATH")]
     vault: Option<PathBuf>,
+    /// Where the index lives (default: CTXPACK_INDEX_DIR, else
+    /// ~/.cache/ctxpack/<vault id>).
+    #[arg(long, global = true, value_name = "DIR")]
+    index_dir: Option<PathBuf>,
     /// Do not print diagnostics about the vault's notes.
     #[arg(long, short, global = true)]
     quiet: bool,
@@ -37,6 +47,39 @@ struct Cli {
 enum Command {
     /// Pack the pages most relevant to a topic, or the most recent ones.
     Pack(PackArgs),
+    /// Rank the vault's notes for a query.
+    Search(SearchArgs),
+    /// Build or update the index (or keep it current with --watch).
+    Index(IndexArgs),
+    /// Show the index: notes, sections, size, location, diagnostics, arms.
+    Status(StatusArgs),
+    /// Record that a note was useful (or not) for feedback re-ranking.
+    MarkUseful(MarkArgs),
+    /// Measure retrieval quality on a BEIR-format benchmark.
+    Eval(EvalArgs),
+}
+
+/// Options of the ranking shared by `pack` and `search`.
+#[derive(Debug, Args, Clone)]
+struct RankArgs {
+    /// Recency re-rank weight in [0, 1] (0: off).
+    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = parse_unit)]
+    recency_weight: f64,
+    /// Recency half-life in days.
+    #[arg(long, value_name = "DAYS", default_value_t = 90.0, value_parser = parse_positive)]
+    stale_days: f64,
+    /// "Now" for recency (ISO 8601), for reproducible results.
+    #[arg(long, value_name = "ISO")]
+    now: Option<String>,
+    /// Feedback re-rank weight in [0, 1] (0: off).
+    #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = parse_unit)]
+    feedback_weight: f64,
+    /// The k of reciprocal rank fusion.
+    #[arg(long, value_name = "K", default_value_t = 60.0, value_parser = parse_positive)]
+    rrf_k: f64,
+    /// An arm's fusion weight, as ARM=W (arms: frontmatter, bm25); repeatable.
+    #[arg(long = "weight", value_name = "ARM=W", value_parser = parse_arm_weight)]
+    weights: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Args)]
@@ -54,9 +97,13 @@ struct PackArgs {
     /// Token counter: chars4 (the seed's chars/4 estimate), o200k or cl100k.
     #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
     tokenizer: Tokenizer,
+    /// Ranking: hybrid (every arm, fused, as `search` ranks) or
+    /// frontmatter (the seed's relevance pass alone).
+    #[arg(long, value_enum, default_value_t = RankerArg::Hybrid)]
+    ranker: RankerArg,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Markdown)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
+    format: PackFormat,
     /// Fix the pack's timestamp (ISO 8601), for reproducible output;
     /// SOURCE_DATE_EPOCH is honoured too.
     #[arg(long, value_name = "ISO")]
@@ -64,12 +111,99 @@ struct PackArgs {
     /// Do not append the CONTEXT_PACK line to the vault's log.md.
     #[arg(long)]
     no_log: bool,
+    #[command(flatten)]
+    rank: RankArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+struct SearchArgs {
+    /// The query (several words may be given unquoted).
+    #[arg(value_name = "QUERY", required = true)]
+    query: Vec<String>,
+    /// How many results to show.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = parse_limit)]
+    limit: usize,
+    /// Only notes under this folder.
+    #[arg(long, value_name = "F")]
+    folder: Option<String>,
+    /// Only notes with this tag (or a tag nested under it).
+    #[arg(long, value_name = "T")]
+    tag: Option<String>,
+    /// Show why each note ranked where it did.
+    #[arg(long)]
+    explain: bool,
+    #[arg(long, value_enum, default_value_t = SearchFormat::Cli)]
+    format: SearchFormat,
+    #[command(flatten)]
+    rank: RankArgs,
+}
+
+#[derive(Debug, Args)]
+struct IndexArgs {
+    /// Delete the index and build it anew.
+    #[arg(long)]
+    rebuild: bool,
+    /// Keep the index current while notes change, until interrupted.
+    #[arg(long, conflicts_with = "rebuild")]
+    watch: bool,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    format: StatusFormat,
+}
+
+#[derive(Debug, Args)]
+struct MarkArgs {
+    /// The note, as a path relative to the vault (e.g. concepts/raft.md).
+    path: String,
+    /// Record that it was not useful.
+    #[arg(long)]
+    not_useful: bool,
+}
+
+#[derive(Debug, Args)]
+struct EvalArgs {
+    /// corpus.jsonl (BEIR: one {"_id", "title", "text"} per line).
+    #[arg(long, value_name = "FILE")]
+    corpus: Option<PathBuf>,
+    /// Queries, `query-id<TAB>text`.
+    #[arg(long, value_name = "FILE")]
+    queries: PathBuf,
+    /// Judgments, `query-id<TAB>doc-id<TAB>relevance`.
+    #[arg(long, value_name = "FILE")]
+    qrels: PathBuf,
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    format: StatusFormat,
+    #[command(flatten)]
+    rank: RankArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Format {
+enum PackFormat {
     Markdown,
     Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SearchFormat {
+    Cli,
+    Json,
+    Files,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StatusFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum RankerArg {
+    Hybrid,
+    Frontmatter,
 }
 
 fn parse_budget(text: &str) -> Result<usize, String> {
@@ -84,6 +218,48 @@ fn parse_budget(text: &str) -> Result<usize, String> {
         ));
     }
     Ok(value as usize)
+}
+
+fn parse_limit(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n as usize),
+        Ok(n) => Err(format!("limit must be between 1 and 1000, got {n}")),
+        Err(_) => Err(format!("'{text}' is not a whole number")),
+    }
+}
+
+fn parse_unit(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(w) if (0.0..=1.0).contains(&w) => Ok(w),
+        Ok(w) => Err(format!("weight must be between 0 and 1, got {w}")),
+        Err(_) => Err(format!("'{text}' is not a number")),
+    }
+}
+
+fn parse_positive(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        Ok(v) => Err(format!("must be a positive number, got {v}")),
+        Err(_) => Err(format!("'{text}' is not a number")),
+    }
+}
+
+fn parse_arm_weight(text: &str) -> Result<(String, f64), String> {
+    let (arm, weight) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not ARM=WEIGHT"))?;
+    let arm = arm.trim().to_ascii_lowercase();
+    if !["frontmatter", "bm25"].contains(&arm.as_str()) {
+        return Err(format!("unknown arm '{arm}' (arms: frontmatter, bm25)"));
+    }
+    let weight: f64 = weight
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{weight}' is not a number"))?;
+    if !(0.0..=100.0).contains(&weight) {
+        return Err(format!("weight must be between 0 and 100, got {weight}"));
+    }
+    Ok((arm, weight))
 }
 
 fn parse_tokenizer(text: &str) -> Result<Tokenizer, String> {
@@ -104,6 +280,18 @@ impl From<config::ConfigError> for Failure {
     }
 }
 
+impl From<anyhow::Error> for Failure {
+    fn from(err: anyhow::Error) -> Self {
+        Failure::Runtime(err)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure::Runtime(err.into())
+    }
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn run(args: Vec<OsString>) -> i32 {
     let (args, vault_name) = match take_vault_name(args) {
@@ -117,8 +305,14 @@ pub fn run(args: Vec<OsString>) -> i32 {
             return err.exit_code();
         }
     };
+    let name = vault_name.as_deref();
     let result = match &cli.command {
-        Command::Pack(args) => run_pack(&cli, args, vault_name.as_deref()),
+        Command::Pack(args) => run_pack(&cli, args, name),
+        Command::Search(args) => run_search(&cli, args, name),
+        Command::Index(args) => run_index(&cli, args, name),
+        Command::Status(args) => run_status(&cli, args, name),
+        Command::MarkUseful(args) => run_mark(&cli, args, name),
+        Command::Eval(args) => run_eval(&cli, args),
     };
     match result {
         Ok(()) => 0,
@@ -169,13 +363,17 @@ fn is_vault_name(arg: &str) -> bool {
     })
 }
 
+fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
+    parse_datetime(text).ok_or_else(|| {
+        Failure::Usage(format!(
+            "{flag} '{text}' is not an ISO 8601 date or time (e.g. 2026-05-14T09:30:00Z)"
+        ))
+    })
+}
+
 fn generated_at(flag: Option<&str>) -> Result<DateTime<Utc>, Failure> {
     if let Some(text) = flag {
-        return parse_datetime(text).ok_or_else(|| {
-            Failure::Usage(format!(
-                "--generated-at '{text}' is not an ISO 8601 date or time (e.g. 2026-05-14T09:30:00Z)"
-            ))
-        });
+        return parse_time("--generated-at", text);
     }
     if let Some(epoch) = std::env::var_os("SOURCE_DATE_EPOCH").filter(|v| !v.is_empty()) {
         let text = epoch.to_string_lossy();
@@ -193,6 +391,61 @@ fn generated_at(flag: Option<&str>) -> Result<DateTime<Utc>, Failure> {
     Ok(Utc::now())
 }
 
+impl RankArgs {
+    fn options(&self, default_now: DateTime<Utc>) -> Result<RankOptions, Failure> {
+        let now = match &self.now {
+            Some(text) => parse_time("--now", text)?,
+            None => default_now,
+        };
+        let mut options = RankOptions::new(now);
+        options.recency_weight = self.recency_weight;
+        options.stale_days = self.stale_days;
+        options.feedback_weight = self.feedback_weight;
+        options.rrf_k = self.rrf_k;
+        options.weights = self.weights.iter().cloned().collect::<BTreeMap<_, _>>();
+        Ok(options)
+    }
+}
+
+/// The vault root named by the flag, `@name`, `.env` or global config.
+fn vault_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
+    Ok(config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vault)
+}
+
+/// Opens the vault and its index (updated), reporting what happened on
+/// stderr.
+fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
+    let root = vault_root(cli, name)?;
+    let session = Session::open(
+        &root,
+        &IndexChoice {
+            dir: cli.index_dir.clone(),
+            progress: true,
+        },
+    )?;
+    report_open(cli, &session);
+    Ok(session)
+}
+
+fn report_open(cli: &Cli, session: &Session) {
+    if let Some(report) = &session.update {
+        if let Some(reason) = &report.rebuilt {
+            eprintln!("ctxpack: rebuilt the index ({reason})");
+        }
+        if report.busy {
+            eprintln!("ctxpack: another process is updating the index; using its last state");
+        }
+    }
+    if let Some(error) = &session.index_error {
+        eprintln!("ctxpack: warning: no index ({error}); ranking without full-text search");
+    }
+    if !cli.quiet {
+        for diagnostic in &session.vault.diagnostics {
+            eprintln!("ctxpack: warning: {diagnostic}");
+        }
+    }
+}
+
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
     let topic = args.topic.join(" ");
     let mode = if args.recent {
@@ -208,21 +461,23 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         PackMode::Topic(topic)
     };
     let generated_at = generated_at(args.generated_at.as_deref())?;
-    let resolved = config::resolve(
-        cli.vault.as_deref(),
-        vault_name,
-        &Environment::from_process(),
-    )?;
-    let vault = Vault::load(&resolved.vault, &VaultOptions::default()).map_err(Failure::Runtime)?;
-    if !cli.quiet {
-        for diagnostic in &vault.diagnostics {
-            eprintln!("ctxpack: warning: {diagnostic}");
-        }
-    }
-    let options = PackOptions::new(args.budget, args.tokenizer, generated_at);
-    let pack = build_pack(&vault, &mode, &options);
+    let rank = args.rank.options(Utc::now())?;
+    let session = open_session(cli, vault_name)?;
+    let request = PackRequest {
+        mode,
+        ranker: match args.ranker {
+            RankerArg::Hybrid => Ranker::Hybrid,
+            RankerArg::Frontmatter => Ranker::Frontmatter,
+        },
+        rank,
+        options: PackOptions::new(args.budget, args.tokenizer, generated_at),
+    };
+    let pack = session.pack(&request);
     for warning in &pack.warnings {
         eprintln!("ctxpack: warning: {warning}");
+    }
+    for error in &pack.signal_errors {
+        eprintln!("ctxpack: warning: the {} arm failed: {}", error.arm, error.message);
     }
     if pack.bundle.is_empty() {
         eprintln!(
@@ -231,32 +486,342 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         );
     }
     let output = match args.format {
-        Format::Markdown => pack.bundle.clone(),
-        Format::Json => {
-            let mut json =
-                serde_json::to_string_pretty(&pack).map_err(|err| Failure::Runtime(err.into()))?;
-            json.push('\n');
-            json
-        }
+        PackFormat::Markdown => pack.bundle.clone(),
+        PackFormat::Json => to_json(&pack)?,
     };
-    write_stdout(&output).map_err(|err| Failure::Runtime(err.into()))?;
+    write_stdout(&output)?;
     if !args.no_log {
         let timestamp = generated_at.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if let Err(err) = log::append(&vault.root, &log::log_line(&pack, &timestamp)) {
+        if let Err(err) = log::append(&session.root, &log::log_line(&pack, &timestamp)) {
             eprintln!(
                 "ctxpack: warning: could not append to {}: {err} (the pack was still printed)",
-                vault.root.join(log::LOG_FILE).display()
+                session.root.join(log::LOG_FILE).display()
             );
         }
     }
     Ok(())
 }
 
+fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<(), Failure> {
+    let query = args.query.join(" ");
+    if query.trim().is_empty() {
+        return Err(Failure::Usage("the query is empty".into()));
+    }
+    let rank = args.rank.options(Utc::now())?;
+    let session = open_session(cli, vault_name)?;
+    let results = session.search(&SearchRequest {
+        query,
+        limit: args.limit,
+        folder: args.folder.clone(),
+        tag: args.tag.clone(),
+        rank,
+    });
+    for error in &results.signal_errors {
+        eprintln!("ctxpack: warning: the {} arm failed: {}", error.arm, error.message);
+    }
+    let output = match args.format {
+        SearchFormat::Json => to_json(&results)?,
+        SearchFormat::Files => results.hits.iter().map(|h| format!("{}\n", h.path)).collect(),
+        SearchFormat::Cli => render_search(&results, args.explain, io::stdout().is_terminal()),
+    };
+    write_stdout(&output)
+}
+
+fn render_search(results: &SearchResults, explain: bool, color: bool) -> String {
+    let mut out = String::new();
+    if results.hits.is_empty() {
+        out.push_str(&format!("No notes match '{}'.\n", results.query));
+        return out;
+    }
+    for hit in &results.hits {
+        let path = if color {
+            format!("\x1b[1;34m{}\x1b[0m", hit.path)
+        } else {
+            hit.path.clone()
+        };
+        out.push_str(&format!(
+            "{:>3}. {path}  {} ({}, {:.4})\n",
+            hit.rank, hit.title, hit.tier, hit.score
+        ));
+        if !hit.snippet.is_empty() {
+            out.push_str("     ");
+            let mut cursor = 0;
+            for range in &hit.highlights {
+                out.push_str(&hit.snippet[cursor..range.start]);
+                let word = &hit.snippet[range.clone()];
+                if color {
+                    out.push_str(&format!("\x1b[1;33m{word}\x1b[0m"));
+                } else {
+                    out.push_str(word);
+                }
+                cursor = range.end;
+            }
+            out.push_str(&hit.snippet[cursor..]);
+            out.push('\n');
+        }
+        if explain {
+            for arm in &hit.explanation.arms {
+                out.push_str(&format!(
+                    "     {:<12} rank {:>3}  score {:>9.4}  weight {:.2}  +{:.5}\n",
+                    arm.arm, arm.rank, arm.score, arm.weight, arm.contribution
+                ));
+                for rule in &arm.rules {
+                    out.push_str(&format!(
+                        "                  +{} {:?} '{}'\n",
+                        rule.points, rule.rule, rule.term
+                    ));
+                }
+            }
+            out.push_str(&format!("     fused {:.5}\n", hit.explanation.fused));
+            for (name, adjustment) in [
+                ("recency", &hit.explanation.recency),
+                ("feedback", &hit.explanation.feedback),
+            ] {
+                if let Some(a) = adjustment {
+                    out.push_str(&format!(
+                        "     {name:<8} signal {:.3} weight {:.2}: {:.5} -> {:.5}\n",
+                        a.signal, a.weight, a.before, a.after
+                    ));
+                }
+            }
+        }
+    }
+    if results.total > results.hits.len() {
+        out.push_str(&format!(
+            "({} of {} matching notes shown)\n",
+            results.hits.len(),
+            results.total
+        ));
+    }
+    out
+}
+
+fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
+    let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
+        Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
+    })?;
+    Ok(IndexConfig::new(dir))
+}
+
+fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
+    let root = vault_root(cli, name)?;
+    root.canonicalize()
+        .map_err(|err| Failure::Usage(format!("cannot open vault {}: {err}", root.display())))
+}
+
+fn describe_update(report: &UpdateReport) -> String {
+    format!(
+        "{} added, {} changed, {} removed, {} unchanged",
+        report.added, report.changed, report.removed, report.unchanged
+    )
+}
+
+fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    let config = index_config(cli, &root)?;
+    let started = std::time::Instant::now();
+    let (index, report) = if args.rebuild {
+        VaultIndex::rebuild(&root, &config)?
+    } else {
+        VaultIndex::open(&root, &config)?
+    };
+    if let Some(reason) = report.rebuilt.as_deref().filter(|r| *r != "requested") {
+        eprintln!("ctxpack: rebuilt the index ({reason})");
+    }
+    if report.busy {
+        eprintln!("ctxpack: another process is updating the index; try again later");
+    }
+    println!(
+        "{}: {} notes, {} sections ({}) in {:.2}s",
+        config.dir.display(),
+        index.catalog.metas.len(),
+        index.catalog.sections,
+        describe_update(&report),
+        started.elapsed().as_secs_f64()
+    );
+    if args.watch {
+        drop(index);
+        watch(&root, &config)?;
+    }
+    Ok(())
+}
+
+/// Re-indexes after each burst of changes (debounced), until interrupted.
+fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
+    use notify::{RecursiveMode, Watcher};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (sender, events) = mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let _ = sender.send(event);
+    })
+    .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
+    watcher
+        .watch(root, RecursiveMode::Recursive)
+        .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display())))?;
+    eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
+    let quiet_period = Duration::from_millis(300);
+    while let Ok(first) = events.recv() {
+        if !is_relevant(&first) {
+            continue;
+        }
+        // Debounce: wait until no event has arrived for the quiet period.
+        while let Ok(_event) = events.recv_timeout(quiet_period) {}
+        match VaultIndex::open(root, config) {
+            Ok((_, report)) if report.changed_anything() => {
+                println!("updated: {}", describe_update(&report));
+            }
+            Ok(_) => {}
+            Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
+        }
+    }
+    Ok(())
+}
+
+fn is_relevant(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(event) => !matches!(event.kind, notify::EventKind::Access(_)),
+        Err(_) => true,
+    }
+}
+
+fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    let config = index_config(cli, &root)?;
+    let (index, report) = VaultIndex::open(&root, &config)?;
+    let diagnostics = index.catalog.diagnostics();
+    let status = serde_json::json!({
+        "vault": root,
+        "index": config.dir,
+        "format": crate::index::FORMAT_VERSION,
+        "notes": index.catalog.metas.len(),
+        "sections": index.catalog.sections,
+        "files": index.catalog.files.len(),
+        "index_bytes": index.size_bytes(),
+        "last_update": DateTime::from_timestamp(index.catalog.updated_at, 0)
+            .map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        "this_update": report,
+        "arms": {
+            "frontmatter": "available",
+            "bm25": "available",
+            "semantic": "not available (no embedding model)",
+        },
+        "diagnostics": diagnostics,
+    });
+    let output = match args.format {
+        StatusFormat::Json => to_json(&status)?,
+        StatusFormat::Text => {
+            let mut out = format!(
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25 (semantic: no embedding model)\ndiagnostics:  {}\n",
+                root.display(),
+                config.dir.display(),
+                crate::index::FORMAT_VERSION,
+                index.catalog.metas.len(),
+                index.catalog.sections,
+                index.size_bytes() as f64 / 1_048_576.0,
+                status["last_update"].as_str().unwrap_or("never"),
+                diagnostics.len()
+            );
+            for diagnostic in &diagnostics {
+                out.push_str(&format!("  {diagnostic}\n"));
+            }
+            out
+        }
+    };
+    write_stdout(&output)
+}
+
+fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    let config = index_config(cli, &root)?;
+    let path = args.path.trim_start_matches("./").replace('\\', "/");
+    let (index, _) = VaultIndex::open(&root, &config)?;
+    let with_md = if path.ends_with(".md") {
+        path.clone()
+    } else {
+        format!("{path}.md")
+    };
+    let Some(note) = index
+        .catalog
+        .note_index(&with_md)
+        .or_else(|| index.catalog.note_index(&path))
+    else {
+        return Err(Failure::Usage(format!(
+            "no note '{}' in the vault (give its path relative to the vault, e.g. concepts/raft.md)",
+            args.path
+        )));
+    };
+    let note_path = index.catalog.metas[note].path.clone();
+    let counts = FeedbackStore::record(&config.dir, &note_path, !args.not_useful)?;
+    println!(
+        "{note_path}: useful {}, not useful {} (feedback score {:.3})",
+        counts.useful,
+        counts.not_useful,
+        counts.score()
+    );
+    Ok(())
+}
+
+fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
+    let queries = eval::read_queries(&args.queries)?;
+    let qrels = eval::read_qrels(&args.qrels)?;
+    let scratch = tempfile::tempdir()?;
+    let root = match (&args.corpus, &cli.vault) {
+        (_, Some(vault)) => vault.clone(),
+        (Some(corpus), None) => {
+            let root = scratch.path().join("vault");
+            let count = eval::write_vault(corpus, &root)?;
+            eprintln!("ctxpack: wrote {count} notes from {}", corpus.display());
+            root
+        }
+        (None, None) => {
+            return Err(Failure::Usage(
+                "give --corpus corpus.jsonl, or --vault with a vault made from it".into(),
+            ));
+        }
+    };
+    let index_dir = cli
+        .index_dir
+        .clone()
+        .unwrap_or_else(|| scratch.path().join("index"));
+    let started = std::time::Instant::now();
+    let session = Session::open(
+        &root,
+        &IndexChoice {
+            dir: Some(index_dir),
+            progress: true,
+        },
+    )?;
+    report_open(cli, &session);
+    let indexed = started.elapsed();
+    let report = eval::evaluate(&session, &queries, &qrels, &args.rank.options(Utc::now())?);
+    let output = match args.format {
+        StatusFormat::Json => to_json(&report)?,
+        StatusFormat::Text => format!(
+            "queries     {}\nnDCG@10     {:.4}\nRecall@100  {:.4}\nMRR@10      {:.4}\n(indexed in {:.1}s, ranked in {:.1}s)\n",
+            report.queries,
+            report.ndcg_at_10,
+            report.recall_at_100,
+            report.mrr_at_10,
+            indexed.as_secs_f64(),
+            (started.elapsed() - indexed).as_secs_f64()
+        ),
+    };
+    write_stdout(&output)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
+    let mut json = serde_json::to_string_pretty(value).map_err(|err| Failure::Runtime(err.into()))?;
+    json.push('\n');
+    Ok(json)
+}
+
 /// Writes to stdout; a closed pipe (e.g. `| head`) is not an error.
-fn write_stdout(text: &str) -> io::Result<()> {
+fn write_stdout(text: &str) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
+        other => Ok(other?),
     }
 }

@@ -18,10 +18,13 @@
 
 pub mod cli;
 pub mod config;
+pub mod eval;
+pub mod index;
 pub mod note;
 pub mod pack;
 pub mod parse;
 pub mod retrieve;
+pub mod session;
 pub mod text;
 pub mod tokens;
 pub mod vault;

@@ -182,7 +182,7 @@ pub struct Section {
 }
 
 /// A problem found while reading the vault; the run goes on.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub path: String,
     pub message: String,

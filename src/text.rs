@@ -5,9 +5,16 @@ use unicode_normalization::UnicodeNormalization;
 /// Folds text for matching: NFKC, lower case, `-` and `_` read as spaces,
 /// whitespace collapsed to single spaces and trimmed.
 pub fn fold(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    if text.is_ascii() {
+        return fold_chars(text.chars().map(|c| c.to_ascii_lowercase()), text.len());
+    }
+    fold_chars(text.nfkc().flat_map(char::to_lowercase), text.len())
+}
+
+fn fold_chars(chars: impl Iterator<Item = char>, len: usize) -> String {
+    let mut out = String::with_capacity(len);
     let mut pending_space = false;
-    for ch in text.nfkc().flat_map(char::to_lowercase) {
+    for ch in chars {
         if ch.is_whitespace() || ch == '-' || ch == '_' {
             pending_space = !out.is_empty();
             continue;

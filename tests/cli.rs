@@ -17,6 +17,14 @@ fn topic_pack_markdown() {
 }
 
 #[test]
+fn frontmatter_ranker_pack() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft consensus", "--ranker", "frontmatter", "--budget", "1200"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
 fn topic_pack_json() {
     let world = World::new();
     let vault = world.example_vault("vault");

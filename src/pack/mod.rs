@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::note::{Diagnostic, SummarySource, Tier};
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::recent::recent_order;
-use crate::retrieve::{CANDIDATE_LIMIT, Candidate, Query, RuleHit};
+use crate::retrieve::{CANDIDATE_LIMIT, Candidate, Explanation, Query, RuleHit, SignalError};
 use crate::tokens::Tokenizer;
 use crate::vault::Vault;
 
@@ -60,6 +60,10 @@ pub struct Pack {
     pub mode: &'static str,
     pub topic: Option<String>,
     pub query_terms: Vec<String>,
+    /// `hybrid` (fused arms) or `frontmatter` (the seed's pass alone).
+    pub ranker: &'static str,
+    /// Arms that failed; the pack was built from the others.
+    pub signal_errors: Vec<SignalError>,
     pub budget: usize,
     /// The token count of `bundle` under `counter`.
     pub actual: usize,
@@ -84,8 +88,10 @@ pub struct PackedPage {
     pub tags: Vec<String>,
     pub summary: String,
     pub summary_source: SummarySource,
-    pub score: u32,
+    pub score: f64,
     pub score_breakdown: Vec<RuleHit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
     pub body_mode: BodyMode,
     /// The page block's token count, as printed in its heading.
     pub tokens: usize,
@@ -98,18 +104,36 @@ pub struct DroppedPage {
     pub path: String,
     pub title: String,
     pub tier: Tier,
-    pub score: u32,
+    pub score: f64,
     pub reason: &'static str,
 }
 
-/// Builds the pack for `mode` from `vault`.
+/// Builds the pack for `mode` from `vault` with the seed's ranking: the
+/// frontmatter relevance pass for a topic, recent activity otherwise.
 pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack {
-    let (ranked, topic, query_terms) = match mode {
+    let ranked = match mode {
+        PackMode::Topic(topic) => relevance_pass(vault, &Query::parse(topic)),
+        PackMode::Recent => recent_order(vault),
+    };
+    build_pack_from(vault, mode, ranked, "frontmatter", Vec::new(), options)
+}
+
+/// Builds the pack for `mode` from candidates ranked elsewhere (best
+/// first; only the first `candidate_limit` are considered).
+pub fn build_pack_from(
+    vault: &Vault,
+    mode: &PackMode,
+    ranked: Vec<Candidate>,
+    ranker: &'static str,
+    signal_errors: Vec<SignalError>,
+    options: &PackOptions,
+) -> Pack {
+    let (topic, query_terms) = match mode {
         PackMode::Topic(topic) => {
             let query = Query::parse(topic);
-            (relevance_pass(vault, &query), Some(query.text), query.terms)
+            (Some(query.text), query.terms)
         }
-        PackMode::Recent => (recent_order(vault), None, Vec::new()),
+        PackMode::Recent => (None, Vec::new()),
     };
     let candidates: Vec<Candidate> = ranked.into_iter().take(options.candidate_limit).collect();
     let mut pack = Pack {
@@ -119,6 +143,12 @@ pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack
         },
         topic,
         query_terms,
+        ranker: if matches!(mode, PackMode::Recent) {
+            "recent"
+        } else {
+            ranker
+        },
+        signal_errors,
         budget: options.budget,
         actual: 0,
         counter: options.tokenizer,
@@ -382,6 +412,7 @@ impl<'a> Packer<'a> {
             summary_source: note.summary_source,
             score: chosen.candidate.score,
             score_breakdown: chosen.candidate.breakdown.clone(),
+            explanation: chosen.candidate.explanation.clone(),
             body_mode: chosen.mode,
             tokens,
             content_also_in: chosen

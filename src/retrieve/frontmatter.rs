@@ -1,6 +1,6 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
-use crate::note::NoteMeta;
+use crate::note::{NoteMeta, SummarySource};
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::{contains_term, fold};
 use crate::vault::Vault;
@@ -18,18 +18,19 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
         .filter_map(|(idx, note)| {
             let description = vault.index_descriptions.get(&idx).map(|d| fold(d));
             let breakdown = score_note(note, description.as_deref(), query);
-            let score = breakdown.iter().map(|hit| hit.points).sum();
+            let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
             (score > 0).then_some(Candidate {
                 note: idx,
-                score,
+                score: f64::from(score),
                 breakdown,
+                explanation: None,
             })
         })
         .collect();
     candidates.sort_by(|a, b| {
         let (na, nb) = (&vault.metas[a.note], &vault.metas[b.note]);
         b.score
-            .cmp(&a.score)
+            .total_cmp(&a.score)
             .then(na.tier.cmp(&nb.tier))
             .then(na.path.cmp(&nb.path))
     });
@@ -42,7 +43,12 @@ fn score_note(note: &NoteMeta, index_description: Option<&str>, query: &Query) -
         .map(|name| fold(name))
         .collect();
     let tags: Vec<String> = note.tags.iter().map(|t| fold(t)).collect();
-    let summary = fold(&note.summary);
+    // The rule reads the `summary:` field; a summary taken from the body's
+    // first paragraph is left to the full-text arm.
+    let summary = match note.summary_source {
+        SummarySource::Frontmatter => fold(&note.summary),
+        _ => String::new(),
+    };
     let mut hits = Vec::new();
     for term in &query.terms {
         let mut hit = |rule: Rule| {

@@ -1,25 +1,32 @@
 //! Ranking notes for a pack: the seed's frontmatter relevance pass and the
 //! recent-activity order.
 
+pub mod arms;
 pub mod frontmatter;
+pub mod fusion;
 pub mod query;
 pub mod recent;
 
 use serde::Serialize;
 
+pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm};
+pub use fusion::{Explanation, RankOptions, RankedHit, Ranking, SignalError, rank};
 pub use query::Query;
 
 /// How many candidates a pack considers (seed Step 1).
 pub const CANDIDATE_LIMIT: usize = 20;
 
 /// A note chosen as a pack candidate, with why it ranked where it did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
-    /// Index into `Vault::notes`.
+    /// Index into `Vault::metas`.
     pub note: usize,
     /// The relevance score (0 in recent mode).
-    pub score: u32,
+    pub score: f64,
+    /// The frontmatter rules that fired (frontmatter ranking).
     pub breakdown: Vec<RuleHit>,
+    /// The fused ranking's account (hybrid ranking).
+    pub explanation: Option<Explanation>,
 }
 
 /// One scoring rule that fired for one query term.

@@ -21,7 +21,7 @@ pub fn recent_order(vault: &Vault) -> Vec<Candidate> {
         .into_iter()
         .map(|note| Candidate {
             note,
-            score: 0,
+            score: 0.0,
             breakdown: if vault.hot.contains(&note) {
                 vec![RuleHit {
                     rule: Rule::Hot,
@@ -31,6 +31,7 @@ pub fn recent_order(vault: &Vault) -> Vec<Candidate> {
             } else {
                 Vec::new()
             },
+            explanation: None,
         })
         .collect()
 }

@@ -198,6 +198,20 @@ impl Vault {
             .clone()
     }
 
+    /// Reads `index.md` and `hot.md` from disk: the description of each
+    /// note's index entry, and the notes linked from `hot.md`.
+    pub fn read_role_files(&self) -> (HashMap<usize, String>, Vec<usize>) {
+        let read = |name: &str| {
+            self.read_inside(name)
+                .map(|text| parse_note(name, &text, None).0)
+        };
+        let descriptions = read("index.md")
+            .map(|note| self.read_index(&note))
+            .unwrap_or_default();
+        let hot = read("hot.md").map(|note| self.read_hot(&note)).unwrap_or_default();
+        (descriptions, hot)
+    }
+
     /// Reads a file of the vault, refusing paths that lead outside it.
     pub fn read_inside(&self, rel_path: &str) -> Option<String> {
         let path = self.root.join(rel_path).canonicalize().ok()?;

@@ -1,0 +1,200 @@
+//! Retrieval evaluation on BEIR-format data: a corpus becomes a vault (one
+//! note per document), each query is ranked by the same pipeline as
+//! `search`, and the ranking is scored against relevance judgments.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::retrieve::RankOptions;
+use crate::session::Session;
+
+/// How many results are ranked per query (Recall@100 needs 100).
+pub const DEPTH: usize = 100;
+
+#[derive(Deserialize)]
+struct CorpusDoc {
+    #[serde(rename = "_id")]
+    id: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    text: String,
+}
+
+/// The file name a document gets in the vault (as `to_vault.py` names it).
+pub fn note_name(doc_id: &str) -> String {
+    doc_id
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes one note per corpus document into `out`: frontmatter `id` and
+/// `title`, body `# title` and the text. Returns the number of notes.
+pub fn write_vault(corpus: &Path, out: &Path) -> Result<usize> {
+    fs::create_dir_all(out)?;
+    let file = fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
+    let mut count = 0;
+    for (number, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let doc: CorpusDoc = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}: not a corpus document", corpus.display(), number + 1))?;
+        let title = doc.title.trim();
+        let mut text = format!(
+            "---\nid: {}\ntitle: {}\n---\n\n",
+            serde_json::to_string(&doc.id)?,
+            serde_json::to_string(&title.replace('\n', " "))?
+        );
+        if !title.is_empty() {
+            text.push_str(&format!("# {title}\n\n"));
+        }
+        text.push_str(doc.text.trim());
+        text.push('\n');
+        let mut note = fs::File::create(out.join(format!("{}.md", note_name(&doc.id))))?;
+        note.write_all(text.as_bytes())?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// `query-id<TAB>text` lines (a header line `query-id…` is skipped).
+pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
+    let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(id, _)| !id.eq_ignore_ascii_case("query-id") && !id.eq_ignore_ascii_case("qid"))
+        .map(|(id, q)| (id.trim().to_string(), q.trim().to_string()))
+        .collect())
+}
+
+/// `query-id<TAB>doc-id<TAB>relevance` lines, by query.
+pub fn read_qrels(path: &Path) -> Result<BTreeMap<String, HashMap<String, u32>>> {
+    let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut qrels: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.len() < 3 {
+            continue;
+        }
+        let Ok(relevance) = fields[2].trim().parse::<u32>() else {
+            continue;
+        };
+        if relevance > 0 {
+            qrels
+                .entry(fields[0].trim().to_string())
+                .or_default()
+                .insert(note_name(fields[1].trim()), relevance);
+        }
+    }
+    if qrels.is_empty() {
+        bail!("{} has no relevance judgments", path.display());
+    }
+    Ok(qrels)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalReport {
+    pub queries: usize,
+    pub ndcg_at_10: f64,
+    pub recall_at_100: f64,
+    pub mrr_at_10: f64,
+}
+
+/// Ranks every judged query and averages nDCG@10, Recall@100 and MRR@10.
+pub fn evaluate(
+    session: &Session,
+    queries: &[(String, String)],
+    qrels: &BTreeMap<String, HashMap<String, u32>>,
+    options: &RankOptions,
+) -> EvalReport {
+    let mut options = options.clone();
+    options.depth = options.depth.max(DEPTH);
+    let judged: Vec<&(String, String)> = queries.iter().filter(|(id, _)| qrels.contains_key(id)).collect();
+    let scores: Vec<(f64, f64, f64)> = judged
+        .par_iter()
+        .map(|(id, text)| {
+            let ranking = session.rank(text, &options, &|_| true);
+            let ranked: Vec<String> = ranking
+                .hits
+                .iter()
+                .take(DEPTH)
+                .map(|hit| session.vault.metas[hit.note].stem().to_string())
+                .collect();
+            metrics(&ranked, &qrels[id.as_str()])
+        })
+        .collect();
+    let n = scores.len().max(1) as f64;
+    EvalReport {
+        queries: scores.len(),
+        ndcg_at_10: scores.iter().map(|s| s.0).sum::<f64>() / n,
+        recall_at_100: scores.iter().map(|s| s.1).sum::<f64>() / n,
+        mrr_at_10: scores.iter().map(|s| s.2).sum::<f64>() / n,
+    }
+}
+
+/// nDCG@10 (linear gain), Recall@100 and MRR@10 of one ranking.
+pub fn metrics(ranked: &[String], relevant: &HashMap<String, u32>) -> (f64, f64, f64) {
+    let gain = |doc: &String| f64::from(relevant.get(doc).copied().unwrap_or(0));
+    let dcg: f64 = ranked
+        .iter()
+        .take(10)
+        .enumerate()
+        .map(|(i, doc)| gain(doc) / (i as f64 + 2.0).log2())
+        .sum();
+    let mut ideal: Vec<f64> = relevant.values().map(|&r| f64::from(r)).collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal
+        .iter()
+        .take(10)
+        .enumerate()
+        .map(|(i, g)| g / (i as f64 + 2.0).log2())
+        .sum();
+    let found = ranked.iter().take(DEPTH).filter(|d| relevant.contains_key(*d)).count();
+    let recall = found as f64 / relevant.len().max(1) as f64;
+    let mrr = ranked
+        .iter()
+        .take(10)
+        .position(|d| relevant.contains_key(d))
+        .map_or(0.0, |i| 1.0 / (i as f64 + 1.0));
+    (if idcg > 0.0 { dcg / idcg } else { 0.0 }, recall, mrr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_match_hand_computation() {
+        let relevant: HashMap<String, u32> = [("a".to_string(), 1), ("b".to_string(), 1)].into();
+        let ranked: Vec<String> = ["x", "a", "y", "b"].iter().map(|s| s.to_string()).collect();
+        let (ndcg, recall, mrr) = metrics(&ranked, &relevant);
+        let dcg = 1.0 / 3f64.log2() + 1.0 / 5f64.log2();
+        let idcg = 1.0 + 1.0 / 3f64.log2();
+        assert!((ndcg - dcg / idcg).abs() < 1e-12);
+        assert_eq!(recall, 1.0);
+        assert_eq!(mrr, 0.5);
+        assert_eq!(metrics(&[], &relevant), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn note_names_match_to_vault_py() {
+        assert_eq!(note_name("doc 1/α"), "doc_1_α");
+        assert_eq!(note_name("4983"), "4983");
+    }
+}

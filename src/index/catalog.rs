@@ -1,0 +1,150 @@
+//! The catalog: what the index knows about every file besides its terms —
+//! the change-detection manifest, every note's metadata, the role files'
+//! data and the diagnostics. Stored content-addressed next to the tantivy
+//! index, whose commit payload names the catalog that belongs to it.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::note::{Diagnostic, NoteMeta};
+
+/// One Markdown file as last seen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub path: String,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub hash: [u8; 32],
+    /// Problems found reading or parsing it (a skipped file has one).
+    pub problems: Vec<String>,
+    /// Whether the file is a packable note (not skipped, not a role file).
+    pub is_note: bool,
+    /// How many sections of the note are indexed.
+    pub sections: u32,
+}
+
+/// A link from one note to another, with where its sentence is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// The note linked to, by path (resolved when the catalog was written).
+    pub target: String,
+    /// The target as written, kept to resolve it again when notes change.
+    pub raw: String,
+    /// A Markdown link (resolved relative to the linking note first).
+    pub markdown: bool,
+    /// Byte range, in the source note's body, of the sentence around it.
+    pub context: (u32, u32),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Catalog {
+    /// The canonical vault root the index was built from.
+    pub root: String,
+    /// Every Markdown file walked, sorted by path.
+    pub files: Vec<FileEntry>,
+    /// Every packable note, sorted by path.
+    pub metas: Vec<NoteMeta>,
+    /// Descriptions from `index.md`, by note index.
+    pub index_descriptions: Vec<(u32, String)>,
+    /// Notes linked from `hot.md`, in order.
+    pub hot: Vec<u32>,
+    /// Problems of the walk itself (not tied to one readable file).
+    pub walk_problems: Vec<Diagnostic>,
+    /// Sections indexed in all notes.
+    pub sections: u64,
+    /// Seconds since the epoch of the last change (shown by `status`).
+    pub updated_at: i64,
+}
+
+impl Catalog {
+    pub fn note_index(&self, path: &str) -> Option<usize> {
+        self.metas
+            .binary_search_by(|m| m.path.as_str().cmp(path))
+            .ok()
+    }
+
+    pub fn file(&self, path: &str) -> Option<&FileEntry> {
+        self.files
+            .binary_search_by(|f| f.path.as_str().cmp(path))
+            .ok()
+            .map(|i| &self.files[i])
+    }
+
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut all = self.walk_problems.clone();
+        for file in &self.files {
+            for message in &file.problems {
+                all.push(Diagnostic {
+                    path: file.path.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
+        all.sort();
+        all
+    }
+
+}
+
+/// Outgoing links of every note, parallel to `Catalog::metas`; kept apart
+/// from the catalog because only backlink lookups and updates need it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkTable {
+    pub links: Vec<Vec<LinkRecord>>,
+}
+
+/// Writes `value` as `<kind>-<hash>.bin` (fsynced, then renamed into place)
+/// and returns the hash that names it.
+pub fn save_blob<T: Serialize>(dir: &Path, kind: &str, value: &T) -> Result<String> {
+    let bytes = postcard::to_allocvec(value).with_context(|| format!("encode {kind}"))?;
+    let hash = blake3::hash(&bytes).to_hex()[..32].to_string();
+    let target = blob_path(dir, kind, &hash);
+    if target.exists() {
+        return Ok(hash);
+    }
+    let temp = dir.join(format!(".{kind}-{hash}.tmp"));
+    let mut file =
+        fs::File::create(&temp).with_context(|| format!("write {}", temp.display()))?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    fs::rename(&temp, &target)?;
+    if let Ok(dir) = fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(hash)
+}
+
+/// Reads the blob `<kind>-<hash>.bin`, checking that its content matches.
+pub fn load_blob<T: for<'de> Deserialize<'de>>(dir: &Path, kind: &str, hash: &str) -> Result<T> {
+    let path = blob_path(dir, kind, hash);
+    let bytes = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+    if blake3::hash(&bytes).to_hex()[..32] != *hash {
+        bail!("{} is damaged (hash mismatch)", path.display());
+    }
+    postcard::from_bytes(&bytes).with_context(|| format!("decode {}", path.display()))
+}
+
+pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
+    dir.join(format!("{kind}-{hash}.bin"))
+}
+
+/// Removes blobs (and leftover temporary files) not named in `keep`.
+pub fn remove_stale(dir: &Path, keep: &[String]) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let is_blob = ["catalog-", "links-"].iter().any(|p| name.starts_with(p)) && name.ends_with(".bin");
+        let is_temp = name.starts_with('.') && name.ends_with(".tmp");
+        let kept = keep.iter().any(|hash| name.contains(hash.as_str()));
+        if (is_blob && !kept) || is_temp {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Where a vault's index lives: outside the vault, in the user's cache.
+
+use std::path::{Path, PathBuf};
+
+/// `--index-dir`, then `CTXPACK_INDEX_DIR`, then
+/// `${XDG_CACHE_HOME:-~/.cache}/ctxpack/<vault id>`.
+pub fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os("CTXPACK_INDEX_DIR").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".cache"))
+        })?;
+    Some(cache.join("ctxpack").join(vault_id(root)))
+}
+
+/// A readable, collision-free name for a vault: its folder name and a hash
+/// of its canonical path.
+pub fn vault_id(root: &Path) -> String {
+    let name: String = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "vault".into())
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(40)
+        .collect();
+    let hash = blake3::hash(root.as_os_str().as_encoded_bytes());
+    format!("{name}-{}", &hash.to_hex()[..16])
+}

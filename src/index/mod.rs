@@ -1,0 +1,956 @@
+//! The persistent index of a vault: a tantivy full-text index of every note
+//! and every section, plus a catalog of note metadata and a link table, all
+//! in a folder outside the vault, brought up to date on every open.
+//!
+//! Consistency: the tantivy commit is the single atomic switch. Its payload
+//! names the format version and the content hashes of the catalog and link
+//! table written (and fsynced) just before it, so a process killed at any
+//! point leaves either the old commit with its blobs or the new one with
+//! its. One process updates at a time (an exclusive lock on
+//! `ctxpack.lock`); others read the last commit without waiting.
+
+pub mod analyzer;
+pub mod catalog;
+pub mod feedback;
+pub mod location;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::note::{Diagnostic, Note, NoteMeta};
+use crate::parse::markdown::{BlockKind, LinkKind};
+use crate::parse::parse_note;
+use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
+use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
+
+/// Bumped whenever the layout of the index or its blobs changes; an index
+/// of another version is rebuilt.
+pub const FORMAT_VERSION: u32 = 1;
+const LOCK_FILE: &str = "ctxpack.lock";
+const TANTIVY_DIR: &str = "tantivy";
+/// Notes parsed and indexed per batch, bounding memory during a build.
+const BATCH: usize = 512;
+const WRITER_MEMORY: usize = 64 * 1024 * 1024;
+
+/// How many times each part of a note is repeated in the note-level text
+/// field. Repetition weights term frequencies before BM25 saturates them,
+/// under one IDF and one length norm (an approximation of BM25F), so a
+/// title match counts most without a title-only field's inflated IDF.
+pub const FIELD_REPEATS: [(&str, usize); 6] = [
+    ("title", 3),
+    ("aliases", 3),
+    ("tags", 2),
+    ("summary", 1),
+    ("headings", 2),
+    ("body", 1),
+];
+
+#[derive(Clone, Copy, Debug)]
+struct Fields {
+    path: Field,
+    section: Field,
+    text: Field,
+    sec_heading: Field,
+    sec_body: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(analyzer::ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let path = builder.add_text_field("path", STRING | STORED);
+    let section = builder.add_u64_field("section", STORED);
+    let note_text = builder.add_text_field("text", text.clone());
+    let sec_heading = builder.add_text_field("section_heading", text.clone());
+    let sec_body = builder.add_text_field("section_body", text);
+    (
+        builder.build(),
+        Fields {
+            path,
+            section,
+            text: note_text,
+            sec_heading,
+            sec_body,
+        },
+    )
+}
+
+/// What the tantivy commit payload records.
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    format: u32,
+    catalog: String,
+    links: String,
+}
+
+/// How to open an index.
+#[derive(Clone, Debug)]
+pub struct IndexConfig {
+    pub dir: PathBuf,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+    pub max_file_bytes: u64,
+}
+
+impl IndexConfig {
+    pub fn new(dir: PathBuf) -> IndexConfig {
+        IndexConfig {
+            dir,
+            progress: true,
+            max_file_bytes: MAX_FILE_BYTES,
+        }
+    }
+}
+
+/// What opening (and updating) the index did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UpdateReport {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Why the index was rebuilt from scratch, if it was.
+    pub rebuilt: Option<String>,
+    /// Another process was updating: this one used the last commit.
+    pub busy: bool,
+}
+
+impl UpdateReport {
+    pub fn changed_anything(&self) -> bool {
+        self.added + self.changed + self.removed > 0 || self.rebuilt.is_some()
+    }
+}
+
+/// A note's incoming link, as the index records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Backlink {
+    /// Index of the linking note in the catalog.
+    pub source: usize,
+    /// The sentence around the link.
+    pub context: String,
+}
+
+/// An open, up-to-date index of one vault.
+pub struct VaultIndex {
+    pub dir: PathBuf,
+    pub root: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    pub catalog: Catalog,
+    links_hash: String,
+    links: OnceLock<Option<LinkTable>>,
+}
+
+impl VaultIndex {
+    /// Opens the index of the vault at `root` (canonical) in `config.dir`,
+    /// building it on first use and bringing it up to date. If another
+    /// process is updating it, the last committed state is used instead.
+    pub fn open(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
+        fs::create_dir_all(&config.dir)
+            .with_context(|| format!("cannot create index folder {}", config.dir.display()))?;
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(config.dir.join(LOCK_FILE))
+            .with_context(|| format!("cannot open {}", config.dir.join(LOCK_FILE).display()))?;
+        match lock.try_lock() {
+            Ok(()) => {
+                let result = Self::open_as_writer(root, config);
+                let _ = lock.unlock();
+                result
+            }
+            Err(fs::TryLockError::WouldBlock) => match Self::open_committed(root, &config.dir) {
+                Ok(index) => Ok((
+                    index,
+                    UpdateReport {
+                        busy: true,
+                        ..UpdateReport::default()
+                    },
+                )),
+                Err(_) => {
+                    // Nothing usable yet: wait for the other process's build.
+                    lock.lock().context("wait for the index lock")?;
+                    let result = Self::open_as_writer(root, config);
+                    let _ = lock.unlock();
+                    result
+                }
+            },
+            Err(fs::TryLockError::Error(err)) => Err(err).context("lock the index"),
+        }
+    }
+
+    /// Opens the last committed state without updating it.
+    pub fn open_committed(root: &Path, dir: &Path) -> Result<VaultIndex> {
+        let (schema, fields) = schema();
+        let index = Index::open_in_dir(dir.join(TANTIVY_DIR))
+            .map_err(|err| anyhow!("cannot open the full-text index: {err}"))?;
+        if index.schema() != schema {
+            bail!("the full-text index has another schema");
+        }
+        index
+            .tokenizers()
+            .register(analyzer::ANALYZER, analyzer::analyzer());
+        let metas = index.load_metas()?;
+        let payload: Payload = metas
+            .payload
+            .as_deref()
+            .ok_or_else(|| anyhow!("the index has no ctxpack commit"))
+            .and_then(|p| serde_json::from_str(p).context("unreadable commit payload"))?;
+        if payload.format != FORMAT_VERSION {
+            bail!(
+                "the index is in format {}, this ctxpack reads format {FORMAT_VERSION}",
+                payload.format
+            );
+        }
+        let catalog: Catalog = catalog::load_blob(dir, "catalog", &payload.catalog)?;
+        if Path::new(&catalog.root) != root {
+            bail!("the index belongs to another vault ({})", catalog.root);
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(VaultIndex {
+            dir: dir.to_path_buf(),
+            root: root.to_path_buf(),
+            index,
+            reader,
+            fields,
+            catalog,
+            links_hash: payload.links,
+            links: OnceLock::new(),
+        })
+    }
+
+    fn open_as_writer(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
+        match Self::open_committed(root, &config.dir) {
+            Ok(mut index) => {
+                let report = index.update(config)?;
+                Ok((index, report))
+            }
+            Err(err) => {
+                let reason = if config.dir.join(TANTIVY_DIR).exists() {
+                    format!("{err:#}")
+                } else {
+                    String::new()
+                };
+                let mut report = Self::build(root, config)?;
+                report.rebuilt = (!reason.is_empty()).then_some(reason);
+                let index = Self::open_committed(root, &config.dir)?;
+                Ok((index, report))
+            }
+        }
+    }
+
+    /// Deletes the index (keeping the feedback store) and builds it anew.
+    pub fn rebuild(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
+        fs::create_dir_all(&config.dir)?;
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(config.dir.join(LOCK_FILE))?;
+        lock.lock().context("wait for the index lock")?;
+        let mut report = Self::build(root, config)?;
+        report.rebuilt = Some("requested".into());
+        let index = Self::open_committed(root, &config.dir)?;
+        let _ = lock.unlock();
+        Ok((index, report))
+    }
+
+    /// Builds a fresh index in `config.dir` (the caller holds the lock).
+    fn build(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
+        let tantivy_dir = config.dir.join(TANTIVY_DIR);
+        if tantivy_dir.exists() {
+            fs::remove_dir_all(&tantivy_dir)
+                .with_context(|| format!("cannot clear {}", tantivy_dir.display()))?;
+        }
+        catalog::remove_stale(&config.dir, &[]);
+        fs::create_dir_all(&tantivy_dir)?;
+        let (schema, fields) = schema();
+        let index = Index::create_in_dir(&tantivy_dir, schema)?;
+        index
+            .tokenizers()
+            .register(analyzer::ANALYZER, analyzer::analyzer());
+        let mut writer: IndexWriter = index.writer_with_num_threads(2, WRITER_MEMORY)?;
+        let mut state = IndexState::default();
+        let walked = walk::walk(root);
+        state.walk_problems = walk_diagnostics(walked.problems);
+        let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
+            .files
+            .into_par_iter()
+            .map(|found| {
+                let stat = file_stat(&found.read_path);
+                (found, stat)
+            })
+            .collect();
+        let work: Vec<Pending> = stats
+            .into_iter()
+            .map(|(found, stat)| Pending {
+                stat,
+                found,
+                previous_hash: None,
+            })
+            .collect();
+        let added = work.len();
+        index_files(&writer, fields, work, config, &mut state)?;
+        finish(root, &config.dir, &mut writer, state)?;
+        Ok(UpdateReport {
+            added,
+            ..UpdateReport::default()
+        })
+    }
+
+    /// Brings the index up to date with the vault (the caller holds the
+    /// lock): changed files are found by size and mtime and confirmed by
+    /// their content hash.
+    pub fn update(&mut self, config: &IndexConfig) -> Result<UpdateReport> {
+        let walked = walk::walk(&self.root);
+        let walk_problems = walk_diagnostics(walked.problems);
+        let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
+            .files
+            .into_par_iter()
+            .map(|found| {
+                let stat = file_stat(&found.read_path);
+                (found, stat)
+            })
+            .collect();
+        let mut report = UpdateReport::default();
+        let mut pending = Vec::new();
+        let mut kept: Vec<FileEntry> = Vec::new();
+        let mut seen: Vec<&str> = Vec::with_capacity(stats.len());
+        for (found, stat) in &stats {
+            seen.push(&found.rel_path);
+            match (self.catalog.file(&found.rel_path), stat) {
+                (Some(old), Some((size, mtime))) if old.size == *size && old.mtime_ns == *mtime => {
+                    kept.push(old.clone());
+                    report.unchanged += 1;
+                }
+                (old, _) => pending.push(Pending {
+                    found: walk::Found {
+                        rel_path: found.rel_path.clone(),
+                        read_path: found.read_path.clone(),
+                    },
+                    stat: *stat,
+                    previous_hash: old.map(|o| o.hash),
+                }),
+            }
+        }
+        seen.sort_unstable();
+        let removed: Vec<&FileEntry> = self
+            .catalog
+            .files
+            .iter()
+            .filter(|f| seen.binary_search(&f.path.as_str()).is_err())
+            .collect();
+        if pending.is_empty() && removed.is_empty() && walk_problems == self.catalog.walk_problems
+        {
+            return Ok(report);
+        }
+
+        let mut writer: IndexWriter = self
+            .index
+            .writer_with_num_threads(2, WRITER_MEMORY)
+            .map_err(|err| anyhow!("cannot write the index: {err}"))?;
+        for file in &removed {
+            writer.delete_term(Term::from_field_text(self.fields.path, &file.path));
+        }
+        report.removed = removed.len();
+
+        // Unchanged notes keep their metadata and links; they are re-resolved
+        // at the end, since added or removed notes can change link targets.
+        let links = self.link_table().cloned().unwrap_or_default();
+        let mut state = IndexState {
+            walk_problems,
+            ..IndexState::default()
+        };
+        for file in kept {
+            if file.is_note
+                && let Some(idx) = self.catalog.note_index(&file.path)
+            {
+                state.metas.push(self.catalog.metas[idx].clone());
+                state
+                    .raw_links
+                    .push(links.links.get(idx).map_or_else(Vec::new, |l| {
+                        l.iter().cloned().map(RawLink::from_record).collect()
+                    }));
+            }
+            state.files.push(file);
+        }
+        for item in &pending {
+            match item.previous_hash {
+                Some(_) => report.changed += 1,
+                None => report.added += 1,
+            }
+        }
+        // A file touched but rewritten with identical content is not a change.
+        let identical = index_files(&writer, self.fields, pending, config, &mut state)?;
+        report.changed -= identical;
+        report.unchanged += identical;
+        let dir = self.dir.clone();
+        let root = self.root.clone();
+        finish(&root, &dir, &mut writer, state)?;
+        drop(writer);
+        *self = Self::open_committed(&root, &dir)?;
+        Ok(report)
+    }
+
+    /// The vault as the index knows it: metadata of every note, bodies read
+    /// on demand.
+    pub fn vault(&self) -> Vault {
+        Vault::from_metas(
+            self.root.clone(),
+            self.catalog.metas.clone(),
+            self.catalog
+                .index_descriptions
+                .iter()
+                .map(|(idx, d)| (*idx as usize, d.clone()))
+                .collect(),
+            self.catalog.hot.iter().map(|&i| i as usize).collect(),
+            self.catalog.diagnostics(),
+        )
+    }
+
+    /// BM25 over the note-level fields, best first: `(note index, score)`.
+    /// Query text is analysed like the documents, so no character has a
+    /// special meaning; terms are combined as a ranked OR.
+    pub fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {
+        let terms = query_terms(text);
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|term| {
+                let query: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.text, term),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, query)
+            })
+            .collect();
+        let stats = KindStatistics {
+            searcher: self.reader.searcher(),
+            docs: self.catalog.metas.len() as u64,
+        };
+        self.top_paths(&BooleanQuery::new(clauses), limit, &stats)
+            .map(|hits| {
+                hits.into_iter()
+                    .filter_map(|(path, _, score)| {
+                        self.catalog.note_index(&path).map(|idx| (idx, score))
+                    })
+                    .collect()
+            })
+    }
+
+    /// BM25 over sections, restricted to the notes at `paths`:
+    /// `(path, section ordinal, score)`, best first.
+    pub fn search_sections(
+        &self,
+        text: &str,
+        paths: &[&str],
+        limit: usize,
+    ) -> Result<Vec<(String, usize, f32)>> {
+        let terms = query_terms(text);
+        if terms.is_empty() || paths.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for term in &terms {
+            for (field, boost) in [(self.fields.sec_heading, 1.5), (self.fields.sec_body, 1.0)] {
+                let query = TermQuery::new(
+                    Term::from_field_text(field, term),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(query), boost))));
+            }
+        }
+        let filter: Vec<(Occur, Box<dyn Query>)> = paths
+            .iter()
+            .map(|path| {
+                let query: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.path, path),
+                    IndexRecordOption::Basic,
+                ));
+                (Occur::Should, query)
+            })
+            .collect();
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, Box::new(BooleanQuery::new(should)) as Box<dyn Query>),
+            (Occur::Must, Box::new(BoostQuery::new(Box::new(BooleanQuery::new(filter)), 0.0))),
+        ]);
+        let stats = KindStatistics {
+            searcher: self.reader.searcher(),
+            docs: self.catalog.sections.max(1),
+        };
+        self.top_paths(&query, limit, &stats).map(|hits| {
+            hits.into_iter()
+                .filter_map(|(path, section, score)| section.map(|s| (path, s, score)))
+                .collect()
+        })
+    }
+
+    /// Runs `query` and returns `(path, section ordinal, score)` sorted by
+    /// score, then path, so ties never depend on segment layout.
+    fn top_paths(
+        &self,
+        query: &dyn Query,
+        limit: usize,
+        stats: &KindStatistics,
+    ) -> Result<Vec<(String, Option<usize>, f32)>> {
+        let searcher = &stats.searcher;
+        let fetch = limit.saturating_mul(2).saturating_add(16);
+        let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
+            query,
+            &TopDocs::with_limit(fetch).order_by_score(),
+            stats,
+        )?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let Some(path) = doc.get_first(self.fields.path).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let section = doc
+                .get_first(self.fields.section)
+                .and_then(|v| v.as_u64())
+                .map(|s| s as usize);
+            hits.push((path.to_string(), section, score));
+        }
+        hits.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    fn link_table(&self) -> Option<&LinkTable> {
+        self.links
+            .get_or_init(|| catalog::load_blob(&self.dir, "links", &self.links_hash).ok())
+            .as_ref()
+    }
+
+    /// The notes linking to `path`, with the sentence around each link, in
+    /// path order of the linking notes. Read from the index's link table and
+    /// the linking notes themselves; the vault is not scanned.
+    pub fn backlinks(&self, vault: &Vault, path: &str) -> Vec<Backlink> {
+        let Some(table) = self.link_table() else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for (source, links) in table.links.iter().enumerate() {
+            for link in links.iter().filter(|l| l.target == path) {
+                if source >= vault.metas.len() {
+                    continue;
+                }
+                let note = vault.note(source);
+                let (start, end) = (link.context.0 as usize, link.context.1 as usize);
+                let context = note
+                    .body
+                    .get(start..end)
+                    .map(crate::text::collapse_whitespace)
+                    .unwrap_or_default();
+                found.push(Backlink { source, context });
+            }
+        }
+        found
+    }
+
+    /// Total size of the index folder, in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&entry.path()),
+            _ => entry.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+/// The analysed, de-duplicated terms of a query.
+pub fn query_terms(text: &str) -> Vec<String> {
+    thread_local! {
+        static ANALYZER: std::cell::RefCell<tantivy::tokenizer::TextAnalyzer> =
+            std::cell::RefCell::new(analyzer::analyzer());
+    }
+    let mut terms = ANALYZER.with(|a| analyzer::terms(&mut a.borrow_mut(), text));
+    let mut seen = std::collections::HashSet::new();
+    terms.retain(|t| seen.insert(t.clone()));
+    terms
+}
+
+/// BM25 statistics for one kind of document (notes or sections), which
+/// share one tantivy index but never share a field.
+struct KindStatistics {
+    searcher: tantivy::Searcher,
+    docs: u64,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for KindStatistics {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
+    }
+}
+
+/// A file to (re)index.
+struct Pending {
+    found: walk::Found,
+    stat: Option<(u64, i128)>,
+    previous_hash: Option<[u8; 32]>,
+}
+
+/// A link as parsed, kept so it can be resolved again after other notes
+/// change.
+#[derive(Clone, Debug)]
+struct RawLink {
+    target: String,
+    markdown: bool,
+    context: (u32, u32),
+}
+
+impl RawLink {
+    fn from_record(record: LinkRecord) -> RawLink {
+        RawLink {
+            target: record.raw,
+            markdown: record.markdown,
+            context: record.context,
+        }
+    }
+}
+
+/// What a build or update accumulates before its commit.
+#[derive(Default)]
+struct IndexState {
+    files: Vec<FileEntry>,
+    metas: Vec<NoteMeta>,
+    raw_links: Vec<Vec<RawLink>>,
+    walk_problems: Vec<Diagnostic>,
+}
+
+fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
+    let mut diagnostics: Vec<Diagnostic> = problems
+        .into_iter()
+        .map(|(path, message)| Diagnostic { path, message })
+        .collect();
+    diagnostics.sort();
+    diagnostics
+}
+
+fn file_stat(path: &Path) -> Option<(u64, i128)> {
+    let meta = fs::metadata(path).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    Some((meta.len(), mtime))
+}
+
+/// Reads, parses and indexes `work` in batches, recording the results in
+/// `state`. Returns how many files had the same content as before (their
+/// documents are left as they are).
+fn index_files(
+    writer: &IndexWriter,
+    fields: Fields,
+    work: Vec<Pending>,
+    config: &IndexConfig,
+    state: &mut IndexState,
+) -> Result<usize> {
+    let progress = if config.progress && std::io::stderr().is_terminal() && work.len() > 200 {
+        let bar = ProgressBar::new(work.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("indexing {bar:30} {pos}/{len} notes {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut identical = 0;
+    for batch in work.chunks(BATCH) {
+        let parsed: Vec<(FileEntry, Option<Note>)> = batch
+            .par_iter()
+            .map(|item| read_and_parse(item, config.max_file_bytes))
+            .collect();
+        for (item, (mut entry, note)) in batch.iter().zip(parsed) {
+            let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
+            if same {
+                identical += 1;
+            } else if item.previous_hash.is_some() {
+                writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
+            }
+            if let Some(note) = note {
+                entry.sections = if same {
+                    note.sections().len() as u32
+                } else {
+                    add_documents(writer, fields, &note)? as u32
+                };
+                state.raw_links.push(raw_links(&note));
+                state.metas.push(note.meta);
+            }
+            state.files.push(entry);
+        }
+        progress.inc(batch.len() as u64);
+    }
+    progress.finish_and_clear();
+    Ok(identical)
+}
+
+fn read_and_parse(item: &Pending, max_bytes: u64) -> (FileEntry, Option<Note>) {
+    let rel = &item.found.rel_path;
+    let (size, mtime_ns) = item.stat.unwrap_or((0, 0));
+    let mut entry = FileEntry {
+        path: rel.clone(),
+        size,
+        mtime_ns,
+        hash: [0; 32],
+        problems: Vec::new(),
+        is_note: false,
+        sections: 0,
+    };
+    let is_role = walk::ROLE_FILES.contains(&rel.as_str());
+    if rel == crate::vault::log::LOG_FILE {
+        return (entry, None);
+    }
+    match walk::read_text(&item.found.read_path, max_bytes) {
+        Ok((text, mtime)) => {
+            entry.hash = *blake3::hash(text.as_bytes()).as_bytes();
+            let mtime = mtime.map(chrono::DateTime::<chrono::Utc>::from);
+            let (note, problems) = parse_note(rel, &text, mtime);
+            entry.problems = problems;
+            entry.is_note = !is_role;
+            (entry, (!is_role).then_some(note))
+        }
+        Err(problem) => {
+            entry.problems.push(problem);
+            (entry, None)
+        }
+    }
+}
+
+/// The note-level document: path and the weighted text of the note.
+fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
+    let meta = &note.meta;
+    let title_key = crate::text::fold(&meta.title);
+    let headings: Vec<&str> = note
+        .headings
+        .iter()
+        .filter(|h| !(h.level == 1 && crate::text::fold(&h.text) == title_key))
+        .map(|h| h.text.as_str())
+        .collect();
+    let body: Vec<&str> = note
+        .blocks
+        .iter()
+        .filter(|b| b.kind != BlockKind::Heading)
+        .map(|b| note.block_text(b))
+        .collect();
+    // A summary taken from the first paragraph is already in the body.
+    let summary = match meta.summary_source {
+        crate::note::SummarySource::Frontmatter => meta.summary.clone(),
+        _ => String::new(),
+    };
+    let parts = [
+        meta.title.clone(),
+        meta.aliases.join("\n"),
+        meta.tags.join("\n"),
+        summary,
+        headings.join("\n"),
+        body.join("\n\n"),
+    ];
+    let mut doc = TantivyDocument::default();
+    doc.add_text(fields.path, &meta.path);
+    for (part, (_, repeats)) in parts.iter().zip(FIELD_REPEATS) {
+        if !part.is_empty() {
+            for _ in 0..repeats {
+                doc.add_text(fields.text, part);
+            }
+        }
+    }
+    doc
+}
+
+/// Adds the note document and one document per section; returns the
+/// number of sections.
+fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u64> {
+    writer.add_document(note_document(fields, note))?;
+    let sections = note.sections();
+    for (ordinal, section) in sections.iter().enumerate() {
+        let mut doc = TantivyDocument::default();
+        doc.add_text(fields.path, &note.meta.path);
+        doc.add_u64(fields.section, ordinal as u64);
+        if let Some(h) = section.heading {
+            doc.add_text(fields.sec_heading, note.heading_path(h).join(" > "));
+        }
+        doc.add_text(fields.sec_body, &note.body[section.range.clone()]);
+        writer.add_document(doc)?;
+    }
+    Ok(sections.len() as u64)
+}
+
+fn raw_links(note: &Note) -> Vec<RawLink> {
+    note.links
+        .iter()
+        .filter(|l| l.kind != LinkKind::Embed && !l.target.is_empty())
+        .map(|link| RawLink {
+            target: link.target.clone(),
+            markdown: link.kind == LinkKind::Markdown,
+            context: sentence_around(&note.body, link.range.clone()),
+        })
+        .collect()
+}
+
+/// The byte range of the sentence containing `range`, at most about 300
+/// bytes on each side.
+fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
+    const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
+    let floor = range.start.saturating_sub(300);
+    let mut start = body[..range.start]
+        .rfind(|c| ENDS.contains(&c))
+        .map_or(0, |i| i + body[i..].chars().next().map_or(1, char::len_utf8));
+    if start < floor {
+        start = body[floor..range.start]
+            .find(char::is_whitespace)
+            .map_or(range.start, |i| floor + i);
+    }
+    let ceiling = (range.end + 300).min(body.len());
+    let mut end = body[range.end..]
+        .find(|c| ENDS.contains(&c))
+        .map_or(body.len(), |i| range.end + i + body[range.end + i..].chars().next().map_or(1, char::len_utf8));
+    if end > ceiling {
+        end = body[range.end..ceiling]
+            .rfind(char::is_whitespace)
+            .map_or(range.end, |i| range.end + i);
+    }
+    (start as u32, end as u32)
+}
+
+/// Sorts what was indexed, resolves links and role files against the final
+/// set of notes, writes the blobs and commits with a payload naming them.
+fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) -> Result<()> {
+    let IndexState {
+        mut files,
+        metas,
+        raw_links,
+        walk_problems,
+    } = state;
+    let sections = files.iter().map(|f| u64::from(f.sections)).sum();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut order: Vec<usize> = (0..metas.len()).collect();
+    order.sort_by(|&a, &b| metas[a].path.cmp(&metas[b].path));
+    let mut metas_sorted = Vec::with_capacity(metas.len());
+    let mut links_sorted = Vec::with_capacity(metas.len());
+    let mut metas = metas.into_iter().map(Some).collect::<Vec<_>>();
+    let mut raw_links = raw_links.into_iter().map(Some).collect::<Vec<_>>();
+    for idx in order {
+        metas_sorted.extend(metas[idx].take());
+        links_sorted.push(raw_links[idx].take().unwrap_or_default());
+    }
+    let resolver = LinkResolver::new(&metas_sorted);
+    let table = LinkTable {
+        links: links_sorted
+            .into_iter()
+            .enumerate()
+            .map(|(idx, links)| {
+                let from = &metas_sorted[idx].path;
+                links
+                    .into_iter()
+                    .filter_map(|link| {
+                        let target = resolver
+                            .resolve_target(&metas_sorted, from, &link.target, link.markdown)
+                            .map(|i| metas_sorted[i].path.clone())?;
+                        Some(LinkRecord {
+                            target,
+                            raw: link.target,
+                            markdown: link.markdown,
+                            context: link.context,
+                        })
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    let role_vault = Vault::from_metas(
+        root.to_path_buf(),
+        metas_sorted.clone(),
+        HashMap::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    let (index_descriptions, hot) = role_vault.read_role_files();
+    let mut index_descriptions: Vec<(u32, String)> = index_descriptions
+        .into_iter()
+        .map(|(i, d)| (i as u32, d))
+        .collect();
+    index_descriptions.sort();
+    let catalog = Catalog {
+        root: root.to_string_lossy().into_owned(),
+        files,
+        metas: metas_sorted,
+        index_descriptions,
+        hot: hot.into_iter().map(|i| i as u32).collect(),
+        walk_problems,
+        sections,
+        updated_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0),
+    };
+    let catalog_hash = catalog::save_blob(dir, "catalog", &catalog)?;
+    let links_hash = catalog::save_blob(dir, "links", &table)?;
+    let payload = serde_json::to_string(&Payload {
+        format: FORMAT_VERSION,
+        catalog: catalog_hash.clone(),
+        links: links_hash.clone(),
+    })?;
+    let previous = Index::open_in_dir(dir.join(TANTIVY_DIR))
+        .ok()
+        .and_then(|i| i.load_metas().ok())
+        .and_then(|m| m.payload)
+        .and_then(|p| serde_json::from_str::<Payload>(&p).ok());
+    let mut prepared = writer.prepare_commit()?;
+    prepared.set_payload(&payload);
+    prepared.commit()?;
+    let mut keep = vec![catalog_hash, links_hash];
+    if let Some(previous) = previous {
+        // Readers that loaded the previous commit may still need its blobs.
+        keep.push(previous.catalog);
+        keep.push(previous.links);
+    }
+    catalog::remove_stale(dir, &keep);
+    Ok(())
+}

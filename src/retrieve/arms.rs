@@ -1,0 +1,81 @@
+//! The retrieval arms, each behind the same small interface.
+
+use anyhow::Result;
+
+use crate::index::VaultIndex;
+use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::{Query, RuleHit};
+use crate::vault::Vault;
+
+/// A hit as one arm sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmHit {
+    pub note: usize,
+    pub score: f64,
+    pub rules: Vec<RuleHit>,
+}
+
+/// A ranked list of notes for a query.
+pub trait Arm {
+    fn name(&self) -> &'static str;
+    /// Up to `limit` hits among the notes `keep` accepts, best first.
+    fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>>;
+}
+
+/// The seed's frontmatter relevance pass (+5/+3/+2/+1).
+pub struct FrontmatterArm<'a> {
+    pub vault: &'a Vault,
+}
+
+impl Arm for FrontmatterArm<'_> {
+    fn name(&self) -> &'static str {
+        "frontmatter"
+    }
+
+    fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
+        Ok(relevance_pass(self.vault, &Query::parse(query))
+            .into_iter()
+            .filter(|c| keep(c.note))
+            .take(limit)
+            .map(|c| ArmHit {
+                note: c.note,
+                score: c.score,
+                rules: c.breakdown,
+            })
+            .collect())
+    }
+}
+
+/// BM25 over the full-text index (title, aliases, tags, summary, headings,
+/// body).
+pub struct Bm25Arm<'a> {
+    pub index: &'a VaultIndex,
+}
+
+impl Arm for Bm25Arm<'_> {
+    fn name(&self) -> &'static str {
+        "bm25"
+    }
+
+    fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
+        let mut fetch = limit;
+        loop {
+            let hits = self.index.search_notes(query, fetch)?;
+            let exhausted = hits.len() < fetch;
+            let kept: Vec<ArmHit> = hits
+                .into_iter()
+                .filter(|(note, _)| keep(*note))
+                .take(limit)
+                .map(|(note, score)| ArmHit {
+                    note,
+                    score: f64::from(score),
+                    rules: Vec::new(),
+                })
+                .collect();
+            if kept.len() >= limit || exhausted || fetch >= self.index.catalog.metas.len() {
+                return Ok(kept);
+            }
+            fetch = fetch.saturating_mul(4);
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! A vault opened for queries: the index brought up to date, the arms, the
+//! feedback store, and the operations every interface offers (search and
+//! pack), so the CLI and the MCP server rank and pack identically.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::index::feedback::FeedbackStore;
+use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
+use crate::note::Tier;
+use crate::pack::{Pack, PackMode, PackOptions, build_pack_from};
+use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::recent::recent_order;
+use crate::retrieve::{
+    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, Query, RankOptions, Ranking, SignalError,
+    rank,
+};
+use crate::text::{collapse_whitespace, fold};
+use crate::vault::{Vault, VaultOptions};
+
+/// Where the index lives, and whether to draw progress.
+#[derive(Clone, Debug, Default)]
+pub struct IndexChoice {
+    /// `--index-dir`; otherwise `CTXPACK_INDEX_DIR` or the cache folder.
+    pub dir: Option<PathBuf>,
+    pub progress: bool,
+}
+
+/// Which ranking a pack uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ranker {
+    /// Every available arm, fused (the same ranking as `search`).
+    #[default]
+    Hybrid,
+    /// The seed's frontmatter relevance pass alone.
+    Frontmatter,
+}
+
+impl Ranker {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ranker::Hybrid => "hybrid",
+            Ranker::Frontmatter => "frontmatter",
+        }
+    }
+}
+
+pub struct Session {
+    pub root: PathBuf,
+    pub vault: Vault,
+    pub index: Option<VaultIndex>,
+    pub index_dir: Option<PathBuf>,
+    /// What opening the index did.
+    pub update: Option<UpdateReport>,
+    /// Why there is no index (the BM25 arm is then unavailable).
+    pub index_error: Option<String>,
+    pub feedback: FeedbackStore,
+}
+
+impl Session {
+    /// Opens the vault at `root` with its index, updated. If the index
+    /// cannot be opened or built, the vault is read directly and searches
+    /// go on without the BM25 arm, saying why.
+    pub fn open(root: &Path, choice: &IndexChoice) -> Result<Session> {
+        let root = root
+            .canonicalize()
+            .with_context(|| format!("cannot open vault {}", root.display()))?;
+        let index_dir = location::index_dir(&root, choice.dir.as_deref());
+        let opened = match &index_dir {
+            Some(dir) => {
+                let mut config = IndexConfig::new(dir.clone());
+                config.progress = choice.progress;
+                VaultIndex::open(&root, &config).map_err(|err| format!("{err:#}"))
+            }
+            None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
+        };
+        let feedback = index_dir
+            .as_deref()
+            .and_then(|dir| FeedbackStore::load(dir).ok())
+            .unwrap_or_default();
+        match opened {
+            Ok((index, report)) => Ok(Session {
+                vault: index.vault(),
+                root,
+                index: Some(index),
+                index_dir,
+                update: Some(report),
+                index_error: None,
+                feedback,
+            }),
+            Err(error) => Ok(Session {
+                vault: Vault::load(&root, &VaultOptions::default())?,
+                root,
+                index: None,
+                index_dir,
+                update: None,
+                index_error: Some(error),
+                feedback,
+            }),
+        }
+    }
+
+    /// A session over a vault already in memory, without an index.
+    pub fn without_index(vault: Vault) -> Session {
+        Session {
+            root: vault.root.clone(),
+            vault,
+            index: None,
+            index_dir: None,
+            update: None,
+            index_error: Some("no index".into()),
+            feedback: FeedbackStore::default(),
+        }
+    }
+
+    /// The names of the arms this session can run.
+    pub fn arm_names(&self) -> Vec<&'static str> {
+        let mut names = vec!["frontmatter"];
+        if self.index.is_some() {
+            names.push("bm25");
+        }
+        names
+    }
+
+    /// The fused ranking for `query` over the notes `keep` accepts.
+    pub fn rank(&self, query: &str, options: &RankOptions, keep: &dyn Fn(usize) -> bool) -> Ranking {
+        let frontmatter = FrontmatterArm { vault: &self.vault };
+        let bm25 = self.index.as_ref().map(|index| Bm25Arm { index });
+        let mut arms: Vec<&dyn Arm> = vec![&frontmatter];
+        if let Some(bm25) = &bm25 {
+            arms.push(bm25);
+        }
+        let mut ranking = rank(&arms, query, &self.vault, &self.feedback, options, keep);
+        if let Some(error) = &self.index_error {
+            ranking.signal_errors.push(SignalError {
+                arm: "bm25".into(),
+                message: error.clone(),
+            });
+        }
+        ranking
+    }
+
+    pub fn search(&self, request: &SearchRequest) -> SearchResults {
+        let keep = |note: usize| request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags);
+        let ranking = self.rank(&request.query, &request.rank, &keep);
+        let total = ranking.hits.len();
+        let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
+        let paths: Vec<&str> = top
+            .iter()
+            .map(|h| self.vault.metas[h.note].path.as_str())
+            .collect();
+        let best_sections = self
+            .index
+            .as_ref()
+            .and_then(|index| index.search_sections(&request.query, &paths, paths.len() * 8).ok())
+            .unwrap_or_default();
+        let terms = crate::index::query_terms(&request.query);
+        let hits = top
+            .into_iter()
+            .enumerate()
+            .map(|(i, hit)| {
+                let meta = &self.vault.metas[hit.note];
+                let section = best_sections
+                    .iter()
+                    .find(|(path, _, _)| *path == meta.path)
+                    .map(|(_, ordinal, _)| *ordinal);
+                let (snippet, highlights) = self.snippet(hit.note, section, &terms);
+                SearchHit {
+                    rank: i + 1,
+                    score: hit.score,
+                    path: meta.path.clone(),
+                    title: meta.title.clone(),
+                    tier: meta.tier,
+                    snippet,
+                    highlights,
+                    explanation: hit.explanation,
+                }
+            })
+            .collect();
+        SearchResults {
+            query: request.query.clone(),
+            total,
+            hits,
+            signal_errors: ranking.signal_errors,
+        }
+    }
+
+    /// The best sentence of a note for the query terms: from the section
+    /// that matched best, else from the whole body.
+    fn snippet(&self, note: usize, section: Option<usize>, terms: &[String]) -> (String, Vec<Range<usize>>) {
+        let note = self.vault.note(note);
+        let text = section
+            .and_then(|s| note.sections().get(s).map(|s| note.body[s.range.clone()].to_string()))
+            .unwrap_or_else(|| note.body.clone());
+        let mut analyzer = analyzer::analyzer();
+        let mut best: Option<(usize, String)> = None;
+        for sentence in sentences(&text) {
+            if sentence.trim_start().starts_with('#') {
+                continue;
+            }
+            let sentence = collapse_whitespace(sentence);
+            if sentence.is_empty() {
+                continue;
+            }
+            let found = analyzer::terms(&mut analyzer, &sentence);
+            let matched = terms.iter().filter(|t| found.contains(t)).count();
+            if best.as_ref().is_none_or(|(score, _)| matched > *score) {
+                best = Some((matched, sentence));
+            }
+        }
+        let snippet = best
+            .map(|(_, s)| crate::text::truncate_chars(&s, 240))
+            .unwrap_or_else(|| crate::text::truncate_chars(&note.meta.summary, 240));
+        let highlights = highlight(&mut analyzer, &snippet, terms);
+        (snippet, highlights)
+    }
+
+    pub fn pack(&self, request: &PackRequest) -> Pack {
+        let vault = &self.vault;
+        match (&request.mode, request.ranker) {
+            (PackMode::Recent, _) => build_pack_from(
+                vault,
+                &request.mode,
+                recent_order(vault),
+                "recent",
+                Vec::new(),
+                &request.options,
+            ),
+            (PackMode::Topic(topic), Ranker::Frontmatter) => build_pack_from(
+                vault,
+                &request.mode,
+                relevance_pass(vault, &Query::parse(topic)),
+                "frontmatter",
+                Vec::new(),
+                &request.options,
+            ),
+            (PackMode::Topic(topic), Ranker::Hybrid) => {
+                let ranking = self.rank(topic, &request.rank, &|_| true);
+                let candidates = ranking
+                    .hits
+                    .into_iter()
+                    .map(|hit| Candidate {
+                        note: hit.note,
+                        score: hit.score,
+                        breakdown: frontmatter_rules(&hit.explanation),
+                        explanation: Some(hit.explanation),
+                    })
+                    .collect();
+                build_pack_from(
+                    vault,
+                    &request.mode,
+                    candidates,
+                    "hybrid",
+                    ranking.signal_errors,
+                    &request.options,
+                )
+            }
+        }
+    }
+}
+
+fn frontmatter_rules(explanation: &Explanation) -> Vec<crate::retrieve::RuleHit> {
+    explanation
+        .arms
+        .iter()
+        .filter(|a| a.arm == "frontmatter")
+        .flat_map(|a| a.rules.clone())
+        .collect()
+}
+
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(['.', '!', '?', '。', '！', '？', '\n'])
+}
+
+/// Byte ranges of the words of `text` whose index terms are query terms.
+fn highlight(
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+    text: &str,
+    terms: &[String],
+) -> Vec<Range<usize>> {
+    use tantivy::tokenizer::TokenStream;
+    let mut stream = analyzer.token_stream(text);
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    while stream.advance() {
+        let token = stream.token();
+        if terms.contains(&token.text) {
+            let range = token.offset_from..token.offset_to;
+            match ranges.last_mut() {
+                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                _ => ranges.push(range),
+            }
+        }
+    }
+    ranges
+}
+
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    pub query: String,
+    pub limit: usize,
+    /// Only notes under this folder (a path prefix).
+    pub folder: Option<String>,
+    /// Only notes with this tag (or a nested tag under it).
+    pub tag: Option<String>,
+    pub rank: RankOptions,
+}
+
+impl SearchRequest {
+    fn accepts(&self, path: &str, tags: &[String]) -> bool {
+        let folder_ok = self.folder.as_deref().is_none_or(|folder| {
+            let folder = folder.trim_matches('/');
+            folder.is_empty() || path.starts_with(&format!("{folder}/"))
+        });
+        let tag_ok = self.tag.as_deref().is_none_or(|wanted| {
+            let wanted = fold(wanted.trim_start_matches('#'));
+            tags.iter().any(|t| {
+                let t = fold(t);
+                t == wanted || t.starts_with(&format!("{wanted}/"))
+            })
+        });
+        folder_ok && tag_ok
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchResults {
+    pub query: String,
+    /// How many notes matched (before `limit`).
+    pub total: usize,
+    pub hits: Vec<SearchHit>,
+    pub signal_errors: Vec<SignalError>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchHit {
+    pub rank: usize,
+    pub score: f64,
+    pub path: String,
+    pub title: String,
+    pub tier: Tier,
+    pub snippet: String,
+    /// Byte ranges of `snippet` that match query terms.
+    #[serde(skip)]
+    pub highlights: Vec<Range<usize>>,
+    pub explanation: Explanation,
+}
+
+#[derive(Clone, Debug)]
+pub struct PackRequest {
+    pub mode: PackMode,
+    pub ranker: Ranker,
+    pub rank: RankOptions,
+    pub options: PackOptions,
+}
