@@ -477,7 +477,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         eprintln!("ctxpack: warning: {warning}");
     }
     for error in &pack.signal_errors {
-        eprintln!("ctxpack: warning: the {} arm failed: {}", error.arm, error.message);
+        eprintln!(
+            "ctxpack: warning: the {} arm failed: {}",
+            error.arm, error.message
+        );
     }
     if pack.bundle.is_empty() {
         eprintln!(
@@ -517,11 +520,18 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
         rank,
     });
     for error in &results.signal_errors {
-        eprintln!("ctxpack: warning: the {} arm failed: {}", error.arm, error.message);
+        eprintln!(
+            "ctxpack: warning: the {} arm failed: {}",
+            error.arm, error.message
+        );
     }
     let output = match args.format {
         SearchFormat::Json => to_json(&results)?,
-        SearchFormat::Files => results.hits.iter().map(|h| format!("{}\n", h.path)).collect(),
+        SearchFormat::Files => results
+            .hits
+            .iter()
+            .map(|h| format!("{}\n", h.path))
+            .collect(),
         SearchFormat::Cli => render_search(&results, args.explain, io::stdout().is_terminal()),
     };
     write_stdout(&output)
@@ -659,7 +669,9 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
     watcher
         .watch(root, RecursiveMode::Recursive)
-        .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display())))?;
+        .map_err(|err| {
+            Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display()))
+        })?;
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
     let quiet_period = Duration::from_millis(300);
     while let Ok(first) = events.recv() {
@@ -812,7 +824,8 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
-    let mut json = serde_json::to_string_pretty(value).map_err(|err| Failure::Runtime(err.into()))?;
+    let mut json =
+        serde_json::to_string_pretty(value).map_err(|err| Failure::Runtime(err.into()))?;
     json.push('\n');
     Ok(json)
 }

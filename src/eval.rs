@@ -45,15 +45,21 @@ pub fn note_name(doc_id: &str) -> String {
 /// `title`, body `# title` and the text. Returns the number of notes.
 pub fn write_vault(corpus: &Path, out: &Path) -> Result<usize> {
     fs::create_dir_all(out)?;
-    let file = fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
+    let file =
+        fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
     let mut count = 0;
     for (number, line) in BufReader::new(file).lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let doc: CorpusDoc = serde_json::from_str(&line)
-            .with_context(|| format!("{} line {}: not a corpus document", corpus.display(), number + 1))?;
+        let doc: CorpusDoc = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{} line {}: not a corpus document",
+                corpus.display(),
+                number + 1
+            )
+        })?;
         let title = doc.title.trim();
         let mut text = format!(
             "---\nid: {}\ntitle: {}\n---\n\n",
@@ -74,7 +80,8 @@ pub fn write_vault(corpus: &Path, out: &Path) -> Result<usize> {
 
 /// `query-id<TAB>text` lines (a header line `query-id…` is skipped).
 pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
-    let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
         .lines()
         .filter_map(|line| line.split_once('\t'))
@@ -85,7 +92,8 @@ pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
 
 /// `query-id<TAB>doc-id<TAB>relevance` lines, by query.
 pub fn read_qrels(path: &Path) -> Result<BTreeMap<String, HashMap<String, u32>>> {
-    let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut qrels: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split('\t').collect();
@@ -125,7 +133,10 @@ pub fn evaluate(
 ) -> EvalReport {
     let mut options = options.clone();
     options.depth = options.depth.max(DEPTH);
-    let judged: Vec<&(String, String)> = queries.iter().filter(|(id, _)| qrels.contains_key(id)).collect();
+    let judged: Vec<&(String, String)> = queries
+        .iter()
+        .filter(|(id, _)| qrels.contains_key(id))
+        .collect();
     let scores: Vec<(f64, f64, f64)> = judged
         .par_iter()
         .map(|(id, text)| {
@@ -165,7 +176,11 @@ pub fn metrics(ranked: &[String], relevant: &HashMap<String, u32>) -> (f64, f64,
         .enumerate()
         .map(|(i, g)| g / (i as f64 + 2.0).log2())
         .sum();
-    let found = ranked.iter().take(DEPTH).filter(|d| relevant.contains_key(*d)).count();
+    let found = ranked
+        .iter()
+        .take(DEPTH)
+        .filter(|d| relevant.contains_key(*d))
+        .count();
     let recall = found as f64 / relevant.len().max(1) as f64;
     let mrr = ranked
         .iter()

@@ -107,7 +107,8 @@ impl NoteMeta {
     }
 
     pub fn updated_at(&self) -> Option<DateTime<Utc>> {
-        self.updated.and_then(|secs| DateTime::from_timestamp(secs, 0))
+        self.updated
+            .and_then(|secs| DateTime::from_timestamp(secs, 0))
     }
 }
 
@@ -138,7 +139,10 @@ impl Note {
     /// heading of any level.
     pub fn sections(&self) -> Vec<Section> {
         let mut sections = Vec::with_capacity(self.headings.len() + 1);
-        let first = self.headings.first().map_or(self.body.len(), |h| h.range.start);
+        let first = self
+            .headings
+            .first()
+            .map_or(self.body.len(), |h| h.range.start);
         if !self.body[..first].trim().is_empty() {
             sections.push(Section {
                 heading: None,

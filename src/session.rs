@@ -126,7 +126,12 @@ impl Session {
     }
 
     /// The fused ranking for `query` over the notes `keep` accepts.
-    pub fn rank(&self, query: &str, options: &RankOptions, keep: &dyn Fn(usize) -> bool) -> Ranking {
+    pub fn rank(
+        &self,
+        query: &str,
+        options: &RankOptions,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Ranking {
         let frontmatter = FrontmatterArm { vault: &self.vault };
         let bm25 = self.index.as_ref().map(|index| Bm25Arm { index });
         let mut arms: Vec<&dyn Arm> = vec![&frontmatter];
@@ -144,7 +149,9 @@ impl Session {
     }
 
     pub fn search(&self, request: &SearchRequest) -> SearchResults {
-        let keep = |note: usize| request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags);
+        let keep = |note: usize| {
+            request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags)
+        };
         let ranking = self.rank(&request.query, &request.rank, &keep);
         let total = ranking.hits.len();
         let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
@@ -155,7 +162,11 @@ impl Session {
         let best_sections = self
             .index
             .as_ref()
-            .and_then(|index| index.search_sections(&request.query, &paths, paths.len() * 8).ok())
+            .and_then(|index| {
+                index
+                    .search_sections(&request.query, &paths, paths.len() * 8)
+                    .ok()
+            })
             .unwrap_or_default();
         let terms = crate::index::query_terms(&request.query);
         let hits = top
@@ -190,10 +201,19 @@ impl Session {
 
     /// The best sentence of a note for the query terms: from the section
     /// that matched best, else from the whole body.
-    fn snippet(&self, note: usize, section: Option<usize>, terms: &[String]) -> (String, Vec<Range<usize>>) {
+    fn snippet(
+        &self,
+        note: usize,
+        section: Option<usize>,
+        terms: &[String],
+    ) -> (String, Vec<Range<usize>>) {
         let note = self.vault.note(note);
         let text = section
-            .and_then(|s| note.sections().get(s).map(|s| note.body[s.range.clone()].to_string()))
+            .and_then(|s| {
+                note.sections()
+                    .get(s)
+                    .map(|s| note.body[s.range.clone()].to_string())
+            })
             .unwrap_or_else(|| note.body.clone());
         let mut analyzer = analyzer::analyzer();
         let mut best: Option<(usize, String)> = None;

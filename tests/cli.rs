@@ -20,7 +20,16 @@ fn topic_pack_markdown() {
 fn frontmatter_ranker_pack() {
     let world = World::new();
     let vault = world.example_vault("vault");
-    let out = ok(&world.pack(&vault, &["raft consensus", "--ranker", "frontmatter", "--budget", "1200"]));
+    let out = ok(&world.pack(
+        &vault,
+        &[
+            "raft consensus",
+            "--ranker",
+            "frontmatter",
+            "--budget",
+            "1200",
+        ],
+    ));
     insta::assert_snapshot!(out);
 }
 

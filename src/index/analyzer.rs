@@ -72,7 +72,12 @@ impl Tokenizer for MixedTokenizer {
                 }
                 let end = offset + ch.len_utf8();
                 if let Some((prev_offset, _)) = previous_cjk {
-                    push(&mut self.tokens, prev_offset, end, position.saturating_sub(1));
+                    push(
+                        &mut self.tokens,
+                        prev_offset,
+                        end,
+                        position.saturating_sub(1),
+                    );
                 }
                 push(&mut self.tokens, offset, end, position);
                 position += 1;
@@ -119,7 +124,10 @@ mod tests {
     #[test]
     fn english_is_stemmed_and_stop_words_dropped() {
         let mut a = analyzer();
-        assert_eq!(terms(&mut a, "The Running of the Leaders"), ["run", "leader"]);
+        assert_eq!(
+            terms(&mut a, "The Running of the Leaders"),
+            ["run", "leader"]
+        );
     }
 
     #[test]
@@ -134,6 +142,9 @@ mod tests {
     #[test]
     fn punctuation_and_symbols_are_separators() {
         let mut a = analyzer();
-        assert_eq!(terms(&mut a, "\"raft\": (AND) OR -leader [x]"), ["raft", "leader", "x"]);
+        assert_eq!(
+            terms(&mut a, "\"raft\": (AND) OR -leader [x]"),
+            ["raft", "leader", "x"]
+        );
     }
 }

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::note::{Diagnostic, NoteMeta};
+use crate::retrieve::frontmatter::MatchKeys;
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +49,8 @@ pub struct Catalog {
     pub files: Vec<FileEntry>,
     /// Every packable note, sorted by path.
     pub metas: Vec<NoteMeta>,
+    /// The relevance pass's folded keys, parallel to `metas`.
+    pub match_keys: Vec<MatchKeys>,
     /// Descriptions from `index.md`, by note index.
     pub index_descriptions: Vec<(u32, String)>,
     /// Notes linked from `hot.md`, in order.
@@ -87,7 +90,6 @@ impl Catalog {
         all.sort();
         all
     }
-
 }
 
 /// Outgoing links of every note, parallel to `Catalog::metas`; kept apart
@@ -103,12 +105,11 @@ pub fn save_blob<T: Serialize>(dir: &Path, kind: &str, value: &T) -> Result<Stri
     let bytes = postcard::to_allocvec(value).with_context(|| format!("encode {kind}"))?;
     let hash = blake3::hash(&bytes).to_hex()[..32].to_string();
     let target = blob_path(dir, kind, &hash);
-    if target.exists() {
+    if fs::read(&target).is_ok_and(|existing| existing == bytes) {
         return Ok(hash);
     }
     let temp = dir.join(format!(".{kind}-{hash}.tmp"));
-    let mut file =
-        fs::File::create(&temp).with_context(|| format!("write {}", temp.display()))?;
+    let mut file = fs::File::create(&temp).with_context(|| format!("write {}", temp.display()))?;
     file.write_all(&bytes)?;
     file.sync_all()?;
     fs::rename(&temp, &target)?;
@@ -140,7 +141,8 @@ pub fn remove_stale(dir: &Path, keep: &[String]) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let is_blob = ["catalog-", "links-"].iter().any(|p| name.starts_with(p)) && name.ends_with(".bin");
+        let is_blob =
+            ["catalog-", "links-"].iter().any(|p| name.starts_with(p)) && name.ends_with(".bin");
         let is_temp = name.starts_with('.') && name.ends_with(".tmp");
         let kept = keep.iter().any(|hash| name.contains(hash.as_str()));
         if (is_blob && !kept) || is_temp {

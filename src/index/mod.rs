@@ -35,6 +35,7 @@ use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Tantivy
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::parse::parse_note;
+use crate::retrieve::frontmatter::MatchKeys;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
@@ -278,36 +279,37 @@ impl VaultIndex {
         Ok((index, report))
     }
 
-    /// Builds a fresh index in `config.dir` (the caller holds the lock).
+    /// Builds the index anew in `config.dir` (the caller holds the lock).
+    /// An existing, readable full-text index is emptied and refilled in one
+    /// commit, so readers keep the old state until the new one is complete;
+    /// an unreadable one is deleted first.
     fn build(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
         let tantivy_dir = config.dir.join(TANTIVY_DIR);
-        if tantivy_dir.exists() {
-            fs::remove_dir_all(&tantivy_dir)
-                .with_context(|| format!("cannot clear {}", tantivy_dir.display()))?;
-        }
-        catalog::remove_stale(&config.dir, &[]);
-        fs::create_dir_all(&tantivy_dir)?;
         let (schema, fields) = schema();
-        let index = Index::create_in_dir(&tantivy_dir, schema)?;
+        let index = match Index::open_in_dir(&tantivy_dir) {
+            Ok(index) if index.schema() == schema => index,
+            _ => {
+                if tantivy_dir.exists() {
+                    fs::remove_dir_all(&tantivy_dir)
+                        .with_context(|| format!("cannot clear {}", tantivy_dir.display()))?;
+                }
+                fs::create_dir_all(&tantivy_dir)?;
+                Index::create_in_dir(&tantivy_dir, schema)?
+            }
+        };
         index
             .tokenizers()
             .register(analyzer::ANALYZER, analyzer::analyzer());
         let mut writer: IndexWriter = index.writer_with_num_threads(2, WRITER_MEMORY)?;
+        writer.delete_all_documents()?;
         let mut state = IndexState::default();
         let walked = walk::walk(root);
         state.walk_problems = walk_diagnostics(walked.problems);
-        let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
+        let work: Vec<Pending> = walked
             .files
-            .into_par_iter()
-            .map(|found| {
-                let stat = file_stat(&found.read_path);
-                (found, stat)
-            })
-            .collect();
-        let work: Vec<Pending> = stats
             .into_iter()
-            .map(|(found, stat)| Pending {
-                stat,
+            .map(|found| Pending {
+                stat: found.stat,
                 found,
                 previous_hash: None,
             })
@@ -329,9 +331,9 @@ impl VaultIndex {
         let walk_problems = walk_diagnostics(walked.problems);
         let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
             .files
-            .into_par_iter()
+            .into_iter()
             .map(|found| {
-                let stat = file_stat(&found.read_path);
+                let stat = found.stat;
                 (found, stat)
             })
             .collect();
@@ -347,10 +349,7 @@ impl VaultIndex {
                     report.unchanged += 1;
                 }
                 (old, _) => pending.push(Pending {
-                    found: walk::Found {
-                        rel_path: found.rel_path.clone(),
-                        read_path: found.read_path.clone(),
-                    },
+                    found: found.clone(),
                     stat: *stat,
                     previous_hash: old.map(|o| o.hash),
                 }),
@@ -363,8 +362,7 @@ impl VaultIndex {
             .iter()
             .filter(|f| seen.binary_search(&f.path.as_str()).is_err())
             .collect();
-        if pending.is_empty() && removed.is_empty() && walk_problems == self.catalog.walk_problems
-        {
+        if pending.is_empty() && removed.is_empty() && walk_problems == self.catalog.walk_problems {
             return Ok(report);
         }
 
@@ -418,7 +416,7 @@ impl VaultIndex {
     /// The vault as the index knows it: metadata of every note, bodies read
     /// on demand.
     pub fn vault(&self) -> Vault {
-        Vault::from_metas(
+        let mut vault = Vault::from_metas(
             self.root.clone(),
             self.catalog.metas.clone(),
             self.catalog
@@ -428,7 +426,9 @@ impl VaultIndex {
                 .collect(),
             self.catalog.hot.iter().map(|&i| i as usize).collect(),
             self.catalog.diagnostics(),
-        )
+        );
+        vault.set_match_keys(self.catalog.match_keys.clone());
+        vault
     }
 
     /// BM25 over the note-level fields, best first: `(note index, score)`.
@@ -482,7 +482,10 @@ impl VaultIndex {
                     Term::from_field_text(field, term),
                     IndexRecordOption::WithFreqs,
                 );
-                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(query), boost))));
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(query), boost)),
+                ));
             }
         }
         let filter: Vec<(Occur, Box<dyn Query>)> = paths
@@ -496,8 +499,14 @@ impl VaultIndex {
             })
             .collect();
         let query = BooleanQuery::new(vec![
-            (Occur::Must, Box::new(BooleanQuery::new(should)) as Box<dyn Query>),
-            (Occur::Must, Box::new(BoostQuery::new(Box::new(BooleanQuery::new(filter)), 0.0))),
+            (
+                Occur::Must,
+                Box::new(BooleanQuery::new(should)) as Box<dyn Query>,
+            ),
+            (
+                Occur::Must,
+                Box::new(BoostQuery::new(Box::new(BooleanQuery::new(filter)), 0.0)),
+            ),
         ]);
         let stats = KindStatistics {
             searcher: self.reader.searcher(),
@@ -537,7 +546,11 @@ impl VaultIndex {
                 .map(|s| s as usize);
             hits.push((path.to_string(), section, score));
         }
-        hits.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        hits.sort_by(|a, b| {
+            b.2.total_cmp(&a.2)
+                .then_with(|| a.0.cmp(&b.0))
+                .then(a.1.cmp(&b.1))
+        });
         hits.truncate(limit);
         Ok(hits)
     }
@@ -622,7 +635,8 @@ impl tantivy::query::Bm25StatisticsProvider for KindStatistics {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.searcher.doc_freq(term)
+        // Deleted documents count until their segment is merged.
+        Ok(self.searcher.doc_freq(term)?.min(self.docs))
     }
 }
 
@@ -668,17 +682,6 @@ fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
         .collect();
     diagnostics.sort();
     diagnostics
-}
-
-fn file_stat(path: &Path) -> Option<(u64, i128)> {
-    let meta = fs::metadata(path).ok()?;
-    let mtime = meta
-        .modified()
-        .ok()?
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
-    Some((meta.len(), mtime))
 }
 
 /// Reads, parses and indexes `work` in batches, recording the results in
@@ -841,7 +844,9 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
     let floor = range.start.saturating_sub(300);
     let mut start = body[..range.start]
         .rfind(|c| ENDS.contains(&c))
-        .map_or(0, |i| i + body[i..].chars().next().map_or(1, char::len_utf8));
+        .map_or(0, |i| {
+            i + body[i..].chars().next().map_or(1, char::len_utf8)
+        });
     if start < floor {
         start = body[floor..range.start]
             .find(char::is_whitespace)
@@ -850,7 +855,14 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
     let ceiling = (range.end + 300).min(body.len());
     let mut end = body[range.end..]
         .find(|c| ENDS.contains(&c))
-        .map_or(body.len(), |i| range.end + i + body[range.end + i..].chars().next().map_or(1, char::len_utf8));
+        .map_or(body.len(), |i| {
+            range.end
+                + i
+                + body[range.end + i..]
+                    .chars()
+                    .next()
+                    .map_or(1, char::len_utf8)
+        });
     if end > ceiling {
         end = body[range.end..ceiling]
             .rfind(char::is_whitespace)
@@ -917,8 +929,18 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         .map(|(i, d)| (i as u32, d))
         .collect();
     index_descriptions.sort();
+    let descriptions: HashMap<usize, &str> = index_descriptions
+        .iter()
+        .map(|(i, d)| (*i as usize, d.as_str()))
+        .collect();
+    let match_keys = metas_sorted
+        .iter()
+        .enumerate()
+        .map(|(idx, meta)| MatchKeys::new(meta, descriptions.get(&idx).copied()))
+        .collect();
     let catalog = Catalog {
         root: root.to_string_lossy().into_owned(),
+        match_keys,
         files,
         metas: metas_sorted,
         index_descriptions,

@@ -71,21 +71,22 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         }),
     };
 
-    let (summary, summary_source) = match field_text("summary") {
-        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-        None => match analysis.blocks.iter().find(|b| {
-            b.kind == markdown::BlockKind::Paragraph && has_prose(&body[b.range.clone()])
-        }) {
-            Some(block) => (
-                truncate_chars(
-                    &collapse_whitespace(&body[block.range.clone()]),
-                    SUMMARY_FALLBACK_CHARS,
+    let (summary, summary_source) =
+        match field_text("summary") {
+            Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+            None => match analysis.blocks.iter().find(|b| {
+                b.kind == markdown::BlockKind::Paragraph && has_prose(&body[b.range.clone()])
+            }) {
+                Some(block) => (
+                    truncate_chars(
+                        &collapse_whitespace(&body[block.range.clone()]),
+                        SUMMARY_FALLBACK_CHARS,
+                    ),
+                    SummarySource::FirstParagraph,
                 ),
-                SummarySource::FirstParagraph,
-            ),
-            None => (String::new(), SummarySource::None),
-        },
-    };
+                None => (String::new(), SummarySource::None),
+            },
+        };
 
     let mut dated = |key: &str| -> Option<DateTime<Utc>> {
         let raw = field_text(key)?;
@@ -195,7 +196,11 @@ mod tests {
 
     #[test]
     fn sections_follow_headings() {
-        let (note, _) = parse_note("x.md", "Intro.\n\n# A\n\none\n\n## B\n\ntwo\n```\n# not a heading\n```\n", None);
+        let (note, _) = parse_note(
+            "x.md",
+            "Intro.\n\n# A\n\none\n\n## B\n\ntwo\n```\n# not a heading\n```\n",
+            None,
+        );
         let sections: Vec<_> = note
             .sections()
             .iter()
@@ -206,7 +211,10 @@ mod tests {
             [
                 (None, "Intro.".to_string()),
                 (Some(0), "# A\n\none".to_string()),
-                (Some(1), "## B\n\ntwo\n```\n# not a heading\n```".to_string()),
+                (
+                    Some(1),
+                    "## B\n\ntwo\n```\n# not a heading\n```".to_string()
+                ),
             ]
         );
         assert_eq!(note.heading_path(1), ["A", "B"]);

@@ -1,5 +1,7 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
+use serde::{Deserialize, Serialize};
+
 use crate::note::{NoteMeta, SummarySource};
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::{contains_term, fold};
@@ -11,13 +13,12 @@ use crate::vault::Vault;
 /// Each rule is checked once per term and the points add up, so a page
 /// matching the whole phrase and its words outranks one matching one word.
 pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
-    let mut candidates: Vec<Candidate> = vault
-        .metas
+    let keys = vault.match_keys();
+    let mut candidates: Vec<Candidate> = keys
         .iter()
         .enumerate()
-        .filter_map(|(idx, note)| {
-            let description = vault.index_descriptions.get(&idx).map(|d| fold(d));
-            let breakdown = score_note(note, description.as_deref(), query);
+        .filter_map(|(idx, keys)| {
+            let breakdown = score_note(keys, query);
             let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
             (score > 0).then_some(Candidate {
                 note: idx,
@@ -37,18 +38,37 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     candidates
 }
 
-fn score_note(note: &NoteMeta, index_description: Option<&str>, query: &Query) -> Vec<RuleHit> {
-    let names: Vec<String> = std::iter::once(&note.title)
-        .chain(&note.aliases)
-        .map(|name| fold(name))
-        .collect();
-    let tags: Vec<String> = note.tags.iter().map(|t| fold(t)).collect();
-    // The rule reads the `summary:` field; a summary taken from the body's
-    // first paragraph is left to the full-text arm.
-    let summary = match note.summary_source {
-        SummarySource::Frontmatter => fold(&note.summary),
-        _ => String::new(),
-    };
+/// A note's fields as the relevance pass compares them: folded once.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchKeys {
+    /// Title, then aliases.
+    pub names: Vec<String>,
+    pub tags: Vec<String>,
+    /// The `summary:` field (empty when the summary came from the body:
+    /// the rule reads the field, and the full-text arm covers the body).
+    pub summary: String,
+    /// The note's `index.md` entry description.
+    pub description: String,
+}
+
+impl MatchKeys {
+    pub fn new(note: &NoteMeta, description: Option<&str>) -> MatchKeys {
+        MatchKeys {
+            names: std::iter::once(&note.title)
+                .chain(&note.aliases)
+                .map(|name| fold(name))
+                .collect(),
+            tags: note.tags.iter().map(|t| fold(t)).collect(),
+            summary: match note.summary_source {
+                SummarySource::Frontmatter => fold(&note.summary),
+                _ => String::new(),
+            },
+            description: description.map(fold).unwrap_or_default(),
+        }
+    }
+}
+
+fn score_note(keys: &MatchKeys, query: &Query) -> Vec<RuleHit> {
     let mut hits = Vec::new();
     for term in &query.terms {
         let mut hit = |rule: Rule| {
@@ -58,16 +78,16 @@ fn score_note(note: &NoteMeta, index_description: Option<&str>, query: &Query) -
                 points: rule.points(),
             })
         };
-        if names.iter().any(|name| name == term) {
+        if keys.names.iter().any(|name| name == term) {
             hit(Rule::TitleOrAlias);
         }
-        if tags.iter().any(|tag| tag_matches(tag, term)) {
+        if keys.tags.iter().any(|tag| tag_matches(tag, term)) {
             hit(Rule::Tag);
         }
-        if contains_term(&summary, term) {
+        if contains_term(&keys.summary, term) {
             hit(Rule::Summary);
         }
-        if index_description.is_some_and(|d| contains_term(d, term)) {
+        if contains_term(&keys.description, term) {
             hit(Rule::IndexDescription);
         }
     }

@@ -163,7 +163,9 @@ pub fn rank(
             .iter()
             .map(|h| recency(vault, h.note, options))
             .collect();
-        blend(&mut hits, &signals, options.recency_weight, |e, a| e.recency = Some(a));
+        blend(&mut hits, &signals, options.recency_weight, |e, a| {
+            e.recency = Some(a)
+        });
         sort_hits(&mut hits, vault);
     }
     if options.feedback_weight > 0.0 && !feedback.notes.is_empty() {
@@ -171,7 +173,9 @@ pub fn rank(
             .iter()
             .map(|h| feedback.score(&vault.metas[h.note].path))
             .collect();
-        blend(&mut hits, &signals, options.feedback_weight, |e, a| e.feedback = Some(a));
+        blend(&mut hits, &signals, options.feedback_weight, |e, a| {
+            e.feedback = Some(a)
+        });
         sort_hits(&mut hits, vault);
     }
     ranking.hits = hits;

@@ -18,6 +18,7 @@ pub use resolve::LinkResolver;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::Link;
 use crate::parse::parse_note;
+use crate::retrieve::frontmatter::MatchKeys;
 use crate::text::collapse_whitespace;
 
 /// Files larger than this are skipped with a diagnostic.
@@ -51,7 +52,8 @@ pub struct Vault {
     /// Notes linked from `hot.md`, in the order of their first link.
     pub hot: Vec<usize>,
     pub diagnostics: Vec<Diagnostic>,
-    pub resolver: LinkResolver,
+    resolver: OnceLock<LinkResolver>,
+    match_keys: OnceLock<Vec<MatchKeys>>,
 }
 
 impl Vault {
@@ -171,7 +173,6 @@ impl Vault {
         mut diagnostics: Vec<Diagnostic>,
     ) -> Vault {
         diagnostics.sort();
-        let resolver = LinkResolver::new(&metas);
         Vault {
             root,
             metas,
@@ -180,7 +181,8 @@ impl Vault {
             index_descriptions: HashMap::new(),
             hot: Vec::new(),
             diagnostics,
-            resolver,
+            resolver: OnceLock::new(),
+            match_keys: OnceLock::new(),
         }
     }
 
@@ -208,7 +210,9 @@ impl Vault {
         let descriptions = read("index.md")
             .map(|note| self.read_index(&note))
             .unwrap_or_default();
-        let hot = read("hot.md").map(|note| self.read_hot(&note)).unwrap_or_default();
+        let hot = read("hot.md")
+            .map(|note| self.read_hot(&note))
+            .unwrap_or_default();
         (descriptions, hot)
     }
 
@@ -225,7 +229,33 @@ impl Vault {
 
     /// Resolves a link written in the note at path `from`.
     pub fn resolve(&self, from: &str, link: &Link) -> Option<usize> {
-        self.resolver.resolve(&self.metas, from, link)
+        self.resolver().resolve(&self.metas, from, link)
+    }
+
+    /// The link resolver over every note, built on first use.
+    pub fn resolver(&self) -> &LinkResolver {
+        self.resolver.get_or_init(|| LinkResolver::new(&self.metas))
+    }
+
+    /// Every note's folded match keys for the relevance pass, built on
+    /// first use unless the index supplied them.
+    pub fn match_keys(&self) -> &[MatchKeys] {
+        self.match_keys.get_or_init(|| {
+            self.metas
+                .iter()
+                .enumerate()
+                .map(|(idx, meta)| {
+                    MatchKeys::new(meta, self.index_descriptions.get(&idx).map(String::as_str))
+                })
+                .collect()
+        })
+    }
+
+    /// Supplies precomputed match keys (one per note, in order).
+    pub fn set_match_keys(&mut self, keys: Vec<MatchKeys>) {
+        if keys.len() == self.metas.len() {
+            self.match_keys = OnceLock::from(keys);
+        }
     }
 
     /// Each line of `index.md` that links to a note describes it with the

@@ -137,7 +137,7 @@ mod tests {
 
     fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
         vault
-            .resolver
+            .resolver()
             .resolve_target(&vault.metas, from, target, false)
             .map(|i| vault.metas[i].path.clone())
     }
@@ -145,17 +145,44 @@ mod tests {
     #[test]
     fn resolves_like_obsidian() {
         let v = vault();
-        assert_eq!(resolve(&v, "root.md", "a/topic").as_deref(), Some("a/topic.md"));
-        assert_eq!(resolve(&v, "root.md", "A/Topic.md").as_deref(), Some("a/topic.md"));
+        assert_eq!(
+            resolve(&v, "root.md", "a/topic").as_deref(),
+            Some("a/topic.md")
+        );
+        assert_eq!(
+            resolve(&v, "root.md", "A/Topic.md").as_deref(),
+            Some("a/topic.md")
+        );
         // A bare name prefers the linking note's folder, then the shortest path.
-        assert_eq!(resolve(&v, "b/other.md", "topic").as_deref(), Some("b/topic.md"));
-        assert_eq!(resolve(&v, "a/topic.md", "topic").as_deref(), Some("a/topic.md"));
-        assert_eq!(resolve(&v, "root.md", "topic").as_deref(), Some("a/topic.md"));
-        assert_eq!(resolve(&v, "b/other.md", "deeper/topic").as_deref(), Some("b/deeper/topic.md"));
-        assert_eq!(resolve(&v, "b/deeper/topic.md", "../other").as_deref(), Some("b/other.md"));
+        assert_eq!(
+            resolve(&v, "b/other.md", "topic").as_deref(),
+            Some("b/topic.md")
+        );
+        assert_eq!(
+            resolve(&v, "a/topic.md", "topic").as_deref(),
+            Some("a/topic.md")
+        );
+        assert_eq!(
+            resolve(&v, "root.md", "topic").as_deref(),
+            Some("a/topic.md")
+        );
+        assert_eq!(
+            resolve(&v, "b/other.md", "deeper/topic").as_deref(),
+            Some("b/deeper/topic.md")
+        );
+        assert_eq!(
+            resolve(&v, "b/deeper/topic.md", "../other").as_deref(),
+            Some("b/other.md")
+        );
         // Titles and aliases as a last resort.
-        assert_eq!(resolve(&v, "root.md", "the other").as_deref(), Some("b/other.md"));
-        assert_eq!(resolve(&v, "root.md", "alpha topic").as_deref(), Some("a/topic.md"));
+        assert_eq!(
+            resolve(&v, "root.md", "the other").as_deref(),
+            Some("b/other.md")
+        );
+        assert_eq!(
+            resolve(&v, "root.md", "alpha topic").as_deref(),
+            Some("a/topic.md")
+        );
         assert_eq!(resolve(&v, "root.md", "missing"), None);
         assert_eq!(resolve(&v, "root.md", "../../etc/passwd"), None);
     }

@@ -1,0 +1,708 @@
+//! The persistent index: incremental updates, recovery, crash safety,
+//! concurrency, query robustness and the ranking pipeline.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use common::{World, ok, stderr, stdout};
+use ctxpack::index::{IndexConfig, VaultIndex};
+use ctxpack::retrieve::RankOptions;
+use ctxpack::session::{IndexChoice, SearchRequest, Session};
+
+fn search_paths(world: &World, vault: &Path, index: &Path, query: &str) -> Vec<String> {
+    let out = world
+        .cmd()
+        .args([
+            "search", query, "--format", "files", "--limit", "50", "--vault",
+        ])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap();
+    ok(&out).lines().map(str::to_string).collect()
+}
+
+fn index_cmd(world: &World, vault: &Path, index: &Path, extra: &[&str]) -> std::process::Output {
+    world
+        .cmd()
+        .arg("index")
+        .args(extra)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap()
+}
+
+fn note(title: &str, body: &str) -> String {
+    format!("---\ntitle: {title}\n---\n{body}\n")
+}
+
+#[test]
+fn incremental_updates_follow_edits_adds_deletes_and_renames() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
+            ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
+            ("c.md", &note("Gamma", "Penguins cannot fly.")),
+        ],
+    );
+    let index = world.path().join("index");
+    let first = stdout(&index_cmd(&world, &vault, &index, &[]));
+    assert!(first.contains("3 notes"), "{first}");
+    assert!(
+        first.contains("3 added, 0 changed, 0 removed, 0 unchanged"),
+        "{first}"
+    );
+    assert_eq!(search_paths(&world, &vault, &index, "zebra"), ["a.md"]);
+
+    // A no-op update changes nothing.
+    let again = stdout(&index_cmd(&world, &vault, &index, &[]));
+    assert!(
+        again.contains("0 added, 0 changed, 0 removed, 3 unchanged"),
+        "{again}"
+    );
+
+    // Edit: the term moves from a.md to b.md.
+    fs::write(vault.join("a.md"), note("Alpha", "Nothing striped here.")).unwrap();
+    fs::write(
+        vault.join("b.md"),
+        note("Beta", "A zebra ate acacia leaves."),
+    )
+    .unwrap();
+    assert_eq!(search_paths(&world, &vault, &index, "zebra"), ["b.md"]);
+    // Add.
+    fs::write(vault.join("d.md"), note("Delta", "Zebra herds migrate.")).unwrap();
+    let mut hits = search_paths(&world, &vault, &index, "zebra");
+    hits.sort();
+    assert_eq!(hits, ["b.md", "d.md"]);
+    // Delete.
+    fs::remove_file(vault.join("b.md")).unwrap();
+    assert_eq!(search_paths(&world, &vault, &index, "zebra"), ["d.md"]);
+    // Rename.
+    fs::rename(vault.join("d.md"), vault.join("renamed.md")).unwrap();
+    assert_eq!(
+        search_paths(&world, &vault, &index, "zebra"),
+        ["renamed.md"]
+    );
+    let status = stdout(&index_cmd(&world, &vault, &index, &[]));
+    assert!(status.contains("3 notes"), "{status}");
+
+    // Touching a file without changing it is confirmed by its hash.
+    let text = fs::read_to_string(vault.join("c.md")).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    fs::write(vault.join("c.md"), text).unwrap();
+    let touched = stdout(&index_cmd(&world, &vault, &index, &[]));
+    assert!(
+        touched.contains("0 added, 0 changed, 0 removed, 3 unchanged"),
+        "{touched}"
+    );
+}
+
+#[test]
+fn the_index_lives_outside_the_vault() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let before = listing(&vault);
+    let out = world
+        .cmd()
+        .args(["search", "raft", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(listing(&vault), before, "the vault was modified");
+    let cache = world.home().join(".cache/ctxpack");
+    let dirs: Vec<_> = fs::read_dir(&cache).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 1);
+    assert!(dirs[0].file_name().to_string_lossy().starts_with("vault-"));
+    // CTXPACK_INDEX_DIR moves it.
+    let custom = world.path().join("custom-index");
+    let out = world
+        .cmd()
+        .env("CTXPACK_INDEX_DIR", &custom)
+        .args(["status", "--format", "json", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(status["index"].as_str().unwrap(), custom.to_str().unwrap());
+    assert_eq!(status["notes"], 20);
+    assert!(status["sections"].as_u64().unwrap() > 20);
+    assert_eq!(status["arms"]["bm25"], "available");
+}
+
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in walkdir(dir) {
+        let bytes = fs::read(&entry).unwrap_or_default();
+        out.push((
+            entry.strip_prefix(dir).unwrap().display().to_string(),
+            bytes,
+        ));
+    }
+    out.sort();
+    out
+}
+
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walkdir(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn another_format_version_is_rebuilt() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let meta = index.join("tantivy/meta.json");
+    let text = fs::read_to_string(&meta).unwrap();
+    assert!(text.contains("\\\"format\\\":1"), "{text}");
+    fs::write(&meta, text.replace("\\\"format\\\":1", "\\\"format\\\":0")).unwrap();
+    let out = index_cmd(&world, &vault, &index, &[]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("rebuilt the index (the index is in format 0"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        search_paths(&world, &vault, &index, "paxos")[0],
+        "concepts/paxos.md"
+    );
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    // A corrupted catalog.
+    for entry in fs::read_dir(&index).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("catalog-") {
+            fs::write(entry.path(), b"garbage").unwrap();
+        }
+    }
+    let out = index_cmd(&world, &vault, &index, &[]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("rebuilt the index"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+    assert_eq!(
+        search_paths(&world, &vault, &index, "paxos")[0],
+        "concepts/paxos.md"
+    );
+    // A full-text index with its files gone.
+    for entry in fs::read_dir(index.join("tantivy")).unwrap().flatten() {
+        if entry.file_name() != "meta.json" {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    let out = world
+        .cmd()
+        .args(["search", "paxos", "--format", "files", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out).lines().next(), Some("concepts/paxos.md"));
+    // An index of another vault in the same folder.
+    let other = world.vault("other", &[("x.md", &note("X", "paxos elsewhere"))]);
+    let out = index_cmd(&world, &other, &index, &[]);
+    assert!(
+        stderr(&out).contains("belongs to another vault"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(search_paths(&world, &other, &index, "paxos"), ["x.md"]);
+}
+
+fn big_vault(world: &World, notes: usize) -> std::path::PathBuf {
+    let root = world.path().join("big");
+    fs::create_dir_all(&root).unwrap();
+    for i in 0..notes {
+        let words: String = (0..400)
+            .map(|w| format!("word{} ", (i * 7 + w * 13) % 997))
+            .collect();
+        fs::write(
+            root.join(format!("n{i:05}.md")),
+            format!("---\ntitle: Note {i}\ntags: [t{}]\n---\n# Note {i}\n\n{words}\n\n## Part\n\nunique{i} text\n", i % 10),
+        )
+        .unwrap();
+    }
+    root
+}
+
+#[test]
+fn killing_the_indexer_never_leaves_a_broken_index() {
+    let world = World::new();
+    let vault = big_vault(&world, 1500);
+    let index = world.path().join("index");
+    let bin = env!("CARGO_BIN_EXE_ctxpack");
+    for delay_ms in [5u64, 40, 120, 300, 700] {
+        let mut child = Command::new(bin)
+            .args(["index", "--rebuild", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // Whatever state the kill left, the next call works and is complete.
+        let out = world
+            .cmd()
+            .args(["search", "unique777", "--format", "files", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap();
+        assert_eq!(
+            ok(&out).lines().next(),
+            Some("n00777.md"),
+            "after a kill at {delay_ms} ms"
+        );
+        let status: serde_json::Value = serde_json::from_str(&ok(&world
+            .cmd()
+            .args(["status", "--format", "json", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap()))
+        .unwrap();
+        assert_eq!(status["notes"], 1500, "after a kill at {delay_ms} ms");
+    }
+}
+
+#[test]
+fn readers_and_a_writer_run_at_once() {
+    let world = World::new();
+    let vault = big_vault(&world, 1000);
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let bin = env!("CARGO_BIN_EXE_ctxpack");
+    let started = Instant::now();
+    let mut writer = Command::new(bin)
+        .args(["index", "--rebuild", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let readers: Vec<_> = (0..6)
+        .map(|i| {
+            Command::new(bin)
+                .args([
+                    "search",
+                    &format!("unique{}", i * 100),
+                    "--format",
+                    "files",
+                    "--vault",
+                ])
+                .arg(&vault)
+                .arg("--index-dir")
+                .arg(&index)
+                .env("HOME", world.home())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let out = reader.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let first = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            first.lines().next(),
+            Some(format!("n{:05}.md", i * 100).as_str())
+        );
+    }
+    assert!(writer.wait().unwrap().success());
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "took too long: deadlock?"
+    );
+    assert_eq!(
+        search_paths(&world, &vault, &index, "unique999")[0],
+        "n00999.md"
+    );
+}
+
+#[test]
+fn query_text_is_always_literal() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    for query in [
+        "\"raft",
+        "raft:",
+        "title:raft",
+        "-raft",
+        "raft AND paxos",
+        "raft OR",
+        "NOT raft",
+        "[raft]",
+        "(raft",
+        "raft)",
+        "{raft}",
+        "raft*",
+        "raft~2",
+        "raft^3",
+        "\\raft",
+        "a/b",
+        "+raft",
+        "raft && paxos || x",
+        "!",
+        "''",
+        "🦀 raft",
+        "分布式\"事务",
+        "* ? :",
+    ] {
+        let out = world
+            .cmd()
+            .args(["search", "--format", "json", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .args(["--", query])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+        if query.contains("raft") && !query.contains("paxos") {
+            assert_eq!(
+                json["hits"][0]["path"], "concepts/raft.md",
+                "query {query:?}"
+            );
+        }
+    }
+    // Words are combined as a ranked OR, not AND.
+    let hits = search_paths(&world, &vault, &index, "penguin raft");
+    assert!(hits.contains(&"concepts/raft.md".to_string()));
+}
+
+#[test]
+fn chinese_queries_find_chinese_notes() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    assert_eq!(
+        search_paths(&world, &vault, &index, "分布式事务")[0],
+        "concepts/分布式事务.md"
+    );
+    let hits = search_paths(&world, &vault, &index, "协调者");
+    assert_eq!(hits[0], "concepts/分布式事务.md");
+    assert_eq!(
+        search_paths(&world, &vault, &index, "Region 分裂")[0],
+        "entities/tidb.md"
+    );
+}
+
+fn session(vault: &Path, index: &Path) -> Session {
+    Session::open(
+        vault,
+        &IndexChoice {
+            dir: Some(index.to_path_buf()),
+            progress: false,
+        },
+    )
+    .unwrap()
+}
+
+fn ranked(session: &Session, query: &str, options: &RankOptions) -> Vec<String> {
+    session
+        .rank(query, options, &|_| true)
+        .hits
+        .iter()
+        .map(|h| session.vault.metas[h.note].path.clone())
+        .collect()
+}
+
+#[test]
+fn recency_rerank_is_a_no_op_at_weight_zero_and_works_above() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("old.md", "---\ntitle: Old\nupdated: 2020-01-01\n---\nlighthouse lighthouse lighthouse keeper\n"),
+            ("new.md", "---\ntitle: New\nupdated: 2026-05-01\n---\nlighthouse mentioned once among many other words here\n"),
+        ],
+    );
+    let session = session(&vault, &world.path().join("index"));
+    let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+    let base = RankOptions::new(now);
+    let baseline = session.rank("lighthouse", &base, &|_| true);
+    assert_eq!(ranked(&session, "lighthouse", &base), ["old.md", "new.md"]);
+    let mut zero = base.clone();
+    zero.stale_days = 1.0;
+    zero.recency_weight = 0.0;
+    assert_eq!(session.rank("lighthouse", &zero, &|_| true), baseline);
+    let mut strong = base.clone();
+    strong.recency_weight = 0.9;
+    strong.stale_days = 30.0;
+    assert_eq!(
+        ranked(&session, "lighthouse", &strong),
+        ["new.md", "old.md"]
+    );
+    let top = &session.rank("lighthouse", &strong, &|_| true).hits[0];
+    let adjustment = top.explanation.recency.as_ref().unwrap();
+    assert!((adjustment.signal - 0.5f64.powf(31.0 / 30.0)).abs() < 1e-9);
+}
+
+#[test]
+fn feedback_rerank_is_a_no_op_at_weight_zero_and_works_above() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "strong.md",
+                &note("Strong", "kestrel kestrel kestrel kestrel"),
+            ),
+            (
+                "weak.md",
+                &note(
+                    "Weak",
+                    "a kestrel, once, in a long sentence about other birds and fields",
+                ),
+            ),
+        ],
+    );
+    let index = world.path().join("index");
+    let query = |extra: &[&str]| -> Vec<String> {
+        let out = world
+            .cmd()
+            .args(["search", "kestrel", "--format", "files", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .args(extra)
+            .output()
+            .unwrap();
+        ok(&out).lines().map(str::to_string).collect()
+    };
+    assert_eq!(query(&[]), ["strong.md", "weak.md"]);
+    for _ in 0..3 {
+        let out = world
+            .cmd()
+            .args(["mark-useful", "weak.md", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap();
+        assert!(ok(&out).contains("weak.md: useful"));
+    }
+    let out = world
+        .cmd()
+        .args(["mark-useful", "strong", "--not-useful", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("strong.md: useful 0, not useful 1"));
+    assert_eq!(query(&["--feedback-weight", "0"]), ["strong.md", "weak.md"]);
+    assert_eq!(
+        query(&["--feedback-weight", "0.8"]),
+        ["weak.md", "strong.md"]
+    );
+    // Feedback survives a rebuild.
+    ok(&index_cmd(&world, &vault, &index, &["--rebuild"]));
+    assert_eq!(
+        query(&["--feedback-weight", "0.8"]),
+        ["weak.md", "strong.md"]
+    );
+    // An unknown note is a usage error.
+    let out = world
+        .cmd()
+        .args(["mark-useful", "missing.md", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn pack_and_search_rank_identically() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    for (query, extra) in [
+        ("raft consensus", vec![]),
+        (
+            "transactions",
+            vec!["--recency-weight", "0.5", "--now", "2026-06-01"],
+        ),
+        (
+            "leader",
+            vec!["--weight", "frontmatter=0.5", "--rrf-k", "20"],
+        ),
+    ] {
+        let out = world
+            .cmd()
+            .args([
+                "search", query, "--format", "json", "--limit", "20", "--vault",
+            ])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .args(&extra)
+            .output()
+            .unwrap();
+        let search: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+        let out = world
+            .cmd()
+            .args([
+                "pack", query, "--format", "json", "--budget", "100000", "--no-log", "--vault",
+            ])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .args(&extra)
+            .output()
+            .unwrap();
+        let pack: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+        let paths = |list: &serde_json::Value| -> Vec<String> {
+            list.as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["path"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let searched = paths(&search["hits"]);
+        assert!(!searched.is_empty());
+        assert_eq!(paths(&pack["pages"]), searched, "query {query:?}");
+    }
+}
+
+#[test]
+fn backlinks_are_read_from_the_index() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let root = vault.canonicalize().unwrap();
+    let (index, _) =
+        VaultIndex::open(&root, &IndexConfig::new(world.path().join("index"))).unwrap();
+    let v = index.vault();
+    let backlinks = index.backlinks(&v, "concepts/quorum.md");
+    let sources: Vec<&str> = backlinks
+        .iter()
+        .map(|b| v.metas[b.source].path.as_str())
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "concepts/leader-election.md",
+            "concepts/paxos.md",
+            "concepts/raft.md"
+        ]
+    );
+    let from_raft = &backlinks[2];
+    assert_eq!(
+        from_raft.context,
+        "- An entry is committed once a [[concepts/quorum|majority]] of servers store it."
+    );
+}
+
+#[test]
+fn search_filters_and_formats() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    let run = |extra: &[&str]| {
+        let out = world
+            .cmd()
+            .arg("search")
+            .args(extra)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    let entities = run(&["raft", "--folder", "entities", "--format", "files"]);
+    assert!(
+        entities.lines().all(|l| l.starts_with("entities/")),
+        "{entities}"
+    );
+    assert!(entities.lines().count() >= 3);
+    let tagged = run(&["raft", "--tag", "#people", "--format", "files"]);
+    assert_eq!(tagged, "entities/diego-ongaro.md\n");
+    let cli = run(&["paxos", "--limit", "2", "--explain"]);
+    assert!(
+        cli.starts_with("  1. concepts/paxos.md  Paxos (core, "),
+        "{cli}"
+    );
+    assert!(cli.contains("bm25         rank   1"), "{cli}");
+    assert!(cli.contains("frontmatter  rank   1"), "{cli}");
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["paxos", "--format", "json"])).unwrap();
+    assert_eq!(
+        json["hits"][0]["explanation"]["arms"][0]["arm"],
+        "frontmatter"
+    );
+    assert!(
+        json["hits"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("Paxos")
+    );
+    let none = run(&["xylophone"]);
+    assert_eq!(none, "No notes match 'xylophone'.\n");
+}
+
+#[test]
+fn library_search_request() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let session = session(&vault, &world.path().join("index"));
+    let results = session.search(&SearchRequest {
+        query: "gossip".into(),
+        limit: 3,
+        folder: None,
+        tag: None,
+        rank: RankOptions::new(Utc::now()),
+    });
+    assert_eq!(results.hits[0].path, "concepts/gossip-protocols.md");
+    let snippet = &results.hits[0].snippet;
+    for range in &results.hits[0].highlights {
+        assert_eq!(snippet[range.clone()].to_lowercase(), "gossip");
+    }
+}
