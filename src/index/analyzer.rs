@@ -4,26 +4,29 @@
 //! dictionary and finds any Chinese or Japanese substring of two or more
 //! characters.
 
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
-    TokenStream, Tokenizer,
-};
+use rustc_hash::FxHashMap;
+use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
 
 use crate::text::is_cjk;
 
 /// The name under which the analyzer is registered with tantivy.
 pub const ANALYZER: &str = "ctxpack";
 
+/// Lucene's English stop words (as tantivy's English filter), sorted.
+const STOP_WORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+const MAX_STOP_WORD_BYTES: usize = 5;
+/// Longer words are dropped (hashes, base64 and the like).
+const MAX_WORD_BYTES: usize = 48;
+/// The stem cache is emptied when it grows past this many words.
+const STEM_CACHE_LIMIT: usize = 200_000;
+
 /// Builds the analyzer used for every indexed text field and every query.
 pub fn analyzer() -> TextAnalyzer {
-    let stop_words = StopWordFilter::new(Language::English)
-        .unwrap_or_else(|| StopWordFilter::remove(Vec::<String>::new()));
-    TextAnalyzer::builder(MixedTokenizer::default())
-        .filter(RemoveLongFilter::limit(48))
-        .filter(LowerCaser)
-        .filter(stop_words)
-        .filter(Stemmer::new(Language::English))
-        .build()
+    TextAnalyzer::from(MixedTokenizer::default())
 }
 
 /// The terms of `text`, in order, as the index sees them.
@@ -36,10 +39,71 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     terms
 }
 
-/// Splits text into alphanumeric words and CJK unigrams and bigrams.
-#[derive(Clone, Default)]
+/// Splits text into words and CJK unigrams and bigrams, and normalises the
+/// words (lower case, stop words out, English stems) in the same pass,
+/// remembering stems it has computed.
+#[derive(Clone)]
 pub struct MixedTokenizer {
     tokens: Vec<Token>,
+    len: usize,
+    stemmer: Stemmer,
+    scratch: String,
+}
+
+#[derive(Clone)]
+struct Stemmer {
+    algorithm: frostem::Stemmer,
+    cache: FxHashMap<String, String>,
+    lower: String,
+}
+
+impl Default for MixedTokenizer {
+    fn default() -> Self {
+        MixedTokenizer {
+            tokens: Vec::new(),
+            len: 0,
+            scratch: String::new(),
+            stemmer: Stemmer {
+                algorithm: frostem::Stemmer::new(frostem::Algorithm::English),
+                cache: FxHashMap::default(),
+                lower: String::new(),
+            },
+        }
+    }
+}
+
+impl Stemmer {
+    /// Writes the normalised form of `word` into `out`; false for a stop
+    /// word or an overlong word.
+    fn normalise(&mut self, word: &str, out: &mut String) -> bool {
+        if word.len() > MAX_WORD_BYTES {
+            return false;
+        }
+        self.lower.clear();
+        if word.is_ascii() {
+            self.lower.push_str(word);
+            self.lower.make_ascii_lowercase();
+        } else {
+            self.lower.extend(word.chars().flat_map(char::to_lowercase));
+        }
+        if self.lower.len() <= MAX_STOP_WORD_BYTES
+            && STOP_WORDS.binary_search(&self.lower.as_str()).is_ok()
+        {
+            return false;
+        }
+        out.clear();
+        if let Some(stem) = self.cache.get(&self.lower) {
+            out.push_str(stem);
+            return true;
+        }
+        let stem = self.algorithm.stem(&self.lower).into_owned();
+        out.push_str(&stem);
+        if self.cache.len() >= STEM_CACHE_LIMIT {
+            self.cache.clear();
+        }
+        self.cache.insert(self.lower.clone(), stem);
+        true
+    }
 }
 
 pub struct MixedTokenStream<'a> {
@@ -47,56 +111,72 @@ pub struct MixedTokenStream<'a> {
     next: usize,
 }
 
+impl MixedTokenizer {
+    /// Appends a token, reusing the slot (and its string) of an earlier call.
+    fn slot(&mut self, from: usize, to: usize, position: usize) -> &mut Token {
+        if self.len == self.tokens.len() {
+            self.tokens.push(Token::default());
+        }
+        let token = &mut self.tokens[self.len];
+        self.len += 1;
+        token.offset_from = from;
+        token.offset_to = to;
+        token.position = position;
+        token.position_length = 1;
+        token
+    }
+
+    fn push_word(&mut self, text: &str, from: usize, to: usize, position: &mut usize) {
+        let mut term = std::mem::take(&mut self.scratch);
+        if self.stemmer.normalise(&text[from..to], &mut term) {
+            let token = self.slot(from, to, *position);
+            std::mem::swap(&mut token.text, &mut term);
+        }
+        self.scratch = term;
+        *position += 1;
+    }
+
+    fn push_cjk(&mut self, text: &str, from: usize, to: usize, position: usize) {
+        let token = self.slot(from, to, position);
+        token.text.clear();
+        token.text.push_str(&text[from..to]);
+    }
+}
+
 impl Tokenizer for MixedTokenizer {
     type TokenStream<'a> = MixedTokenStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> MixedTokenStream<'a> {
-        self.tokens.clear();
+        self.len = 0;
         let mut position = 0usize;
         let mut word_start: Option<usize> = None;
-        let mut previous_cjk: Option<(usize, char)> = None;
-        let push = |tokens: &mut Vec<Token>, from: usize, to: usize, position: usize| {
-            tokens.push(Token {
-                offset_from: from,
-                offset_to: to,
-                position,
-                text: text[from..to].to_string(),
-                position_length: 1,
-            });
-        };
+        let mut previous_cjk: Option<usize> = None;
         for (offset, ch) in text.char_indices() {
             if is_cjk(ch) {
                 if let Some(start) = word_start.take() {
-                    push(&mut self.tokens, start, offset, position);
-                    position += 1;
+                    self.push_word(text, start, offset, &mut position);
                 }
                 let end = offset + ch.len_utf8();
-                if let Some((prev_offset, _)) = previous_cjk {
-                    push(
-                        &mut self.tokens,
-                        prev_offset,
-                        end,
-                        position.saturating_sub(1),
-                    );
+                if let Some(prev_offset) = previous_cjk {
+                    self.push_cjk(text, prev_offset, end, position.saturating_sub(1));
                 }
-                push(&mut self.tokens, offset, end, position);
+                self.push_cjk(text, offset, end, position);
                 position += 1;
-                previous_cjk = Some((offset, ch));
+                previous_cjk = Some(offset);
                 continue;
             }
             previous_cjk = None;
             if ch.is_alphanumeric() {
                 word_start.get_or_insert(offset);
             } else if let Some(start) = word_start.take() {
-                push(&mut self.tokens, start, offset, position);
-                position += 1;
+                self.push_word(text, start, offset, &mut position);
             }
         }
         if let Some(start) = word_start {
-            push(&mut self.tokens, start, text.len(), position);
+            self.push_word(text, start, text.len(), &mut position);
         }
         MixedTokenStream {
-            tokens: &mut self.tokens,
+            tokens: &mut self.tokens[..self.len],
             next: 0,
         }
     }
@@ -137,6 +217,12 @@ mod tests {
             terms(&mut a, "分布式ok事务"),
             ["分", "分布", "布", "布式", "式", "ok", "事", "事务", "务"]
         );
+    }
+
+    #[test]
+    fn stop_word_length_bound_holds() {
+        assert!(STOP_WORDS.iter().all(|w| w.len() <= MAX_STOP_WORD_BYTES));
+        assert!(STOP_WORDS.is_sorted());
     }
 
     #[test]

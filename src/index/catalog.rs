@@ -6,6 +6,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -48,9 +49,9 @@ pub struct Catalog {
     /// Every Markdown file walked, sorted by path.
     pub files: Vec<FileEntry>,
     /// Every packable note, sorted by path.
-    pub metas: Vec<NoteMeta>,
+    pub metas: Arc<Vec<NoteMeta>>,
     /// The relevance pass's folded keys, parallel to `metas`.
-    pub match_keys: Vec<MatchKeys>,
+    pub match_keys: Arc<Vec<MatchKeys>>,
     /// Descriptions from `index.md`, by note index.
     pub index_descriptions: Vec<(u32, String)>,
     /// Notes linked from `hot.md`, in order.

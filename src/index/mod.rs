@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -418,7 +418,7 @@ impl VaultIndex {
     pub fn vault(&self) -> Vault {
         let mut vault = Vault::from_metas(
             self.root.clone(),
-            self.catalog.metas.clone(),
+            Arc::clone(&self.catalog.metas),
             self.catalog
                 .index_descriptions
                 .iter()
@@ -427,7 +427,7 @@ impl VaultIndex {
             self.catalog.hot.iter().map(|&i| i as usize).collect(),
             self.catalog.diagnostics(),
         );
-        vault.set_match_keys(self.catalog.match_keys.clone());
+        vault.set_match_keys(Arc::clone(&self.catalog.match_keys));
         vault
     }
 
@@ -916,9 +916,10 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
             })
             .collect(),
     };
+    let metas_sorted = Arc::new(metas_sorted);
     let role_vault = Vault::from_metas(
         root.to_path_buf(),
-        metas_sorted.clone(),
+        Arc::clone(&metas_sorted),
         HashMap::new(),
         Vec::new(),
         Vec::new(),
@@ -933,11 +934,13 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         .iter()
         .map(|(i, d)| (*i as usize, d.as_str()))
         .collect();
-    let match_keys = metas_sorted
-        .iter()
-        .enumerate()
-        .map(|(idx, meta)| MatchKeys::new(meta, descriptions.get(&idx).copied()))
-        .collect();
+    let match_keys = Arc::new(
+        metas_sorted
+            .iter()
+            .enumerate()
+            .map(|(idx, meta)| MatchKeys::new(meta, descriptions.get(&idx).copied()))
+            .collect(),
+    );
     let catalog = Catalog {
         root: root.to_string_lossy().into_owned(),
         match_keys,

@@ -44,7 +44,7 @@ pub struct Vault {
     /// The canonical vault root.
     pub root: PathBuf,
     /// Every packable note's metadata, sorted by path.
-    pub metas: Vec<NoteMeta>,
+    pub metas: Arc<Vec<NoteMeta>>,
     notes: Vec<OnceLock<Arc<Note>>>,
     max_file_bytes: u64,
     /// The description beside each note's entry in `index.md`.
@@ -53,7 +53,7 @@ pub struct Vault {
     pub hot: Vec<usize>,
     pub diagnostics: Vec<Diagnostic>,
     resolver: OnceLock<LinkResolver>,
-    match_keys: OnceLock<Vec<MatchKeys>>,
+    match_keys: OnceLock<Arc<Vec<MatchKeys>>>,
 }
 
 impl Vault {
@@ -134,7 +134,7 @@ impl Vault {
         roles: Vec<Note>,
         diagnostics: Vec<Diagnostic>,
     ) -> Vault {
-        let metas = notes.iter().map(|n| n.meta.clone()).collect();
+        let metas = Arc::new(notes.iter().map(|n| n.meta.clone()).collect());
         let loaded = notes
             .into_iter()
             .map(|note| OnceLock::from(Arc::new(note)))
@@ -154,7 +154,7 @@ impl Vault {
     /// note is read from disk the first time it is asked for.
     pub fn from_metas(
         root: PathBuf,
-        metas: Vec<NoteMeta>,
+        metas: Arc<Vec<NoteMeta>>,
         index_descriptions: HashMap<usize, String>,
         hot: Vec<usize>,
         diagnostics: Vec<Diagnostic>,
@@ -168,7 +168,7 @@ impl Vault {
 
     fn with_metas(
         root: PathBuf,
-        metas: Vec<NoteMeta>,
+        metas: Arc<Vec<NoteMeta>>,
         notes: Vec<OnceLock<Arc<Note>>>,
         mut diagnostics: Vec<Diagnostic>,
     ) -> Vault {
@@ -241,18 +241,20 @@ impl Vault {
     /// first use unless the index supplied them.
     pub fn match_keys(&self) -> &[MatchKeys] {
         self.match_keys.get_or_init(|| {
-            self.metas
-                .iter()
-                .enumerate()
-                .map(|(idx, meta)| {
-                    MatchKeys::new(meta, self.index_descriptions.get(&idx).map(String::as_str))
-                })
-                .collect()
+            Arc::new(
+                self.metas
+                    .iter()
+                    .enumerate()
+                    .map(|(idx, meta)| {
+                        MatchKeys::new(meta, self.index_descriptions.get(&idx).map(String::as_str))
+                    })
+                    .collect(),
+            )
         })
     }
 
     /// Supplies precomputed match keys (one per note, in order).
-    pub fn set_match_keys(&mut self, keys: Vec<MatchKeys>) {
+    pub fn set_match_keys(&mut self, keys: Arc<Vec<MatchKeys>>) {
         if keys.len() == self.metas.len() {
             self.match_keys = OnceLock::from(keys);
         }

@@ -1,6 +1,6 @@
 //! Resolving a link's target to a note, the way Obsidian does.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::note::NoteMeta;
 use crate::parse::markdown::{Link, LinkKind};
@@ -9,9 +9,9 @@ use crate::text::fold;
 /// Lookup tables from link targets to note indices.
 #[derive(Debug, Default)]
 pub struct LinkResolver {
-    by_path: HashMap<String, usize>,
-    by_stem: HashMap<String, Vec<usize>>,
-    by_title: HashMap<String, Vec<usize>>,
+    by_path: FxHashMap<String, usize>,
+    by_stem: FxHashMap<String, Vec<usize>>,
+    by_title: FxHashMap<String, Vec<usize>>,
 }
 
 impl LinkResolver {

@@ -4,9 +4,11 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use std::sync::Mutex;
+use std::sync::Arc;
 
-use ignore::{WalkBuilder, WalkState};
+use rayon::prelude::*;
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 /// Folders never read, at any depth.
 pub const SKIPPED_DIRS: [&str; 5] = ["_raw", "_staging", "_archives", "_archived", "_readouts"];
@@ -34,92 +36,137 @@ pub struct WalkResult {
 }
 
 /// Lists the Markdown files of the vault at `root` (which must be canonical),
-/// with their size and mtime, sorted by relative path. Two threads walk and
-/// stat in parallel.
+/// with their size and mtime, sorted by relative path. Folders are listed
+/// first; the files are then stat-ed in parallel, since on a large vault the
+/// stat calls are most of the cost of a no-op update.
 pub fn walk(root: &Path) -> WalkResult {
-    let found: Mutex<Vec<Found>> = Mutex::new(Vec::new());
-    let problems: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let walker = WalkBuilder::new(root)
-        .hidden(true)
-        .parents(false)
-        .ignore(false)
-        .git_ignore(false)
-        .git_global(false)
-        .git_exclude(false)
-        .require_git(false)
-        .follow_links(false)
-        .threads(2)
-        .add_custom_ignore_filename(IGNORE_FILE)
-        .filter_entry(|entry| {
-            let name = entry.file_name().to_string_lossy();
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            if is_dir {
-                !SKIPPED_DIRS.contains(&name.as_ref())
-            } else {
-                !SKIPPED_FILES.contains(&name.as_ref())
-            }
+    let mut listing = Listing {
+        root,
+        files: Vec::new(),
+        problems: Vec::new(),
+    };
+    listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
+    let Listing {
+        files,
+        mut problems,
+        ..
+    } = listing;
+    let mut files: Vec<Found> = files
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|mut found| {
+            found.stat = stat(&found.read_path);
+            found
         })
-        .build_parallel();
-    walker.run(|| {
-        Box::new(|entry| {
-            match entry {
-                Ok(entry) => match visit(root, &entry) {
-                    Some(Ok(file)) => found.lock().expect("walk results").push(file),
-                    Some(Err(problem)) => problems.lock().expect("walk problems").push(problem),
-                    None => {}
-                },
-                Err(err) => problems
-                    .lock()
-                    .expect("walk problems")
-                    .push((String::new(), format!("cannot walk: {err}"))),
-            }
-            WalkState::Continue
-        })
-    });
-    let mut files = found.into_inner().unwrap_or_default();
+        .collect();
     files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
-    let mut problems = problems.into_inner().unwrap_or_default();
     problems.sort();
     WalkResult { files, problems }
 }
 
-/// A Markdown file, a problem, or nothing (folders and other files).
-fn visit(root: &Path, entry: &ignore::DirEntry) -> Option<Result<Found, (String, String)>> {
-    let path = entry.path();
-    let is_markdown = path
-        .extension()
-        .is_some_and(|ext| ext.eq_ignore_ascii_case("md"));
-    let file_type = entry.file_type()?;
-    if !is_markdown || file_type.is_dir() {
-        return None;
-    }
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let Some(rel_path) = rel_string(rel) else {
-        return Some(Err((
-            rel.to_string_lossy().into_owned(),
-            "file name is not valid UTF-8; skipped".into(),
-        )));
-    };
-    let read_path = if file_type.is_symlink() {
-        match fs::canonicalize(path) {
-            Ok(target) if target.starts_with(root) && target.is_file() => target,
-            Ok(_) => {
-                return Some(Err((
-                    rel_path,
-                    "symlink leads outside the vault; skipped".into(),
-                )));
+struct Listing<'a> {
+    root: &'a Path,
+    files: Vec<Found>,
+    problems: Vec<(String, String)>,
+}
+
+impl Listing<'_> {
+    fn visit_dir(&mut self, dir: PathBuf, rel_dir: String, mut ignores: Vec<Arc<Gitignore>>) {
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) => {
+                self.problems
+                    .push((rel_dir, format!("cannot read folder: {err}")));
+                return;
             }
-            Err(err) => return Some(Err((rel_path, format!("broken symlink: {err}; skipped")))),
+        };
+        let okignore = dir.join(IGNORE_FILE);
+        if okignore.is_file() {
+            let mut builder = GitignoreBuilder::new(&dir);
+            if let Some(err) = builder.add(&okignore) {
+                self.problems
+                    .push((join(&rel_dir, IGNORE_FILE), format!("bad pattern: {err}")));
+            }
+            match builder.build() {
+                Ok(matcher) => ignores.push(Arc::new(matcher)),
+                Err(err) => self
+                    .problems
+                    .push((join(&rel_dir, IGNORE_FILE), format!("ignored: {err}"))),
+            }
         }
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let Some(name) = file_name.to_str() else {
+                self.problems.push((
+                    join(&rel_dir, &file_name.to_string_lossy()),
+                    "file name is not valid UTF-8; skipped".into(),
+                ));
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if file_type.is_dir() {
+                if !SKIPPED_DIRS.contains(&name) && !is_ignored(&ignores, &path, true) {
+                    self.visit_dir(path, join(&rel_dir, name), ignores.clone());
+                }
+                continue;
+            }
+            let is_markdown = Path::new(name)
+                .extension()
+                .is_some_and(|ext| ext.eq_ignore_ascii_case("md"));
+            if !is_markdown || SKIPPED_FILES.contains(&name) || is_ignored(&ignores, &path, false) {
+                continue;
+            }
+            let rel_path = join(&rel_dir, name);
+            let read_path = if file_type.is_symlink() {
+                match fs::canonicalize(&path) {
+                    Ok(target) if target.starts_with(self.root) && target.is_file() => target,
+                    Ok(_) => {
+                        self.problems
+                            .push((rel_path, "symlink leads outside the vault; skipped".into()));
+                        continue;
+                    }
+                    Err(err) => {
+                        self.problems
+                            .push((rel_path, format!("broken symlink: {err}; skipped")));
+                        continue;
+                    }
+                }
+            } else {
+                path
+            };
+            self.files.push(Found {
+                rel_path,
+                read_path,
+                stat: None,
+            });
+        }
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
     } else {
-        path.to_path_buf()
-    };
-    let stat = stat(&read_path);
-    Some(Ok(Found {
-        rel_path,
-        read_path,
-        stat,
-    }))
+        format!("{dir}/{name}")
+    }
+}
+
+/// The deepest `.okignore` with an opinion decides.
+fn is_ignored(ignores: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
+    for matcher in ignores.iter().rev() {
+        match matcher.matched(path, is_dir) {
+            ignore::Match::Ignore(_) => return true,
+            ignore::Match::Whitelist(_) => return false,
+            ignore::Match::None => {}
+        }
+    }
+    false
 }
 
 /// Size and modification time (ns since the epoch) of a file.
@@ -132,14 +179,6 @@ pub fn stat(path: &Path) -> Option<(u64, i128)> {
         .map(|d| d.as_nanos() as i128)
         .unwrap_or(0);
     Some((meta.len(), mtime))
-}
-
-fn rel_string(rel: &Path) -> Option<String> {
-    let mut parts = Vec::new();
-    for component in rel.components() {
-        parts.push(component.as_os_str().to_str()?);
-    }
-    Some(parts.join("/"))
 }
 
 /// Reads a note file as text, refusing files over `max_bytes`, binary files
