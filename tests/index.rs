@@ -706,3 +706,43 @@ fn library_search_request() {
         assert_eq!(snippet[range.clone()].to_lowercase(), "gossip");
     }
 }
+
+#[test]
+fn watch_keeps_the_index_current() {
+    use std::io::{BufRead, BufReader};
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", &note("Alpha", "nothing special"))]);
+    let index = world.path().join("index");
+    let mut child = world
+        .cmd()
+        .args(["index", "--watch", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let first = received.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(first.contains("1 notes"), "{first}");
+    std::thread::sleep(Duration::from_millis(300));
+    fs::write(vault.join("b.md"), note("Beta", "the narwhal surfaced")).unwrap();
+    let update = received.recv_timeout(Duration::from_secs(30)).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        update,
+        "updated: 1 added, 0 changed, 0 removed, 1 unchanged"
+    );
+    // The watcher's update is committed: a reader finds the new note.
+    let root = vault.canonicalize().unwrap();
+    let committed = VaultIndex::open_committed(&root, &index).unwrap();
+    assert_eq!(committed.search_notes("narwhal", 5).unwrap().len(), 1);
+}

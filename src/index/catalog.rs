@@ -32,8 +32,9 @@ pub struct FileEntry {
 /// A link from one note to another, with where its sentence is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRecord {
-    /// The note linked to, by path (resolved when the catalog was written).
-    pub target: String,
+    /// The note linked to, by index into `Catalog::metas` (resolved when
+    /// the catalog was written).
+    pub target: u32,
     /// The target as written, kept to resolve it again when notes change.
     pub raw: String,
     /// A Markdown link (resolved relative to the linking note first).

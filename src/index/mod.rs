@@ -568,9 +568,10 @@ impl VaultIndex {
         let Some(table) = self.link_table() else {
             return Vec::new();
         };
+        let target = self.catalog.note_index(path);
         let mut found = Vec::new();
         for (source, links) in table.links.iter().enumerate() {
-            for link in links.iter().filter(|l| l.target == path) {
+            for link in links.iter().filter(|l| Some(l.target as usize) == target) {
                 if source >= vault.metas.len() {
                     continue;
                 }
@@ -902,9 +903,12 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
                 links
                     .into_iter()
                     .filter_map(|link| {
-                        let target = resolver
-                            .resolve_target(&metas_sorted, from, &link.target, link.markdown)
-                            .map(|i| metas_sorted[i].path.clone())?;
+                        let target = resolver.resolve_target(
+                            &metas_sorted,
+                            from,
+                            &link.target,
+                            link.markdown,
+                        )? as u32;
                         Some(LinkRecord {
                             target,
                             raw: link.target,

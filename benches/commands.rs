@@ -1,0 +1,140 @@
+//! End-to-end benchmark of whole `ctxpack` processes on synthetic vaults of
+//! 1k and 10k notes: cold index, no-op update, search and pack, with wall
+//! time (median and minimum of several runs), peak resident memory and the
+//! index size. Run with `cargo bench --bench commands`.
+
+#[path = "support/synth.rs"]
+mod synth;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-vaults");
+    println!("whole ctxpack processes (release build); times: median / min of N runs");
+    println!(
+        "{:<7} {:<34} {:>4} {:>10} {:>10} {:>10}",
+        "notes", "command", "N", "median", "min", "peak RSS"
+    );
+    for notes in [1_000usize, 10_000] {
+        let (vault, bytes) = ensure_vault(&base, notes);
+        let index = base.join(format!("index-{notes}"));
+        let _ = std::fs::remove_dir_all(&index);
+        let with_index = |args: &[&str]| -> Vec<String> {
+            let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            all.extend([
+                "--vault".into(),
+                vault.display().to_string(),
+                "--index-dir".into(),
+                index.display().to_string(),
+                "--quiet".into(),
+            ]);
+            all
+        };
+        let cold = with_index(&["index", "--rebuild"]);
+        let cases: Vec<(&str, Vec<String>, usize)> = vec![
+            ("index (cold, --rebuild)", cold, 3),
+            ("index (no-op update)", with_index(&["index"]), 7),
+            (
+                "search \"kalo mine\"",
+                with_index(&["search", "kalo mine"]),
+                9,
+            ),
+            (
+                "pack \"kalo mine\"",
+                with_index(&["pack", "kalo mine", "--no-log"]),
+                9,
+            ),
+            (
+                "pack \"kalo mine\" --tokenizer o200k",
+                with_index(&["pack", "kalo mine", "--no-log", "--tokenizer", "o200k"]),
+                5,
+            ),
+            (
+                "pack --recent",
+                with_index(&["pack", "--recent", "--no-log"]),
+                5,
+            ),
+        ];
+        for (label, args, runs) in cases {
+            let (median, min, peak_kb) = measure(&args, runs);
+            println!(
+                "{notes:<7} {label:<34} {runs:>4} {:>8.1}ms {:>8.1}ms {:>7.1} MB",
+                ms(median),
+                ms(min),
+                peak_kb as f64 / 1024.0
+            );
+        }
+        let size = dir_size(&index);
+        println!(
+            "{notes:<7} index size {:.1} MB for {:.1} MB of notes ({:.2} of the notes' size)",
+            size as f64 / 1e6,
+            bytes as f64 / 1e6,
+            size as f64 / bytes as f64
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ensure_vault(base: &Path, notes: usize) -> (PathBuf, u64) {
+    let dir = base.join(format!("synth-{notes}"));
+    let done = dir.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let bytes = synth::generate(&dir, notes, 42).expect("write synthetic vault");
+        std::fs::write(&done, bytes.to_string()).expect("mark vault complete");
+    }
+    let bytes = std::fs::read_to_string(&done)
+        .ok()
+        .and_then(|b| b.trim().parse().ok())
+        .unwrap_or(0);
+    (dir, bytes)
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+/// Median and minimum wall time, and the largest peak RSS (KiB) of the runs.
+// The child is reaped by `wait4`, which also reports its peak memory.
+#[allow(clippy::zombie_processes)]
+fn measure(args: &[String], runs: usize) -> (Duration, Duration, i64) {
+    let mut times = Vec::with_capacity(runs);
+    let mut peak = 0;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_ctxpack"))
+            .args(args)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start ctxpack");
+        let (status, max_rss) = wait_with_rusage(child.id() as libc::pid_t);
+        times.push(start.elapsed());
+        assert!(status == 0, "ctxpack {args:?} failed with status {status}");
+        peak = peak.max(max_rss);
+    }
+    times.sort();
+    (times[runs / 2], times[0], peak)
+}
+
+fn wait_with_rusage(pid: libc::pid_t) -> (i32, i64) {
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in for the child we spawned.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own child, not yet reaped; the pointers are valid.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4 failed");
+    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+}
