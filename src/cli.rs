@@ -174,7 +174,17 @@ struct EvalArgs {
     queries: PathBuf,
     /// Judgments, `query-id<TAB>doc-id<TAB>relevance`.
     #[arg(long, value_name = "FILE")]
-    qrels: PathBuf,
+    qrels: Option<PathBuf>,
+    /// Evidence (`{"qid", "sentences"|"answers"}` lines): also measure how
+    /// often the evidence lands inside a pack, at each of `--budgets`.
+    #[arg(long, value_name = "FILE")]
+    evidence: Option<PathBuf>,
+    /// Pack budgets for `--evidence`, comma-separated.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "512,1024,2048,4096", value_parser = parse_budget)]
+    budgets: Vec<usize>,
+    /// Token counter for `--evidence` packs.
+    #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
+    tokenizer: Tokenizer,
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
     #[command(flatten)]
@@ -777,7 +787,15 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 
 fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
     let queries = eval::read_queries(&args.queries)?;
-    let qrels = eval::read_qrels(&args.qrels)?;
+    if args.qrels.is_none() && args.evidence.is_none() {
+        return Err(Failure::Usage("give --qrels, --evidence, or both".into()));
+    }
+    let qrels = args.qrels.as_deref().map(eval::read_qrels).transpose()?;
+    let evidence = args
+        .evidence
+        .as_deref()
+        .map(eval::read_evidence)
+        .transpose()?;
     let scratch = tempfile::tempdir()?;
     let root = match (&args.corpus, &cli.vault) {
         (_, Some(vault)) => vault.clone(),
@@ -807,18 +825,47 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
     )?;
     report_open(cli, &session);
     let indexed = started.elapsed();
-    let report = eval::evaluate(&session, &queries, &qrels, &args.rank.options(Utc::now())?);
+    let rank = args.rank.options(Utc::now())?;
+    let report = qrels
+        .as_ref()
+        .map(|qrels| eval::evaluate(&session, &queries, qrels, &rank));
+    let packs = evidence.as_ref().map(|evidence| {
+        eval::evaluate_packs(
+            &session,
+            &queries,
+            evidence,
+            &args.budgets,
+            args.tokenizer,
+            &rank,
+        )
+    });
     let output = match args.format {
-        StatusFormat::Json => to_json(&report)?,
-        StatusFormat::Text => format!(
-            "queries     {}\nnDCG@10     {:.4}\nRecall@100  {:.4}\nMRR@10      {:.4}\n(indexed in {:.1}s, ranked in {:.1}s)\n",
-            report.queries,
-            report.ndcg_at_10,
-            report.recall_at_100,
-            report.mrr_at_10,
-            indexed.as_secs_f64(),
-            (started.elapsed() - indexed).as_secs_f64()
-        ),
+        StatusFormat::Json => to_json(&serde_json::json!({ "ranking": report, "packs": packs }))?,
+        StatusFormat::Text => {
+            let mut out = String::new();
+            if let Some(report) = &report {
+                out.push_str(&format!(
+                    "queries     {}\nnDCG@10     {:.4}\nRecall@100  {:.4}\nMRR@10      {:.4}\n",
+                    report.queries, report.ndcg_at_10, report.recall_at_100, report.mrr_at_10,
+                ));
+            }
+            if let Some(packs) = &packs {
+                out.push_str(&format!("evidence in pack ({} counter)\n", args.tokenizer));
+                out.push_str("budget  queries  in pack  mean tokens\n");
+                for row in packs {
+                    out.push_str(&format!(
+                        "{:>6}  {:>7}  {:>7.4}  {:>11.1}\n",
+                        row.budget, row.queries, row.evidence_in_pack, row.mean_tokens
+                    ));
+                }
+            }
+            out.push_str(&format!(
+                "(indexed in {:.1}s, evaluated in {:.1}s)\n",
+                indexed.as_secs_f64(),
+                (started.elapsed() - indexed).as_secs_f64()
+            ));
+            out
+        }
     };
     write_stdout(&output)
 }

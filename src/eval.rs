@@ -213,3 +213,115 @@ mod tests {
         assert_eq!(note_name("4983"), "4983");
     }
 }
+
+/// What must be in a pack for one query: every sentence, or any answer.
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    pub sentences: Vec<String>,
+    pub answers: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct EvidenceRow {
+    qid: String,
+    #[serde(default)]
+    sentences: Vec<String>,
+    #[serde(default)]
+    answers: Vec<String>,
+}
+
+/// `{"qid", "doc_id", "sentences": [...]}` or `{"qid", "doc_id", "answers":
+/// [...]}` lines, merged by query.
+pub fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
+    let file = fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut evidence: BTreeMap<String, Evidence> = BTreeMap::new();
+    for (number, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: EvidenceRow = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{} line {}: not an evidence row",
+                path.display(),
+                number + 1
+            )
+        })?;
+        let entry = evidence.entry(row.qid).or_default();
+        entry.sentences.extend(row.sentences);
+        entry.answers.extend(row.answers);
+    }
+    if evidence.is_empty() {
+        bail!("{} has no evidence rows", path.display());
+    }
+    Ok(evidence)
+}
+
+impl Evidence {
+    /// Every sentence is in the pack (whitespace-insensitive), and if there
+    /// are answers, at least one of them is.
+    pub fn found_in(&self, bundle: &str) -> bool {
+        let bundle = squash(bundle);
+        let sentences_ok = self.sentences.iter().all(|s| bundle.contains(&squash(s)));
+        let answers_ok =
+            self.answers.is_empty() || self.answers.iter().any(|a| bundle.contains(&squash(a)));
+        sentences_ok && answers_ok
+    }
+}
+
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PackEvalRow {
+    pub budget: usize,
+    pub queries: usize,
+    /// Share of queries whose evidence is inside the pack.
+    pub evidence_in_pack: f64,
+    pub mean_tokens: f64,
+}
+
+/// Builds a pack per query at each budget and reports how often the
+/// evidence is inside it.
+pub fn evaluate_packs(
+    session: &Session,
+    queries: &[(String, String)],
+    evidence: &BTreeMap<String, Evidence>,
+    budgets: &[usize],
+    tokenizer: crate::tokens::Tokenizer,
+    options: &RankOptions,
+) -> Vec<PackEvalRow> {
+    use crate::pack::{PackMode, PackOptions};
+    use crate::session::{PackRequest, Ranker};
+
+    let judged: Vec<&(String, String)> = queries
+        .iter()
+        .filter(|(id, _)| evidence.contains_key(id))
+        .collect();
+    let generated = chrono::DateTime::from_timestamp(0, 0).unwrap_or_default();
+    budgets
+        .iter()
+        .map(|&budget| {
+            let results: Vec<(bool, usize)> = judged
+                .par_iter()
+                .map(|(id, text)| {
+                    let pack = session.pack(&PackRequest {
+                        mode: PackMode::Topic(text.clone()),
+                        ranker: Ranker::Hybrid,
+                        rank: options.clone(),
+                        options: PackOptions::new(budget, tokenizer, generated),
+                    });
+                    (evidence[id.as_str()].found_in(&pack.bundle), pack.actual)
+                })
+                .collect();
+            let n = results.len().max(1) as f64;
+            PackEvalRow {
+                budget,
+                queries: results.len(),
+                evidence_in_pack: results.iter().filter(|r| r.0).count() as f64 / n,
+                mean_tokens: results.iter().map(|r| r.1 as f64).sum::<f64>() / n,
+            }
+        })
+        .collect()
+}

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -11,7 +12,7 @@ use serde::Serialize;
 use crate::index::feedback::FeedbackStore;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
-use crate::pack::{Pack, PackMode, PackOptions, build_pack_from};
+use crate::pack::{Pack, PackMode, PackOptions, Relevance, build_pack_from};
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
@@ -259,6 +260,8 @@ impl Session {
             ),
             (PackMode::Topic(topic), Ranker::Hybrid) => {
                 let ranking = self.rank(topic, &request.rank, &|_| true);
+                let mut options = request.options.clone();
+                options.relevance = Some(self.relevance(topic));
                 let candidates = ranking
                     .hits
                     .into_iter()
@@ -275,10 +278,31 @@ impl Session {
                     candidates,
                     "hybrid",
                     ranking.signal_errors,
-                    &request.options,
+                    &options,
                 )
             }
         }
+    }
+}
+
+impl Session {
+    /// A scorer for excerpts: the summed inverse document frequency (over
+    /// the index's sections) of the query terms a text contains.
+    pub fn relevance(&self, query: &str) -> Relevance {
+        let terms = crate::index::query_terms(query);
+        let weights = match &self.index {
+            Some(index) => index.section_idf(&terms),
+            None => vec![1.0; terms.len()],
+        };
+        let weighted: Vec<(String, f64)> = terms.into_iter().zip(weights).collect();
+        Relevance(Arc::new(move |text: &str| {
+            let found = crate::index::query_terms(text);
+            weighted
+                .iter()
+                .filter(|(term, _)| found.contains(term))
+                .map(|(_, weight)| weight)
+                .sum()
+        }))
     }
 }
 

@@ -463,6 +463,23 @@ impl VaultIndex {
             })
     }
 
+    /// The inverse document frequency, over sections, of each term:
+    /// `ln(1 + (N - df + 0.5) / (df + 0.5))`.
+    pub fn section_idf(&self, terms: &[String]) -> Vec<f64> {
+        let searcher = self.reader.searcher();
+        let n = self.catalog.sections.max(1) as f64;
+        terms
+            .iter()
+            .map(|term| {
+                let df = searcher
+                    .doc_freq(&Term::from_field_text(self.fields.sec_body, term))
+                    .unwrap_or(0) as f64;
+                let df = df.min(n);
+                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            })
+            .collect()
+    }
+
     /// BM25 over sections, restricted to the notes at `paths`:
     /// `(path, section ordinal, score)`, best first.
     pub fn search_sections(

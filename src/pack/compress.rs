@@ -40,21 +40,41 @@ pub struct PackState {
     pub dedup: DedupIndex,
 }
 
-/// A compressed body and what it would add to the pack state.
+/// A compressed body, block by block, and what it would add to the pack
+/// state.
 #[derive(Clone, Debug)]
 pub struct CompressedBody {
+    pub blocks: Vec<OutBlock>,
     pub text: String,
-    pub shown_links: Vec<String>,
-    pub fingerprints: Vec<Fingerprint>,
     /// Pages named by `_(content also in …)_` markers, one per replaced block.
     pub duplicates_of: Vec<String>,
 }
 
+impl CompressedBody {
+    /// A body made of `blocks`, joined with blank lines.
+    pub fn from_blocks(blocks: Vec<OutBlock>, duplicates_of: Vec<String>) -> CompressedBody {
+        let text = blocks
+            .iter()
+            .map(|b| b.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+            .trim()
+            .to_string();
+        CompressedBody {
+            blocks,
+            text,
+            duplicates_of,
+        }
+    }
+}
+
 impl PackState {
     pub fn commit(&mut self, body: &CompressedBody, page: &str) {
-        self.shown_links.extend(body.shown_links.iter().cloned());
-        for fingerprint in &body.fingerprints {
-            self.dedup.insert(fingerprint, page);
+        for block in &body.blocks {
+            self.shown_links.extend(block.links.iter().cloned());
+            if let Some(fingerprint) = &block.fingerprint {
+                self.dedup.insert(fingerprint, page);
+            }
         }
     }
 }
@@ -74,11 +94,14 @@ pub fn page_key(idx: usize) -> String {
 }
 
 /// Compresses the body of note `idx`; `None` when nothing is left.
+/// `summary_line` is the summary its page block shows: a lead paragraph
+/// that says the same is left out.
 pub fn compress(
     vault: &Vault,
     idx: usize,
     mode: BodyMode,
     state: &PackState,
+    summary_line: &str,
 ) -> Option<CompressedBody> {
     let note = &*vault.note(idx);
     let selected = select_blocks(note, mode);
@@ -86,12 +109,7 @@ pub fn compress(
         return None;
     }
     let mut out: Vec<OutBlock> = Vec::new();
-    let mut result = CompressedBody {
-        text: String::new(),
-        shown_links: Vec::new(),
-        fingerprints: Vec::new(),
-        duplicates_of: Vec::new(),
-    };
+    let mut duplicates_of = Vec::new();
     let mut local_shown: HashSet<String> = HashSet::new();
     let mut skip_until: Option<usize> = None;
     let mut summary_skipped = false;
@@ -115,7 +133,10 @@ pub fn compress(
                     out.push(OutBlock {
                         level: Some(heading.level),
                         is_heading: false,
+                        is_content: false,
                         text: format!("Sources: {}", names.join("; ")),
+                        fingerprint: None,
+                        links: Vec::new(),
                     });
                 }
                 continue;
@@ -123,7 +144,10 @@ pub fn compress(
             out.push(OutBlock {
                 level: Some(heading.level),
                 is_heading: true,
+                is_content: false,
                 text: text.to_string(),
+                fingerprint: None,
+                links: Vec::new(),
             });
             continue;
         }
@@ -133,38 +157,38 @@ pub fn compress(
         if !summary_skipped
             && block.kind == BlockKind::Paragraph
             && note.meta.summary_source == SummarySource::FirstParagraph
-            && collapse_whitespace(text) == note.meta.summary
+            && collapse_whitespace(text) == summary_line
         {
             summary_skipped = true;
             continue;
         }
+        let mut fingerprint = None;
         if is_dedup_kind(block.kind)
-            && let Some(fingerprint) = Fingerprint::of(text)
+            && let Some(print) = Fingerprint::of(text)
         {
-            if let Some(other) = state.dedup.find(&fingerprint) {
+            if let Some(other) = state.dedup.find(&print) {
                 let marker = format!("_(content also in [[{other}]])_");
                 if out.last().is_none_or(|last| last.text != marker) {
-                    out.push(OutBlock::content(marker));
+                    let mut block = OutBlock::content(marker);
+                    block.is_content = false;
+                    out.push(block);
                 }
-                result.duplicates_of.push(other.to_string());
+                duplicates_of.push(other.to_string());
                 continue;
             }
-            result.fingerprints.push(fingerprint);
+            fingerprint = Some(print);
         }
-        let rewritten = rewrite_links(vault, note, block, state, &mut local_shown);
-        out.push(OutBlock::content(rewritten));
+        let mut links = Vec::new();
+        let rewritten = rewrite_links(vault, note, block, state, &mut local_shown, &mut links);
+        let mut block = OutBlock::content(rewritten);
+        block.fingerprint = fingerprint;
+        block.links = links;
+        out.push(block);
     }
 
-    let kept = drop_empty_headings(&out);
-    let text = kept.join("\n\n");
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    result.text = text.to_string();
-    result.shown_links = local_shown.into_iter().collect();
-    result.shown_links.sort();
-    Some(result)
+    let kept = drop_empty_headings(out);
+    let body = CompressedBody::from_blocks(kept, duplicates_of);
+    (!body.text.is_empty()).then_some(body)
 }
 
 /// Indices of the blocks a mode starts from, in document order.
@@ -293,13 +317,15 @@ pub fn plain_inline(text: &str) -> String {
     out
 }
 
-/// The block's text with wikilinks already shown turned into plain text.
+/// The block's text with wikilinks already shown turned into plain text;
+/// the keys of the links it shows first are added to `links`.
 fn rewrite_links(
     vault: &Vault,
     note: &Note,
     block: &Block,
     state: &PackState,
     local_shown: &mut HashSet<String>,
+    links: &mut Vec<String>,
 ) -> String {
     let mut out = String::new();
     let mut cursor = block.range.start;
@@ -314,7 +340,8 @@ fn rewrite_links(
             out.push_str(&shown_as_text(vault, note, link));
             cursor = link.range.end;
         } else {
-            local_shown.insert(key);
+            local_shown.insert(key.clone());
+            links.push(key);
         }
     }
     out.push_str(&note.body[cursor..block.range.end]);
@@ -322,20 +349,30 @@ fn rewrite_links(
 }
 
 /// A block of compressed output.
-struct OutBlock {
+#[derive(Clone, Debug)]
+pub struct OutBlock {
     /// The section level this block opens or stands in for (headings and
     /// the Sources line); `None` for ordinary content.
-    level: Option<u8>,
-    is_heading: bool,
-    text: String,
+    pub level: Option<u8>,
+    pub is_heading: bool,
+    /// Text of the note itself (not a heading, marker or Sources line).
+    pub is_content: bool,
+    pub text: String,
+    /// The fingerprint this block adds to the pack's de-duplication index.
+    pub fingerprint: Option<Fingerprint>,
+    /// The keys of the links this block is the first to show.
+    pub links: Vec<String>,
 }
 
 impl OutBlock {
-    fn content(text: String) -> OutBlock {
+    pub fn content(text: String) -> OutBlock {
         OutBlock {
             level: None,
             is_heading: false,
+            is_content: true,
             text,
+            fingerprint: None,
+            links: Vec::new(),
         }
     }
 }
@@ -357,7 +394,7 @@ fn shown_as_text(vault: &Vault, note: &Note, link: &Link) -> String {
 
 /// Keeps a heading only when some content follows it before the next
 /// heading (or Sources line) of the same or a higher level.
-fn drop_empty_headings(blocks: &[OutBlock]) -> Vec<&str> {
+fn drop_empty_headings(blocks: Vec<OutBlock>) -> Vec<OutBlock> {
     let mut kept = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         if block.is_heading
@@ -371,7 +408,7 @@ fn drop_empty_headings(blocks: &[OutBlock]) -> Vec<&str> {
                 continue;
             }
         }
-        kept.push(block.text.as_str());
+        kept.push(block.clone());
     }
     kept
 }
@@ -393,7 +430,10 @@ mod tests {
         let heading = |level, text: &str| OutBlock {
             level: Some(level),
             is_heading: true,
+            is_content: false,
             text: text.to_string(),
+            fingerprint: None,
+            links: Vec::new(),
         };
         let blocks = vec![
             heading(2, "## Empty"),
@@ -404,13 +444,17 @@ mod tests {
             OutBlock {
                 level: Some(2),
                 is_heading: false,
+                is_content: false,
                 text: "Sources: a".to_string(),
+                fingerprint: None,
+                links: Vec::new(),
             },
             heading(2, "## Trailing"),
         ];
-        assert_eq!(
-            drop_empty_headings(&blocks),
-            ["## Parent", "### Child", "text", "Sources: a"]
-        );
+        let kept: Vec<String> = drop_empty_headings(blocks)
+            .into_iter()
+            .map(|b| b.text)
+            .collect();
+        assert_eq!(kept, ["## Parent", "### Child", "text", "Sources: a"]);
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod compress;
 pub mod dedup;
+pub mod excerpt;
 pub mod render;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -41,7 +42,31 @@ pub struct PackOptions {
     pub tokenizer: Tokenizer,
     pub generated_at: DateTime<Utc>,
     pub candidate_limit: usize,
+    /// Query-aware packing: excerpts keep the most relevant sentences,
+    /// summary blocks take at most a quarter of the budget up front, a more
+    /// relevant page's whole body may displace less relevant pages, and a
+    /// summary taken from the body is shortened to its first sentence. `None`: the seed's
+    /// rules (first paragraph plus Key Ideas; summary blocks for every page
+    /// that fits).
+    pub relevance: Option<Relevance>,
 }
+
+/// Scores text for the query a pack is built for.
+#[derive(Clone)]
+pub struct Relevance(pub std::sync::Arc<excerpt::Scorer>);
+
+impl std::fmt::Debug for Relevance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relevance(..)")
+    }
+}
+
+/// In query-aware packs, summary blocks may take at most this share of
+/// the budget left after the header; the rest is kept for content.
+pub const SUMMARY_SHARE: f64 = 0.25;
+/// A summary taken from the body is cut to this many characters in a
+/// query-aware pack's summary block.
+pub const SHORT_SUMMARY_CHARS: usize = 200;
 
 impl PackOptions {
     pub fn new(budget: usize, tokenizer: Tokenizer, generated_at: DateTime<Utc>) -> PackOptions {
@@ -50,6 +75,7 @@ impl PackOptions {
             tokenizer,
             generated_at,
             candidate_limit: CANDIDATE_LIMIT,
+            relevance: None,
         }
     }
 }
@@ -184,9 +210,13 @@ struct Packer<'a> {
 
 /// A page chosen for the pack, with the body it will carry.
 struct Chosen<'a> {
+    /// Position in the candidate list.
+    rank: usize,
     candidate: &'a Candidate,
     body: Option<CompressedBody>,
     mode: BodyMode,
+    /// The summary line shown.
+    summary: String,
 }
 
 impl<'a> Packer<'a> {
@@ -249,12 +279,20 @@ impl<'a> Packer<'a> {
                     note.name(),
                     note.tier,
                     worst_page_tokens,
-                )) + self.measure(&render::page_rest(note, None))
+                )) + self.measure(&render::page_rest(note, &self.summary(note), None))
             })
             .collect();
         let mut selected: Vec<bool> = vec![true; self.candidates.len()];
         let mut used = reserved_header + summary_cost.iter().sum::<usize>();
-        while used > capacity {
+        let summary_cap = if self.options.relevance.is_some() {
+            reserved_header
+                + (capacity.saturating_sub(reserved_header) as f64 * SUMMARY_SHARE) as usize
+        } else {
+            capacity
+        };
+        // The top page always keeps its place if it fits at all.
+        while used > capacity || (used > summary_cap && selected.iter().filter(|s| **s).count() > 1)
+        {
             let Some(victim) = self.drop_victim(&selected) else {
                 break;
             };
@@ -279,38 +317,106 @@ impl<'a> Packer<'a> {
             }
             state.shown_links.insert(page_key(candidate.note));
             let note = &self.vault.metas[candidate.note];
-            let summary_rest = self.measure(&render::page_rest(note, None));
+            // The summary line as reserved (possibly shortened), and as shown
+            // when the whole body follows it (then never shortened).
+            let summary = self.summary(note);
+            // A summary cut from a longer first paragraph would repeat the
+            // body's opening: keep the short line then.
+            let whole_summary = if note.summary_source == SummarySource::FirstParagraph
+                && note.summary.ends_with('…')
+            {
+                summary.clone()
+            } else {
+                note.summary.clone()
+            };
+            let summary_rest = self.measure(&render::page_rest(note, &summary, None));
+            let extra_with = |line: &str, text: Option<&str>| {
+                self.measure(&render::page_rest(note, line, text))
+                    .saturating_sub(summary_rest)
+            };
             let mut pick = Chosen {
+                rank: i,
                 candidate,
                 body: None,
                 mode: BodyMode::SummaryOnly,
+                summary: summary.clone(),
             };
-            let mut tried: Option<String> = None;
-            for mode in [BodyMode::Full, BodyMode::Excerpt] {
-                let Some(body) = compress(self.vault, candidate.note, mode, &state) else {
-                    if mode == BodyMode::Full {
-                        // Nothing of the body is left once compressed: the
-                        // summary block already carries all of it.
-                        pick.mode = BodyMode::Full;
-                        break;
+            let full = compress(
+                self.vault,
+                candidate.note,
+                BodyMode::Full,
+                &state,
+                &whole_summary,
+            );
+            let needed = extra_with(&whole_summary, full.as_ref().map(|b| b.text.as_str()));
+            let mut room = capacity - used.min(capacity);
+            if needed > room && self.options.relevance.is_some() {
+                // A more relevant page's whole body beats the summary blocks
+                // of less relevant ones: drop those (lowest ranked,
+                // peripheral first) if that makes it fit.
+                let freeable: usize = (i + 1..self.candidates.len())
+                    .filter(|&j| selected[j])
+                    .map(|j| summary_cost[j])
+                    .sum();
+                if needed <= room + freeable {
+                    while needed > room {
+                        let Some(victim) = self.drop_victim_after(&selected, Some(i)) else {
+                            break;
+                        };
+                        selected[victim] = false;
+                        used -= summary_cost[victim];
+                        room += summary_cost[victim];
                     }
-                    continue;
-                };
-                if tried.as_deref() == Some(body.text.as_str()) {
-                    continue;
                 }
-                let with_body = self.measure(&render::page_rest(note, Some(&body.text)));
-                let extra = with_body.saturating_sub(summary_rest);
-                if used + extra <= capacity {
-                    used += extra;
-                    state.commit(&body, note.name());
-                    pick.body = Some(body);
-                    pick.mode = mode;
-                    break;
+            }
+            if needed <= room {
+                // The whole body, or nothing left once compressed: the
+                // summary block already carries all of it.
+                used += needed;
+                pick.mode = BodyMode::Full;
+                pick.summary = whole_summary;
+                if let Some(full) = full {
+                    state.commit(&full, note.name());
+                    pick.body = Some(full);
                 }
-                tried = Some(body.text);
+            } else if let Some(body) =
+                compress(self.vault, candidate.note, BodyMode::Full, &state, &summary).and_then(
+                    |full| {
+                        self.excerpt(&full, candidate.note, &state, &mut |text| {
+                            extra_with(&summary, Some(text)) <= room
+                        })
+                    },
+                )
+            {
+                used += extra_with(&summary, Some(&body.text));
+                state.commit(&body, note.name());
+                pick.body = Some(body);
+                pick.mode = BodyMode::Excerpt;
             }
             chosen.push(pick);
+        }
+
+        // Pass 3: pages dropped to leave room for bodies come back, as
+        // summary blocks, wherever room is left.
+        for (i, candidate) in self.candidates.iter().enumerate() {
+            if selected[i] || used + summary_cost[i] > capacity {
+                continue;
+            }
+            selected[i] = true;
+            used += summary_cost[i];
+            let note = &self.vault.metas[candidate.note];
+            pack.dropped.retain(|d| d.path != note.path);
+            let at = chosen.iter().take_while(|c| c.rank < i).count();
+            chosen.insert(
+                at,
+                Chosen {
+                    rank: i,
+                    candidate,
+                    body: None,
+                    mode: BodyMode::SummaryOnly,
+                    summary: self.summary(note),
+                },
+            );
         }
 
         // Render, then check the printed size; the sums make the check pass,
@@ -337,16 +443,53 @@ impl<'a> Packer<'a> {
         }
     }
 
+    /// The summary line of a page: in a query-aware pack, a summary taken
+    /// from the body is cut short (the body or excerpt carries the rest).
+    fn summary(&self, note: &crate::note::NoteMeta) -> String {
+        if self.options.relevance.is_some() && note.summary_source == SummarySource::FirstParagraph
+        {
+            first_sentence(&note.summary, SHORT_SUMMARY_CHARS)
+        } else {
+            note.summary.clone()
+        }
+    }
+
+    /// The excerpt of a body that does not fit: its most relevant parts for
+    /// the query, else (no query, or nothing matches) the seed's first
+    /// paragraph plus Key Ideas, if that fits.
+    fn excerpt(
+        &self,
+        full: &CompressedBody,
+        note: usize,
+        state: &PackState,
+        fits: &mut dyn FnMut(&str) -> bool,
+    ) -> Option<CompressedBody> {
+        if let Some(relevance) = &self.options.relevance
+            && let Some(excerpt) = excerpt::relevant_excerpt(full, &*relevance.0, fits)
+        {
+            return Some(excerpt);
+        }
+        let summary = self.summary(&self.vault.metas[note]);
+        compress(self.vault, note, BodyMode::Excerpt, state, &summary)
+            .filter(|seed| seed.text != full.text && fits(&seed.text))
+    }
+
     /// The next page to drop when summary blocks do not fit: the lowest
-    /// ranked peripheral page, else supporting, else core.
+    /// ranked peripheral page, else the lowest ranked page.
     fn drop_victim(&self, selected: &[bool]) -> Option<usize> {
-        [Tier::Peripheral, Tier::Supporting, Tier::Core]
-            .into_iter()
-            .find_map(|tier| {
-                (0..self.candidates.len()).rev().find(|&i| {
-                    selected[i] && self.vault.metas[self.candidates[i].note].tier == tier
-                })
-            })
+        self.drop_victim_after(selected, None)
+    }
+
+    /// Like `drop_victim`, among the pages ranked after `after`.
+    fn drop_victim_after(&self, selected: &[bool], after: Option<usize>) -> Option<usize> {
+        let first = after.map_or(0, |a| a + 1);
+        let mut ranked = (first..self.candidates.len())
+            .rev()
+            .filter(|&i| selected[i]);
+        let peripheral = ranked
+            .clone()
+            .find(|&i| self.vault.metas[self.candidates[i].note].tier == Tier::Peripheral);
+        peripheral.or_else(|| ranked.next())
     }
 
     fn give_up_a_body(&self, chosen: &mut [Chosen]) -> bool {
@@ -354,6 +497,7 @@ impl<'a> Packer<'a> {
             Some(page) => {
                 page.body = None;
                 page.mode = BodyMode::SummaryOnly;
+                page.summary = self.summary(&self.vault.metas[page.candidate.note]);
                 true
             }
             None => false,
@@ -370,7 +514,11 @@ impl<'a> Packer<'a> {
         let mut pages_measure = 0;
         for (i, page) in chosen.iter().enumerate() {
             let note = &self.vault.metas[page.candidate.note];
-            let mut rest = render::page_rest(note, page.body.as_ref().map(|b| b.text.as_str()));
+            let mut rest = render::page_rest(
+                note,
+                &page.summary,
+                page.body.as_ref().map(|b| b.text.as_str()),
+            );
             if i + 1 == chosen.len() {
                 rest.pop();
             }
@@ -426,6 +574,20 @@ impl<'a> Packer<'a> {
                 .unwrap_or_default(),
         }
     }
+}
+
+/// The first sentence of `text`, at most `max_chars` characters.
+fn first_sentence(text: &str, max_chars: usize) -> String {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '。' | '！' | '？')
+                || (matches!(c, '.' | '!' | '?')
+                    && text[i + 1..].starts_with(' ')
+                    && i + 1 >= 40.min(text.len()))
+        })
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    crate::text::truncate_chars(&text[..end], max_chars)
 }
 
 /// The value `x` with `f(x) == x`, found by iteration from `f(0)`; if the

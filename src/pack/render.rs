@@ -41,7 +41,7 @@ pub fn page_head(name: &str, tier: Tier, tokens: usize) -> String {
 
 /// The rest of a page block: tags, summary and the body, if any, ending
 /// in a blank line.
-pub fn page_rest(note: &NoteMeta, body: Option<&str>) -> String {
+pub fn page_rest(note: &NoteMeta, summary: &str, body: Option<&str>) -> String {
     let tags = if note.tags.is_empty() {
         "(none)".to_string()
     } else {
@@ -51,10 +51,10 @@ pub fn page_rest(note: &NoteMeta, body: Option<&str>) -> String {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let summary = if note.summary.is_empty() {
+    let summary = if summary.is_empty() {
         "(none)"
     } else {
-        note.summary.as_str()
+        summary
     };
     let mut rest = format!("tags: {tags}\nsummary: {summary}\n\n");
     if let Some(body) = body {

@@ -1,0 +1,189 @@
+//! Query-aware packing: relevant excerpts instead of heads, and a budget
+//! used to the full when there is more relevant content than fits.
+
+mod common;
+
+use chrono::{TimeZone, Utc};
+use common::World;
+use ctxpack::Tokenizer;
+use ctxpack::pack::{PackMode, PackOptions};
+use ctxpack::retrieve::RankOptions;
+use ctxpack::session::{IndexChoice, PackRequest, Ranker, Session};
+
+const NEEDLE: &str = "The lighthouse keeper's bicycle is painted vermilion.";
+
+/// Deterministic filler prose without the needle's words.
+fn filler(seed: u64, words: usize) -> String {
+    const VOCAB: &[&str] = &[
+        "harbour",
+        "tide",
+        "rope",
+        "gull",
+        "netting",
+        "schooner",
+        "breakwater",
+        "pier",
+        "fog",
+        "anchor",
+        "ballast",
+        "mast",
+        "keel",
+        "current",
+        "shoal",
+        "reef",
+        "cargo",
+        "dock",
+        "winch",
+        "sail",
+        "compass",
+        "chart",
+        "beacon",
+        "signal",
+        "storm",
+        "quay",
+        "hull",
+    ];
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = String::new();
+    for i in 0..words {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.push_str(VOCAB[(state % VOCAB.len() as u64) as usize]);
+        out.push(if i % 12 == 11 { '.' } else { ' ' });
+        if i % 12 == 11 {
+            out.push(' ');
+        }
+        if i % 120 == 119 {
+            out.push_str("\n\n");
+        }
+    }
+    out
+}
+
+fn needle_vault(world: &World, depth: f64) -> std::path::PathBuf {
+    // ~20,000 tokens (chars / 4) for the note with the needle.
+    let words = 20_000 * 4 / 7;
+    let before = (words as f64 * depth) as usize;
+    let mut files = vec![(
+        "long/ledger.md".to_string(),
+        format!(
+            "---\ntitle: Harbour ledger\n---\n# Harbour ledger\n\n{}\n\n{NEEDLE}\n\n{}\n",
+            filler(1, before),
+            filler(2, words - before)
+        ),
+    )];
+    for i in 0..40 {
+        let mention = if i % 5 == 0 {
+            " The lighthouse keeper rows to the pier."
+        } else {
+            ""
+        };
+        files.push((
+            format!("other/note-{i:02}.md"),
+            format!(
+                "---\ntitle: Log {i}\n---\n{}{mention}\n\n{}\n",
+                filler(10 + i, 300),
+                filler(100 + i, 2500)
+            ),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    world.vault(&format!("needle-{}", (depth * 100.0) as u32), &refs)
+}
+
+fn pack(session: &Session, topic: &str, budget: usize) -> ctxpack::Pack {
+    let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+    session.pack(&PackRequest {
+        mode: PackMode::Topic(topic.into()),
+        ranker: Ranker::Hybrid,
+        rank: RankOptions::new(now),
+        options: PackOptions::new(budget, Tokenizer::Chars4, now),
+    })
+}
+
+#[test]
+fn the_needle_is_found_at_any_depth() {
+    let world = World::new();
+    for depth in [0.25, 0.5, 0.75] {
+        let vault = needle_vault(&world, depth);
+        let session = Session::open(
+            &vault,
+            &IndexChoice {
+                dir: Some(world.path().join(format!("index-{depth}"))),
+                progress: false,
+            },
+        )
+        .unwrap();
+        let pack = pack(
+            &session,
+            "What colour is the lighthouse keeper's bicycle?",
+            2000,
+        );
+        assert!(pack.actual <= 2000);
+        assert!(
+            pack.bundle.contains(NEEDLE),
+            "needle at {depth} missing:\n{}",
+            pack.bundle
+        );
+        assert_eq!(pack.pages[0].path, "long/ledger.md");
+        assert_eq!(pack.pages[0].body_mode, ctxpack::pack::BodyMode::Excerpt);
+        assert!(pack.bundle.contains("[…]"));
+    }
+    // Where far more relevant text exists than fits, the budget is used.
+    let vault = needle_vault(&world, 0.5);
+    let session = Session::open(
+        &vault,
+        &IndexChoice {
+            dir: Some(world.path().join("index-fill")),
+            progress: false,
+        },
+    )
+    .unwrap();
+    for budget in [1000, 2000, 5000] {
+        let pack = pack(&session, "schooner breakwater", budget);
+        assert!(pack.actual <= budget);
+        assert!(
+            pack.actual * 10 >= budget * 9,
+            "only {} of {budget} tokens used",
+            pack.actual
+        );
+    }
+}
+
+#[test]
+fn excerpts_follow_the_query_and_keep_document_order() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[(
+            "guide.md",
+            "---\ntitle: Guide\nsummary: A long guide.\n---\n# Guide\n\nIntro words about nothing in particular at all.\n\n\
+             ## Part one\n\nAlpha filler sentence here. The zebra sleeps standing up. More alpha filler.\n\n\
+             ## Part two\n\nBeta filler sentence. Gamma filler sentence. Delta filler sentence.\n\n\
+             ## Part three\n\nA zebra herd crosses the river at dawn. Epsilon filler closes it.\n",
+        )],
+    );
+    let session = Session::open(
+        &vault,
+        &IndexChoice {
+            dir: Some(world.path().join("index")),
+            progress: false,
+        },
+    )
+    .unwrap();
+    let pack = pack(&session, "zebra", 110);
+    let body = pack
+        .bundle
+        .split("summary: A long guide.\n\n")
+        .nth(1)
+        .expect("a body");
+    assert_eq!(
+        body,
+        "[…]\n\n## Part one\n\n[…] The zebra sleeps standing up. […]\n\n## Part three\n\nA zebra herd crosses the river at dawn. […]\n"
+    );
+    assert!(pack.actual <= 110);
+}
