@@ -16,7 +16,9 @@ use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
-use crate::session::{IndexChoice, PackRequest, Ranker, SearchRequest, SearchResults, Session};
+use crate::session::{
+    IndexChoice, MAX_SUBQUERIES, PackRequest, Ranker, SearchRequest, SearchResults, Session,
+};
 use crate::tokens::Tokenizer;
 use crate::vault::log;
 
@@ -111,6 +113,15 @@ struct PackArgs {
     /// Do not append the CONTEXT_PACK line to the vault's log.md.
     #[arg(long)]
     no_log: bool,
+    /// Add the N most recent daily notes, with their content (0–30).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_dailies)]
+    dailies: usize,
+    /// Leave out the backlink entries under the top pages.
+    #[arg(long)]
+    no_backlinks: bool,
+    /// A further question to gather evidence for (repeatable, at most 5).
+    #[arg(long = "subquery", value_name = "Q")]
+    subqueries: Vec<String>,
     #[command(flatten)]
     rank: RankArgs,
 }
@@ -234,6 +245,14 @@ fn parse_limit(text: &str) -> Result<usize, String> {
     match text.trim().parse::<i64>() {
         Ok(n) if (1..=1000).contains(&n) => Ok(n as usize),
         Ok(n) => Err(format!("limit must be between 1 and 1000, got {n}")),
+        Err(_) => Err(format!("'{text}' is not a whole number")),
+    }
+}
+
+fn parse_dailies(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if (0..=30).contains(&n) => Ok(n as usize),
+        Ok(n) => Err(format!("dailies must be between 0 and 30, got {n}")),
         Err(_) => Err(format!("'{text}' is not a whole number")),
     }
 }
@@ -470,6 +489,19 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     } else {
         PackMode::Topic(topic)
     };
+    if args.subqueries.len() > MAX_SUBQUERIES {
+        return Err(Failure::Usage(format!(
+            "at most {MAX_SUBQUERIES} subqueries, got {}",
+            args.subqueries.len()
+        )));
+    }
+    if !args.subqueries.is_empty()
+        && (matches!(mode, PackMode::Recent) || args.ranker == RankerArg::Frontmatter)
+    {
+        return Err(Failure::Usage(
+            "--subquery needs a topic pack with the hybrid ranker".into(),
+        ));
+    }
     let generated_at = generated_at(args.generated_at.as_deref())?;
     let rank = args.rank.options(Utc::now())?;
     let session = open_session(cli, vault_name)?;
@@ -480,7 +512,12 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
             RankerArg::Frontmatter => Ranker::Frontmatter,
         },
         rank,
-        options: PackOptions::new(args.budget, args.tokenizer, generated_at),
+        options: PackOptions {
+            dailies: args.dailies,
+            ..PackOptions::new(args.budget, args.tokenizer, generated_at)
+        },
+        subqueries: args.subqueries.clone(),
+        backlinks: !args.no_backlinks,
     };
     let pack = session.pack(&request);
     for warning in &pack.warnings {

@@ -311,6 +311,8 @@ pub fn evaluate_packs(
                         ranker: Ranker::Hybrid,
                         rank: options.clone(),
                         options: PackOptions::new(budget, tokenizer, generated),
+                        subqueries: Vec::new(),
+                        backlinks: false,
                     });
                     (evidence[id.as_str()].found_in(&pack.bundle), pack.actual)
                 })

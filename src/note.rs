@@ -89,6 +89,9 @@ pub struct NoteMeta {
     /// Seconds since the Unix epoch.
     pub updated: Option<i64>,
     pub updated_source: UpdatedSource,
+    /// For a daily note, its date (`YYYY-MM-DD`): from the file name or a
+    /// folder name, else from a `date:` field.
+    pub daily: Option<String>,
 }
 
 impl NoteMeta {

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::index::feedback::FeedbackStore;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
-use crate::pack::{Pack, PackMode, PackOptions, Relevance, build_pack_from};
+use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
@@ -250,42 +251,192 @@ impl Session {
                 Vec::new(),
                 &request.options,
             ),
-            (PackMode::Topic(topic), Ranker::Frontmatter) => build_pack_from(
-                vault,
-                &request.mode,
-                relevance_pass(vault, &Query::parse(topic)),
-                "frontmatter",
-                Vec::new(),
-                &request.options,
-            ),
-            (PackMode::Topic(topic), Ranker::Hybrid) => {
-                let ranking = self.rank(topic, &request.rank, &|_| true);
+            (PackMode::Topic(topic), Ranker::Frontmatter) => {
+                let candidates = relevance_pass(vault, &Query::parse(topic));
                 let mut options = request.options.clone();
-                options.relevance = Some(self.relevance(topic));
-                let candidates = ranking
-                    .hits
-                    .into_iter()
-                    .map(|hit| Candidate {
-                        note: hit.note,
-                        score: hit.score,
-                        breakdown: frontmatter_rules(&hit.explanation),
-                        explanation: Some(hit.explanation),
-                    })
-                    .collect();
+                if request.backlinks {
+                    options.backlinks = self.backlinks(&candidates, options.candidate_limit);
+                }
                 build_pack_from(
                     vault,
                     &request.mode,
                     candidates,
-                    "hybrid",
-                    ranking.signal_errors,
+                    "frontmatter",
+                    Vec::new(),
                     &options,
                 )
+            }
+            (PackMode::Topic(topic), Ranker::Hybrid) => {
+                let queries = research_queries(topic, &request.subqueries);
+                let rankings: Vec<Ranking> = queries
+                    .par_iter()
+                    .map(|query| self.rank(query, &request.rank, &|_| true))
+                    .collect();
+                let mut options = request.options.clone();
+                options.relevance = Some(self.relevance(&queries.join(" ")));
+                let signal_errors = rankings
+                    .first()
+                    .map(|r| r.signal_errors.clone())
+                    .unwrap_or_default();
+                let (candidates, trace) =
+                    coverage_slots(vault, &queries, rankings, request.rank.rrf_k);
+                if request.backlinks {
+                    options.backlinks = self.backlinks(&candidates, options.candidate_limit);
+                }
+                let mut pack = build_pack_from(
+                    vault,
+                    &request.mode,
+                    candidates,
+                    "hybrid",
+                    signal_errors,
+                    &options,
+                );
+                if queries.len() > 1 {
+                    pack.research = Some(trace);
+                }
+                pack
             }
         }
     }
 }
 
+/// The queries of a pack: the topic, then each subquery trimmed, with
+/// whitespace collapsed and NFC-normalised, without repeats (ignoring case).
+pub fn research_queries(topic: &str, subqueries: &[String]) -> Vec<String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut queries: Vec<String> = Vec::new();
+    for query in std::iter::once(topic).chain(subqueries.iter().map(String::as_str)) {
+        let query: String = collapse_whitespace(query).nfc().collect();
+        if !query.is_empty()
+            && !queries
+                .iter()
+                .any(|q| q.to_lowercase() == query.to_lowercase())
+        {
+            queries.push(query);
+        }
+    }
+    queries
+}
+
+/// Orders candidates from several rankings: the first query's best hit,
+/// then the best not-yet-chosen hit of each other query, then the rest by
+/// reciprocal rank fusion over all the lists.
+fn coverage_slots(
+    vault: &Vault,
+    queries: &[String],
+    rankings: Vec<Ranking>,
+    rrf_k: f64,
+) -> (Vec<Candidate>, ResearchTrace) {
+    let mut fused: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+    let mut explanations: std::collections::BTreeMap<usize, Explanation> =
+        std::collections::BTreeMap::new();
+    for ranking in &rankings {
+        for (position, hit) in ranking.hits.iter().enumerate() {
+            *fused.entry(hit.note).or_default() += 1.0 / (rrf_k + position as f64 + 1.0);
+            explanations
+                .entry(hit.note)
+                .or_insert_with(|| hit.explanation.clone());
+        }
+    }
+    let mut order: Vec<usize> = Vec::new();
+    let mut trace = ResearchTrace {
+        strategy: "coverage_slots",
+        queries: Vec::new(),
+        no_hits: Vec::new(),
+    };
+    for (query, ranking) in queries.iter().zip(&rankings) {
+        let slot = ranking
+            .hits
+            .iter()
+            .map(|h| h.note)
+            .find(|n| !order.contains(n));
+        let contributed: Vec<String> = slot.iter().map(|&n| vault.metas[n].path.clone()).collect();
+        order.extend(slot);
+        if ranking.hits.is_empty() {
+            trace.no_hits.push(query.clone());
+        }
+        trace.queries.push(QueryTrace {
+            query: query.clone(),
+            top: ranking
+                .hits
+                .iter()
+                .take(5)
+                .map(|h| vault.metas[h.note].path.clone())
+                .collect(),
+            contributed,
+        });
+    }
+    let mut rest: Vec<usize> = fused
+        .keys()
+        .copied()
+        .filter(|n| !order.contains(n))
+        .collect();
+    rest.sort_by(|&a, &b| {
+        let (ma, mb) = (&vault.metas[a], &vault.metas[b]);
+        fused[&b]
+            .total_cmp(&fused[&a])
+            .then(ma.tier.cmp(&mb.tier))
+            .then_with(|| ma.path.cmp(&mb.path))
+    });
+    // Notes filled in by fusion are credited to the queries that found them.
+    for &note in rest.iter().take(crate::retrieve::CANDIDATE_LIMIT) {
+        if let Some(first) = rankings
+            .iter()
+            .position(|r| r.hits.iter().any(|h| h.note == note))
+        {
+            trace.queries[first]
+                .contributed
+                .push(vault.metas[note].path.clone());
+        }
+    }
+    order.extend(rest);
+    let candidates = order
+        .into_iter()
+        .map(|note| {
+            let explanation = explanations.remove(&note);
+            Candidate {
+                note,
+                score: fused[&note],
+                breakdown: explanation
+                    .as_ref()
+                    .map(frontmatter_rules)
+                    .unwrap_or_default(),
+                explanation,
+            }
+        })
+        .collect();
+    (candidates, trace)
+}
+
+/// How a pack with subqueries was gathered.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResearchTrace {
+    pub strategy: &'static str,
+    pub queries: Vec<QueryTrace>,
+    /// Queries that found nothing.
+    pub no_hits: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryTrace {
+    pub query: String,
+    /// The query's own best five notes.
+    pub top: Vec<String>,
+    /// The notes in the pack's candidate list that this query brought in.
+    pub contributed: Vec<String>,
+}
+
 impl Session {
+    /// The backlinks of the pack's candidates, looked up in the index.
+    fn backlinks(&self, candidates: &[Candidate], limit: usize) -> Option<Backlinks> {
+        let index = self.index.as_ref()?;
+        let targets: Vec<usize> = candidates.iter().take(limit).map(|c| c.note).collect();
+        let found = index.backlinks_of(&self.vault, &targets, crate::pack::BACKLINKS_PER_PAGE);
+        Some(Backlinks(Arc::new(move |note| {
+            found.get(&note).cloned().unwrap_or_default()
+        })))
+    }
+
     /// A scorer for excerpts: the summed inverse document frequency (over
     /// the index's sections) of the query terms a text contains.
     pub fn relevance(&self, query: &str) -> Relevance {
@@ -398,4 +549,25 @@ pub struct PackRequest {
     pub ranker: Ranker,
     pub rank: RankOptions,
     pub options: PackOptions,
+    /// Further questions to gather evidence for (at most
+    /// [`MAX_SUBQUERIES`]; hybrid topic packs).
+    pub subqueries: Vec<String>,
+    /// Backlink entries under the top pages (topic packs; needs the index).
+    pub backlinks: bool,
 }
+
+impl PackRequest {
+    pub fn new(mode: PackMode, options: PackOptions) -> PackRequest {
+        PackRequest {
+            mode,
+            ranker: Ranker::Hybrid,
+            rank: RankOptions::new(options.generated_at),
+            options,
+            subqueries: Vec::new(),
+            backlinks: true,
+        }
+    }
+}
+
+/// The most subqueries a pack takes.
+pub const MAX_SUBQUERIES: usize = 5;

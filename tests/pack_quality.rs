@@ -102,6 +102,8 @@ fn pack(session: &Session, topic: &str, budget: usize) -> ctxpack::Pack {
         ranker: Ranker::Hybrid,
         rank: RankOptions::new(now),
         options: PackOptions::new(budget, Tokenizer::Chars4, now),
+        subqueries: Vec::new(),
+        backlinks: true,
     })
 }
 
@@ -186,4 +188,155 @@ fn excerpts_follow_the_query_and_keep_document_order() {
         "[…]\n\n## Part one\n\n[…] The zebra sleeps standing up. […]\n\n## Part three\n\nA zebra herd crosses the river at dawn. […]\n"
     );
     assert!(pack.actual <= 110);
+}
+
+fn cli_pack(world: &World, vault: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = world.pack(vault, &[args, &["--format", "json"]].concat());
+    serde_json::from_str(&common::ok(&out)).unwrap()
+}
+
+fn paths(list: &serde_json::Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn subqueries_get_coverage_slots_and_a_trace() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let pack = cli_pack(
+        &world,
+        &vault,
+        &[
+            "raft",
+            "--subquery",
+            "How are transactions committed across shards?",
+            "--subquery",
+            "  RAFT ",
+            "--subquery",
+            "who described paxos",
+            "--subquery",
+            "zzzz qqqq",
+            "--budget",
+            "3000",
+        ],
+    );
+    let pages = paths(&pack["pages"]);
+    // The topic's best hit, then each subquery's best new hit.
+    assert_eq!(
+        pages[..3],
+        [
+            "concepts/raft.md",
+            "concepts/two-phase-commit.md",
+            "concepts/paxos.md"
+        ]
+    );
+    let research = &pack["research"];
+    assert_eq!(research["strategy"], "coverage_slots");
+    let queries: Vec<&str> = research["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["query"].as_str().unwrap())
+        .collect();
+    // "  RAFT " repeats the topic (ignoring case and spaces) and is dropped.
+    assert_eq!(
+        queries,
+        [
+            "raft",
+            "How are transactions committed across shards?",
+            "who described paxos",
+            "zzzz qqqq"
+        ]
+    );
+    assert_eq!(research["no_hits"], serde_json::json!(["zzzz qqqq"]));
+    assert_eq!(
+        research["queries"][1]["contributed"][0],
+        "concepts/two-phase-commit.md"
+    );
+    let out = world.pack(
+        &vault,
+        &[
+            "raft",
+            "--subquery",
+            "a",
+            "--subquery",
+            "b",
+            "--subquery",
+            "c",
+            "--subquery",
+            "d",
+            "--subquery",
+            "e",
+            "--subquery",
+            "f",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::stderr(&out).contains("at most 5 subqueries, got 6"));
+}
+
+#[test]
+fn backlinks_follow_the_top_pages_inside_the_budget() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let pack = cli_pack(&world, &vault, &["quorum", "--budget", "3000"]);
+    let top = &pack["pages"][0];
+    assert_eq!(top["path"], "concepts/quorum.md");
+    let lines: Vec<&str> = top["backlinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "- [[concepts/leader-election]]: A leader needs votes from a [[concepts/quorum]], so two leaders of the same term cannot exist.",
+            "- [[concepts/paxos]]: Any two majorities intersect, so a chosen value can never be replaced; see [[concepts/quorum]].",
+            "- [[concepts/raft]]: An entry is committed once a [[concepts/quorum|majority]] of servers store it.",
+        ]
+    );
+    let bundle = pack["bundle"].as_str().unwrap();
+    assert!(bundle.contains(&format!("backlinks:\n{}\n", lines.join("\n"))));
+    assert!(pack["parts"]["backlinks"].as_u64().unwrap() > 0);
+    let without = cli_pack(
+        &world,
+        &vault,
+        &["quorum", "--budget", "3000", "--no-backlinks"],
+    );
+    assert!(!without["bundle"].as_str().unwrap().contains("backlinks:"));
+    assert_eq!(without["parts"]["backlinks"], 0);
+    // A tiny budget has no room for them, and stays within it.
+    let tiny = cli_pack(&world, &vault, &["quorum", "--budget", "150"]);
+    assert!(tiny["actual"].as_u64().unwrap() <= 150);
+}
+
+#[test]
+fn recent_dailies_come_after_the_pages_newest_first() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let pack = cli_pack(
+        &world,
+        &vault,
+        &["paxos", "--dailies", "5", "--budget", "4000"],
+    );
+    assert_eq!(
+        paths(&pack["dailies"]),
+        ["journal/2026-05-14.md", "journal/2026-05-12.md"]
+    );
+    let bundle = pack["bundle"].as_str().unwrap();
+    let first_daily = bundle.find("## [[journal/2026-05-14]] (daily, ~").unwrap();
+    assert!(bundle.find("## [[concepts/paxos]]").unwrap() < first_daily);
+    assert!(bundle.contains("Follow-ups"), "daily content is included");
+    assert!(pack["parts"]["dailies"].as_u64().unwrap() > 0);
+    // A daily already among the pages is not repeated.
+    let crdt = cli_pack(&world, &vault, &["crdt", "--dailies", "2"]);
+    assert!(paths(&crdt["pages"]).contains(&"journal/2026-05-14.md".to_string()));
+    assert_eq!(paths(&crdt["dailies"]), ["journal/2026-05-12.md"]);
+    let out = world.pack(&vault, &["paxos", "--dailies", "31"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -2,6 +2,8 @@
 //! printed size is its true size, and it is deterministic.
 
 use chrono::{TimeZone, Utc};
+use ctxpack::retrieve::RankOptions;
+use ctxpack::session::{PackRequest, Ranker, Session};
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
 use proptest::prelude::*;
 
@@ -169,6 +171,30 @@ proptest! {
         prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
         let again = build_pack(&vault, &mode, &options(budget, tokenizer));
         prop_assert_eq!(&again.bundle, &pack.bundle);
+    }
+
+    #[test]
+    fn query_aware_packs_never_exceed_the_budget(
+        vault in vault_strategy(),
+        topic in words(1..4),
+        budget in prop_oneof![1usize..300, 300usize..3000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let session = Session::without_index(vault);
+        let request = PackRequest {
+            mode: PackMode::Topic(topic),
+            ranker: Ranker::Hybrid,
+            rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
+            options: options(budget, tokenizer),
+            subqueries: Vec::new(),
+        backlinks: true,
+        };
+        let pack = session.pack(&request);
+        let counted = tokenizer.count(&pack.bundle);
+        prop_assert!(counted <= budget, "{counted} > {budget}\n{}", pack.bundle);
+        prop_assert_eq!(counted, pack.actual);
+        prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
+        prop_assert_eq!(session.pack(&request).bundle, pack.bundle);
     }
 }
 

@@ -41,7 +41,7 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const LOCK_FILE: &str = "ctxpack.lock";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
@@ -605,10 +605,67 @@ impl VaultIndex {
         found
     }
 
+    /// The first `per_target` backlinks of each note in `targets`, in one
+    /// pass over the link table: `target -> [(source, sentence)]`.
+    pub fn backlinks_of(
+        &self,
+        vault: &Vault,
+        targets: &[usize],
+        per_target: usize,
+    ) -> HashMap<usize, Vec<(usize, String)>> {
+        let mut found: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
+        let Some(table) = self.link_table() else {
+            return found;
+        };
+        for (source, links) in table.links.iter().enumerate() {
+            if source >= vault.metas.len() {
+                break;
+            }
+            for link in links {
+                let target = link.target as usize;
+                if target == source || !targets.contains(&target) {
+                    continue;
+                }
+                let entry = found.entry(target).or_default();
+                if entry.len() >= per_target || entry.iter().any(|(s, _)| *s == source) {
+                    continue;
+                }
+                let note = vault.note(source);
+                let (start, end) = (link.context.0 as usize, link.context.1 as usize);
+                let context = note.body.get(start..end).unwrap_or_default().to_string();
+                if says_something(&context) {
+                    entry.push((source, context));
+                }
+            }
+        }
+        found
+    }
+
     /// Total size of the index folder, in bytes.
     pub fn size_bytes(&self) -> u64 {
         dir_size(&self.dir)
     }
+}
+
+/// True when a link's sentence has words besides its links (a bare list of
+/// links makes a useless backlink entry).
+fn says_something(context: &str) -> bool {
+    let mut rest = context;
+    let mut words = 0;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("[[")
+            && let Some(close) = after.find("]]")
+        {
+            rest = &after[close + 2..];
+            continue;
+        }
+        let ch = rest.chars().next().unwrap_or(' ');
+        if ch.is_alphanumeric() {
+            words += 1;
+        }
+        rest = &rest[ch.len_utf8()..];
+    }
+    words >= 3
 }
 
 fn dir_size(dir: &Path) -> u64 {

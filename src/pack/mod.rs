@@ -49,7 +49,26 @@ pub struct PackOptions {
     /// rules (first paragraph plus Key Ideas; summary blocks for every page
     /// that fits).
     pub relevance: Option<Relevance>,
+    /// The notes linking to a note (source index, sentence around the
+    /// link), for the backlink entries of the top pages.
+    pub backlinks: Option<Backlinks>,
+    /// How many recent daily notes to add after the pages (0–30).
+    pub dailies: usize,
 }
+
+/// Looks up a note's backlinks.
+#[derive(Clone)]
+pub struct Backlinks(pub std::sync::Arc<dyn Fn(usize) -> Vec<(usize, String)> + Send + Sync>);
+
+impl std::fmt::Debug for Backlinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Backlinks(..)")
+    }
+}
+
+/// How many of the top pages get backlink entries, and how many each.
+pub const BACKLINK_PAGES: usize = 3;
+pub const BACKLINKS_PER_PAGE: usize = 5;
 
 /// Scores text for the query a pack is built for.
 #[derive(Clone)]
@@ -76,6 +95,8 @@ impl PackOptions {
             generated_at,
             candidate_limit: CANDIDATE_LIMIT,
             relevance: None,
+            backlinks: None,
+            dailies: 0,
         }
     }
 }
@@ -90,6 +111,9 @@ pub struct Pack {
     pub ranker: &'static str,
     /// Arms that failed; the pack was built from the others.
     pub signal_errors: Vec<SignalError>,
+    /// With subqueries: which query found what.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub research: Option<crate::session::ResearchTrace>,
     pub budget: usize,
     /// The token count of `bundle` under `counter`.
     pub actual: usize,
@@ -100,6 +124,15 @@ pub struct Pack {
     pub pages: Vec<PackedPage>,
     pub pages_dropped: usize,
     pub dropped: Vec<DroppedPage>,
+    /// Recent daily notes printed after the pages (`--dailies`).
+    pub dailies: Vec<PackedPage>,
+    /// Daily notes asked for that did not fit.
+    pub dailies_dropped: usize,
+    /// Notes the ranking found beyond the candidate limit.
+    pub below_threshold: usize,
+    /// Tokens per part of the pack (under `counter`; each part rounded on
+    /// its own for chars4).
+    pub parts: PartTokens,
     pub warnings: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
     /// The exact markdown printed.
@@ -123,6 +156,18 @@ pub struct PackedPage {
     pub tokens: usize,
     /// Pages named by `_(content also in …)_` markers in this body.
     pub content_also_in: Vec<String>,
+    /// Backlink entries printed under the body.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backlinks: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PartTokens {
+    pub header: usize,
+    /// Page blocks (summary blocks and bodies), without backlinks.
+    pub notes: usize,
+    pub backlinks: usize,
+    pub dailies: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -161,6 +206,7 @@ pub fn build_pack_from(
         }
         PackMode::Recent => (None, Vec::new()),
     };
+    let matched = ranked.len();
     let candidates: Vec<Candidate> = ranked.into_iter().take(options.candidate_limit).collect();
     let mut pack = Pack {
         mode: match mode {
@@ -175,6 +221,7 @@ pub fn build_pack_from(
             ranker
         },
         signal_errors,
+        research: None,
         budget: options.budget,
         actual: 0,
         counter: options.tokenizer,
@@ -185,6 +232,10 @@ pub fn build_pack_from(
         pages: Vec::new(),
         pages_dropped: 0,
         dropped: Vec::new(),
+        dailies: Vec::new(),
+        dailies_dropped: 0,
+        below_threshold: 0,
+        parts: PartTokens::default(),
         warnings: Vec::new(),
         diagnostics: vault.diagnostics.clone(),
         bundle: String::new(),
@@ -192,13 +243,20 @@ pub fn build_pack_from(
     if options.budget > LARGE_BUDGET {
         pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
     }
+    let dailies = recent_dailies(vault, &candidates, options.dailies);
     Packer {
         vault,
         options,
         candidates: &candidates,
+        dailies: &dailies,
     }
     .fill(&mut pack);
     pack.pages_dropped = pack.candidates - pack.pages.len();
+    pack.below_threshold = if matches!(mode, PackMode::Topic(_)) {
+        matched - pack.candidates
+    } else {
+        0
+    };
     pack
 }
 
@@ -206,6 +264,8 @@ struct Packer<'a> {
     vault: &'a Vault,
     options: &'a PackOptions,
     candidates: &'a [Candidate],
+    /// Recent daily notes to add after the pages, newest first.
+    dailies: &'a [Candidate],
 }
 
 /// A page chosen for the pack, with the body it will carry.
@@ -217,6 +277,12 @@ struct Chosen<'a> {
     mode: BodyMode,
     /// The summary line shown.
     summary: String,
+    /// Backlink entries shown under the body.
+    backlinks: Vec<String>,
+    /// The tier, or `daily`.
+    label: String,
+    /// A recent daily note, printed after the pages.
+    daily: bool,
 }
 
 impl<'a> Packer<'a> {
@@ -249,7 +315,16 @@ impl<'a> Packer<'a> {
     }
 
     fn fill(&self, pack: &mut Pack) {
-        let capacity = self.tokenizer().capacity(self.options.budget);
+        let full_capacity = self.tokenizer().capacity(self.options.budget);
+        // Daily notes asked for get up to a quarter of the budget, kept
+        // aside while the pages are packed.
+        let daily_blocks: Vec<usize> = self
+            .dailies
+            .iter()
+            .map(|d| self.daily_block_measure(d.note))
+            .collect();
+        let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
+        let capacity = full_capacity - daily_reserve;
         if self.candidates.is_empty() {
             let message = if pack.topic.is_some() {
                 render::EMPTY_TOPIC_TEXT
@@ -277,9 +352,9 @@ impl<'a> Packer<'a> {
                 let note = &self.vault.metas[c.note];
                 self.measure(&render::page_head(
                     note.name(),
-                    note.tier,
+                    note.tier.name(),
                     worst_page_tokens,
-                )) + self.measure(&render::page_rest(note, &self.summary(note), None))
+                )) + self.measure(&render::page_rest(note, &self.summary(note), None, &[]))
             })
             .collect();
         let mut selected: Vec<bool> = vec![true; self.candidates.len()];
@@ -329,9 +404,9 @@ impl<'a> Packer<'a> {
             } else {
                 note.summary.clone()
             };
-            let summary_rest = self.measure(&render::page_rest(note, &summary, None));
+            let summary_rest = self.measure(&render::page_rest(note, &summary, None, &[]));
             let extra_with = |line: &str, text: Option<&str>| {
-                self.measure(&render::page_rest(note, line, text))
+                self.measure(&render::page_rest(note, line, text, &[]))
                     .saturating_sub(summary_rest)
             };
             let mut pick = Chosen {
@@ -340,6 +415,9 @@ impl<'a> Packer<'a> {
                 body: None,
                 mode: BodyMode::SummaryOnly,
                 summary: summary.clone(),
+                backlinks: Vec::new(),
+                label: note.tier.name().to_string(),
+                daily: false,
             };
             let full = compress(
                 self.vault,
@@ -415,8 +493,91 @@ impl<'a> Packer<'a> {
                     body: None,
                     mode: BodyMode::SummaryOnly,
                     summary: self.summary(note),
+                    backlinks: Vec::new(),
+                    label: note.tier.name().to_string(),
+                    daily: false,
                 },
             );
+        }
+
+        // Backlinks of the top pages, while they fit.
+        if let Some(backlinks) = &self.options.backlinks {
+            for page in chosen.iter_mut().take(BACKLINK_PAGES) {
+                let note = &self.vault.metas[page.candidate.note];
+                let body = page.body.as_ref().map(|b| b.text.as_str());
+                let mut lines: Vec<String> = Vec::new();
+                let mut sources: Vec<usize> = Vec::new();
+                for (source, context) in (backlinks.0)(page.candidate.note) {
+                    if source == page.candidate.note || sources.contains(&source) {
+                        continue;
+                    }
+                    if lines.len() == BACKLINKS_PER_PAGE {
+                        break;
+                    }
+                    let meta = &self.vault.metas[source];
+                    let line = render::backlink_line(meta.name(), &meta.title, &context);
+                    let before =
+                        self.measure(&render::page_rest(note, &page.summary, body, &lines));
+                    lines.push(line);
+                    let after = self.measure(&render::page_rest(note, &page.summary, body, &lines));
+                    if used + (after - before) > capacity {
+                        lines.pop();
+                        continue;
+                    }
+                    used += after - before;
+                    sources.push(source);
+                }
+                page.backlinks = lines;
+            }
+        }
+
+        // Recent daily notes, newest first, with their content where it fits.
+        let capacity = full_capacity;
+        for daily in self.dailies {
+            let note = &self.vault.metas[daily.note];
+            let summary = note.summary.clone();
+            let head = self.measure(&render::page_head(
+                note.name(),
+                "daily",
+                self.options.budget,
+            ));
+            let summary_block = head + self.measure(&render::page_rest(note, &summary, None, &[]));
+            if used + summary_block > capacity {
+                pack.dailies_dropped += 1;
+                continue;
+            }
+            used += summary_block;
+            let mut page = Chosen {
+                rank: usize::MAX,
+                candidate: daily,
+                body: None,
+                mode: BodyMode::SummaryOnly,
+                summary: summary.clone(),
+                backlinks: Vec::new(),
+                label: "daily".to_string(),
+                daily: true,
+            };
+            let room = capacity - used;
+            let extra = |text: &str| {
+                self.measure(&render::page_rest(note, &summary, Some(text), &[]))
+                    .saturating_sub(summary_block - head)
+            };
+            let full = compress(self.vault, daily.note, BodyMode::Full, &state, &summary);
+            let body = full
+                .filter(|full| extra(&full.text) <= room)
+                .map(|full| (full, BodyMode::Full))
+                .or_else(|| {
+                    compress(self.vault, daily.note, BodyMode::Excerpt, &state, &summary)
+                        .filter(|seed| extra(&seed.text) <= room)
+                        .map(|seed| (seed, BodyMode::Excerpt))
+                });
+            if let Some((body, mode)) = body {
+                used += extra(&body.text);
+                state.commit(&body, note.name());
+                page.body = Some(body);
+                page.mode = mode;
+            }
+            chosen.push(page);
         }
 
         // Render, then check the printed size; the sums make the check pass,
@@ -428,15 +589,20 @@ impl<'a> Packer<'a> {
                 pack.bundle = bundle;
                 pack.actual = counted;
                 debug_assert_eq!(counted, actual, "measures must add up");
-                pack.pages = chosen
-                    .iter()
-                    .zip(page_tokens)
-                    .map(|(c, tokens)| self.packed_page(c, tokens))
-                    .collect();
+                let (dailies, pages): (Vec<_>, Vec<_>) =
+                    chosen.iter().zip(page_tokens).partition(|(c, _)| c.daily);
+                let packed = |list: Vec<(&Chosen, usize)>| -> Vec<PackedPage> {
+                    list.into_iter()
+                        .map(|(c, tokens)| self.packed_page(c, tokens))
+                        .collect()
+                };
+                pack.pages = packed(pages);
+                pack.dailies = packed(dailies);
                 if counted > self.options.budget {
                     pack.bundle.clear();
                     pack.actual = 0;
                     pack.pages.clear();
+                    pack.dailies.clear();
                 }
                 return;
             }
@@ -480,6 +646,28 @@ impl<'a> Packer<'a> {
         self.drop_victim_after(selected, None)
     }
 
+    /// What a daily note's whole block would take.
+    fn daily_block_measure(&self, note: usize) -> usize {
+        let meta = &self.vault.metas[note];
+        let body = compress(
+            self.vault,
+            note,
+            BodyMode::Full,
+            &PackState::default(),
+            &meta.summary,
+        );
+        self.measure(&render::page_head(
+            meta.name(),
+            "daily",
+            self.options.budget,
+        )) + self.measure(&render::page_rest(
+            meta,
+            &meta.summary,
+            body.as_ref().map(|b| b.text.as_str()),
+            &[],
+        ))
+    }
+
     /// Like `drop_victim`, among the pages ranked after `after`.
     fn drop_victim_after(&self, selected: &[bool], after: Option<usize>) -> Option<usize> {
         let first = after.map_or(0, |a| a + 1);
@@ -498,6 +686,7 @@ impl<'a> Packer<'a> {
                 page.body = None;
                 page.mode = BodyMode::SummaryOnly;
                 page.summary = self.summary(&self.vault.metas[page.candidate.note]);
+                page.backlinks.clear();
                 true
             }
             None => false,
@@ -507,8 +696,10 @@ impl<'a> Packer<'a> {
     /// The bundle, its token count by the sum of measures, and each page
     /// block's token count. Each number printed in the pack is the fixed
     /// point of "count the text that contains this number".
-    fn render(&self, pack: &Pack, chosen: &[Chosen]) -> (String, usize, Vec<usize>) {
+    fn render(&self, pack: &mut Pack, chosen: &[Chosen]) -> (String, usize, Vec<usize>) {
         let tokenizer = self.tokenizer();
+        let mut parts = PartTokens::default();
+        let (mut notes, mut backlinks, mut dailies) = (0, 0, 0);
         let mut blocks: Vec<String> = Vec::with_capacity(chosen.len());
         let mut page_tokens = Vec::with_capacity(chosen.len());
         let mut pages_measure = 0;
@@ -518,6 +709,7 @@ impl<'a> Packer<'a> {
                 note,
                 &page.summary,
                 page.body.as_ref().map(|b| b.text.as_str()),
+                &page.backlinks,
             );
             if i + 1 == chosen.len() {
                 rest.pop();
@@ -525,18 +717,36 @@ impl<'a> Packer<'a> {
             let rest_measure = self.measure(&rest);
             let tokens = fixed_point(|t| {
                 tokenizer.tokens(
-                    self.measure(&render::page_head(note.name(), note.tier, t)) + rest_measure,
+                    self.measure(&render::page_head(note.name(), &page.label, t)) + rest_measure,
                 )
             });
-            let head = render::page_head(note.name(), note.tier, tokens);
-            pages_measure += self.measure(&head) + rest_measure;
+            let head = render::page_head(note.name(), &page.label, tokens);
+            let block = self.measure(&head) + rest_measure;
+            pages_measure += block;
+            if page.daily {
+                dailies += block;
+            } else {
+                let lines: usize = page.backlinks.iter().map(|l| self.measure(l) + 1).sum();
+                let lines = if lines > 0 {
+                    lines + self.measure("backlinks:\n\n")
+                } else {
+                    0
+                };
+                backlinks += lines.min(block);
+                notes += block - lines.min(block);
+            }
             page_tokens.push(tokens);
             blocks.push(head + &rest);
         }
-        let included = chosen.len();
+        let included = chosen.iter().filter(|c| !c.daily).count();
         let actual = fixed_point(|a| {
             tokenizer.tokens(self.measure(&self.header(pack, a, included)) + pages_measure)
         });
+        parts.header = tokenizer.tokens(self.measure(&self.header(pack, actual, included)));
+        parts.notes = tokenizer.tokens(notes);
+        parts.backlinks = tokenizer.tokens(backlinks);
+        parts.dailies = tokenizer.tokens(dailies);
+        pack.parts = parts;
         let header_text = self.header(pack, actual, included);
         let capacity = tokenizer.capacity(self.options.budget);
         if self.measure(&header_text) + pages_measure > capacity && chosen.is_empty() {
@@ -572,8 +782,33 @@ impl<'a> Packer<'a> {
                     pages
                 })
                 .unwrap_or_default(),
+            backlinks: chosen.backlinks.clone(),
         }
     }
+}
+
+/// The `count` most recent daily notes that are not already candidates.
+fn recent_dailies(vault: &Vault, candidates: &[Candidate], count: usize) -> Vec<Candidate> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let mut dailies: Vec<usize> = (0..vault.metas.len())
+        .filter(|&i| vault.metas[i].daily.is_some() && !candidates.iter().any(|c| c.note == i))
+        .collect();
+    dailies.sort_by(|&a, &b| {
+        let (ma, mb) = (&vault.metas[a], &vault.metas[b]);
+        mb.daily.cmp(&ma.daily).then_with(|| ma.path.cmp(&mb.path))
+    });
+    dailies
+        .into_iter()
+        .take(count)
+        .map(|note| Candidate {
+            note,
+            score: 0.0,
+            breakdown: Vec::new(),
+            explanation: None,
+        })
+        .collect()
 }
 
 /// The first sentence of `text`, at most `max_chars` characters.

@@ -1,6 +1,6 @@
 //! The exact text of a pack (seed Step 5).
 
-use crate::note::{NoteMeta, Tier};
+use crate::note::NoteMeta;
 
 pub const EMPTY_TOPIC_TEXT: &str =
     "No relevant pages found. Consider running /wiki-ingest to add sources about this topic.";
@@ -34,14 +34,32 @@ impl Header<'_> {
     }
 }
 
-/// The first line of a page block: `---` and the page's heading.
-pub fn page_head(name: &str, tier: Tier, tokens: usize) -> String {
-    format!("---\n## [[{name}]] ({tier}, ~{tokens} tokens)\n")
+/// The first line of a page block: `---` and the page's heading. `label`
+/// is the page's tier, or `daily` for a recent daily note.
+pub fn page_head(name: &str, label: &str, tokens: usize) -> String {
+    format!("---\n## [[{name}]] ({label}, ~{tokens} tokens)\n")
+}
+
+/// One backlink entry: the linking note and the sentence around the link.
+pub fn backlink_line(name: &str, title: &str, context: &str) -> String {
+    let context = crate::text::collapse_whitespace(context);
+    let context = context.trim_start_matches(['-', '*', '+', '>', '#', ' ']);
+    let context = crate::text::truncate_chars(context, 200);
+    if crate::text::fold(title) == crate::text::fold(name.rsplit('/').next().unwrap_or(name)) {
+        format!("- [[{name}]]: {context}")
+    } else {
+        format!("- [[{name}|{title}]]: {context}")
+    }
 }
 
 /// The rest of a page block: tags, summary and the body, if any, ending
 /// in a blank line.
-pub fn page_rest(note: &NoteMeta, summary: &str, body: Option<&str>) -> String {
+pub fn page_rest(
+    note: &NoteMeta,
+    summary: &str,
+    body: Option<&str>,
+    backlinks: &[String],
+) -> String {
     let tags = if note.tags.is_empty() {
         "(none)".to_string()
     } else {
@@ -60,6 +78,14 @@ pub fn page_rest(note: &NoteMeta, summary: &str, body: Option<&str>) -> String {
     if let Some(body) = body {
         rest.push_str(body);
         rest.push_str("\n\n");
+    }
+    if !backlinks.is_empty() {
+        rest.push_str("backlinks:\n");
+        for line in backlinks {
+            rest.push_str(line);
+            rest.push('\n');
+        }
+        rest.push('\n');
     }
     rest
 }

@@ -107,6 +107,11 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
             (None, UpdatedSource::Unknown)
         };
 
+    let daily = daily_date(path).or_else(|| {
+        field_text("date")
+            .and_then(|d| parse_datetime(&d))
+            .map(|d| d.format("%Y-%m-%d").to_string())
+    });
     let note = Note {
         meta: NoteMeta {
             path: path.to_string(),
@@ -119,6 +124,7 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
             tier,
             updated: updated.map(|d| d.timestamp()),
             updated_source,
+            daily,
         },
         frontmatter: fields.clone(),
         headings: analysis.headings,
@@ -127,6 +133,25 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         body,
     };
     (note, problems)
+}
+
+/// The `YYYY-MM-DD` date that starts the file name or a folder name.
+fn daily_date(path: &str) -> Option<String> {
+    let path = path.strip_suffix(".md").unwrap_or(path);
+    path.rsplit('/').find_map(|segment| {
+        let date = segment.get(..10)?;
+        let bytes = date.as_bytes();
+        let shaped = bytes.iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+        let ends = segment[10..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_ascii_digit());
+        (shaped && ends && NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok())
+            .then(|| date.to_string())
+    })
 }
 
 /// True when a paragraph says something beyond embedding other files.
@@ -253,6 +278,26 @@ mod tests {
         let (note, problems) = parse_note("x.md", "---\ntier: gold\n---\n", None);
         assert_eq!(note.meta.tier, Tier::Supporting);
         assert_eq!(problems, ["unknown tier 'gold'; treated as supporting"]);
+    }
+
+    #[test]
+    fn daily_notes_by_name_folder_or_field() {
+        assert_eq!(
+            daily_date("Daily/2026-05-14.md").as_deref(),
+            Some("2026-05-14")
+        );
+        assert_eq!(
+            daily_date("2026-05-14 Thursday.md").as_deref(),
+            Some("2026-05-14")
+        );
+        assert_eq!(
+            daily_date("journal/2026-05-14/notes.md").as_deref(),
+            Some("2026-05-14")
+        );
+        assert_eq!(daily_date("notes/2026-13-01.md"), None);
+        assert_eq!(daily_date("notes/20260514.md"), None);
+        let (note, _) = parse_note("log.md", "---\ndate: 2026-02-03\n---\nx\n", None);
+        assert_eq!(note.meta.daily.as_deref(), Some("2026-02-03"));
     }
 
     #[test]
