@@ -105,14 +105,20 @@ pub struct LinkTable {
 /// and returns the hash that names it.
 pub fn save_blob<T: Serialize>(dir: &Path, kind: &str, value: &T) -> Result<String> {
     let bytes = postcard::to_allocvec(value).with_context(|| format!("encode {kind}"))?;
-    let hash = blake3::hash(&bytes).to_hex()[..32].to_string();
+    save_bytes(dir, kind, &bytes)
+}
+
+/// Writes `bytes` as `<kind>-<hash>.bin` (fsynced, then renamed into
+/// place) and returns the hash that names it.
+pub fn save_bytes(dir: &Path, kind: &str, bytes: &[u8]) -> Result<String> {
+    let hash = blake3::hash(bytes).to_hex()[..32].to_string();
     let target = blob_path(dir, kind, &hash);
     if fs::read(&target).is_ok_and(|existing| existing == bytes) {
         return Ok(hash);
     }
     let temp = dir.join(format!(".{kind}-{hash}.tmp"));
     let mut file = fs::File::create(&temp).with_context(|| format!("write {}", temp.display()))?;
-    file.write_all(&bytes)?;
+    file.write_all(bytes)?;
     file.sync_all()?;
     fs::rename(&temp, &target)?;
     if let Ok(dir) = fs::File::open(dir) {
@@ -151,4 +157,77 @@ pub fn remove_stale(dir: &Path, keep: &[String]) {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// How many backlinks are kept per note in the backlink file.
+pub const BACKLINKS_KEPT: usize = 32;
+const BACKLINKS_MAGIC: &[u8; 4] = b"CPBL";
+
+/// Encodes, for every note, the first [`BACKLINKS_KEPT`] other notes
+/// linking to it (in path order) with the byte range of the linking
+/// sentence, as a table a reader can seek into without decoding the rest:
+/// a header, one `(offset, count)` entry per note, then `(source, start,
+/// end)` records, all little-endian `u32`.
+pub fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
+    let mut incoming: Vec<Vec<[u32; 3]>> = vec![Vec::new(); notes];
+    for (source, links) in table.links.iter().enumerate() {
+        for link in links {
+            let target = link.target as usize;
+            if target == source || target >= notes {
+                continue;
+            }
+            let list = &mut incoming[target];
+            if list.len() < BACKLINKS_KEPT && list.iter().all(|r| r[0] != source as u32) {
+                list.push([source as u32, link.context.0, link.context.1]);
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(BACKLINKS_MAGIC);
+    bytes.extend_from_slice(&(notes as u32).to_le_bytes());
+    let mut offset = 0u32;
+    for list in &incoming {
+        bytes.extend_from_slice(&offset.to_le_bytes());
+        bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        offset += list.len() as u32;
+    }
+    for record in incoming.iter().flatten() {
+        for value in record {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+/// Reads the backlink records of note `target` from an encoded table.
+pub fn read_backlinks(file: &fs::File, target: usize) -> Vec<[u32; 3]> {
+    use std::os::unix::fs::FileExt;
+    let read_u32s = |at: u64, count: usize| -> Option<Vec<u32>> {
+        let mut buffer = vec![0u8; count * 4];
+        file.read_exact_at(&mut buffer, at).ok()?;
+        Some(
+            buffer
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    };
+    let mut magic = [0u8; 4];
+    if file.read_exact_at(&mut magic, 0).is_err() || &magic != BACKLINKS_MAGIC {
+        return Vec::new();
+    }
+    let Some(notes) = read_u32s(4, 1).map(|v| v[0] as usize) else {
+        return Vec::new();
+    };
+    if target >= notes {
+        return Vec::new();
+    }
+    let Some(entry) = read_u32s(8 + target as u64 * 8, 2) else {
+        return Vec::new();
+    };
+    let (offset, count) = (entry[0] as u64, (entry[1] as usize).min(BACKLINKS_KEPT));
+    let records_at = 8 + notes as u64 * 8 + offset * 12;
+    read_u32s(records_at, count * 3)
+        .map(|values| values.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+        .unwrap_or_default()
 }

@@ -41,7 +41,7 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const LOCK_FILE: &str = "ctxpack.lock";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
@@ -100,6 +100,7 @@ struct Payload {
     format: u32,
     catalog: String,
     links: String,
+    backlinks: String,
 }
 
 /// How to open an index.
@@ -159,6 +160,7 @@ pub struct VaultIndex {
     pub catalog: Catalog,
     links_hash: String,
     links: OnceLock<Option<LinkTable>>,
+    backlinks_hash: String,
 }
 
 impl VaultIndex {
@@ -240,6 +242,7 @@ impl VaultIndex {
             catalog,
             links_hash: payload.links,
             links: OnceLock::new(),
+            backlinks_hash: payload.backlinks,
         })
     }
 
@@ -579,34 +582,26 @@ impl VaultIndex {
     }
 
     /// The notes linking to `path`, with the sentence around each link, in
-    /// path order of the linking notes. Read from the index's link table and
-    /// the linking notes themselves; the vault is not scanned.
+    /// path order of the linking notes (at most
+    /// [`catalog::BACKLINKS_KEPT`]). A lookup in the index's backlink
+    /// table plus a read of the linking notes; the vault is not scanned.
     pub fn backlinks(&self, vault: &Vault, path: &str) -> Vec<Backlink> {
-        let Some(table) = self.link_table() else {
+        let Some(target) = self.catalog.note_index(path) else {
             return Vec::new();
         };
-        let target = self.catalog.note_index(path);
-        let mut found = Vec::new();
-        for (source, links) in table.links.iter().enumerate() {
-            for link in links.iter().filter(|l| Some(l.target as usize) == target) {
-                if source >= vault.metas.len() {
-                    continue;
-                }
-                let note = vault.note(source);
-                let (start, end) = (link.context.0 as usize, link.context.1 as usize);
-                let context = note
-                    .body
-                    .get(start..end)
-                    .map(crate::text::collapse_whitespace)
-                    .unwrap_or_default();
-                found.push(Backlink { source, context });
-            }
-        }
-        found
+        self.backlinks_of(vault, &[target], catalog::BACKLINKS_KEPT)
+            .remove(&target)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(source, context)| Backlink {
+                source,
+                context: crate::text::collapse_whitespace(&context),
+            })
+            .collect()
     }
 
-    /// The first `per_target` backlinks of each note in `targets`, in one
-    /// pass over the link table: `target -> [(source, sentence)]`.
+    /// The first `per_target` backlinks of each note in `targets` whose
+    /// sentence says more than its links: `target -> [(source, sentence)]`.
     pub fn backlinks_of(
         &self,
         vault: &Vault,
@@ -614,29 +609,28 @@ impl VaultIndex {
         per_target: usize,
     ) -> HashMap<usize, Vec<(usize, String)>> {
         let mut found: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
-        let Some(table) = self.link_table() else {
+        let path = catalog::blob_path(&self.dir, "backlinks", &self.backlinks_hash);
+        let Ok(file) = fs::File::open(path) else {
             return found;
         };
-        for (source, links) in table.links.iter().enumerate() {
-            if source >= vault.metas.len() {
-                break;
-            }
-            for link in links {
-                let target = link.target as usize;
-                if target == source || !targets.contains(&target) {
-                    continue;
-                }
-                let entry = found.entry(target).or_default();
-                if entry.len() >= per_target || entry.iter().any(|(s, _)| *s == source) {
+        for &target in targets {
+            let mut entries = Vec::new();
+            for [source, start, end] in catalog::read_backlinks(&file, target) {
+                let source = source as usize;
+                if source >= vault.metas.len() || entries.len() >= per_target {
                     continue;
                 }
                 let note = vault.note(source);
-                let (start, end) = (link.context.0 as usize, link.context.1 as usize);
-                let context = note.body.get(start..end).unwrap_or_default().to_string();
+                let context = note
+                    .body
+                    .get(start as usize..end as usize)
+                    .unwrap_or_default()
+                    .to_string();
                 if says_something(&context) {
-                    entry.push((source, context));
+                    entries.push((source, context));
                 }
             }
+            found.insert(target, entries);
         }
         found
     }
@@ -1035,10 +1029,13 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     };
     let catalog_hash = catalog::save_blob(dir, "catalog", &catalog)?;
     let links_hash = catalog::save_blob(dir, "links", &table)?;
+    let backlinks = catalog::encode_backlinks(&table, catalog.metas.len());
+    let backlinks_hash = catalog::save_bytes(dir, "backlinks", &backlinks)?;
     let payload = serde_json::to_string(&Payload {
         format: FORMAT_VERSION,
         catalog: catalog_hash.clone(),
         links: links_hash.clone(),
+        backlinks: backlinks_hash.clone(),
     })?;
     let previous = Index::open_in_dir(dir.join(TANTIVY_DIR))
         .ok()
@@ -1048,11 +1045,12 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);
     prepared.commit()?;
-    let mut keep = vec![catalog_hash, links_hash];
+    let mut keep = vec![catalog_hash, links_hash, backlinks_hash];
     if let Some(previous) = previous {
         // Readers that loaded the previous commit may still need its blobs.
         keep.push(previous.catalog);
         keep.push(previous.links);
+        keep.push(previous.backlinks);
     }
     catalog::remove_stale(dir, &keep);
     Ok(())
