@@ -56,6 +56,25 @@ fn main() {
                 with_index(&["pack", "--recent", "--no-log"]),
                 5,
             ),
+            (
+                "pack, 5 subqueries",
+                with_index(&[
+                    "pack",
+                    "kalo mine",
+                    "--no-log",
+                    "--subquery",
+                    "vozi quasto",
+                    "--subquery",
+                    "derruru samon",
+                    "--subquery",
+                    "talmon linka",
+                    "--subquery",
+                    "stopra gor",
+                    "--subquery",
+                    "benqua sapra",
+                ]),
+                5,
+            ),
         ];
         for (label, args, runs) in cases {
             let (median, min, peak_kb) = measure(&args, runs);

@@ -35,7 +35,8 @@ pub struct LinkRecord {
     /// The note linked to, by index into `Catalog::metas` (resolved when
     /// the catalog was written).
     pub target: u32,
-    /// The target as written, kept to resolve it again when notes change.
+    /// The target as written, kept to resolve it again when notes change;
+    /// empty when it is the target's own name.
     pub raw: String,
     /// A Markdown link (resolved relative to the linking note first).
     pub markdown: bool,

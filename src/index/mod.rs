@@ -393,7 +393,10 @@ impl VaultIndex {
                 state
                     .raw_links
                     .push(links.links.get(idx).map_or_else(Vec::new, |l| {
-                        l.iter().cloned().map(RawLink::from_record).collect()
+                        l.iter()
+                            .cloned()
+                            .map(|record| RawLink::from_record(record, &self.catalog.metas))
+                            .collect()
                     }));
             }
             state.files.push(file);
@@ -726,9 +729,17 @@ struct RawLink {
 }
 
 impl RawLink {
-    fn from_record(record: LinkRecord) -> RawLink {
+    fn from_record(record: LinkRecord, metas: &[NoteMeta]) -> RawLink {
+        let target = if record.raw.is_empty() {
+            metas
+                .get(record.target as usize)
+                .map(|m| m.name().to_string())
+                .unwrap_or_default()
+        } else {
+            record.raw
+        };
         RawLink {
-            target: record.raw,
+            target,
             markdown: record.markdown,
             context: record.context,
         }
@@ -977,9 +988,19 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
                             &link.target,
                             link.markdown,
                         )? as u32;
+                        // The usual case, a link written as its target's
+                        // name, needs no copy of the name.
+                        let raw = if link
+                            .target
+                            .eq_ignore_ascii_case(metas_sorted[target as usize].name())
+                        {
+                            String::new()
+                        } else {
+                            link.target
+                        };
                         Some(LinkRecord {
                             target,
-                            raw: link.target,
+                            raw,
                             markdown: link.markdown,
                             context: link.context,
                         })
@@ -1037,21 +1058,11 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         links: links_hash.clone(),
         backlinks: backlinks_hash.clone(),
     })?;
-    let previous = Index::open_in_dir(dir.join(TANTIVY_DIR))
-        .ok()
-        .and_then(|i| i.load_metas().ok())
-        .and_then(|m| m.payload)
-        .and_then(|p| serde_json::from_str::<Payload>(&p).ok());
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);
     prepared.commit()?;
-    let mut keep = vec![catalog_hash, links_hash, backlinks_hash];
-    if let Some(previous) = previous {
-        // Readers that loaded the previous commit may still need its blobs.
-        keep.push(previous.catalog);
-        keep.push(previous.links);
-        keep.push(previous.backlinks);
-    }
-    catalog::remove_stale(dir, &keep);
+    // A reader that read the previous commit but not yet its blobs fails to
+    // open them, waits for the lock and opens this commit instead.
+    catalog::remove_stale(dir, &[catalog_hash, links_hash, backlinks_hash]);
     Ok(())
 }
