@@ -125,7 +125,14 @@ fn vault_strategy() -> impl Strategy<Value = Vault> {
         let mut files: Vec<(String, String)> = specs
             .iter()
             .enumerate()
-            .map(|(i, spec)| (format!("n{i}.md"), render_note(spec, count, &shared)))
+            .map(|(i, spec)| {
+                let name = if i % 3 == 2 {
+                    format!("daily/2026-05-{:02}.md", i + 1)
+                } else {
+                    format!("n{i}.md")
+                };
+                (name, render_note(spec, count, &shared))
+            })
             .collect();
         files.push((
             "index.md".into(),
@@ -176,18 +183,24 @@ proptest! {
     #[test]
     fn query_aware_packs_never_exceed_the_budget(
         vault in vault_strategy(),
-        topic in words(1..4),
+        topic in prop::option::of(words(1..4)),
+        subqueries in prop::collection::vec(words(1..3), 0..3),
+        dailies in 0usize..4,
         budget in prop_oneof![1usize..300, 300usize..3000],
         tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
     ) {
         let session = Session::without_index(vault);
+        let (mode, subqueries) = match topic {
+            Some(topic) => (PackMode::Topic(topic), subqueries),
+            None => (PackMode::Recent, Vec::new()),
+        };
         let request = PackRequest {
-            mode: PackMode::Topic(topic),
+            mode,
             ranker: Ranker::Hybrid,
             rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
-            options: options(budget, tokenizer),
-            subqueries: Vec::new(),
-        backlinks: true,
+            options: PackOptions { dailies, ..options(budget, tokenizer) },
+            subqueries,
+            backlinks: true,
         };
         let pack = session.pack(&request);
         let counted = tokenizer.count(&pack.bundle);
