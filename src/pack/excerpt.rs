@@ -82,7 +82,11 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
             let end = line_start + offset + ch.len_utf8();
             let ends_sentence = match ch {
                 '。' | '！' | '？' => true,
-                '.' | '!' | '?' => end >= line_end || bytes.get(end).is_some_and(|b| *b == b' '),
+                '.' | '!' | '?' => {
+                    end >= line_end
+                        || (bytes.get(end).is_some_and(|b| *b == b' ')
+                            && starts_sentence(&text[end..line_end]))
+                }
                 _ => false,
             };
             if ends_sentence && !text[start..end].trim().is_empty() {
@@ -105,6 +109,15 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         })
         .filter(|r| !r.is_empty())
         .collect()
+}
+
+/// Whether the text after a full stop and a space starts a new sentence:
+/// a capital letter, a digit-free quote or bracket, or CJK — not "e.g. the",
+/// "vs. placebo" or "P = .04".
+fn starts_sentence(after: &str) -> bool {
+    after.trim_start().chars().next().is_none_or(|c| {
+        c.is_uppercase() || crate::text::is_cjk(c) || matches!(c, '"' | '“' | '(' | '[')
+    })
 }
 
 /// The chosen pieces in document order, with the headings of the sections
@@ -242,11 +255,21 @@ mod tests {
 
     #[test]
     fn sentences_split_on_terminators_and_lines() {
-        let text = "One. Two! 三。四\n- item a\n- item b. c";
+        let text = "One. Two! 三。四\n- item a\n- item b. C\nSee e.g. this and vs. that. End";
         let pieces: Vec<&str> = split_pieces(text).into_iter().map(|r| &text[r]).collect();
         assert_eq!(
             pieces,
-            ["One.", "Two!", "三。", "四", "- item a", "- item b.", "c"]
+            [
+                "One.",
+                "Two!",
+                "三。",
+                "四",
+                "- item a",
+                "- item b.",
+                "C",
+                "See e.g. this and vs. that.",
+                "End"
+            ]
         );
     }
 }
