@@ -610,3 +610,47 @@ fn concurrent_log_appends_keep_every_line_whole() {
             .all(|l| l.starts_with("- [") && l.ends_with("pages_dropped=0"))
     );
 }
+
+#[test]
+fn without_a_usable_index_folder_packs_still_work() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    // The cache location is a file, so no index can be made there.
+    let blocker = world.path().join("not-a-folder");
+    fs::write(&blocker, "x").unwrap();
+    let out = world
+        .cmd()
+        .env("XDG_CACHE_HOME", &blocker)
+        .args(["pack", "paxos", "--no-log", "--format", "json", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(json["pages"][0]["path"], "concepts/paxos.md");
+    assert_eq!(json["signal_errors"][0]["arm"], "bm25");
+    assert!(stderr(&out).contains("no index"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_empty_vault_gives_empty_results() {
+    let world = World::new();
+    let vault = world.vault("empty", &[]);
+    let out = ok(&world.pack(&vault, &["anything"]));
+    assert!(out.contains("No relevant pages found."));
+    let out = ok(&world.pack(&vault, &["--recent"]));
+    assert!(out.contains("No recent pages found."));
+    let out = world
+        .cmd()
+        .args(["search", "anything", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), "No notes match 'anything'.\n");
+    let out = world
+        .cmd()
+        .args(["search", "x", "--limit", "0", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
