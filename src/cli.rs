@@ -59,6 +59,8 @@ enum Command {
     MarkUseful(MarkArgs),
     /// Measure retrieval quality on a BEIR-format benchmark.
     Eval(EvalArgs),
+    /// Serve the vault to agents over MCP (stdio).
+    Serve,
 }
 
 /// Options of the ranking shared by `pack` and `search`.
@@ -342,6 +344,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Status(args) => run_status(&cli, args, name),
         Command::MarkUseful(args) => run_mark(&cli, args, name),
         Command::Eval(args) => run_eval(&cli, args),
+        Command::Serve => run_serve(&cli, name),
     };
     match result {
         Ok(()) => 0,
@@ -819,6 +822,15 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
         counts.not_useful,
         counts.score()
     );
+    Ok(())
+}
+
+fn run_serve(cli: &Cli, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    crate::mcp::serve_stdio(crate::mcp::ServeOptions {
+        root,
+        index_dir: cli.index_dir.clone(),
+    })?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod eval;
 pub mod index;
+pub mod mcp;
 pub mod note;
 pub mod pack;
 pub mod parse;

@@ -1,0 +1,465 @@
+//! The MCP server: the library's operations as tools for agents, over
+//! stdio. Only this module knows the protocol; each tool validates its
+//! arguments, makes one `Session` call and returns JSON or markdown.
+//!
+//! One `Session` is kept warm and shared by all calls; a watcher thread
+//! re-opens (and so updates) the index after a burst of changes and swaps
+//! the new session in, so calls never wait for an update.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chrono::{SecondsFormat, Utc};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock as Content, Implementation, ServerCapabilities, ServerConfig,
+};
+use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+
+use crate::index::feedback::FeedbackStore;
+use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
+use crate::retrieve::RankOptions;
+use crate::session::{IndexChoice, MAX_SUBQUERIES, PackRequest, Ranker, SearchRequest, Session};
+use crate::tokens::Tokenizer;
+use crate::vault::log;
+
+/// What the server serves.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub root: PathBuf,
+    pub index_dir: Option<PathBuf>,
+}
+
+/// Serves MCP over stdin/stdout until the client disconnects.
+pub fn serve_stdio(options: ServeOptions) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    runtime.block_on(async move {
+        let server = CtxpackServer::open(options)?;
+        server.watch();
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("start the MCP session")?;
+        service.waiting().await.context("serve MCP")?;
+        Ok(())
+    })
+}
+
+#[derive(Clone)]
+pub struct CtxpackServer {
+    state: Arc<State>,
+    tool_router: ToolRouter<Self>,
+}
+
+struct State {
+    options: ServeOptions,
+    session: RwLock<Arc<Session>>,
+}
+
+impl State {
+    fn session(&self) -> Arc<Session> {
+        self.session
+            .read()
+            .map(|s| Arc::clone(&s))
+            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()))
+    }
+
+    fn reopen(&self) -> Result<()> {
+        let fresh = Arc::new(open_session(&self.options)?);
+        if let Ok(mut session) = self.session.write() {
+            *session = fresh;
+        }
+        Ok(())
+    }
+}
+
+fn open_session(options: &ServeOptions) -> Result<Session> {
+    Session::open(
+        &options.root,
+        &IndexChoice {
+            dir: options.index_dir.clone(),
+            progress: false,
+        },
+    )
+}
+
+fn tool_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(message.into())])
+}
+
+fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => CallToolResult::success(vec![Content::text(text)]),
+        Err(err) => tool_error(format!("cannot encode the result: {err}")),
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchArgs {
+    #[schemars(description = "What to look for; any text, taken literally")]
+    pub query: String,
+    #[schemars(description = "How many results (1-100, default 10)")]
+    pub limit: Option<usize>,
+    #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
+    pub folder: Option<String>,
+    #[schemars(description = "Only notes with this tag (or a tag nested under it)")]
+    pub tags: Option<String>,
+    #[schemars(description = "Include why each note ranked where it did")]
+    pub explain: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ContextPackArgs {
+    #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
+    pub query: Option<String>,
+    #[schemars(description = "Up to 5 further questions to gather evidence for")]
+    pub subqueries: Option<Vec<String>>,
+    #[schemars(description = "Token budget for the whole pack (1-100000, default 8000)")]
+    pub budget_tokens: Option<usize>,
+    #[schemars(description = "Pack the most recently updated notes instead of a topic")]
+    pub recent: Option<bool>,
+    #[schemars(description = "Add backlink entries under the top pages (default true)")]
+    pub include_backlinks: Option<bool>,
+    #[schemars(description = "Add the N most recent daily notes (0-30, default 0)")]
+    pub recent_dailies: Option<usize>,
+    #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
+    pub tokenizer: Option<String>,
+    #[schemars(description = "markdown (default): the pack itself; json: the pack as data")]
+    pub format: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct GetNoteArgs {
+    #[schemars(description = "The note's path relative to the vault, e.g. 'concepts/raft.md'")]
+    pub path: String,
+    #[schemars(description = "Only the section under this heading")]
+    pub heading: Option<String>,
+    #[schemars(description = "Only these lines of the file, as 'FROM-TO' (1-based, inclusive)")]
+    pub lines: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MarkUsefulArgs {
+    #[schemars(description = "The note's path relative to the vault")]
+    pub path: String,
+    #[schemars(description = "true if the note helped, false if it did not")]
+    pub useful: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StatusArgs {}
+
+#[tool_router]
+impl CtxpackServer {
+    /// Opens the vault and its index (building or updating it).
+    pub fn open(options: ServeOptions) -> Result<CtxpackServer> {
+        let session = open_session(&options)?;
+        Ok(CtxpackServer {
+            state: Arc::new(State {
+                options,
+                session: RwLock::new(Arc::new(session)),
+            }),
+            tool_router: Self::tool_router(),
+        })
+    }
+
+    /// Keeps the index current: after each burst of file changes (300 ms
+    /// of quiet), the session is re-opened, which updates the index, and
+    /// swapped in. Calls in flight keep the session they started with.
+    pub fn watch(&self) {
+        use notify::{RecursiveMode, Watcher};
+        let state = Arc::clone(&self.state);
+        std::thread::spawn(move || {
+            let (sender, events) = std::sync::mpsc::channel();
+            let Ok(mut watcher) = notify::recommended_watcher(move |event| {
+                let _ = sender.send(event);
+            }) else {
+                eprintln!("ctxpack: warning: cannot watch the vault; the index updates on restart");
+                return;
+            };
+            if watcher
+                .watch(&state.options.root, RecursiveMode::Recursive)
+                .is_err()
+            {
+                return;
+            }
+            while events.recv().is_ok() {
+                while events.recv_timeout(Duration::from_millis(300)).is_ok() {}
+                if let Err(err) = state.reopen() {
+                    eprintln!("ctxpack: warning: index update failed: {err:#}");
+                }
+            }
+        });
+    }
+
+    #[tool(
+        description = "Rank the vault's notes for a query (full-text BM25 fused with the notes' titles, aliases, tags and summaries). Returns rank, path, title, score and the best matching sentence of each hit."
+    )]
+    async fn search(&self, Parameters(args): Parameters<SearchArgs>) -> CallToolResult {
+        let limit = args.limit.unwrap_or(10);
+        if !(1..=100).contains(&limit) {
+            return tool_error(format!("limit must be between 1 and 100, got {limit}"));
+        }
+        if args.query.trim().is_empty() {
+            return tool_error("query is empty");
+        }
+        let session = self.state.session();
+        let results = session.search(&SearchRequest {
+            query: args.query,
+            limit,
+            folder: args.folder,
+            tag: args.tags,
+            rank: RankOptions::new(Utc::now()),
+        });
+        let mut value = match serde_json::to_value(&results) {
+            Ok(value) => value,
+            Err(err) => return tool_error(err.to_string()),
+        };
+        if !args.explain.unwrap_or(false)
+            && let Some(hits) = value["hits"].as_array_mut()
+        {
+            for hit in hits {
+                if let Some(hit) = hit.as_object_mut() {
+                    hit.remove("explanation");
+                }
+            }
+        }
+        json_result(&value)
+    }
+
+    #[tool(
+        description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON."
+    )]
+    async fn context_pack(&self, Parameters(args): Parameters<ContextPackArgs>) -> CallToolResult {
+        let budget = args.budget_tokens.unwrap_or(crate::pack::DEFAULT_BUDGET);
+        if !(1..=MAX_BUDGET).contains(&budget) {
+            return tool_error(format!(
+                "budget_tokens must be between 1 and {MAX_BUDGET}, got {budget}"
+            ));
+        }
+        let subqueries = args.subqueries.unwrap_or_default();
+        if subqueries.len() > MAX_SUBQUERIES {
+            return tool_error(format!(
+                "at most {MAX_SUBQUERIES} subqueries, got {}",
+                subqueries.len()
+            ));
+        }
+        let dailies = args.recent_dailies.unwrap_or(0);
+        if dailies > 30 {
+            return tool_error(format!(
+                "recent_dailies must be between 0 and 30, got {dailies}"
+            ));
+        }
+        let tokenizer: Tokenizer = match args.tokenizer.as_deref().unwrap_or("chars4").parse() {
+            Ok(tokenizer) => tokenizer,
+            Err(message) => return tool_error(message),
+        };
+        let json = match args.format.as_deref().unwrap_or("markdown") {
+            "markdown" => false,
+            "json" => true,
+            other => return tool_error(format!("format must be markdown or json, got '{other}'")),
+        };
+        let mode = if args.recent.unwrap_or(false) {
+            PackMode::Recent
+        } else {
+            match args.query.as_deref().map(str::trim) {
+                Some(query) if !query.is_empty() => PackMode::Topic(query.to_string()),
+                _ => return tool_error("query is required (or set recent=true)"),
+            }
+        };
+        if !subqueries.is_empty() && mode == PackMode::Recent {
+            return tool_error("subqueries need a query, not recent=true");
+        }
+        let now = Utc::now();
+        let session = self.state.session();
+        let pack = session.pack(&PackRequest {
+            mode,
+            ranker: Ranker::Hybrid,
+            rank: RankOptions::new(now),
+            options: PackOptions {
+                dailies,
+                ..PackOptions::new(budget, tokenizer, now)
+            },
+            subqueries,
+            backlinks: args.include_backlinks.unwrap_or(true),
+        });
+        let timestamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+        if let Err(err) = log::append(&session.root, &log::log_line(&pack, &timestamp)) {
+            eprintln!("ctxpack: warning: could not append to log.md: {err}");
+        }
+        if json {
+            json_result(&pack)
+        } else {
+            CallToolResult::success(vec![Content::text(pack.bundle)])
+        }
+    }
+
+    #[tool(
+        description = "Read one note of the vault by its relative path, whole or one heading's section or a line range. Paths outside the vault are refused."
+    )]
+    async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
+        let session = self.state.session();
+        let relative = match inside_vault(&session.root, &args.path) {
+            Ok(relative) => relative,
+            Err(message) => return tool_error(message),
+        };
+        let Some(text) = session.vault.read_inside(&relative) else {
+            return tool_error(format!("no readable note at '{}' in the vault", args.path));
+        };
+        if let Some(heading) = args.heading {
+            let (note, _) = crate::parse::parse_note(&relative, &text, None);
+            let wanted = crate::text::fold(&heading);
+            return match note.sections().into_iter().find(|s| {
+                s.heading
+                    .is_some_and(|h| crate::text::fold(&note.headings[h].text) == wanted)
+            }) {
+                Some(section) => CallToolResult::success(vec![Content::text(
+                    note.body[section.range].trim_end().to_string(),
+                )]),
+                None => tool_error(format!("no heading '{heading}' in {relative}")),
+            };
+        }
+        if let Some(range) = args.lines {
+            let Some((from, to)) = parse_line_range(&range) else {
+                return tool_error(format!(
+                    "lines must be 'FROM-TO' with 1 <= FROM <= TO, got '{range}'"
+                ));
+            };
+            let selected: Vec<&str> = text.lines().skip(from - 1).take(to + 1 - from).collect();
+            return CallToolResult::success(vec![Content::text(selected.join("\n"))]);
+        }
+        CallToolResult::success(vec![Content::text(text)])
+    }
+
+    #[tool(
+        description = "Record that a note was useful (or not) for the current task; feedback can re-rank later searches. Writes only to the index folder, never to the vault."
+    )]
+    async fn mark_useful(&self, Parameters(args): Parameters<MarkUsefulArgs>) -> CallToolResult {
+        let session = self.state.session();
+        let relative = match inside_vault(&session.root, &args.path) {
+            Ok(relative) => relative,
+            Err(message) => return tool_error(message),
+        };
+        if session
+            .vault
+            .metas
+            .binary_search_by(|m| m.path.as_str().cmp(&relative))
+            .is_err()
+        {
+            return tool_error(format!("no note '{relative}' in the vault"));
+        }
+        let Some(dir) = session.index_dir.clone() else {
+            return tool_error("no index folder to keep feedback in");
+        };
+        match FeedbackStore::record(&dir, &relative, args.useful) {
+            Ok(counts) => json_result(&serde_json::json!({
+                "path": relative,
+                "useful": counts.useful,
+                "not_useful": counts.not_useful,
+                "score": counts.score(),
+            })),
+            Err(err) => tool_error(format!("cannot record feedback: {err:#}")),
+        }
+    }
+
+    #[tool(
+        description = "Describe the vault and its index: notes, sections, diagnostics, ranking arms."
+    )]
+    async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> CallToolResult {
+        let session = self.state.session();
+        let index = session.index.as_ref();
+        json_result(&serde_json::json!({
+            "vault": session.root,
+            "index": session.index_dir,
+            "notes": session.vault.metas.len(),
+            "sections": index.map(|i| i.catalog.sections),
+            "index_bytes": index.map(|i| i.size_bytes()),
+            "arms": session.arm_names(),
+            "index_error": session.index_error,
+            "diagnostics": session.vault.diagnostics,
+        }))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CtxpackServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ctxpack", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "ctxpack serves a Markdown knowledge vault: search it, read notes, and build \
+                 token-budgeted context packs for a topic.",
+            )
+    }
+}
+
+/// A note path given by a client, checked to stay inside the vault: no
+/// absolute paths, no `..`, and (when it exists) no symlink leading out.
+pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
+    let path = Path::new(given.trim());
+    if given.trim().is_empty() {
+        return Err("path is empty".into());
+    }
+    if path.is_absolute() {
+        return Err(format!(
+            "'{given}' is absolute; give a path relative to the vault"
+        ));
+    }
+    let mut parts = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => parts.push(
+                part.to_str()
+                    .ok_or_else(|| format!("'{given}' is not valid UTF-8"))?
+                    .to_string(),
+            ),
+            Component::CurDir => {}
+            _ => return Err(format!("'{given}' leads outside the vault")),
+        }
+    }
+    let relative = parts.join("/");
+    if let Ok(real) = root.join(&relative).canonicalize()
+        && !real.starts_with(root)
+    {
+        return Err(format!("'{given}' leads outside the vault"));
+    }
+    Ok(relative)
+}
+
+fn parse_line_range(text: &str) -> Option<(usize, usize)> {
+    let (from, to) = text.split_once('-')?;
+    let (from, to): (usize, usize) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
+    (from >= 1 && from <= to).then_some((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_must_stay_inside_the_vault() {
+        let root = Path::new("/nonexistent-vault");
+        assert_eq!(inside_vault(root, "a/b.md").unwrap(), "a/b.md");
+        assert_eq!(inside_vault(root, "./a/./b.md").unwrap(), "a/b.md");
+        assert!(inside_vault(root, "../secret.md").is_err());
+        assert!(inside_vault(root, "a/../../x.md").is_err());
+        assert!(inside_vault(root, "/etc/passwd").is_err());
+        assert!(inside_vault(root, "  ").is_err());
+    }
+
+    #[test]
+    fn line_ranges() {
+        assert_eq!(parse_line_range("2-5"), Some((2, 5)));
+        assert_eq!(parse_line_range("0-5"), None);
+        assert_eq!(parse_line_range("5-2"), None);
+        assert_eq!(parse_line_range("x"), None);
+    }
+}

@@ -1,0 +1,319 @@
+//! The MCP server over stdio, driven by a minimal JSON-RPC client.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+
+use common::World;
+use serde_json::{Value, json};
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Client {
+    fn start(world: &World, vault: &std::path::Path) -> Client {
+        let mut child = world
+            .cmd()
+            .args(["serve", "--vault"])
+            .arg(vault)
+            .arg("--index-dir")
+            .arg(world.path().join("index"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let mut client = Client {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let init = client.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack");
+        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("a response");
+            let message: Value = serde_json::from_str(&line).expect("JSON on stdout");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Calls a tool: (is_error, text of the first content block).
+    fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        let result = &response["result"];
+        (
+            result["isError"].as_bool().unwrap_or(false),
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tools_are_listed_with_schemas() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let tools = client.request("tools/list", json!({}));
+    let mut names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "context_pack",
+            "get_note",
+            "mark_useful",
+            "search",
+            "status"
+        ]
+    );
+    let pack = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "context_pack")
+        .unwrap();
+    assert!(pack["inputSchema"]["properties"]["budget_tokens"].is_object());
+    assert!(
+        pack["description"]
+            .as_str()
+            .unwrap()
+            .contains("token-budgeted")
+    );
+}
+
+#[test]
+fn tools_answer_like_the_command_line() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+
+    let (error, text) = client.call("search", json!({"query": "paxos", "limit": 3}));
+    assert!(!error, "{text}");
+    let hits: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(hits["hits"][0]["path"], "concepts/paxos.md");
+    assert!(hits["hits"][0].get("explanation").is_none());
+
+    // The same bundle as `ctxpack pack` with the same inputs.
+    let (error, bundle) = client.call(
+        "context_pack",
+        json!({"query": "raft consensus", "budget_tokens": 1500, "format": "json"}),
+    );
+    assert!(!error, "{bundle}");
+    let pack: Value = serde_json::from_str(&bundle).unwrap();
+    let out = world
+        .cmd()
+        .args([
+            "pack",
+            "raft consensus",
+            "--budget",
+            "1500",
+            "--format",
+            "json",
+            "--no-log",
+            "--vault",
+        ])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .output()
+        .unwrap();
+    let cli: Value = serde_json::from_str(&common::ok(&out)).unwrap();
+    let strip = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with("# Generated:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(pack["bundle"].as_str().unwrap()),
+        strip(cli["bundle"].as_str().unwrap())
+    );
+
+    let (error, note) = client.call(
+        "get_note",
+        json!({"path": "concepts/quorum.md", "heading": "Key Ideas"}),
+    );
+    assert!(!error);
+    assert!(
+        note.starts_with("## Key Ideas\n\n- Read and write quorums"),
+        "{note}"
+    );
+    let (error, lines) = client.call(
+        "get_note",
+        json!({"path": "concepts/quorum.md", "lines": "1-2"}),
+    );
+    assert!(!error);
+    assert_eq!(lines, "---\ntitle: Quorum");
+
+    let (error, text) = client.call(
+        "mark_useful",
+        json!({"path": "concepts/quorum.md", "useful": true}),
+    );
+    assert!(!error, "{text}");
+    assert!(text.contains("\"useful\": 1"));
+
+    let (error, text) = client.call("status", json!({}));
+    assert!(!error);
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["notes"], 20);
+}
+
+#[test]
+fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
+    let world = World::new();
+    let outside = world.vault("outside", &[("secret.md", "TOP SECRET")]);
+    let vault = world.example_vault("vault");
+    std::os::unix::fs::symlink(outside.join("secret.md"), vault.join("leak.md")).unwrap();
+    let mut client = Client::start(&world, &vault);
+    for (tool, arguments, message) in [
+        (
+            "context_pack",
+            json!({"query": "raft", "budget_tokens": 0}),
+            "budget_tokens must be between 1 and 100000",
+        ),
+        (
+            "context_pack",
+            json!({"query": "raft", "budget_tokens": 100001}),
+            "budget_tokens must be between",
+        ),
+        ("context_pack", json!({"query": "  "}), "query is required"),
+        (
+            "context_pack",
+            json!({"query": "x", "subqueries": ["a", "b", "c", "d", "e", "f"]}),
+            "at most 5 subqueries",
+        ),
+        (
+            "context_pack",
+            json!({"query": "x", "tokenizer": "gpt2"}),
+            "unknown tokenizer",
+        ),
+        ("search", json!({"query": ""}), "query is empty"),
+        (
+            "search",
+            json!({"query": "x", "limit": 0}),
+            "limit must be between 1 and 100",
+        ),
+        (
+            "get_note",
+            json!({"path": "../outside/secret.md"}),
+            "leads outside the vault",
+        ),
+        ("get_note", json!({"path": "/etc/passwd"}), "is absolute"),
+        (
+            "get_note",
+            json!({"path": "leak.md"}),
+            "leads outside the vault",
+        ),
+        (
+            "get_note",
+            json!({"path": "missing.md"}),
+            "no readable note",
+        ),
+        (
+            "mark_useful",
+            json!({"path": "../x.md", "useful": true}),
+            "leads outside the vault",
+        ),
+        (
+            "mark_useful",
+            json!({"path": "missing.md", "useful": true}),
+            "no note 'missing.md'",
+        ),
+    ] {
+        let (error, text) = client.call(tool, arguments.clone());
+        assert!(error, "{tool} {arguments} should fail");
+        assert!(text.contains(message), "{tool} {arguments}: {text}");
+        assert!(!text.contains("TOP SECRET"));
+    }
+    // Still serving.
+    let (error, _) = client.call("search", json!({"query": "raft"}));
+    assert!(!error);
+}
+
+#[test]
+fn many_calls_in_flight_are_all_answered() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let queries = ["raft", "paxos", "quorum", "crdt", "etcd"];
+    for i in 0..50u64 {
+        let query = queries[i as usize % queries.len()];
+        client.send(json!({
+            "jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": query, "limit": 1}}
+        }));
+    }
+    let mut answered = std::collections::BTreeMap::new();
+    while answered.len() < 50 {
+        let line = client
+            .lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("all answers");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        let id = message["id"].as_u64().unwrap();
+        let text = message["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        answered.insert(id, text);
+    }
+    for (id, text) in answered {
+        let query = queries[(id - 1000) as usize % queries.len()];
+        let hits: Value = serde_json::from_str(&text).unwrap();
+        let top = hits["hits"][0]["path"].as_str().unwrap();
+        assert!(
+            top.contains(query) || query == "crdt" && top == "concepts/crdt.md",
+            "{query}: {top}"
+        );
+    }
+}
