@@ -1,0 +1,119 @@
+"""Drives `ctxpack serve` with the official MCP Python SDK over stdio.
+
+    python3 tests/python/mcp_client.py path/to/ctxpack path/to/vault
+
+Checks: initialize, the tool list, every tool, the error cases and a path
+escape. Prints one line per check and "N passed, N failed" at the end.
+"""
+import asyncio
+import json
+import sys
+import tempfile
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+passed = 0
+failed = 0
+
+
+def check(name, condition, detail=""):
+    global passed, failed
+    if condition:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name} {detail}")
+
+
+def field(obj, snake, camel):
+    """SDK 2.x names fields in snake_case, 1.x in camelCase."""
+    return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
+
+
+def text_of(result):
+    return result.content[0].text if result.content else ""
+
+
+def is_error(result):
+    return bool(field(result, "is_error", "isError"))
+
+
+async def main(binary, vault):
+    index = tempfile.mkdtemp(prefix="ctxpack-mcp-index-")
+    params = StdioServerParameters(
+        command=binary, args=["serve", "--vault", vault, "--index-dir", index]
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            check("initialize names the server", field(init, "server_info", "serverInfo").name == "ctxpack")
+
+            tools = await session.list_tools()
+            names = sorted(tool.name for tool in tools.tools)
+            check(
+                "tools are listed",
+                names == ["context_pack", "get_note", "mark_useful", "search", "status"],
+                names,
+            )
+            for tool in tools.tools:
+                check(f"{tool.name} has a description", bool(tool.description))
+                check(f"{tool.name} has an input schema", field(tool, "input_schema", "inputSchema").get("type") == "object")
+
+            result = await session.call_tool("search", {"query": "paxos", "limit": 3})
+            hits = json.loads(text_of(result))
+            check("search finds the paxos note", hits["hits"][0]["path"] == "concepts/paxos.md")
+
+            result = await session.call_tool(
+                "context_pack", {"query": "raft consensus", "budget_tokens": 800}
+            )
+            bundle = text_of(result)
+            check("context_pack returns a pack", bundle.startswith("# Context Pack: raft consensus\n"))
+            check("context_pack stays within budget", "| Actual: " in bundle and not is_error(result))
+
+            result = await session.call_tool(
+                "context_pack",
+                {"query": "raft", "subqueries": ["who described paxos"], "format": "json", "budget_tokens": 2000},
+            )
+            pack = json.loads(text_of(result))
+            check("context_pack json has a research trace", pack["research"]["strategy"] == "coverage_slots")
+            check("context_pack json is within budget", pack["actual"] <= 2000)
+
+            result = await session.call_tool("context_pack", {"recent": True, "recent_dailies": 2, "format": "json"})
+            pack = json.loads(text_of(result))
+            check("recent pack", pack["mode"] == "recent" and not is_error(result))
+
+            result = await session.call_tool("get_note", {"path": "concepts/quorum.md", "heading": "Key Ideas"})
+            check("get_note returns a section", text_of(result).startswith("## Key Ideas"))
+
+            result = await session.call_tool("mark_useful", {"path": "concepts/quorum.md", "useful": True})
+            check("mark_useful records a vote", json.loads(text_of(result))["useful"] >= 1)
+
+            result = await session.call_tool("status", {})
+            check("status counts the notes", json.loads(text_of(result))["notes"] == 20)
+
+            for tool, arguments, message in [
+                ("context_pack", {"query": "raft", "budget_tokens": 0}, "budget_tokens must be between"),
+                ("context_pack", {"query": "x", "subqueries": ["a", "b", "c", "d", "e", "f"]}, "at most 5 subqueries"),
+                ("search", {"query": ""}, "query is empty"),
+                ("get_note", {"path": "../../etc/passwd"}, "leads outside the vault"),
+                ("get_note", {"path": "/etc/passwd"}, "is absolute"),
+            ]:
+                result = await session.call_tool(tool, arguments)
+                check(
+                    f"{tool} refuses {arguments}",
+                    is_error(result) and message in text_of(result),
+                    text_of(result),
+                )
+
+            result = await session.call_tool("search", {"query": "raft"})
+            check("the server still serves after errors", not is_error(result))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
