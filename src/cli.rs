@@ -59,8 +59,8 @@ enum Command {
     MarkUseful(MarkArgs),
     /// Measure retrieval quality on a BEIR-format benchmark.
     Eval(EvalArgs),
-    /// Serve the vault to agents over MCP (stdio).
-    Serve,
+    /// Serve the vault to agents over MCP (stdio, or streamable HTTP).
+    Serve(ServeArgs),
 }
 
 /// Options of the ranking shared by `pack` and `search`.
@@ -160,6 +160,23 @@ struct IndexArgs {
     /// Keep the index current while notes change, until interrupted.
     #[arg(long, conflicts_with = "rebuild")]
     watch: bool,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Serve MCP over streamable HTTP at ADDRESS (e.g. 127.0.0.1:8765)
+    /// instead of stdio.
+    #[arg(long, value_name = "ADDRESS")]
+    http: Option<std::net::SocketAddr>,
+    /// Bearer token clients must send (required outside loopback; also
+    /// read from CTXPACK_TOKEN).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "CTXPACK_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -344,7 +361,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Status(args) => run_status(&cli, args, name),
         Command::MarkUseful(args) => run_mark(&cli, args, name),
         Command::Eval(args) => run_eval(&cli, args),
-        Command::Serve => run_serve(&cli, name),
+        Command::Serve(args) => run_serve(&cli, args, name),
     };
     match result {
         Ok(()) => 0,
@@ -825,12 +842,23 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
     Ok(())
 }
 
-fn run_serve(cli: &Cli, name: Option<&str>) -> Result<(), Failure> {
+fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
-    crate::mcp::serve_stdio(crate::mcp::ServeOptions {
+    let options = crate::mcp::ServeOptions {
         root,
         index_dir: cli.index_dir.clone(),
-    })?;
+    };
+    match args.http {
+        None => crate::mcp::serve_stdio(options)?,
+        Some(address) => {
+            if !address.ip().is_loopback() && args.token.is_none() {
+                return Err(Failure::Usage(format!(
+                    "serving on {address}, outside loopback, needs --token (or CTXPACK_TOKEN)"
+                )));
+            }
+            crate::mcp::serve_http(options, address, args.token.clone())?
+        }
+    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 //! re-opens (and so updates) the index after a burst of changes and swaps
 //! the new session in, so calls never wait for an update.
 
+use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -51,6 +52,100 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
         service.waiting().await.context("serve MCP")?;
         Ok(())
     })
+}
+
+/// Serves MCP over streamable HTTP at `/mcp` on `address` until
+/// interrupted. A bind outside loopback needs a bearer `token`; browsers'
+/// `Origin` and the `Host` header must name the server itself (DNS-rebinding
+/// protection).
+pub fn serve_http(options: ServeOptions, address: SocketAddr, token: Option<String>) -> Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+
+    if !address.ip().is_loopback() && token.is_none() {
+        anyhow::bail!("serving on {address}, outside loopback, needs --token");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    runtime.block_on(async move {
+        let server = CtxpackServer::open(options)?;
+        server.watch();
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen on {address}"))?;
+        let bound = listener.local_addr()?;
+        let port = bound.port();
+        let mut hosts = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        if !address.ip().is_unspecified() {
+            hosts.push(address.ip().to_string());
+            hosts.push(bound.to_string());
+        }
+        let origins: Vec<String> = hosts
+            .iter()
+            .filter(|h| h.contains(':') && !h.starts_with("::"))
+            .map(|h| format!("http://{h}"))
+            .collect();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_allowed_origins(origins);
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            LocalSessionManager::default().into(),
+            config,
+        );
+        let token = Arc::new(token);
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(move |request, next| {
+                    let token = Arc::clone(&token);
+                    async move { check_bearer(token.as_deref(), request, next).await }
+                }));
+        eprintln!("ctxpack: serving MCP at http://{bound}/mcp");
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serve MCP over HTTP")?;
+        Ok(())
+    })
+}
+
+/// Refuses a request without the expected `Authorization: Bearer` token.
+async fn check_bearer(
+    token: Option<&str>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(token) = token {
+        let given = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(token) {
+            return (
+                axum::http::StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 #[derive(Clone)]

@@ -1,17 +1,25 @@
-"""Drives `ctxpack serve` with the official MCP Python SDK over stdio.
+"""Drives `ctxpack serve` with the official MCP Python SDK, over stdio and
+over streamable HTTP.
 
     python3 tests/python/mcp_client.py path/to/ctxpack path/to/vault
 
-Checks: initialize, the tool list, every tool, the error cases and a path
-escape. Prints one line per check and "N passed, N failed" at the end.
+Checks, on both transports: initialize, the tool list, every tool, the error
+cases and a path escape; on HTTP also the bearer token and the Origin check.
+Prints one line per check and "N passed, N failed" at the end.
 """
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 passed = 0
 failed = 0
@@ -40,75 +48,136 @@ def is_error(result):
     return bool(field(result, "is_error", "isError"))
 
 
+async def exercise(session, transport):
+    global passed, failed
+    before = (passed, failed)
+    await checks(session)
+    print(f"-- {transport}: {passed - before[0]} passed, {failed - before[1]} failed")
+
+
+async def checks(session):
+    init = await session.initialize()
+    check("initialize names the server", field(init, "server_info", "serverInfo").name == "ctxpack")
+
+    tools = await session.list_tools()
+    names = sorted(tool.name for tool in tools.tools)
+    check(
+        "tools are listed",
+        names == ["context_pack", "get_note", "mark_useful", "search", "status"],
+        names,
+    )
+    for tool in tools.tools:
+        check(f"{tool.name} has a description", bool(tool.description))
+        check(f"{tool.name} has an input schema", field(tool, "input_schema", "inputSchema").get("type") == "object")
+
+    result = await session.call_tool("search", {"query": "paxos", "limit": 3})
+    hits = json.loads(text_of(result))
+    check("search finds the paxos note", hits["hits"][0]["path"] == "concepts/paxos.md")
+
+    result = await session.call_tool(
+        "context_pack", {"query": "raft consensus", "budget_tokens": 800}
+    )
+    bundle = text_of(result)
+    check("context_pack returns a pack", bundle.startswith("# Context Pack: raft consensus\n"))
+    check("context_pack stays within budget", "| Actual: " in bundle and not is_error(result))
+
+    result = await session.call_tool(
+        "context_pack",
+        {"query": "raft", "subqueries": ["who described paxos"], "format": "json", "budget_tokens": 2000},
+    )
+    pack = json.loads(text_of(result))
+    check("context_pack json has a research trace", pack["research"]["strategy"] == "coverage_slots")
+    check("context_pack json is within budget", pack["actual"] <= 2000)
+
+    result = await session.call_tool("context_pack", {"recent": True, "recent_dailies": 2, "format": "json"})
+    pack = json.loads(text_of(result))
+    check("recent pack", pack["mode"] == "recent" and not is_error(result))
+
+    result = await session.call_tool("get_note", {"path": "concepts/quorum.md", "heading": "Key Ideas"})
+    check("get_note returns a section", text_of(result).startswith("## Key Ideas"))
+
+    result = await session.call_tool("mark_useful", {"path": "concepts/quorum.md", "useful": True})
+    check("mark_useful records a vote", json.loads(text_of(result))["useful"] >= 1)
+
+    result = await session.call_tool("status", {})
+    check("status counts the notes", json.loads(text_of(result))["notes"] == 20)
+
+    for tool, arguments, message in [
+        ("context_pack", {"query": "raft", "budget_tokens": 0}, "budget_tokens must be between"),
+        ("context_pack", {"query": "x", "subqueries": ["a", "b", "c", "d", "e", "f"]}, "at most 5 subqueries"),
+        ("search", {"query": ""}, "query is empty"),
+        ("get_note", {"path": "../../etc/passwd"}, "leads outside the vault"),
+        ("get_note", {"path": "/etc/passwd"}, "is absolute"),
+    ]:
+        result = await session.call_tool(tool, arguments)
+        check(
+            f"{tool} refuses {arguments}",
+            is_error(result) and message in text_of(result),
+            text_of(result),
+        )
+
+    result = await session.call_tool("search", {"query": "raft"})
+    check("the server still serves after errors", not is_error(result))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(url, headers):
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
 async def main(binary, vault):
     index = tempfile.mkdtemp(prefix="ctxpack-mcp-index-")
-    params = StdioServerParameters(
-        command=binary, args=["serve", "--vault", vault, "--index-dir", index]
-    )
+    params = StdioServerParameters(command=binary, args=["serve", "--vault", vault, "--index-dir", index])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
-            init = await session.initialize()
-            check("initialize names the server", field(init, "server_info", "serverInfo").name == "ctxpack")
+            await exercise(session, "stdio")
 
-            tools = await session.list_tools()
-            names = sorted(tool.name for tool in tools.tools)
-            check(
-                "tools are listed",
-                names == ["context_pack", "get_note", "mark_useful", "search", "status"],
-                names,
-            )
-            for tool in tools.tools:
-                check(f"{tool.name} has a description", bool(tool.description))
-                check(f"{tool.name} has an input schema", field(tool, "input_schema", "inputSchema").get("type") == "object")
-
-            result = await session.call_tool("search", {"query": "paxos", "limit": 3})
-            hits = json.loads(text_of(result))
-            check("search finds the paxos note", hits["hits"][0]["path"] == "concepts/paxos.md")
-
-            result = await session.call_tool(
-                "context_pack", {"query": "raft consensus", "budget_tokens": 800}
-            )
-            bundle = text_of(result)
-            check("context_pack returns a pack", bundle.startswith("# Context Pack: raft consensus\n"))
-            check("context_pack stays within budget", "| Actual: " in bundle and not is_error(result))
-
-            result = await session.call_tool(
-                "context_pack",
-                {"query": "raft", "subqueries": ["who described paxos"], "format": "json", "budget_tokens": 2000},
-            )
-            pack = json.loads(text_of(result))
-            check("context_pack json has a research trace", pack["research"]["strategy"] == "coverage_slots")
-            check("context_pack json is within budget", pack["actual"] <= 2000)
-
-            result = await session.call_tool("context_pack", {"recent": True, "recent_dailies": 2, "format": "json"})
-            pack = json.loads(text_of(result))
-            check("recent pack", pack["mode"] == "recent" and not is_error(result))
-
-            result = await session.call_tool("get_note", {"path": "concepts/quorum.md", "heading": "Key Ideas"})
-            check("get_note returns a section", text_of(result).startswith("## Key Ideas"))
-
-            result = await session.call_tool("mark_useful", {"path": "concepts/quorum.md", "useful": True})
-            check("mark_useful records a vote", json.loads(text_of(result))["useful"] >= 1)
-
-            result = await session.call_tool("status", {})
-            check("status counts the notes", json.loads(text_of(result))["notes"] == 20)
-
-            for tool, arguments, message in [
-                ("context_pack", {"query": "raft", "budget_tokens": 0}, "budget_tokens must be between"),
-                ("context_pack", {"query": "x", "subqueries": ["a", "b", "c", "d", "e", "f"]}, "at most 5 subqueries"),
-                ("search", {"query": ""}, "query is empty"),
-                ("get_note", {"path": "../../etc/passwd"}, "leads outside the vault"),
-                ("get_note", {"path": "/etc/passwd"}, "is absolute"),
-            ]:
-                result = await session.call_tool(tool, arguments)
-                check(
-                    f"{tool} refuses {arguments}",
-                    is_error(result) and message in text_of(result),
-                    text_of(result),
-                )
-
-            result = await session.call_tool("search", {"query": "raft"})
-            check("the server still serves after errors", not is_error(result))
+    port = free_port()
+    token = "test-token-123"
+    server = subprocess.Popen(
+        [binary, "serve", "--http", f"127.0.0.1:{port}", "--token", token, "--vault", vault, "--index-dir", index],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        auth = {"Authorization": f"Bearer {token}"}
+        check("http refuses a missing token", http_status(url, {}) == 401)
+        check("http refuses a wrong token", http_status(url, {"Authorization": "Bearer nope"}) == 401)
+        status = http_status(url, {**auth, "Origin": "http://evil.example"})
+        check("http refuses a foreign Origin", status == 403, status)
+        async with create_mcp_http_client(headers=auth) as http_client:
+            async with streamable_http_client(url, http_client=http_client) as streams:
+                read, write = streams[0], streams[1]
+                async with ClientSession(read, write) as session:
+                    await exercise(session, "http")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    result = subprocess.run(
+        [binary, "serve", "--http", "0.0.0.0:0", "--vault", vault, "--index-dir", index],
+        capture_output=True, text=True, timeout=30,
+    )
+    check("a non-loopback bind needs a token", result.returncode == 2 and "needs --token" in result.stderr, result.stderr)
 
 
 if __name__ == "__main__":
