@@ -229,6 +229,8 @@ pub struct ContextPackArgs {
     pub tokenizer: Option<String>,
     #[schemars(description = "markdown (default): the pack itself; json: the pack as data")]
     pub format: Option<String>,
+    #[schemars(description = "Fix the pack's timestamp (ISO 8601) for reproducible output")]
+    pub generated_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -373,7 +375,15 @@ impl CtxpackServer {
         if !subqueries.is_empty() && mode == PackMode::Recent {
             return tool_error("subqueries need a query, not recent=true");
         }
-        let now = Utc::now();
+        let now = match args.generated_at.as_deref() {
+            None => Utc::now(),
+            Some(text) => match crate::parse::parse_datetime(text) {
+                Some(time) => time,
+                None => {
+                    return tool_error(format!("generated_at '{text}' is not an ISO 8601 time"));
+                }
+            },
+        };
         let session = self.state.session();
         let pack = session.pack(&PackRequest {
             mode,

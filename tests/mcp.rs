@@ -146,7 +146,7 @@ fn tools_answer_like_the_command_line() {
     // The same bundle as `ctxpack pack` with the same inputs.
     let (error, bundle) = client.call(
         "context_pack",
-        json!({"query": "raft consensus", "budget_tokens": 1500, "format": "json"}),
+        json!({"query": "raft consensus", "budget_tokens": 1500, "format": "json", "generated_at": "2026-06-01T00:00:00Z"}),
     );
     assert!(!error, "{bundle}");
     let pack: Value = serde_json::from_str(&bundle).unwrap();
@@ -160,6 +160,8 @@ fn tools_answer_like_the_command_line() {
             "--format",
             "json",
             "--no-log",
+            "--generated-at",
+            "2026-06-01T00:00:00Z",
             "--vault",
         ])
         .arg(&vault)
@@ -168,16 +170,8 @@ fn tools_answer_like_the_command_line() {
         .output()
         .unwrap();
     let cli: Value = serde_json::from_str(&common::ok(&out)).unwrap();
-    let strip = |text: &str| {
-        text.lines()
-            .filter(|l| !l.starts_with("# Generated:"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(
-        strip(pack["bundle"].as_str().unwrap()),
-        strip(cli["bundle"].as_str().unwrap())
-    );
+    assert_eq!(pack["bundle"], cli["bundle"]);
+    assert_eq!(pack["pages"], cli["pages"]);
 
     let (error, note) = client.call(
         "get_note",
