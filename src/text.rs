@@ -57,15 +57,18 @@ pub fn is_cjk(ch: char) -> bool {
 /// characters around a match must not be letters or digits, except next to
 /// CJK characters, where words have no delimiters.
 pub fn contains_term(haystack: &str, needle: &str) -> bool {
-    if needle.is_empty() {
+    if needle.is_empty() || haystack.len() < needle.len() {
         return false;
     }
     let needs_start_boundary = needle.chars().next().is_some_and(|c| !is_cjk(c));
     let needs_end_boundary = needle.chars().next_back().is_some_and(|c| !is_cjk(c));
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
     let mut from = 0;
-    while let Some(found) = haystack[from..].find(needle) {
+    while let Some(found) = finder.find(&haystack.as_bytes()[from..]) {
         let start = from + found;
         let end = start + needle.len();
+        // Overlapping matches count: the next search starts one character on.
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
         let before_ok = !needs_start_boundary
             || haystack[..start]
                 .chars()
@@ -79,7 +82,6 @@ pub fn contains_term(haystack: &str, needle: &str) -> bool {
         if before_ok && after_ok {
             return true;
         }
-        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
     }
     false
 }

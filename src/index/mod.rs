@@ -247,9 +247,15 @@ impl VaultIndex {
     }
 
     fn open_as_writer(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        match Self::open_committed(root, &config.dir) {
+        // The walk and the catalog decode are the two costs of a no-op
+        // update, and they are independent.
+        let (opened, walked) = rayon::join(
+            || Self::open_committed(root, &config.dir),
+            || walk::walk(root),
+        );
+        match opened {
             Ok(mut index) => {
-                let report = index.update(config)?;
+                let report = index.update_from(config, walked)?;
                 Ok((index, report))
             }
             Err(err) => {
@@ -331,6 +337,15 @@ impl VaultIndex {
     /// their content hash.
     pub fn update(&mut self, config: &IndexConfig) -> Result<UpdateReport> {
         let walked = walk::walk(&self.root);
+        self.update_from(config, walked)
+    }
+
+    /// Like [`update`](Self::update), with the vault already walked.
+    fn update_from(
+        &mut self,
+        config: &IndexConfig,
+        walked: walk::WalkResult,
+    ) -> Result<UpdateReport> {
         let walk_problems = walk_diagnostics(walked.problems);
         let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
             .files
