@@ -340,3 +340,32 @@ fn recent_dailies_come_after_the_pages_newest_first() {
     let out = world.pack(&vault, &["paxos", "--dailies", "31"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn notes_beyond_the_candidates_are_reported_below_threshold() {
+    let world = World::new();
+    let files: Vec<(String, String)> = (0..25)
+        .map(|i| {
+            (
+                format!("n{i:02}.md"),
+                format!("---\ntitle: Note {i}\n---\nThe walrus rests on the ice, note {i}.\n"),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let vault = world.vault("vault", &refs);
+    let pack = cli_pack(&world, &vault, &["walrus", "--budget", "100000"]);
+    assert_eq!(pack["candidates"], 20);
+    assert_eq!(pack["pages"].as_array().unwrap().len(), 20);
+    assert_eq!(pack["below_threshold"], 5);
+    let below: Vec<&serde_json::Value> = pack["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == "below_threshold")
+        .collect();
+    assert_eq!(below.len(), 5);
+}

@@ -66,6 +66,10 @@ impl std::fmt::Debug for Backlinks {
     }
 }
 
+/// How many notes ranked below the candidates `dropped` lists (all are
+/// counted in `below_threshold`).
+pub const MAX_LISTED_BELOW_THRESHOLD: usize = 100;
+
 /// How many of the top pages get backlink entries, and how many each.
 pub const BACKLINK_PAGES: usize = 3;
 pub const BACKLINKS_PER_PAGE: usize = 5;
@@ -128,7 +132,8 @@ pub struct Pack {
     pub dailies: Vec<PackedPage>,
     /// Daily notes asked for that did not fit.
     pub dailies_dropped: usize,
-    /// Notes the ranking found beyond the candidate limit.
+    /// Notes the ranking found beyond the candidate limit (the first 100
+    /// are listed in `dropped` with reason `below_threshold`).
     pub below_threshold: usize,
     /// Tokens per part of the pack (under `counter`; each part rounded on
     /// its own for chars4).
@@ -207,7 +212,25 @@ pub fn build_pack_from(
         PackMode::Recent => (None, Vec::new()),
     };
     let matched = ranked.len();
-    let candidates: Vec<Candidate> = ranked.into_iter().take(options.candidate_limit).collect();
+    let mut ranked = ranked.into_iter();
+    let candidates: Vec<Candidate> = ranked.by_ref().take(options.candidate_limit).collect();
+    // Notes the ranking found beyond the candidates, listed up to a limit.
+    let below: Vec<DroppedPage> = match mode {
+        PackMode::Topic(_) => ranked
+            .take(MAX_LISTED_BELOW_THRESHOLD)
+            .map(|c| {
+                let meta = &vault.metas[c.note];
+                DroppedPage {
+                    path: meta.path.clone(),
+                    title: meta.title.clone(),
+                    tier: meta.tier,
+                    score: c.score,
+                    reason: "below_threshold",
+                }
+            })
+            .collect(),
+        PackMode::Recent => Vec::new(),
+    };
     let mut pack = Pack {
         mode: match mode {
             PackMode::Topic(_) => "topic",
@@ -257,6 +280,7 @@ pub fn build_pack_from(
     } else {
         0
     };
+    pack.dropped.extend(below);
     pack
 }
 
