@@ -569,6 +569,9 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
             );
         }
     }
+    // The process ends next: freeing the index's tables one by one would
+    // only cost time.
+    std::mem::forget(session);
     Ok(())
 }
 
@@ -601,6 +604,9 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
             .collect(),
         SearchFormat::Cli => render_search(&results, args.explain, io::stdout().is_terminal()),
     };
+    // The process ends next: freeing the index's tables one by one would
+    // only cost time.
+    std::mem::forget(session);
     write_stdout(&output)
 }
 
