@@ -680,6 +680,26 @@ fn says_something(context: &str) -> bool {
     words >= 3
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_around_links_respect_character_boundaries() {
+        let body = format!("{}[[x]]{}", "如".repeat(200), "果".repeat(200));
+        let start = 600;
+        let (from, to) = sentence_around(&body, start..start + 5);
+        assert!(body.is_char_boundary(from as usize) && body.is_char_boundary(to as usize));
+        let body = "First one. The link [[x]] sits here. Last.";
+        let at = body.find("[[").unwrap();
+        let (from, to) = sentence_around(body, at..at + 5);
+        assert_eq!(
+            &body[from as usize..to as usize],
+            " The link [[x]] sits here."
+        );
+    }
+}
+
 fn dir_size(dir: &Path) -> u64 {
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;
@@ -933,10 +953,10 @@ fn raw_links(note: &Note) -> Vec<RawLink> {
 }
 
 /// The byte range of the sentence containing `range`, at most about 300
-/// bytes on each side.
+/// bytes on each side (cut at character boundaries).
 fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
     const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
-    let floor = range.start.saturating_sub(300);
+    let floor = body.floor_char_boundary(range.start.saturating_sub(300));
     let mut start = body[..range.start]
         .rfind(|c| ENDS.contains(&c))
         .map_or(0, |i| {
@@ -947,7 +967,7 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
             .find(char::is_whitespace)
             .map_or(range.start, |i| floor + i);
     }
-    let ceiling = (range.end + 300).min(body.len());
+    let ceiling = body.ceil_char_boundary((range.end + 300).min(body.len()));
     let mut end = body[range.end..]
         .find(|c| ENDS.contains(&c))
         .map_or(body.len(), |i| {
