@@ -698,6 +698,20 @@ mod tests {
             " The link [[x]] sits here."
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn sentences_around_any_link_are_valid_ranges(
+            before in "[a-z如果。. \n]{0,400}",
+            after in "[a-z如果。. \n]{0,400}",
+        ) {
+            let body = format!("{before}[[x]]{after}");
+            let start = before.len();
+            let (from, to) = sentence_around(&body, start..start + 5);
+            proptest::prop_assert!(from as usize <= start && to as usize >= start + 5);
+            proptest::prop_assert!(body.get(from as usize..to as usize).is_some());
+        }
+    }
 }
 
 fn dir_size(dir: &Path) -> u64 {
