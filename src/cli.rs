@@ -748,7 +748,7 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
     let quiet_period = Duration::from_millis(300);
     while let Ok(first) = events.recv() {
-        if !is_relevant(&first) {
+        if !crate::index::is_vault_change(root, &first) {
             continue;
         }
         // Debounce: wait until no event has arrived for the quiet period.
@@ -762,13 +762,6 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-fn is_relevant(event: &notify::Result<notify::Event>) -> bool {
-    match event {
-        Ok(event) => !matches!(event.kind, notify::EventKind::Access(_)),
-        Err(_) => true,
-    }
 }
 
 fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {

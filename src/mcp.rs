@@ -288,7 +288,11 @@ impl CtxpackServer {
             {
                 return;
             }
-            while events.recv().is_ok() {
+            let root = state.options.root.clone();
+            while let Ok(first) = events.recv() {
+                if !crate::index::is_vault_change(&root, &first) {
+                    continue;
+                }
                 while events.recv_timeout(Duration::from_millis(300)).is_ok() {}
                 if let Err(err) = state.reopen() {
                     eprintln!("ctxpack: warning: index update failed: {err:#}");

@@ -100,6 +100,23 @@ fn incremental_updates_follow_edits_adds_deletes_and_renames() {
     let status = stdout(&index_cmd(&world, &vault, &index, &[]));
     assert!(status.contains("3 notes"), "{status}");
 
+    // The log line a pack appends is not a change to the vault.
+    let out = world
+        .cmd()
+        .args(["pack", "zebra", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(vault.join("log.md").exists());
+    let after_log = stdout(&index_cmd(&world, &vault, &index, &[]));
+    assert!(
+        after_log.contains("0 added, 0 changed, 0 removed, 3 unchanged"),
+        "{after_log}"
+    );
+
     // Touching a file without changing it is confirmed by its hash.
     let text = fs::read_to_string(vault.join("c.md")).unwrap();
     std::thread::sleep(Duration::from_millis(20));

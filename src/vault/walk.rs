@@ -103,7 +103,10 @@ impl Listing<'_> {
                 ));
                 continue;
             };
-            if name.starts_with('.') {
+            // Hidden files, and the vault's own log, which ctxpack appends
+            // to and never reads (tracking it would make every pack look
+            // like a change to the vault).
+            if name.starts_with('.') || (rel_dir.is_empty() && name == "log.md") {
                 continue;
             }
             let Ok(file_type) = entry.file_type() else {
@@ -167,6 +170,14 @@ fn is_ignored(ignores: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
         }
     }
     false
+}
+
+/// Whether a change to `paths` (from a file watcher) can change what the
+/// vault holds: not when it only touches the vault's `log.md`, which
+/// ctxpack itself appends to.
+pub fn affects_notes(root: &Path, paths: &[PathBuf]) -> bool {
+    let log = root.join("log.md");
+    paths.is_empty() || paths.iter().any(|p| *p != log)
 }
 
 /// Size and modification time (ns since the epoch) of a file.
