@@ -45,21 +45,8 @@ pub fn note_name(doc_id: &str) -> String {
 /// `title`, body `# title` and the text. Returns the number of notes.
 pub fn write_vault(corpus: &Path, out: &Path) -> Result<usize> {
     fs::create_dir_all(out)?;
-    let file =
-        fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
     let mut count = 0;
-    for (number, line) in BufReader::new(file).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let doc: CorpusDoc = serde_json::from_str(&line).with_context(|| {
-            format!(
-                "{} line {}: not a corpus document",
-                corpus.display(),
-                number + 1
-            )
-        })?;
+    for_each_json_line(corpus, "a corpus document", |doc: CorpusDoc| {
         let title = doc.title.trim();
         let mut text = format!(
             "---\nid: {}\ntitle: {}\n---\n\n",
@@ -74,8 +61,29 @@ pub fn write_vault(corpus: &Path, out: &Path) -> Result<usize> {
         let mut note = fs::File::create(out.join(format!("{}.md", note_name(&doc.id))))?;
         note.write_all(text.as_bytes())?;
         count += 1;
-    }
+        Ok(())
+    })?;
     Ok(count)
+}
+
+/// Calls `each` with every non-blank line of a JSON Lines file, parsed;
+/// `what` names a row in error messages.
+fn for_each_json_line<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    what: &str,
+    mut each: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    let file = fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    for (number, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: T = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}: not {what}", path.display(), number + 1))?;
+        each(row)?;
+    }
+    Ok(())
 }
 
 /// `query-id<TAB>text` lines (a header line `query-id…` is skipped).
@@ -233,24 +241,13 @@ struct EvidenceRow {
 /// `{"qid", "doc_id", "sentences": [...]}` or `{"qid", "doc_id", "answers":
 /// [...]}` lines, merged by query.
 pub fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
-    let file = fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut evidence: BTreeMap<String, Evidence> = BTreeMap::new();
-    for (number, line) in BufReader::new(file).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let row: EvidenceRow = serde_json::from_str(&line).with_context(|| {
-            format!(
-                "{} line {}: not an evidence row",
-                path.display(),
-                number + 1
-            )
-        })?;
+    for_each_json_line(path, "an evidence row", |row: EvidenceRow| {
         let entry = evidence.entry(row.qid).or_default();
         entry.sentences.extend(row.sentences);
         entry.answers.extend(row.answers);
-    }
+        Ok(())
+    })?;
     if evidence.is_empty() {
         bail!("{} has no evidence rows", path.display());
     }

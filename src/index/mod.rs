@@ -462,13 +462,7 @@ impl VaultIndex {
         }
         let clauses: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
-            .map(|term| {
-                let query: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(self.fields.text, term),
-                    IndexRecordOption::WithFreqs,
-                ));
-                (Occur::Should, query)
-            })
+            .map(|term| should_term(self.fields.text, term, IndexRecordOption::WithFreqs, 1.0))
             .collect();
         let stats = KindStatistics {
             searcher: self.reader.searcher(),
@@ -516,25 +510,17 @@ impl VaultIndex {
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for term in &terms {
             for (field, boost) in [(self.fields.sec_heading, 1.5), (self.fields.sec_body, 1.0)] {
-                let query = TermQuery::new(
-                    Term::from_field_text(field, term),
+                should.push(should_term(
+                    field,
+                    term,
                     IndexRecordOption::WithFreqs,
-                );
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(query), boost)),
+                    boost,
                 ));
             }
         }
         let filter: Vec<(Occur, Box<dyn Query>)> = paths
             .iter()
-            .map(|path| {
-                let query: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(self.fields.path, path),
-                    IndexRecordOption::Basic,
-                ));
-                (Occur::Should, query)
-            })
+            .map(|path| should_term(self.fields.path, path, IndexRecordOption::Basic, 1.0))
             .collect();
         let query = BooleanQuery::new(vec![
             (
@@ -749,6 +735,22 @@ pub fn query_terms(text: &str) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     terms.retain(|t| seen.insert(t.clone()));
     terms
+}
+
+/// One optional term of a ranked-OR query, boosted unless `boost` is 1.
+fn should_term(
+    field: Field,
+    text: &str,
+    record: IndexRecordOption,
+    boost: f32,
+) -> (Occur, Box<dyn Query>) {
+    let query: Box<dyn Query> =
+        Box::new(TermQuery::new(Term::from_field_text(field, text), record));
+    if boost == 1.0 {
+        (Occur::Should, query)
+    } else {
+        (Occur::Should, Box::new(BoostQuery::new(query, boost)))
+    }
 }
 
 /// BM25 statistics for one kind of document (notes or sections), which
