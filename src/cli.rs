@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
 use crate::eval;
 use crate::index::feedback::FeedbackStore;
@@ -61,6 +62,60 @@ enum Command {
     Eval(EvalArgs),
     /// Serve the vault to agents over MCP (stdio, or streamable HTTP).
     Serve(ServeArgs),
+    /// Build one agent's layered context for a unit of a project (run at
+    /// the project's root; see docs/assemble.md).
+    Assemble(AssembleArgs),
+}
+
+#[derive(Debug, Args)]
+struct AssembleArgs {
+    /// The work (book, project) folder name.
+    #[arg(long, value_name = "NAME")]
+    work: String,
+    /// The scenario (e.g. continuation, rewrite, planning, validation,
+    /// extraction, quality_gate); the recipe lists them.
+    #[arg(long, value_name = "NAME")]
+    scenario: String,
+    /// The unit (chapter, task) number.
+    #[arg(long, alias = "unit", value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    chapter: i64,
+    /// The user's words for this turn, passed on verbatim.
+    #[arg(long, value_name = "TEXT")]
+    intent: String,
+    /// The agent (default: the scenario's agent in the recipe).
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Token budget for the whole pack.
+    #[arg(long, value_name = "N", default_value_t = assemble::DEFAULT_BUDGET, value_parser = parse_budget)]
+    budget: usize,
+    /// Token counter: chars4, o200k or cl100k.
+    #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
+    tokenizer: Tokenizer,
+    #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
+    format: PackFormat,
+    /// The text to rewrite (rewrite scenarios).
+    #[arg(long, value_name = "TEXT")]
+    selection: Option<String>,
+    /// The revision of the unit the rewrite expects (checked).
+    #[arg(long, value_name = "REV")]
+    expected_revision: Option<String>,
+    /// A revision comment for this turn (repeatable; placed last).
+    #[arg(long = "comment", value_name = "TEXT")]
+    comments: Vec<String>,
+    /// The object under review, relative to the project root (default:
+    /// the unit's own file).
+    #[arg(long, value_name = "PATH")]
+    candidate: Option<String>,
+    /// A new reference the user names; it joins the L3 search query
+    /// (repeatable).
+    #[arg(long = "reference", value_name = "TEXT")]
+    references: Vec<String>,
+    /// The recipe (default: meta/recipe.yaml in the project).
+    #[arg(long, value_name = "PATH")]
+    recipe: Option<PathBuf>,
+    /// Do not write the pack to the recipe's review file.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// Options of the ranking shared by `pack` and `search`.
@@ -362,6 +417,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::MarkUseful(args) => run_mark(&cli, args, name),
         Command::Eval(args) => run_eval(&cli, args),
         Command::Serve(args) => run_serve(&cli, args, name),
+        Command::Assemble(args) => run_assemble(&cli, args),
     };
     match result {
         Ok(()) => 0,
@@ -371,6 +427,48 @@ pub fn run(args: Vec<OsString>) -> i32 {
             1
         }
     }
+}
+
+fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
+    let root = match &cli.vault {
+        Some(root) => root.clone(),
+        None => std::env::current_dir()?,
+    };
+    let request = AssembleRequest {
+        work: args.work.clone(),
+        scenario: args.scenario.clone(),
+        unit: args.chapter,
+        intent: args.intent.clone(),
+        agent: args.agent.clone(),
+        budget: args.budget,
+        tokenizer: args.tokenizer,
+        selection: args.selection.clone(),
+        expected_revision: args.expected_revision.clone(),
+        comments: args.comments.clone(),
+        candidate: args.candidate.clone(),
+        references: args.references.clone(),
+        recipe: args.recipe.clone(),
+        index_dir: cli.index_dir.clone(),
+        write_review: !args.no_write,
+    };
+    let assembly = assemble::assemble(&root, &request).map_err(|err| match err {
+        AssembleError::Usage(message) => Failure::Usage(message),
+        AssembleError::Project(message) => Failure::Runtime(anyhow::anyhow!(message)),
+    })?;
+    if !cli.quiet {
+        for warning in &assembly.warnings {
+            eprintln!("ctxpack: warning: {warning}");
+        }
+    }
+    let mut out = io::stdout().lock();
+    match args.format {
+        PackFormat::Markdown => out.write_all(assembly.text.as_bytes())?,
+        PackFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &assembly).map_err(anyhow::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
 }
 
 fn usage_error(message: &str) -> i32 {

@@ -16,6 +16,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod assemble;
 pub mod cli;
 pub mod config;
 pub mod eval;

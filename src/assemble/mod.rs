@@ -1,0 +1,904 @@
+//! Layered assembly (seed 003): the context one agent of a pipeline gets
+//! for one unit of a project, built from a recipe.
+//!
+//! Every pack is the system statement, then a baseline shared byte for byte
+//! by all agents of the unit (the baseline agent's L2 and L1 items and the
+//! unit's outline entry, seen with that agent's field visibility), then the
+//! agent's identity, the scenario's function instruction, the agent's
+//! increment (only what the baseline lacks), this turn's input, and an
+//! omission report. See `docs/assemble.md`.
+
+mod doc;
+mod layout;
+pub mod project;
+pub mod recipe;
+pub mod schema;
+mod sources;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use self::doc::{Doc, Outline};
+use self::layout::{Form, MeasureCache, Segment};
+use self::project::{Bindings, Project};
+use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement};
+use self::schema::Schemas;
+use self::sources::{Context, Gathered, Hidden, Item, Reason};
+use crate::tokens::Tokenizer;
+
+pub use self::sources::Omitted;
+
+/// Budgets outside this range are refused (the same bound as `pack`).
+pub const MAX_BUDGET: usize = crate::pack::MAX_BUDGET;
+/// The budget when none is given.
+pub const DEFAULT_BUDGET: usize = 16_000;
+
+/// What the caller asks for.
+#[derive(Clone, Debug, Default)]
+pub struct AssembleRequest {
+    pub work: String,
+    pub scenario: String,
+    pub unit: i64,
+    pub intent: String,
+    pub agent: Option<String>,
+    pub budget: usize,
+    pub tokenizer: Tokenizer,
+    pub selection: Option<String>,
+    pub expected_revision: Option<String>,
+    pub comments: Vec<String>,
+    /// The object under review, relative to the project root.
+    pub candidate: Option<String>,
+    /// New references the user names; they join the L3 query.
+    pub references: Vec<String>,
+    /// Another recipe than `meta/recipe.yaml`.
+    pub recipe: Option<PathBuf>,
+    /// Where library indexes live (default: the cache folder).
+    pub index_dir: Option<PathBuf>,
+    /// Write the pack to the recipe's review file.
+    pub write_review: bool,
+}
+
+/// Why assembly failed: the request (exit 2) or the project (exit 1).
+#[derive(Debug)]
+pub enum AssembleError {
+    Usage(String),
+    Project(String),
+}
+
+impl std::fmt::Display for AssembleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AssembleError::Usage(m) | AssembleError::Project(m) => f.write_str(m),
+        }
+    }
+}
+
+fn usage(message: impl Into<String>) -> AssembleError {
+    AssembleError::Usage(message.into())
+}
+
+fn project_error(message: impl Into<String>) -> AssembleError {
+    AssembleError::Project(message.into())
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Assembly {
+    pub recipe: String,
+    pub work: String,
+    pub unit: i64,
+    pub scenario: String,
+    pub purpose: String,
+    pub agent: String,
+    /// The purpose whose `aiContext` rules the agent reads with.
+    pub visibility: String,
+    pub tokenizer: Tokenizer,
+    pub budget: usize,
+    pub tokens: usize,
+    pub baseline: BaselineReport,
+    /// Bytes of the prefix every agent of the unit shares (system + baseline).
+    pub shared_prefix_bytes: usize,
+    pub segments: Vec<SegmentReport>,
+    pub items: Vec<ItemReport>,
+    pub hidden_fields: Vec<HiddenField>,
+    #[serde(rename = "omittedSources")]
+    pub omitted_sources: Vec<Omitted>,
+    pub warnings: Vec<String>,
+    pub review_file: Option<String>,
+    /// Every project path read or listed, in order.
+    pub read: Vec<String>,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BaselineReport {
+    pub bytes: usize,
+    pub tokens: usize,
+    pub blake3: String,
+    /// False when this agent's fixed parts forced a smaller baseline.
+    pub shared: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentReport {
+    pub name: &'static str,
+    pub tokens: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemReport {
+    pub key: String,
+    pub layer: Layer,
+    pub segment: &'static str,
+    pub form: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HiddenField {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub field: String,
+    pub rule: String,
+    pub purpose: String,
+    pub count: usize,
+    pub entities: Vec<String>,
+}
+
+/// The fixed, never-cut text of a pack around the baseline and increment.
+struct Frame {
+    system: String,
+    identity: String,
+    chain: String,
+    volatile: String,
+}
+
+/// Assembles the pack for `request` in the project at `root`.
+pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, AssembleError> {
+    let project = Project::open(root).map_err(usage)?;
+    let recipe = load_recipe(&project, request)?;
+    if request.budget == 0 || request.budget > MAX_BUDGET {
+        return Err(usage(format!(
+            "budget must be between 1 and {MAX_BUDGET} tokens, not {}",
+            request.budget
+        )));
+    }
+    if request.intent.trim().is_empty() {
+        return Err(usage(
+            "the intent is empty: say what this turn should do (--intent)",
+        ));
+    }
+    if request.work.trim().is_empty() || request.work.contains(['/', '\\']) || request.work == ".."
+    {
+        return Err(usage(format!("bad work name '{}'", request.work)));
+    }
+    let scenario = recipe.scenarios.get(&request.scenario).ok_or_else(|| {
+        usage(format!(
+            "unknown scenario '{}' (this recipe has: {})",
+            request.scenario,
+            recipe
+                .scenarios
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let agent_name = request
+        .agent
+        .clone()
+        .unwrap_or_else(|| scenario.agent.clone());
+    let agent = recipe.agents.get(&agent_name).ok_or_else(|| {
+        usage(format!(
+            "unknown agent '{agent_name}' (this recipe has: {})",
+            recipe.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    if !agent.purposes.contains(&scenario.purpose) {
+        return Err(usage(format!(
+            "agent '{agent_name}' does not serve scenario '{}' (purpose {}); it serves {}",
+            request.scenario,
+            scenario.purpose,
+            agent.purposes.join(", ")
+        )));
+    }
+    for requirement in &scenario.requires {
+        let given = match requirement {
+            Requirement::Selection => request
+                .selection
+                .as_deref()
+                .is_some_and(|s| !s.trim().is_empty()),
+            Requirement::ExpectedRevision => request.expected_revision.is_some(),
+            Requirement::Candidate => request.candidate.is_some(),
+        };
+        if !given {
+            return Err(usage(format!(
+                "scenario '{}' requires {}",
+                request.scenario,
+                requirement.flag()
+            )));
+        }
+    }
+    if let Some(candidate) = &request.candidate {
+        project.resolve(candidate).map_err(usage)?;
+    }
+
+    let schemas = Schemas::load(&project, &recipe.schemas_dir).map_err(project_error)?;
+    let baseline_agent = recipe.agent(&recipe.baseline.agent);
+    let purposes: Vec<&str> = recipe
+        .agents
+        .values()
+        .map(|a| a.visibility.as_str())
+        .collect();
+    schemas
+        .check_baseline_is_safe(&baseline_agent.visibility, &purposes)
+        .map_err(project_error)?;
+
+    let placeholders = Placeholders {
+        work: &request.work,
+        unit: request.unit,
+        agent: &agent_name,
+        scenario: &request.scenario,
+        purpose: &scenario.purpose,
+    };
+    let expand = |template: &str| recipe::expand(template, &placeholders).map_err(project_error);
+    let work_dir_probe = expand(&recipe.bindings)?;
+    let bindings = match project
+        .read_optional(&work_dir_probe)
+        .map_err(project_error)?
+    {
+        Some(text) => Bindings::parse(&work_dir_probe, &text).map_err(project_error)?,
+        None => Bindings::default(),
+    };
+    let outline_path = expand(&recipe.outline.file)?;
+    let outline_text = project
+        .read_optional(&outline_path)
+        .map_err(project_error)?
+        .ok_or_else(|| {
+            usage(format!(
+                "no work '{}': {outline_path} does not exist",
+                request.work
+            ))
+        })?;
+    let outline = Outline::parse(&outline_text);
+    let Some((_, entry)) = outline.find(request.unit) else {
+        return Err(usage(format!(
+            "{outline_path} has no entry for unit {} (a `###` heading with that number)",
+            request.unit
+        )));
+    };
+    check_revision(&project, &recipe, &expand, request)?;
+
+    let context = Context {
+        project: &project,
+        recipe: &recipe,
+        schemas: &schemas,
+        bindings: &bindings,
+        bindings_path: &work_dir_probe,
+        outline: &outline,
+        outline_path: &outline_path,
+        work: &request.work,
+        unit: request.unit,
+        candidate: request.candidate.as_deref(),
+        references: &request.references,
+        library_index_dir: request.index_dir.as_deref(),
+        separator: &recipe.labels.separator,
+        colon: &recipe.labels.colon,
+    };
+
+    // The baseline: the baseline agent's L2 and L1, and the outline entry.
+    let mut baseline = Gathered::default();
+    for id in &baseline_agent.sources {
+        let spec = &recipe.sources[id];
+        if matches!(spec.layer, Layer::L1 | Layer::L2) {
+            context
+                .gather(id, spec, &baseline_agent.visibility, &mut baseline)
+                .map_err(project_error)?;
+        }
+    }
+    baseline.items.push(Item {
+        key: format!("{outline_path}#{}", entry.title),
+        layer: Layer::L0,
+        source: "outline-entry".into(),
+        source_title: recipe.labels.stable.clone(),
+        group: Some(entry.title.clone()),
+        label: None,
+        text: entry.text.clone(),
+        keep: Keep::Head,
+        priority: (i32::MAX, 0),
+    });
+
+    // The agent's own sources; what the baseline already holds is not repeated.
+    let mut own = Gathered::default();
+    for id in &agent.sources {
+        let spec = &recipe.sources[id];
+        if agent_name == recipe.baseline.agent && matches!(spec.layer, Layer::L1 | Layer::L2) {
+            continue;
+        }
+        context
+            .gather(id, spec, &agent.visibility, &mut own)
+            .map_err(|message| {
+                if message.contains("does not exist") {
+                    usage(message)
+                } else {
+                    project_error(message)
+                }
+            })?;
+    }
+    let baseline_keys: BTreeSet<&str> = baseline.items.iter().map(|i| i.key.as_str()).collect();
+    let increment_items: Vec<&Item> = own
+        .items
+        .iter()
+        .filter(|item| !baseline_keys.contains(item.key.as_str()))
+        .collect();
+
+    let identity_path = bindings
+        .slots
+        .get(&agent_name)
+        .cloned()
+        .unwrap_or_else(|| agent.identity.clone());
+    let read_meta = |template: &str| -> Result<String, AssembleError> {
+        let path = expand(template)?;
+        project
+            .read(&path)
+            .map(|t| t.trim().to_string())
+            .map_err(project_error)
+    };
+    let labels = &recipe.labels;
+    let mut identity = format!(
+        "# {} · {agent_name}\n\n{}\n\n",
+        labels.identity,
+        read_meta(&identity_path)?
+    );
+    if let Some(contract) = &agent.contract {
+        identity.push_str(&format!(
+            "## {}\n\n{}\n\n",
+            labels.contract,
+            doc::nest(&read_meta(contract)?, 2)
+        ));
+    }
+    let frame = Frame {
+        system: format!("{}\n\n", read_meta(&recipe.system)?),
+        identity,
+        chain: format!(
+            "# {} · {}\n\n{}\n\n",
+            labels.chain,
+            request.scenario,
+            doc::nest(&read_meta(&scenario.chain)?, 1)
+        ),
+        volatile: volatile_segment(&recipe, &context, request),
+    };
+
+    let mut omitted = Vec::new();
+    omitted.extend(unauthorized_libraries(
+        &project,
+        &recipe,
+        &bindings,
+        &work_dir_probe,
+    ));
+    if !agent
+        .sources
+        .iter()
+        .any(|s| matches!(recipe.sources[s].kind, recipe::SourceKind::Library { .. }))
+    {
+        for library in &bindings.libraries {
+            omitted.push(Omitted {
+                source: format!("{}/{library}", recipe.libraries_dir),
+                reason: Reason::NotRelevant,
+                count: None,
+                detail: format!("L3 is closed for {agent_name}; not opened"),
+                items: Vec::new(),
+            });
+        }
+    }
+    omitted.extend(baseline.omitted.iter().cloned());
+    omitted.extend(own.omitted.iter().cloned());
+    let mut warnings: Vec<String> = baseline.warnings.clone();
+    for warning in &own.warnings {
+        if !warnings.contains(warning) {
+            warnings.push(warning.clone());
+        }
+    }
+
+    let mut baseline_order: Vec<String> = baseline_agent.sources.clone();
+    baseline_order.push("outline-entry".into());
+    let mut baseline_segment = Segment::new(baseline.items.iter().collect(), &baseline_order);
+    let mut increment_segment = Segment::new(increment_items, &agent.sources);
+
+    let fitted = fit(
+        request,
+        &recipe,
+        &frame,
+        &mut baseline_segment,
+        &mut increment_segment,
+        &baseline.hidden,
+        &own.hidden,
+        &omitted,
+    )?;
+
+    let review_file = match (&recipe.review_file, request.write_review) {
+        (Some(template), true) => {
+            let path = expand(template)?;
+            write_review(&project, &path, &fitted.text).map_err(project_error)?;
+            if !project.is_git_ignored(&path) {
+                warnings.push(format!(
+                    "{path} is not excluded by a .gitignore; add its folder to the work's .gitignore"
+                ));
+            }
+            Some(path)
+        }
+        _ => None,
+    };
+
+    let mut items = Vec::new();
+    for (segment, name) in [
+        (&baseline_segment, "baseline"),
+        (&increment_segment, "increment"),
+    ] {
+        for (item, form) in segment.items.iter().zip(&segment.forms) {
+            items.push(ItemReport {
+                key: item.key.clone(),
+                layer: item.layer,
+                segment: name,
+                form: form.name(),
+            });
+        }
+    }
+    Ok(Assembly {
+        recipe: recipe.name.clone(),
+        work: request.work.clone(),
+        unit: request.unit,
+        scenario: request.scenario.clone(),
+        purpose: scenario.purpose.clone(),
+        agent: agent_name.clone(),
+        visibility: agent.visibility.clone(),
+        tokenizer: request.tokenizer,
+        budget: request.budget,
+        tokens: fitted.tokens,
+        shared_prefix_bytes: frame.system.len() + fitted.baseline.len(),
+        baseline: BaselineReport {
+            bytes: fitted.baseline.len(),
+            tokens: request.tokenizer.count(&fitted.baseline),
+            blake3: blake3::hash(fitted.baseline.as_bytes())
+                .to_hex()
+                .to_string(),
+            shared: fitted.shared,
+        },
+        segments: fitted.segments,
+        items,
+        hidden_fields: fitted.hidden,
+        omitted_sources: fitted.omitted,
+        warnings,
+        review_file,
+        read: project.touched(),
+        text: fitted.text,
+    })
+}
+
+fn load_recipe(project: &Project, request: &AssembleRequest) -> Result<Recipe, AssembleError> {
+    let (label, text) = match &request.recipe {
+        Some(path) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path)
+                .map_err(|err| usage(format!("cannot read recipe {}: {err}", path.display())))?,
+        ),
+        None => (
+            RECIPE_FILE.to_string(),
+            project.read_optional(RECIPE_FILE).map_err(project_error)?.ok_or_else(|| {
+                usage(format!(
+                    "{} has no {RECIPE_FILE}: run assemble at the root of a project with a recipe \
+                     (see docs/assemble.md), or pass --recipe",
+                    project.root().display()
+                ))
+            })?,
+        ),
+    };
+    Recipe::parse(&text).map_err(|err| project_error(format!("{label}: {err}")))
+}
+
+fn check_revision(
+    project: &Project,
+    recipe: &Recipe,
+    expand: &dyn Fn(&str) -> Result<String, AssembleError>,
+    request: &AssembleRequest,
+) -> Result<(), AssembleError> {
+    let (Some(expected), Some(key)) = (&request.expected_revision, &recipe.unit.revision_key)
+    else {
+        return Ok(());
+    };
+    let path = expand(&recipe.unit.file)?;
+    let Some(text) = project.read_optional(&path).map_err(project_error)? else {
+        return Err(usage(format!(
+            "{path} does not exist; there is nothing to revise"
+        )));
+    };
+    let doc = Doc::parse(&path, &text).map_err(project_error)?;
+    match doc.scalar(key) {
+        Some(actual) if actual != *expected => Err(usage(format!(
+            "{path} is at {key} {actual}, not the expected {expected}; reload it before rewriting"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRequest) -> String {
+    let labels = &recipe.labels;
+    let mut out = format!("# {}\n\n## {}\n\n", labels.volatile, labels.object);
+    out.push_str(&format!(
+        "- {}{}{}\n",
+        labels.work, labels.colon, request.work
+    ));
+    out.push_str(&format!("- {}\n", context.unit_heading(request.unit)));
+    if let Some(selection) = &request.selection {
+        out.push_str(&format!(
+            "- {}{}{selection}\n",
+            labels.selection, labels.colon
+        ));
+    }
+    if let Some(revision) = &request.expected_revision {
+        out.push_str(&format!(
+            "- {}{}{revision}\n",
+            labels.expected_revision, labels.colon
+        ));
+    }
+    if let Some(candidate) = &request.candidate {
+        out.push_str(&format!("- {candidate}\n"));
+    }
+    out.push('\n');
+    if !request.comments.is_empty() {
+        out.push_str(&format!("## {}\n\n", labels.comments));
+        for comment in &request.comments {
+            out.push_str(&format!("- {comment}\n"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("## {}\n\n{}\n", labels.intent, request.intent));
+    out
+}
+
+/// Libraries in the libraries folder that the bindings do not name; their
+/// folders are never opened.
+fn unauthorized_libraries(
+    project: &Project,
+    recipe: &Recipe,
+    bindings: &Bindings,
+    bindings_path: &str,
+) -> Vec<Omitted> {
+    let Ok(entries) = project.list(&recipe.libraries_dir) else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter(|e| e.is_dir && !bindings.libraries.contains(&e.name))
+        .map(|e| Omitted {
+            source: e.path,
+            reason: Reason::NotAuthorized,
+            count: None,
+            detail: format!("not bound in {bindings_path}; not opened"),
+            items: Vec::new(),
+        })
+        .collect()
+}
+
+struct Fitted {
+    text: String,
+    baseline: String,
+    tokens: usize,
+    shared: bool,
+    segments: Vec<SegmentReport>,
+    hidden: Vec<HiddenField>,
+    omitted: Vec<Omitted>,
+}
+
+/// Fits the baseline to its share of the budget and the increment to the
+/// rest, re-fitting until the whole pack, report included, is within the
+/// budget under the exact counter.
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    request: &AssembleRequest,
+    recipe: &Recipe,
+    frame: &Frame,
+    baseline: &mut Segment<'_>,
+    increment: &mut Segment<'_>,
+    baseline_hidden: &[Hidden],
+    own_hidden: &[Hidden],
+    omitted: &[Omitted],
+) -> Result<Fitted, AssembleError> {
+    let tokenizer = request.tokenizer;
+    let labels = &recipe.labels;
+    let capacity = tokenizer.capacity(request.budget);
+    let fixed = tokenizer.measure(&frame.system)
+        + tokenizer.measure(&frame.identity)
+        + tokenizer.measure(&frame.chain)
+        + tokenizer.measure(&frame.volatile);
+    let mut cache = MeasureCache::default();
+    let share =
+        tokenizer.capacity((request.budget as f64 * recipe.baseline.share).floor() as usize);
+    let mut reserve = {
+        let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
+        let omitted = omitted_report(omitted, baseline, increment);
+        tokenizer.measure(&render_report(labels, &hidden, &omitted))
+    };
+    for _ in 0..8 {
+        baseline.forms.fill(Form::Full);
+        increment.forms.fill(Form::Full);
+        // Fitted to its share alone, the baseline is the same for every agent.
+        baseline.fit(share, labels, tokenizer, &mut cache);
+        let mut shared = true;
+        let used = fixed + reserve + baseline.measure(labels, tokenizer, &mut cache);
+        if used > capacity
+            || !increment.fit(capacity.saturating_sub(used), labels, tokenizer, &mut cache)
+        {
+            // The agent's never-cut parts need room the shared baseline took.
+            shared = false;
+            increment.fit(0, labels, tokenizer, &mut cache);
+            let needed = increment.measure(labels, tokenizer, &mut cache);
+            baseline.forms.fill(Form::Full);
+            let room = capacity.saturating_sub(fixed + reserve + needed);
+            if !baseline.fit(room, labels, tokenizer, &mut cache) {
+                let l0 = fixed + needed + baseline.measure(labels, tokenizer, &mut cache);
+                return Err(usage(format!(
+                    "the parts never cut (outline entry, contract, object under review, intent, \
+                     identity and instruction) need about {} tokens; the budget is {}",
+                    tokenizer.tokens(l0),
+                    request.budget
+                )));
+            }
+            increment.forms.fill(Form::Full);
+            let used = fixed + reserve + baseline.measure(labels, tokenizer, &mut cache);
+            increment.fit(capacity.saturating_sub(used), labels, tokenizer, &mut cache);
+        }
+        let baseline_text = format!(
+            "# {} · {}\n\n{}",
+            labels.baseline,
+            request.work,
+            baseline.render(labels)
+        );
+        let increment_body = increment.render(labels);
+        let increment_text = if increment_body.is_empty() {
+            String::new()
+        } else {
+            format!("# {}\n\n{increment_body}", labels.increment)
+        };
+        let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
+        let omitted = omitted_report(omitted, baseline, increment);
+        let report = render_report(labels, &hidden, &omitted);
+        let text = format!(
+            "{}{baseline_text}{}{}{increment_text}{}\n---\n\n{report}",
+            frame.system, frame.identity, frame.chain, frame.volatile
+        );
+        let tokens = tokenizer.count(&text);
+        if tokens <= request.budget {
+            let segments = vec![
+                SegmentReport {
+                    name: "system",
+                    tokens: tokenizer.count(&frame.system),
+                },
+                SegmentReport {
+                    name: "baseline",
+                    tokens: tokenizer.count(&baseline_text),
+                },
+                SegmentReport {
+                    name: "identity",
+                    tokens: tokenizer.count(&frame.identity),
+                },
+                SegmentReport {
+                    name: "chain",
+                    tokens: tokenizer.count(&frame.chain),
+                },
+                SegmentReport {
+                    name: "increment",
+                    tokens: tokenizer.count(&increment_text),
+                },
+                SegmentReport {
+                    name: "volatile",
+                    tokens: tokenizer.count(&frame.volatile),
+                },
+                SegmentReport {
+                    name: "report",
+                    tokens: tokenizer.count(&report),
+                },
+            ];
+            return Ok(Fitted {
+                text,
+                baseline: baseline_text,
+                tokens,
+                shared,
+                segments,
+                hidden,
+                omitted,
+            });
+        }
+        reserve = tokenizer.measure(&report)
+            + 8
+            + tokenizer.capacity(tokens - request.budget)
+            + reserve / 2;
+    }
+    Err(usage(format!(
+        "cannot fit the pack and its report into {} tokens; raise the budget",
+        request.budget
+    )))
+}
+
+fn hidden_report(
+    baseline: &Segment<'_>,
+    increment: &Segment<'_>,
+    baseline_hidden: &[Hidden],
+    own_hidden: &[Hidden],
+) -> Vec<HiddenField> {
+    let shown: BTreeSet<&str> = baseline
+        .items
+        .iter()
+        .chain(&increment.items)
+        .map(|i| i.key.as_str())
+        .collect();
+    // The agent's own verdict on a field wins over the baseline's.
+    let mut by_key: BTreeMap<&str, &Hidden> = BTreeMap::new();
+    for hidden in baseline_hidden.iter().chain(own_hidden) {
+        if !shown.contains(hidden.key.as_str()) {
+            by_key.insert(hidden.key.as_str(), hidden);
+        }
+    }
+    let mut groups: BTreeMap<(String, String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for hidden in by_key.values() {
+        groups
+            .entry((
+                hidden.type_name.clone(),
+                hidden.field.clone(),
+                hidden.rule.clone(),
+                hidden.purpose.clone(),
+            ))
+            .or_default()
+            .insert(hidden.entity.clone());
+    }
+    groups
+        .into_iter()
+        .map(
+            |((type_name, field, rule, purpose), entities)| HiddenField {
+                type_name,
+                field,
+                rule,
+                purpose,
+                count: entities.len(),
+                entities: entities.into_iter().collect(),
+            },
+        )
+        .collect()
+}
+
+fn omitted_report(
+    gathered: &[Omitted],
+    baseline: &Segment<'_>,
+    increment: &Segment<'_>,
+) -> Vec<Omitted> {
+    // An entity one source left out may be in the pack through another.
+    let included: BTreeSet<&str> = baseline
+        .items
+        .iter()
+        .chain(&increment.items)
+        .filter_map(|item| item.group.as_deref())
+        .collect();
+    let mut out: Vec<Omitted> = Vec::new();
+    for omitted in gathered {
+        let mut omitted = omitted.clone();
+        if !omitted.items.is_empty() {
+            omitted
+                .items
+                .retain(|name| !included.contains(name.as_str()));
+            if omitted.items.is_empty() {
+                continue;
+            }
+            omitted.count = Some(omitted.items.len());
+        }
+        if !out.contains(&omitted) {
+            out.push(omitted);
+        }
+    }
+    for form in ["summary", "truncated", "dropped"] {
+        let items: Vec<String> = baseline
+            .items
+            .iter()
+            .zip(&baseline.forms)
+            .chain(increment.items.iter().zip(&increment.forms))
+            .filter(|(_, f)| f.name() == form)
+            .map(|(item, _)| format!("{} {}", item.layer, item.display()))
+            .collect();
+        if !items.is_empty() {
+            out.push(Omitted {
+                source: "pack".into(),
+                reason: Reason::TokenBudget,
+                count: Some(items.len()),
+                detail: match form {
+                    "summary" => "summarised to their first sentence",
+                    "truncated" => "truncated",
+                    _ => "left out",
+                }
+                .into(),
+                items,
+            });
+        }
+    }
+    out
+}
+
+/// The most names listed on one report line.
+const REPORT_NAMES: usize = 12;
+
+fn render_report(labels: &recipe::Labels, hidden: &[HiddenField], omitted: &[Omitted]) -> String {
+    let names = |items: &[String]| {
+        let mut shown = items
+            .iter()
+            .take(REPORT_NAMES)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(&labels.separator);
+        if items.len() > REPORT_NAMES {
+            shown.push_str(&format!(
+                "{}… (+{})",
+                labels.separator,
+                items.len() - REPORT_NAMES
+            ));
+        }
+        shown
+    };
+    let mut out = format!("# {}\n\n## {}\n\n", labels.report, labels.hidden_fields);
+    if hidden.is_empty() {
+        out.push_str(&format!("- {}\n", labels.none));
+    }
+    for field in hidden {
+        out.push_str(&format!(
+            "- {}.{} ({}) hidden for {}: {} × {}\n",
+            field.type_name,
+            field.field,
+            field.rule,
+            field.purpose,
+            field.count,
+            names(&field.entities)
+        ));
+    }
+    out.push_str(&format!("\n## {}\n\n", labels.omitted_sources));
+    if omitted.is_empty() {
+        out.push_str(&format!("- {}\n", labels.none));
+    }
+    for entry in omitted {
+        let count = entry.count.map(|c| format!(" ({c})")).unwrap_or_default();
+        out.push_str(&format!(
+            "- {} · {}{count}: {}",
+            entry.reason.name(),
+            entry.source,
+            entry.detail
+        ));
+        if !entry.items.is_empty() {
+            out.push_str(&format!(" — {}", names(&entry.items)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes the review copy atomically (a temporary file, then a rename).
+fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), String> {
+    let path = project.resolve(rel)?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| format!("bad review path {rel}"))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    // The folder may be a symlink created since `resolve` looked.
+    let real_dir = dir
+        .canonicalize()
+        .map_err(|err| format!("cannot open {}: {err}", dir.display()))?;
+    if !real_dir.starts_with(project.root()) {
+        return Err(format!(
+            "review folder of {rel} leads outside the project root"
+        ));
+    }
+    let mut file = tempfile::NamedTempFile::new_in(&real_dir)
+        .map_err(|err| format!("cannot write in {}: {err}", real_dir.display()))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .map_err(|err| format!("cannot write {rel}: {err}"))?;
+    let target = real_dir.join(path.file_name().unwrap_or_default());
+    file.persist(&target)
+        .map_err(|err| format!("cannot write {rel}: {err}"))?;
+    Ok(())
+}

@@ -1,0 +1,462 @@
+//! The recipe: a project's layers, sources and agents as data
+//! (`meta/recipe.yaml`; the format is documented in `docs/assemble.md`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a recipe lives inside a project unless `--recipe` names another.
+pub const RECIPE_FILE: &str = "meta/recipe.yaml";
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    pub name: String,
+    /// The file holding the one-line system statement shared by all agents.
+    pub system: String,
+    #[serde(default)]
+    pub labels: Labels,
+    pub unit: UnitSpec,
+    pub outline: OutlineSpec,
+    /// The work's bindings file (libraries and identity slots).
+    pub bindings: String,
+    #[serde(default = "default_libraries_dir")]
+    pub libraries_dir: String,
+    #[serde(default = "default_schemas_dir")]
+    pub schemas_dir: String,
+    #[serde(default)]
+    pub cards: CardKeys,
+    pub review_file: Option<String>,
+    pub baseline: BaselineSpec,
+    pub scenarios: BTreeMap<String, ScenarioSpec>,
+    pub agents: BTreeMap<String, AgentSpec>,
+    pub sources: BTreeMap<String, SourceSpec>,
+}
+
+fn default_libraries_dir() -> String {
+    "knowledge".into()
+}
+
+fn default_schemas_dir() -> String {
+    "meta/schemas".into()
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitSpec {
+    /// A unit's heading, e.g. `第{unit}章` or `Task {unit}`.
+    pub heading: String,
+    /// The unit's file, e.g. `works/{work}/正文/第{unit:03}章.md`.
+    pub file: String,
+    /// Frontmatter keys that make a unit's summary.
+    #[serde(default)]
+    pub summary_keys: Vec<String>,
+    /// The frontmatter key checked against `--expected-revision`.
+    pub revision_key: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutlineSpec {
+    pub file: String,
+    /// The schema type whose fields are the outline's parts.
+    pub schema: String,
+    /// The `##` heading holding the main line.
+    pub main_heading: String,
+    /// The entry line naming the unit's cast.
+    pub cast_key: String,
+    /// The entry line naming the unit's scene types.
+    pub scene_key: String,
+    pub fields: OutlineFields,
+}
+
+/// The field names (in the outline's schema) of the outline's parts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutlineFields {
+    pub main: String,
+    pub group: String,
+    pub recent: String,
+    pub future: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CardKeys {
+    pub type_key: String,
+    pub name_key: String,
+    pub alias_key: String,
+    pub parties_key: String,
+    pub category_key: String,
+    pub scene_key: String,
+}
+
+impl Default for CardKeys {
+    fn default() -> CardKeys {
+        CardKeys {
+            type_key: "type".into(),
+            name_key: "name".into(),
+            alias_key: "aliases".into(),
+            parties_key: "parties".into(),
+            category_key: "category".into(),
+            scene_key: "kinds".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    /// The agent whose view every pack shares (the most conservative one).
+    pub agent: String,
+    /// The share of the budget the baseline may take.
+    #[serde(default = "default_share")]
+    pub share: f64,
+}
+
+fn default_share() -> f64 {
+    0.6
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// The purpose whose agents serve this scenario.
+    pub purpose: String,
+    /// The agent used when `--agent` is not given.
+    pub agent: String,
+    /// The function instruction for this scenario.
+    pub chain: String,
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    Selection,
+    ExpectedRevision,
+    Candidate,
+}
+
+impl Requirement {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Requirement::Selection => "--selection",
+            Requirement::ExpectedRevision => "--expected-revision",
+            Requirement::Candidate => "--candidate",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// The purposes of the scenarios this agent may serve.
+    pub purposes: Vec<String>,
+    /// The purpose whose `aiContext` rules decide what this agent sees.
+    pub visibility: String,
+    pub identity: String,
+    pub contract: Option<String>,
+    /// The sources this agent reads, most important first within a layer.
+    pub sources: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Layer {
+    L0,
+    L1,
+    L2,
+    L3,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::L0 => "L0",
+            Layer::L1 => "L1",
+            Layer::L2 => "L2",
+            Layer::L3 => "L3",
+        })
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct SourceSpec {
+    pub layer: Layer,
+    pub title: String,
+    /// Within a layer, lower priorities are degraded first (default 0).
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(flatten)]
+    pub kind: SourceKind,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceKind {
+    File {
+        path: String,
+        #[serde(default)]
+        keep: Keep,
+    },
+    Sections {
+        path: String,
+        schema: String,
+    },
+    UnitScenes {
+        offset: i64,
+        last: usize,
+    },
+    UnitSummary {
+        offset: i64,
+    },
+    UnitFull {
+        offset: i64,
+    },
+    Candidate,
+    Outline {
+        #[serde(default = "default_recent")]
+        recent: usize,
+    },
+    Cards {
+        dir: String,
+        scope: CardScope,
+        #[serde(default)]
+        cast_types: Vec<String>,
+        #[serde(default)]
+        linked_types: Vec<String>,
+    },
+    CardIndex {
+        dir: String,
+        summary_field: String,
+    },
+    Schemas,
+    Library {
+        #[serde(default)]
+        prefer: Vec<String>,
+        limit: usize,
+        fields: Option<Vec<String>>,
+    },
+}
+
+fn default_recent() -> usize {
+    3
+}
+
+/// Which end of a file survives truncation.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Keep {
+    #[default]
+    Head,
+    Tail,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CardScope {
+    Cast,
+    All,
+}
+
+/// Headings of the rendered pack; a recipe may translate them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Labels {
+    pub baseline: String,
+    pub l0: String,
+    pub l1: String,
+    pub l2: String,
+    pub l3: String,
+    pub stable: String,
+    pub identity: String,
+    pub contract: String,
+    pub chain: String,
+    pub increment: String,
+    pub volatile: String,
+    pub object: String,
+    pub work: String,
+    pub selection: String,
+    pub expected_revision: String,
+    pub comments: String,
+    pub intent: String,
+    pub report: String,
+    pub hidden_fields: String,
+    pub omitted_sources: String,
+    pub none: String,
+    /// Joins list values (`、` in Chinese, `, ` in English).
+    pub separator: String,
+    /// Between a name and its value (`：` in Chinese, `: ` in English).
+    pub colon: String,
+}
+
+impl Default for Labels {
+    fn default() -> Labels {
+        Labels {
+            baseline: "Shared baseline".into(),
+            l0: "Current input".into(),
+            l1: "Neighbouring text".into(),
+            l2: "Work facts".into(),
+            l3: "Authorized material".into(),
+            stable: "This unit's outline".into(),
+            identity: "Agent".into(),
+            contract: "Output contract".into(),
+            chain: "Function".into(),
+            increment: "Increment".into(),
+            volatile: "This turn".into(),
+            object: "Operation object".into(),
+            work: "Work".into(),
+            selection: "Selection".into(),
+            expected_revision: "Expected revision".into(),
+            comments: "Revision comments".into(),
+            intent: "User intent".into(),
+            report: "Omission report".into(),
+            hidden_fields: "Hidden fields".into(),
+            omitted_sources: "omittedSources".into(),
+            none: "none".into(),
+            separator: ", ".into(),
+            colon: ": ".into(),
+        }
+    }
+}
+
+impl Labels {
+    pub fn layer(&self, layer: Layer) -> &str {
+        match layer {
+            Layer::L0 => &self.l0,
+            Layer::L1 => &self.l1,
+            Layer::L2 => &self.l2,
+            Layer::L3 => &self.l3,
+        }
+    }
+}
+
+impl Recipe {
+    pub fn parse(text: &str) -> Result<Recipe, String> {
+        let recipe: Recipe =
+            yaml_serde::from_str(text).map_err(|err| format!("bad recipe: {err}"))?;
+        recipe.check()?;
+        Ok(recipe)
+    }
+
+    /// Cross-references: every agent, scenario and source named exists.
+    fn check(&self) -> Result<(), String> {
+        if !(self.baseline.share > 0.0 && self.baseline.share <= 1.0) {
+            return Err(format!(
+                "bad recipe: baseline.share must be in (0, 1], not {}",
+                self.baseline.share
+            ));
+        }
+        if !self.agents.contains_key(&self.baseline.agent) {
+            return Err(format!(
+                "bad recipe: baseline agent '{}' is not among the agents",
+                self.baseline.agent
+            ));
+        }
+        for (name, scenario) in &self.scenarios {
+            let Some(agent) = self.agents.get(&scenario.agent) else {
+                return Err(format!(
+                    "bad recipe: scenario '{name}' names unknown agent '{}'",
+                    scenario.agent
+                ));
+            };
+            if !agent.purposes.contains(&scenario.purpose) {
+                return Err(format!(
+                    "bad recipe: agent '{}' does not serve purpose '{}' of scenario '{name}'",
+                    scenario.agent, scenario.purpose
+                ));
+            }
+        }
+        for (name, agent) in &self.agents {
+            for source in &agent.sources {
+                if !self.sources.contains_key(source) {
+                    return Err(format!(
+                        "bad recipe: agent '{name}' names unknown source '{source}'"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn agent(&self, name: &str) -> &AgentSpec {
+        &self.agents[name]
+    }
+}
+
+/// The values a path template may use.
+pub struct Placeholders<'a> {
+    pub work: &'a str,
+    pub unit: i64,
+    pub agent: &'a str,
+    pub scenario: &'a str,
+    pub purpose: &'a str,
+}
+
+/// Expands `{work}`, `{unit}`, `{unit:03}`, `{agent}`, `{scenario}` and
+/// `{purpose}` in `template`.
+pub fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .map(|i| open + i)
+            .ok_or_else(|| format!("unclosed '{{' in path template '{template}'"))?;
+        let inner = &rest[open + 1..close];
+        let (name, width) = match inner.split_once(':') {
+            Some((name, spec)) => {
+                let width: usize = spec
+                    .trim_start_matches('0')
+                    .parse()
+                    .map_err(|_| format!("bad width '{spec}' in path template '{template}'"))?;
+                (name, width)
+            }
+            None => (inner, 0),
+        };
+        match name {
+            "work" => out.push_str(values.work),
+            "unit" => out.push_str(&format!("{:0width$}", values.unit, width = width)),
+            "agent" => out.push_str(values.agent),
+            "scenario" => out.push_str(values.scenario),
+            "purpose" => out.push_str(values.purpose),
+            other => {
+                return Err(format!(
+                    "unknown placeholder '{{{other}}}' in path template '{template}'"
+                ));
+            }
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_placeholders_with_padding() {
+        let values = Placeholders {
+            work: "书",
+            unit: 7,
+            agent: "writer",
+            scenario: "continuation",
+            purpose: "generation",
+        };
+        assert_eq!(
+            expand("works/{work}/评审/第{unit:03}章-{purpose}.md", &values).unwrap(),
+            "works/书/评审/第007章-generation.md"
+        );
+        assert_eq!(
+            expand("{agent}/{scenario}/{unit}", &values).unwrap(),
+            "writer/continuation/7"
+        );
+        assert!(expand("{nope}", &values).is_err());
+        assert!(expand("{work", &values).is_err());
+    }
+}

@@ -1,0 +1,905 @@
+//! Source kinds: each turns part of the project into items, reading only
+//! the fields its purpose may see and recording the ones it may not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::doc::{self, Doc, Outline};
+use super::project::{Bindings, Project};
+use super::recipe::{CardScope, Keep, Layer, Recipe, SourceKind, SourceSpec};
+use super::schema::{AiContext, Schemas};
+use crate::parse::markdown::{self, LinkKind};
+use crate::retrieve::RankOptions;
+use crate::session::{IndexChoice, Session};
+use crate::text::fold;
+
+/// One piece of a pack: a field of an entity, a scene, a file.
+#[derive(Clone, Debug)]
+pub struct Item {
+    /// Identity across agents: the same key is the same content.
+    pub key: String,
+    pub layer: Layer,
+    pub source: String,
+    pub source_title: String,
+    /// The entity heading the item sits under.
+    pub group: Option<String>,
+    /// The field's label, shown in bold above the text.
+    pub label: Option<String>,
+    pub text: String,
+    /// Which end survives truncation (L1).
+    pub keep: Keep,
+    /// Degraded earlier when lower (the source's priority, then position).
+    pub priority: (i32, i64),
+}
+
+impl Item {
+    /// The item's name in reports.
+    pub fn display(&self) -> String {
+        match (&self.group, &self.label) {
+            (Some(group), Some(label)) => format!("{group} / {label}"),
+            (Some(group), None) => group.clone(),
+            (None, Some(label)) => format!("{} / {label}", self.source_title),
+            (None, None) => self.source_title.clone(),
+        }
+    }
+}
+
+/// A field left out because its purpose may not see it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hidden {
+    #[serde(skip)]
+    pub key: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub field: String,
+    pub entity: String,
+    pub rule: String,
+    pub purpose: String,
+}
+
+/// Why a source or some of its content is not in a pack.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    NotAuthorized,
+    NotRelevant,
+    TokenBudget,
+}
+
+impl Reason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::NotAuthorized => "not_authorized",
+            Reason::NotRelevant => "not_relevant",
+            Reason::TokenBudget => "token_budget",
+        }
+    }
+}
+
+/// One line of the source-level report.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Omitted {
+    pub source: String,
+    pub reason: Reason,
+    /// How many entities (unknown for libraries that were never opened).
+    pub count: Option<usize>,
+    pub detail: String,
+    pub items: Vec<String>,
+}
+
+/// What every source reads from.
+pub struct Context<'a> {
+    pub project: &'a Project,
+    pub recipe: &'a Recipe,
+    pub schemas: &'a Schemas,
+    pub bindings: &'a Bindings,
+    pub bindings_path: &'a str,
+    pub outline: &'a Outline,
+    pub outline_path: &'a str,
+    pub work: &'a str,
+    pub unit: i64,
+    pub candidate: Option<&'a str>,
+    pub references: &'a [String],
+    pub library_index_dir: Option<&'a Path>,
+    pub separator: &'a str,
+    pub colon: &'a str,
+}
+
+/// Items, hidden fields and omissions gathered for one purpose.
+#[derive(Default)]
+pub struct Gathered {
+    pub items: Vec<Item>,
+    pub hidden: Vec<Hidden>,
+    pub omitted: Vec<Omitted>,
+    pub warnings: Vec<String>,
+}
+
+impl Context<'_> {
+    pub fn path(&self, template: &str, unit: i64) -> Result<String, String> {
+        super::recipe::expand(
+            template,
+            &super::recipe::Placeholders {
+                work: self.work,
+                unit,
+                agent: "",
+                scenario: "",
+                purpose: "",
+            },
+        )
+    }
+
+    pub fn unit_heading(&self, unit: i64) -> String {
+        self.recipe
+            .unit
+            .heading
+            .replace("{unit}", &unit.to_string())
+    }
+
+    /// Gathers `source` as seen by `purpose`.
+    pub fn gather(
+        &self,
+        id: &str,
+        spec: &SourceSpec,
+        purpose: &str,
+        out: &mut Gathered,
+    ) -> Result<(), String> {
+        let mut sink = Sink {
+            id,
+            spec,
+            purpose,
+            out,
+            position: 0,
+        };
+        match &spec.kind {
+            SourceKind::File { path, keep } => self.file(&mut sink, path, *keep),
+            SourceKind::Sections { path, schema } => self.sections(&mut sink, path, schema),
+            SourceKind::UnitScenes { offset, last } => self.unit_scenes(&mut sink, *offset, *last),
+            SourceKind::UnitSummary { offset } => self.unit_summary(&mut sink, *offset),
+            SourceKind::UnitFull { offset } => self.unit_full(&mut sink, *offset),
+            SourceKind::Candidate => self.candidate(&mut sink),
+            SourceKind::Outline { recent } => {
+                self.outline(&mut sink, *recent);
+                Ok(())
+            }
+            SourceKind::Cards {
+                dir,
+                scope,
+                cast_types,
+                linked_types,
+            } => self.cards(&mut sink, dir, *scope, cast_types, linked_types),
+            SourceKind::CardIndex { dir, summary_field } => {
+                self.card_index(&mut sink, dir, summary_field)
+            }
+            SourceKind::Schemas => {
+                self.schema_contract(&mut sink);
+                Ok(())
+            }
+            SourceKind::Library {
+                prefer,
+                limit,
+                fields,
+            } => self.library(&mut sink, prefer, *limit, fields.as_deref()),
+        }
+    }
+
+    fn file(&self, sink: &mut Sink<'_, '_>, template: &str, keep: Keep) -> Result<(), String> {
+        let path = self.path(template, self.unit)?;
+        match self.project.read_optional(&path)? {
+            Some(text) => {
+                let body = crate::parse::frontmatter::split(&text).body.to_string();
+                sink.push(&path, None, None, body, keep);
+            }
+            None => sink.out.warnings.push(format!("{path} does not exist")),
+        }
+        Ok(())
+    }
+
+    fn sections(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        template: &str,
+        schema: &str,
+    ) -> Result<(), String> {
+        let path = self.path(template, self.unit)?;
+        let Some(text) = self.project.read_optional(&path)? else {
+            sink.out.warnings.push(format!("{path} does not exist"));
+            return Ok(());
+        };
+        let doc = Doc::parse(&path, &text)?;
+        for (title, body) in &doc.sections {
+            let rule = self.schemas.rule(schema, title);
+            let key = format!("{path}#{title}");
+            if sink.visible(&rule, &key, schema, title, &path) {
+                sink.push(&key, Some(title.clone()), None, body.clone(), Keep::Head);
+            }
+        }
+        Ok(())
+    }
+
+    fn unit_doc(&self, offset: i64) -> Result<Option<(i64, String, Doc)>, String> {
+        let number = self.unit + offset;
+        if number < 1 {
+            return Ok(None);
+        }
+        let path = self.path(&self.recipe.unit.file, number)?;
+        match self.project.read_optional(&path)? {
+            Some(text) => Ok(Some((number, path.clone(), Doc::parse(&path, &text)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn unit_scenes(&self, sink: &mut Sink<'_, '_>, offset: i64, last: usize) -> Result<(), String> {
+        let Some((number, path, doc)) = self.unit_doc(offset)? else {
+            if self.unit + offset >= 1 {
+                sink.out.warnings.push(format!(
+                    "{} is not written yet",
+                    self.unit_heading(self.unit + offset)
+                ));
+            }
+            return Ok(());
+        };
+        let group = self.unit_heading(number);
+        let start = doc.sections.len().saturating_sub(last);
+        // The later a scene, the closer to the seam: it is degraded last.
+        for (i, (title, body)) in doc.sections.iter().enumerate().skip(start) {
+            sink.position = i as i64;
+            sink.push_at(
+                &format!("{path}#{title}"),
+                Some(group.clone()),
+                Some(title.clone()),
+                body.clone(),
+                Keep::Tail,
+            );
+        }
+        Ok(())
+    }
+
+    fn unit_summary(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
+        let Some((number, path, doc)) = self.unit_doc(offset)? else {
+            return Ok(());
+        };
+        let lines: Vec<String> = self
+            .recipe
+            .unit
+            .summary_keys
+            .iter()
+            .filter_map(|key| {
+                let value = crate::parse::frontmatter::get(&doc.fields, key)?;
+                let text = doc::value_text(value, self.separator);
+                (!text.is_empty()).then(|| format!("- {key}{}{text}", self.colon))
+            })
+            .collect();
+        if !lines.is_empty() {
+            sink.push(
+                &format!("{path}#summary"),
+                Some(self.unit_heading(number)),
+                None,
+                lines.join("\n"),
+                Keep::Head,
+            );
+        }
+        Ok(())
+    }
+
+    fn unit_full(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
+        let number = self.unit + offset;
+        let path = self.path(&self.recipe.unit.file, number)?;
+        let Some(text) = self.project.read_optional(&path)? else {
+            return Err(format!(
+                "{} ({path}) does not exist; there is nothing to process",
+                self.unit_heading(number)
+            ));
+        };
+        let body = crate::parse::frontmatter::split(&text).body.to_string();
+        sink.push(
+            &path,
+            Some(self.unit_heading(number)),
+            None,
+            body,
+            Keep::Head,
+        );
+        Ok(())
+    }
+
+    fn candidate(&self, sink: &mut Sink<'_, '_>) -> Result<(), String> {
+        let path = match self.candidate {
+            Some(path) => path.to_string(),
+            None => self.path(&self.recipe.unit.file, self.unit)?,
+        };
+        let Some(text) = self.project.read_optional(&path)? else {
+            return Err(format!(
+                "no candidate to review: {path} does not exist (pass --candidate PATH)"
+            ));
+        };
+        sink.push(
+            &format!("candidate:{path}"),
+            Some(path.clone()),
+            None,
+            text,
+            Keep::Head,
+        );
+        Ok(())
+    }
+
+    fn outline(&self, sink: &mut Sink<'_, '_>, recent: usize) {
+        let spec = &self.recipe.outline;
+        let schema = spec.schema.as_str();
+        let path = self.outline_path;
+        let Some((current, _)) = self.outline.find(self.unit) else {
+            return;
+        };
+        let fields = &spec.fields;
+        for group in &self.outline.groups {
+            if group.title == spec.main_heading {
+                let key = format!("{path}#{}", group.title);
+                if sink.visible(
+                    &self.schemas.rule(schema, &fields.main),
+                    &key,
+                    schema,
+                    &fields.main,
+                    path,
+                ) {
+                    sink.push(
+                        &key,
+                        Some(group.title.clone()),
+                        None,
+                        group.overview.clone(),
+                        Keep::Head,
+                    );
+                }
+            }
+        }
+        let group = &self.outline.groups[current];
+        let key = format!("{path}#{}", group.title);
+        if sink.visible(
+            &self.schemas.rule(schema, &fields.group),
+            &key,
+            schema,
+            &fields.group,
+            path,
+        ) && !group.overview.is_empty()
+        {
+            sink.push(
+                &key,
+                Some(group.title.clone()),
+                None,
+                group.overview.clone(),
+                Keep::Head,
+            );
+        }
+        let previous: Vec<&doc::Entry> = self
+            .outline
+            .groups
+            .iter()
+            .flat_map(|g| &g.entries)
+            .filter(|e| e.number < self.unit && e.number >= self.unit - recent as i64)
+            .collect();
+        for entry in previous {
+            let key = format!("{path}#{}", entry.title);
+            sink.position = entry.number;
+            if sink.visible(
+                &self.schemas.rule(schema, &fields.recent),
+                &key,
+                schema,
+                &fields.recent,
+                path,
+            ) {
+                sink.push_at(
+                    &key,
+                    Some(entry.title.clone()),
+                    None,
+                    entry.text.clone(),
+                    Keep::Head,
+                );
+            }
+        }
+        for group in self.outline.groups.iter().skip(current + 1) {
+            let key = format!("{path}#{}", group.title);
+            if sink.visible(
+                &self.schemas.rule(schema, &fields.future),
+                &key,
+                schema,
+                &fields.future,
+                path,
+            ) {
+                let mut text = group.overview.clone();
+                for entry in &group.entries {
+                    text.push_str(&format!("\n\n#### {}\n\n{}", entry.title, entry.text));
+                }
+                sink.push(
+                    &key,
+                    Some(group.title.clone()),
+                    None,
+                    text.trim().to_string(),
+                    Keep::Head,
+                );
+            }
+        }
+    }
+
+    fn load_cards(&self, dir: &str) -> Result<Vec<Card>, String> {
+        let keys = &self.recipe.cards;
+        let mut cards = Vec::new();
+        for path in self.project.markdown_files(dir)? {
+            let text = self.project.read(&path)?;
+            let doc = Doc::parse(&path, &text)?;
+            let stem = Path::new(&path)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let folder = Path::new(&path)
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let type_name = doc.scalar(&keys.type_key).unwrap_or(folder);
+            let name = doc.scalar(&keys.name_key).unwrap_or_else(|| stem.clone());
+            let mut names = vec![fold(&name), fold(&stem)];
+            names.extend(doc.list(&keys.alias_key).iter().map(|a| fold(a)));
+            cards.push(Card {
+                parties: doc.list(&keys.parties_key),
+                scenes: doc.list(&keys.scene_key),
+                category: doc.scalar(&keys.category_key),
+                path,
+                type_name,
+                name,
+                names,
+                doc,
+            });
+        }
+        Ok(cards)
+    }
+
+    /// The fields of `card` visible to the sink's purpose, in order:
+    /// frontmatter keys, then sections.
+    fn card_fields(
+        &self,
+        card: &Card,
+        only: Option<&[String]>,
+    ) -> Vec<(String, String, AiContext)> {
+        let keys = &self.recipe.cards;
+        // Keys that select cards are not content.
+        let structural = [
+            &keys.type_key,
+            &keys.name_key,
+            &keys.parties_key,
+            &keys.category_key,
+            &keys.scene_key,
+        ];
+        let mut fields = Vec::new();
+        for (key, value) in &card.doc.fields {
+            let Some(key) = key.as_str() else { continue };
+            if structural.iter().any(|s| s.as_str() == key) {
+                continue;
+            }
+            let text = doc::value_text(value, self.separator);
+            if !text.is_empty() {
+                fields.push((
+                    key.to_string(),
+                    text,
+                    self.schemas.rule(&card.type_name, key),
+                ));
+            }
+        }
+        for (title, text) in &card.doc.sections {
+            fields.push((
+                title.clone(),
+                text.clone(),
+                self.schemas.rule(&card.type_name, title),
+            ));
+        }
+        if let Some(only) = only {
+            fields.retain(|(name, _, _)| only.contains(name));
+        }
+        fields
+    }
+
+    fn push_card(&self, sink: &mut Sink<'_, '_>, card: &Card, only: Option<&[String]>) {
+        let group = format!("{} · {}", card.type_name, card.name);
+        for (field, text, rule) in self.card_fields(card, only) {
+            let key = format!("{}#{field}", card.path);
+            if sink.visible(&rule, &key, &card.type_name, &field, &card.name) {
+                sink.push(&key, Some(group.clone()), Some(field), text, Keep::Head);
+            }
+        }
+    }
+
+    fn cards(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        dir_template: &str,
+        scope: CardScope,
+        cast_types: &[String],
+        linked_types: &[String],
+    ) -> Result<(), String> {
+        let dir = self.path(dir_template, self.unit)?;
+        let cards = self.load_cards(&dir)?;
+        let chosen: Vec<usize> = match scope {
+            CardScope::All => (0..cards.len()).collect(),
+            CardScope::Cast => self.cast_selection(sink.purpose, &cards, cast_types, linked_types),
+        };
+        for &i in &chosen {
+            self.push_card(sink, &cards[i], None);
+        }
+        let left: Vec<String> = (0..cards.len())
+            .filter(|i| !chosen.contains(i))
+            .map(|i| format!("{} · {}", cards[i].type_name, cards[i].name))
+            .collect();
+        if !left.is_empty() {
+            sink.out.omitted.push(Omitted {
+                source: dir,
+                reason: Reason::NotRelevant,
+                count: Some(left.len()),
+                detail: sink.spec.title.clone(),
+                items: left,
+            });
+        }
+        Ok(())
+    }
+
+    /// Cards named in the unit's cast (or relations among the cast), then
+    /// the cards of `linked_types` their visible fields link to.
+    fn cast_selection(
+        &self,
+        purpose: &str,
+        cards: &[Card],
+        cast_types: &[String],
+        linked_types: &[String],
+    ) -> Vec<usize> {
+        let cast: BTreeSet<String> = self
+            .outline
+            .find(self.unit)
+            .map(|(_, entry)| entry.values(&self.recipe.outline.cast_key))
+            .unwrap_or_default()
+            .iter()
+            .map(|name| fold(name))
+            .collect();
+        let mut chosen: Vec<usize> = Vec::new();
+        for (i, card) in cards.iter().enumerate() {
+            if !cast_types.contains(&card.type_name) {
+                continue;
+            }
+            let named = card.names.iter().any(|n| cast.contains(n));
+            let relation =
+                !card.parties.is_empty() && card.parties.iter().all(|p| cast.contains(&fold(p)));
+            if named || relation {
+                chosen.push(i);
+            }
+        }
+        let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, card) in cards.iter().enumerate() {
+            for name in &card.names {
+                by_name.entry(name.as_str()).or_insert(i);
+            }
+        }
+        let mut linked = Vec::new();
+        for &i in &chosen {
+            for (_, text, rule) in self.card_fields(&cards[i], None) {
+                // Links inside hidden fields must not pull cards in: that
+                // would reveal what the hidden text says.
+                if !rule.allows(purpose) {
+                    continue;
+                }
+                for link in markdown::analyze(&text).links {
+                    if link.kind == LinkKind::Markdown {
+                        continue;
+                    }
+                    if let Some(&target) = by_name.get(fold(&link.target).as_str())
+                        && linked_types.contains(&cards[target].type_name)
+                        && !chosen.contains(&target)
+                        && !linked.contains(&target)
+                    {
+                        linked.push(target);
+                    }
+                }
+            }
+        }
+        chosen.extend(linked);
+        let type_order = |card: &Card| {
+            cast_types
+                .iter()
+                .chain(linked_types)
+                .position(|t| *t == card.type_name)
+                .unwrap_or(usize::MAX)
+        };
+        chosen.sort_by(|&a, &b| {
+            (type_order(&cards[a]), &cards[a].path).cmp(&(type_order(&cards[b]), &cards[b].path))
+        });
+        chosen
+    }
+
+    fn card_index(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        dir_template: &str,
+        summary_field: &str,
+    ) -> Result<(), String> {
+        let dir = self.path(dir_template, self.unit)?;
+        for card in self.load_cards(&dir)? {
+            let key = format!("{}#index", card.path);
+            let rule = self.schemas.rule(&card.type_name, summary_field);
+            let summary = card
+                .doc
+                .sections
+                .iter()
+                .find(|(title, _)| title == summary_field)
+                .map(|(_, text)| doc::first_sentence(text, 120))
+                .filter(|_| rule.allows(sink.purpose));
+            let line = match summary {
+                Some(summary) => format!(
+                    "- {} · {}{}{summary}",
+                    card.type_name, card.name, self.colon
+                ),
+                None => format!("- {} · {}", card.type_name, card.name),
+            };
+            sink.push(&key, None, None, line, Keep::Head);
+        }
+        Ok(())
+    }
+
+    fn schema_contract(&self, sink: &mut Sink<'_, '_>) {
+        for (type_name, schema) in &self.schemas.by_type {
+            let lines: Vec<String> = schema
+                .rules
+                .iter()
+                .filter(|(_, rule)| rule.ai_context.allows(sink.purpose))
+                .map(|(field, rule)| match &rule.description {
+                    Some(description) => format!("- {field}{}{description}", self.colon),
+                    None => format!("- {field}"),
+                })
+                .collect();
+            if !lines.is_empty() {
+                sink.push(
+                    &format!("schema:{type_name}"),
+                    Some(type_name.clone()),
+                    None,
+                    lines.join("\n"),
+                    Keep::Head,
+                );
+            }
+        }
+    }
+
+    fn library(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        prefer: &[String],
+        limit: usize,
+        only: Option<&[String]>,
+    ) -> Result<(), String> {
+        let Some((_, entry)) = self.outline.find(self.unit) else {
+            return Ok(());
+        };
+        let scene_types: BTreeSet<String> = entry
+            .values(&self.recipe.outline.scene_key)
+            .iter()
+            .map(|s| fold(s))
+            .collect();
+        let mut query = format!("{}\n{}", entry.title, entry.text);
+        for reference in self.references {
+            query.push('\n');
+            query.push_str(reference);
+        }
+        for library in &self.bindings.libraries {
+            let dir = format!("{}/{library}", self.recipe.libraries_dir);
+            if !self.project.resolve(&dir).is_ok_and(|p| p.is_dir()) {
+                sink.out.warnings.push(format!(
+                    "library '{library}' is bound in {} but {dir} does not exist",
+                    self.bindings_path
+                ));
+                continue;
+            }
+            let cards = self.load_cards(&dir)?;
+            let matching: Vec<usize> = (0..cards.len())
+                .filter(|&i| {
+                    cards[i]
+                        .scenes
+                        .iter()
+                        .any(|s| scene_types.contains(&fold(s)))
+                })
+                .collect();
+            let ranked = self.rank_library(&dir, &cards, &matching, &query, sink);
+            let preference = |card: &Card| {
+                card.category
+                    .as_ref()
+                    .and_then(|c| prefer.iter().position(|p| p == c))
+                    .unwrap_or(prefer.len())
+            };
+            let mut order: Vec<(usize, usize, usize)> = ranked
+                .iter()
+                .enumerate()
+                .map(|(rank, &i)| (preference(&cards[i]), rank, i))
+                .collect();
+            order.sort();
+            let chosen: Vec<usize> = order.iter().take(limit).map(|&(_, _, i)| i).collect();
+            for &i in &chosen {
+                self.push_card(sink, &cards[i], only);
+            }
+            let left: Vec<String> = (0..cards.len())
+                .filter(|i| !chosen.contains(i))
+                .map(|i| format!("{} · {}", cards[i].type_name, cards[i].name))
+                .collect();
+            if !left.is_empty() {
+                sink.out.omitted.push(Omitted {
+                    source: dir,
+                    reason: Reason::NotRelevant,
+                    count: Some(left.len()),
+                    detail: format!(
+                        "{}: not this unit's scene types ({}) or below the top {limit}",
+                        sink.spec.title,
+                        entry
+                            .values(&self.recipe.outline.scene_key)
+                            .join(self.separator)
+                    ),
+                    items: left,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `matching` ordered by the search pipeline (the same fused ranking as
+    /// `ctxpack search`) for `query`; cards it does not hit follow by path.
+    fn rank_library(
+        &self,
+        dir: &str,
+        cards: &[Card],
+        matching: &[usize],
+        query: &str,
+        sink: &mut Sink<'_, '_>,
+    ) -> Vec<usize> {
+        let root = self.project.root().join(dir);
+        let choice = IndexChoice {
+            dir: self
+                .library_index_dir
+                .map(|base| base.join(crate::index::location::vault_id(&root))),
+            progress: false,
+        };
+        let mut ordered: Vec<usize> = Vec::new();
+        match Session::open(&root, &choice) {
+            Ok(session) => {
+                if let Some(error) = &session.index_error {
+                    sink.out
+                        .warnings
+                        .push(format!("library {dir}: ranked without its index ({error})"));
+                }
+                let prefix = format!("{dir}/");
+                let wanted: BTreeMap<&str, usize> = matching
+                    .iter()
+                    .map(|&i| {
+                        (
+                            cards[i]
+                                .path
+                                .strip_prefix(&prefix)
+                                .unwrap_or(&cards[i].path),
+                            i,
+                        )
+                    })
+                    .collect();
+                let keep =
+                    |note: usize| wanted.contains_key(session.vault.metas[note].path.as_str());
+                let ranking = session.rank(
+                    query,
+                    &RankOptions::new(chrono::DateTime::UNIX_EPOCH),
+                    &keep,
+                );
+                for hit in ranking.hits {
+                    if let Some(&i) = wanted.get(session.vault.metas[hit.note].path.as_str()) {
+                        ordered.push(i);
+                    }
+                }
+            }
+            Err(error) => sink
+                .out
+                .warnings
+                .push(format!("library {dir}: search unavailable ({error:#})")),
+        }
+        for &i in matching {
+            if !ordered.contains(&i) {
+                ordered.push(i);
+            }
+        }
+        ordered
+    }
+}
+
+struct Card {
+    path: String,
+    type_name: String,
+    name: String,
+    /// Folded name, stem and aliases.
+    names: Vec<String>,
+    parties: Vec<String>,
+    scenes: Vec<String>,
+    category: Option<String>,
+    doc: Doc,
+}
+
+/// Collects one source's items for one purpose.
+struct Sink<'s, 'o> {
+    id: &'s str,
+    spec: &'s SourceSpec,
+    purpose: &'s str,
+    out: &'o mut Gathered,
+    position: i64,
+}
+
+impl Sink<'_, '_> {
+    /// Whether the purpose may see a field; records it as hidden if not.
+    fn visible(
+        &mut self,
+        rule: &AiContext,
+        key: &str,
+        type_name: &str,
+        field: &str,
+        entity: &str,
+    ) -> bool {
+        if rule.allows(self.purpose) {
+            return true;
+        }
+        self.out.hidden.push(Hidden {
+            key: key.to_string(),
+            type_name: type_name.to_string(),
+            field: field.to_string(),
+            entity: entity.to_string(),
+            rule: rule.to_string(),
+            purpose: self.purpose.to_string(),
+        });
+        false
+    }
+
+    /// Adds an item; earlier items of a source are degraded last.
+    fn push(
+        &mut self,
+        key: &str,
+        group: Option<String>,
+        label: Option<String>,
+        text: String,
+        keep: Keep,
+    ) {
+        self.position -= 1;
+        let position = self.position;
+        self.add(key, group, label, text, keep, position);
+    }
+
+    /// Adds an item at the position set by the caller (higher: kept longer).
+    fn push_at(
+        &mut self,
+        key: &str,
+        group: Option<String>,
+        label: Option<String>,
+        text: String,
+        keep: Keep,
+    ) {
+        let position = self.position;
+        self.add(key, group, label, text, keep, position);
+    }
+
+    fn add(
+        &mut self,
+        key: &str,
+        group: Option<String>,
+        label: Option<String>,
+        text: String,
+        keep: Keep,
+        position: i64,
+    ) {
+        let text = text.trim().to_string();
+        if text.is_empty() || self.out.items.iter().any(|i| i.key == key) {
+            return;
+        }
+        self.out.items.push(Item {
+            key: key.to_string(),
+            layer: self.spec.layer,
+            source: self.id.to_string(),
+            source_title: self.spec.title.clone(),
+            group,
+            label,
+            text,
+            keep,
+            priority: (self.spec.priority, position),
+        });
+    }
+}

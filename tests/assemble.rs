@@ -1,0 +1,804 @@
+//! `ctxpack assemble`: the layered per-agent context of seed 003, run on
+//! copies of the example projects shipped in `examples/`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::{World, ok, stderr, stdout};
+use ctxpack::Tokenizer;
+use ctxpack::assemble::{AssembleError, AssembleRequest, assemble};
+use proptest::prelude::*;
+use serde_json::Value;
+
+const WORK: &str = "青灯录";
+
+fn copy_example(world: &World, example: &str) -> PathBuf {
+    let target = world.path().join(example);
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(example),
+        &target,
+    );
+    target
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn run(world: &World, root: &Path, args: &[&str]) -> Output {
+    world
+        .cmd()
+        .current_dir(root)
+        .arg("assemble")
+        .args(args)
+        .output()
+        .expect("run ctxpack")
+}
+
+fn novel_args<'a>(scenario: &'a str, chapter: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--work",
+        WORK,
+        "--scenario",
+        scenario,
+        "--chapter",
+        chapter,
+        "--intent",
+        "写这一章，节奏紧一些",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_str(&ok(output)).expect("JSON output")
+}
+
+/// The five agents of the seed's pipeline and a scenario each serves.
+const PIPELINE: [(&str, &str); 5] = [
+    ("writer", "continuation"),
+    ("planner", "planning"),
+    ("extractor", "extraction"),
+    ("detector", "validation"),
+    ("judge", "quality_gate"),
+];
+
+fn request(
+    agent: &str,
+    scenario: &str,
+    unit: i64,
+    budget: usize,
+    tokenizer: Tokenizer,
+    index_dir: &Path,
+) -> AssembleRequest {
+    AssembleRequest {
+        work: WORK.into(),
+        scenario: scenario.into(),
+        unit,
+        intent: "写这一章，节奏紧一些".into(),
+        agent: Some(agent.into()),
+        budget,
+        tokenizer,
+        index_dir: Some(index_dir.to_path_buf()),
+        ..AssembleRequest::default()
+    }
+}
+
+#[test]
+fn writer_pack_for_the_next_chapter() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let pack = ok(&run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write"]),
+    ));
+    insta::assert_snapshot!("novel_writer_chapter_9", pack);
+    let again = ok(&run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write"]),
+    ));
+    assert_eq!(pack, again, "the same inputs give the same bytes");
+}
+
+#[test]
+fn every_agent_of_a_chapter_shares_a_byte_identical_baseline() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let mut prefixes = BTreeSet::new();
+    let mut hashes = BTreeSet::new();
+    for (agent, scenario) in PIPELINE {
+        let report = json(&run(
+            &world,
+            &root,
+            &novel_args(
+                scenario,
+                "8",
+                &["--agent", agent, "--format", "json", "--no-write"],
+            ),
+        ));
+        assert_eq!(report["agent"], agent);
+        assert_eq!(report["baseline"]["shared"], true, "{agent}");
+        let text = report["text"].as_str().unwrap();
+        let prefix_len = report["shared_prefix_bytes"].as_u64().unwrap() as usize;
+        assert!(prefix_len < text.len());
+        prefixes.insert(text.as_bytes()[..prefix_len].to_vec());
+        hashes.insert(report["baseline"]["blake3"].as_str().unwrap().to_string());
+        // The intent is the last thing before the report.
+        let (body, _report) = text
+            .rsplit_once("\n---\n\n# 裁剪回显")
+            .expect("report at the end");
+        assert!(
+            body.ends_with("## 用户意图\n\n写这一章，节奏紧一些\n"),
+            "{agent}"
+        );
+    }
+    assert_eq!(prefixes.len(), 1, "one shared prefix for all five agents");
+    assert_eq!(hashes.len(), 1);
+}
+
+/// Unique strings planted in every field some purpose may not see.
+const HIDDEN_FIELDS: [(&str, &[&str]); 7] = [
+    ("创作备忘", &[]),
+    ("成长弧线", &["planning", "detection"]),
+    ("演变历程", &["detection", "extraction"]),
+    ("谜底与真相", &["planning", "detection"]),
+    ("结局方向", &["planning", "detection"]),
+    ("弃案记录", &["planning"]),
+    ("未来卷粗纲", &["planning"]),
+];
+
+fn marker(field: &str, n: usize) -> String {
+    format!("MARK{n:03}·{field}")
+}
+
+/// Plants a marker at the start of every section named like a hidden field
+/// (and in the future volume of the outline); returns field → markers.
+fn plant_markers(root: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut planted: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut n = 0;
+    let mut files = Vec::new();
+    collect_md(&root.join("works"), &mut files);
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        let mut out = String::new();
+        for line in text.split_inclusive('\n') {
+            out.push_str(line);
+            let heading = line.trim_end();
+            let field = if heading.starts_with("## ") && heading.ends_with("（粗纲）") {
+                Some("未来卷粗纲")
+            } else {
+                HIDDEN_FIELDS
+                    .iter()
+                    .map(|(f, _)| *f)
+                    .find(|f| heading == format!("## {f}"))
+            };
+            if let Some(field) = field {
+                n += 1;
+                let mark = marker(field, n);
+                out.push_str(&format!("{mark}。\n"));
+                planted.entry(field.to_string()).or_default().push(mark);
+            }
+        }
+        fs::write(&file, out).unwrap();
+    }
+    planted
+}
+
+fn collect_md(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_md(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+fn visibility(agent: &str) -> &'static str {
+    match agent {
+        "writer" | "judge" => "generation",
+        "planner" => "planning",
+        "extractor" => "extraction",
+        _ => "detection",
+    }
+}
+
+#[test]
+fn nothing_hidden_for_a_purpose_reaches_its_pack() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let planted = plant_markers(&root);
+    assert_eq!(
+        planted.len(),
+        HIDDEN_FIELDS.len(),
+        "every hidden field was planted: {planted:?}"
+    );
+    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for budget in ["1500", "4000", "16000", "60000"] {
+        for (agent, scenario) in PIPELINE {
+            let output = run(
+                &world,
+                &root,
+                &novel_args(
+                    scenario,
+                    "8",
+                    &["--agent", agent, "--budget", budget, "--no-write"],
+                ),
+            );
+            if output.status.code() == Some(2) {
+                assert!(stderr(&output).contains("never cut"), "{}", stderr(&output));
+                continue;
+            }
+            let pack = ok(&output);
+            for (field, allowed) in HIDDEN_FIELDS {
+                for mark in &planted[field] {
+                    if pack.contains(mark.as_str()) {
+                        assert!(
+                            allowed.contains(&visibility(agent)),
+                            "{agent} ({}) sees {field}: {mark}",
+                            visibility(agent)
+                        );
+                        seen.entry(agent).or_default().insert(field.to_string());
+                    }
+                }
+            }
+        }
+    }
+    // Not vacuous: the purposes that may see a field do see it.
+    let expect = |agent: &str, fields: &[&str]| {
+        for field in fields {
+            assert!(
+                seen.get(agent).is_some_and(|s| s.contains(*field)),
+                "{agent} should see {field}: {seen:?}"
+            );
+        }
+    };
+    expect(
+        "planner",
+        &[
+            "谜底与真相",
+            "结局方向",
+            "弃案记录",
+            "未来卷粗纲",
+            "成长弧线",
+        ],
+    );
+    expect(
+        "detector",
+        &["谜底与真相", "结局方向", "成长弧线", "演变历程"],
+    );
+    expect("extractor", &["演变历程"]);
+    assert!(
+        !seen.contains_key("writer") && !seen.contains_key("judge"),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn increments_only_add_and_the_judge_sees_exactly_the_writer_baseline() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let mut baseline_keys: Option<BTreeSet<String>> = None;
+    for (agent, scenario) in PIPELINE {
+        let report = json(&run(
+            &world,
+            &root,
+            &novel_args(
+                scenario,
+                "8",
+                &[
+                    "--agent",
+                    agent,
+                    "--format",
+                    "json",
+                    "--no-write",
+                    "--budget",
+                    "60000",
+                ],
+            ),
+        ));
+        let items = report["items"].as_array().unwrap();
+        let keys_of = |segment: &str| -> BTreeSet<String> {
+            items
+                .iter()
+                .filter(|i| i["segment"] == segment)
+                .map(|i| i["key"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let baseline = keys_of("baseline");
+        let increment = keys_of("increment");
+        assert!(
+            baseline.is_disjoint(&increment),
+            "{agent}: the increment repeats the baseline"
+        );
+        match &baseline_keys {
+            None => baseline_keys = Some(baseline.clone()),
+            Some(writer) => assert_eq!(
+                writer, &baseline,
+                "{agent}: the writer's visible set is in every pack"
+            ),
+        }
+        if agent == "judge" {
+            assert_eq!(
+                increment,
+                BTreeSet::from([
+                    "meta/rubrics/judge.md".to_string(),
+                    format!("candidate:works/{WORK}/正文/第008章.md")
+                ]),
+                "the judge gets the rubric and the candidate, nothing else"
+            );
+        }
+        if agent == "extractor" {
+            assert!(
+                !increment.iter().any(|k| k.starts_with("knowledge/")),
+                "L3 is closed for the extractor"
+            );
+        }
+    }
+}
+
+#[test]
+fn unbound_library_is_never_opened() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let unbound = root.join("knowledge/言情范式");
+    // A FIFO blocks whoever opens it for reading: a read would hang the run.
+    for entry in fs::read_dir(&unbound).unwrap() {
+        let path = entry.unwrap().path();
+        fs::remove_file(&path).unwrap();
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    }
+    fs::write(unbound.join("sub.txt"), "x").ok();
+    for (agent, scenario) in PIPELINE {
+        let mut child = world
+            .cmd()
+            .current_dir(&root)
+            .arg("assemble")
+            .args(novel_args(
+                scenario,
+                "8",
+                &["--agent", agent, "--format", "json", "--no-write"],
+            ))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(60) {
+                child.kill().ok();
+                panic!("{agent}: assemble hung: it opened the unbound library");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let report = json(&child.wait_with_output().unwrap());
+        let read: Vec<&str> = report["read"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert!(
+            read.iter().all(|p| !p.starts_with("knowledge/言情范式")),
+            "{agent} read {read:?}"
+        );
+        let omitted = report["omittedSources"].as_array().unwrap();
+        assert!(
+            omitted
+                .iter()
+                .any(|o| o["source"] == "knowledge/言情范式" && o["reason"] == "not_authorized"),
+            "{agent}: {omitted:?}"
+        );
+    }
+}
+
+#[test]
+fn the_writer_gets_cast_cards_and_scene_type_paradigms_only() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let report = json(&run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--format", "json", "--no-write"]),
+    ));
+    let text = report["text"].as_str().unwrap();
+    for cast in [
+        "#### 人物 · 林砚",
+        "#### 人物 · 沈青",
+        "#### 人物 · 厉无咎",
+        "#### 关系 · 林砚与沈青",
+    ] {
+        assert!(text.contains(cast), "{cast}");
+    }
+    assert!(
+        !text.contains("#### 人物 · 周慎之"),
+        "not in chapter 9's cast"
+    );
+    let omitted = report["omittedSources"].as_array().unwrap();
+    let cards = omitted
+        .iter()
+        .find(|o| o["source"] == format!("works/{WORK}/知识"))
+        .unwrap();
+    assert!(
+        cards["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == "人物 · 周慎之")
+    );
+    assert_eq!(cards["reason"], "not_relevant");
+    // Paradigm cards: at most the recipe's limit, all of this chapter's scene types.
+    let l3: BTreeSet<&str> = report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["layer"] == "L3")
+        .map(|i| i["key"].as_str().unwrap().split('#').next().unwrap())
+        .collect();
+    assert!(!l3.is_empty() && l3.len() <= 3, "{l3:?}");
+    for card in &l3 {
+        let text = fs::read_to_string(root.join(card)).unwrap();
+        assert!(
+            ["悬疑", "对峙", "追逐"].iter().any(|t| text.contains(t)),
+            "{card}"
+        );
+    }
+    // The previous chapter's last scenes verbatim, the one before as its summary.
+    let chapter8 = fs::read_to_string(root.join(format!("works/{WORK}/正文/第008章.md"))).unwrap();
+    let last_scene = chapter8.rsplit("\n## ").next().unwrap();
+    let last_body = last_scene.split_once('\n').unwrap().1.trim();
+    assert!(
+        text.contains(last_body),
+        "the previous chapter's last scene, verbatim"
+    );
+    assert!(text.contains("### 前章摘要\n\n#### 第7章\n\n- 一句话概要："));
+}
+
+#[test]
+fn review_copy_is_the_only_write() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let before = snapshot(&root);
+    let output = run(&world, &root, &novel_args("continuation", "9", &[]));
+    let pack = ok(&output);
+    assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
+    let after = snapshot(&root);
+    let review = format!("works/{WORK}/评审/上下文-第009章-generation.md");
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    assert_eq!(added, [&review]);
+    assert!(
+        before
+            .iter()
+            .all(|(path, hash)| after.get(path) == Some(hash)),
+        "nothing else changed"
+    );
+    assert_eq!(fs::read_to_string(root.join(&review)).unwrap(), pack);
+
+    // Without the work's .gitignore, the run warns that the copy is not ignored.
+    fs::remove_file(root.join(format!("works/{WORK}/.gitignore"))).unwrap();
+    let output = run(&world, &root, &novel_args("continuation", "9", &[]));
+    assert!(stderr(&ok_status(&output)).contains("not excluded by a .gitignore"));
+}
+
+fn ok_status(output: &Output) -> Output {
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
+    output.clone()
+}
+
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.insert(rel, fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn bad_requests_exit_2_with_a_message() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            novel_args("dreaming", "9", &[]),
+            "unknown scenario 'dreaming'",
+        ),
+        (
+            novel_args("continuation", "9", &["--agent", "ghost"]),
+            "unknown agent 'ghost'",
+        ),
+        (
+            novel_args("continuation", "9", &["--agent", "judge"]),
+            "does not serve scenario",
+        ),
+        (novel_args("rewrite", "8", &[]), "requires --selection"),
+        (
+            novel_args("rewrite", "8", &["--selection", "第一段"]),
+            "requires --expected-revision",
+        ),
+        (
+            novel_args(
+                "rewrite",
+                "8",
+                &["--selection", "第一段", "--expected-revision", "99"],
+            ),
+            "not the expected 99",
+        ),
+        (
+            novel_args("continuation", "42", &[]),
+            "no entry for unit 42",
+        ),
+        (novel_args("validation", "9", &[]), "pass --candidate"),
+        (
+            novel_args("validation", "9", &["--candidate", "../../etc/passwd"]),
+            "leaves the project root",
+        ),
+        (
+            novel_args("continuation", "9", &["--budget", "100"]),
+            "never cut",
+        ),
+        (
+            novel_args("continuation", "9", &["--budget", "0"]),
+            "budget must be between",
+        ),
+        (
+            vec![
+                "--work",
+                "无此书",
+                "--scenario",
+                "continuation",
+                "--chapter",
+                "1",
+                "--intent",
+                "x",
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "--work",
+                WORK,
+                "--scenario",
+                "continuation",
+                "--chapter",
+                "9",
+                "--intent",
+                "  ",
+            ],
+            "intent is empty",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = run(&world, &root, &args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stdout(&output).is_empty());
+    }
+    let output = run(
+        &world,
+        world.work().as_path(),
+        &novel_args("continuation", "9", &[]),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("meta/recipe.yaml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_rewrite_with_the_current_revision_carries_selection_and_comments_last() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let chapter = fs::read_to_string(root.join(format!("works/{WORK}/正文/第008章.md"))).unwrap();
+    let revision = chapter
+        .lines()
+        .find_map(|l| l.strip_prefix("修订: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let pack = ok(&run(
+        &world,
+        &root,
+        &novel_args(
+            "rewrite",
+            "8",
+            &[
+                "--selection",
+                "第二场开头",
+                "--expected-revision",
+                &revision,
+                "--comment",
+                "对白再短一些",
+                "--no-write",
+            ],
+        ),
+    ));
+    let tail = pack
+        .split("\n# 本回合\n")
+        .nth(1)
+        .expect("the volatile part");
+    assert!(
+        tail.contains("- 选区：第二场开头") && tail.contains(&format!("- 期望修订：{revision}"))
+    );
+    let comments = tail.find("## 修改意见\n\n- 对白再短一些").unwrap();
+    let intent = tail.find("## 用户意图").unwrap();
+    assert!(
+        comments < intent,
+        "revision comments, then the intent, last"
+    );
+}
+
+#[test]
+fn a_schema_that_would_leak_through_the_baseline_is_refused() {
+    let world = World::new();
+    let root = copy_example(&world, "novel");
+    let schema = root.join("meta/schemas/人物.yaml");
+    let text = fs::read_to_string(&schema).unwrap().replace(
+        "身份:     {aiContext: true",
+        "身份:     {aiContext: [generation]",
+    );
+    fs::write(&schema, text).unwrap();
+    let output = run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write"]),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("the baseline would leak it"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn the_engine_serves_a_software_project_from_its_own_recipe() {
+    let world = World::new();
+    let root = copy_example(&world, "software");
+    let args = |scenario: &'static str| -> Vec<&'static str> {
+        vec![
+            "--work",
+            "ledger-api",
+            "--scenario",
+            scenario,
+            "--chapter",
+            "7",
+            "--intent",
+            "Implement T7",
+            "--format",
+            "json",
+            "--no-write",
+        ]
+    };
+    let coder = json(&run(&world, &root, &args("implement")));
+    let text = coder["text"].as_str().unwrap();
+    assert!(
+        text.contains("#### component · jobs")
+            && text.contains("#### decision · adr-005-postgres-job-queue")
+    );
+    assert!(
+        !text.contains("#### component · auth"),
+        "auth is not in T7's components"
+    );
+    assert!(!text.contains("**Internal notes**") && !text.contains("**History**"));
+    assert!(!text.contains("#### Security findings"));
+    let reviewer_output = run(
+        &world,
+        &root,
+        &[
+            "--work",
+            "ledger-api",
+            "--scenario",
+            "review",
+            "--chapter",
+            "6",
+            "--intent",
+            "Review T6",
+            "--format",
+            "json",
+            "--no-write",
+        ],
+    );
+    let reviewer = json(&reviewer_output);
+    let text = reviewer["text"].as_str().unwrap();
+    assert!(text.contains("**History**") && text.contains("#### Security findings"));
+    assert!(!text.contains("**Internal notes**"));
+    assert_eq!(reviewer["visibility"], "review");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Under any budget: never over it, L0 intact, and degradation follows
+    /// the budget order (L3 before L2 before L1, L0 never).
+    #[test]
+    fn budget_order_and_l0_hold_under_any_budget(
+        budget in prop_oneof![200usize..2000, 2000usize..12000, 12000usize..40000],
+        agent in 0usize..5,
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/novel");
+        let index = tempfile::tempdir().unwrap();
+        let (agent, scenario) = PIPELINE[agent];
+        match assemble(&root, &request(agent, scenario, 8, budget, tokenizer, index.path())) {
+            Err(AssembleError::Usage(message)) => prop_assert!(message.contains("never cut"), "{}", message),
+            Err(other) => prop_assert!(false, "{}", other),
+            Ok(pack) => {
+                prop_assert!(tokenizer.count(&pack.text) <= budget);
+                prop_assert_eq!(pack.tokens, tokenizer.count(&pack.text));
+                prop_assert!(pack.text.contains("## 用户意图\n\n写这一章，节奏紧一些\n"));
+                let outline = fs::read_to_string(root.join(format!("works/{WORK}/大纲.md"))).unwrap();
+                let entry = outline.split("### 第8章 ").nth(1).unwrap().split("\n### ").next().unwrap();
+                let entry_body = entry.split_once('\n').unwrap().1.trim();
+                prop_assert!(pack.text.contains(entry_body), "the outline entry is intact");
+                for segment in ["baseline", "increment"] {
+                    let forms: Vec<(&str, &str)> = pack.items.iter()
+                        .filter(|i| i.segment == segment)
+                        .map(|i| (layer_name(i.layer), i.form))
+                        .collect();
+                    let degraded = |layer: &str| forms.iter().any(|(l, f)| *l == layer && *f != "full");
+                    let all_dropped = |layer: &str| forms.iter().all(|(l, f)| *l != layer || *f == "dropped");
+                    prop_assert!(!degraded("L0"));
+                    if forms.iter().any(|(l, f)| *l == "L2" && *f == "dropped") || degraded("L1") {
+                        prop_assert!(all_dropped("L3"), "{:?}", forms);
+                    }
+                    if degraded("L1") {
+                        prop_assert!(all_dropped("L2"), "{:?}", forms);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn layer_name(layer: ctxpack::assemble::recipe::Layer) -> &'static str {
+    match layer {
+        ctxpack::assemble::recipe::Layer::L0 => "L0",
+        ctxpack::assemble::recipe::Layer::L1 => "L1",
+        ctxpack::assemble::recipe::Layer::L2 => "L2",
+        ctxpack::assemble::recipe::Layer::L3 => "L3",
+    }
+}
