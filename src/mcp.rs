@@ -21,6 +21,7 @@ use rmcp::model::{
 use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
+use crate::assemble::AssembleRequest;
 use crate::index::feedback::FeedbackStore;
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
@@ -254,6 +255,48 @@ pub struct MarkUsefulArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct StatusArgs {}
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AssembleArgs {
+    #[schemars(description = "The work (book, project) folder name, e.g. '青灯录'")]
+    pub work: String,
+    #[schemars(
+        description = "The scenario, e.g. continuation, rewrite, expansion, polish, extraction, full_parse, planning, validation, consistency_check, quality_gate (the project's recipe lists them)"
+    )]
+    pub scenario: String,
+    #[schemars(description = "The unit (chapter, task) number, from 1")]
+    pub chapter: i64,
+    #[schemars(description = "The user's words for this turn, passed on verbatim")]
+    pub intent: String,
+    #[schemars(
+        description = "The agent (default: the scenario's agent): writer, planner, extractor, detector, judge in the novel recipe"
+    )]
+    pub agent: Option<String>,
+    #[schemars(description = "Token budget for the whole pack (1-100000, default 16000)")]
+    pub budget: Option<usize>,
+    #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
+    pub tokenizer: Option<String>,
+    #[schemars(
+        description = "markdown (default): the pack itself; json: the pack with its report as data"
+    )]
+    pub format: Option<String>,
+    #[schemars(description = "The text to rewrite (required by rewrite)")]
+    pub selection: Option<String>,
+    #[schemars(
+        description = "The unit's revision the rewrite expects (required by rewrite; checked)"
+    )]
+    pub expected_revision: Option<String>,
+    #[schemars(description = "This turn's revision comments, placed last")]
+    pub comments: Option<Vec<String>>,
+    #[schemars(
+        description = "The object under review, relative to the project root (default: the unit's own file)"
+    )]
+    pub candidate: Option<String>,
+    #[schemars(
+        description = "New references the user names; they join the search for authorized material"
+    )]
+    pub references: Option<Vec<String>>,
+}
+
 #[tool_router]
 impl CtxpackServer {
     /// Opens the vault and its index (building or updating it).
@@ -408,6 +451,46 @@ impl CtxpackServer {
             json_result(&pack)
         } else {
             CallToolResult::success(vec![Content::text(pack.bundle)])
+        }
+    }
+
+    #[tool(
+        description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
+    )]
+    async fn assemble(&self, Parameters(args): Parameters<AssembleArgs>) -> CallToolResult {
+        let tokenizer: Tokenizer = match args.tokenizer.as_deref().unwrap_or("chars4").parse() {
+            Ok(tokenizer) => tokenizer,
+            Err(message) => return tool_error(message),
+        };
+        let json = match args.format.as_deref().unwrap_or("markdown") {
+            "markdown" => false,
+            "json" => true,
+            other => return tool_error(format!("format must be markdown or json, got '{other}'")),
+        };
+        if args.chapter < 1 {
+            return tool_error(format!("chapter must be 1 or more, got {}", args.chapter));
+        }
+        let request = AssembleRequest {
+            work: args.work,
+            scenario: args.scenario,
+            unit: args.chapter,
+            intent: args.intent,
+            agent: args.agent,
+            budget: args.budget.unwrap_or(crate::assemble::DEFAULT_BUDGET),
+            tokenizer,
+            selection: args.selection,
+            expected_revision: args.expected_revision,
+            comments: args.comments.unwrap_or_default(),
+            candidate: args.candidate,
+            references: args.references.unwrap_or_default(),
+            recipe: None,
+            index_dir: None,
+            write_review: true,
+        };
+        match crate::assemble::assemble(&self.state.options.root, &request) {
+            Ok(assembly) if json => json_result(&assembly),
+            Ok(assembly) => CallToolResult::success(vec![Content::text(assembly.text)]),
+            Err(err) => tool_error(err.to_string()),
         }
     }
 

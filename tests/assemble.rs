@@ -17,30 +17,6 @@ use serde_json::Value;
 
 const WORK: &str = "青灯录";
 
-fn copy_example(world: &World, example: &str) -> PathBuf {
-    let target = world.path().join(example);
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(example),
-        &target,
-    );
-    target
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 fn run(world: &World, root: &Path, args: &[&str]) -> Output {
     world
         .cmd()
@@ -103,7 +79,7 @@ fn request(
 #[test]
 fn writer_pack_for_the_next_chapter() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let pack = ok(&run(
         &world,
         &root,
@@ -121,7 +97,7 @@ fn writer_pack_for_the_next_chapter() {
 #[test]
 fn every_agent_of_a_chapter_shares_a_byte_identical_baseline() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let mut prefixes = BTreeSet::new();
     let mut hashes = BTreeSet::new();
     for (agent, scenario) in PIPELINE {
@@ -225,7 +201,7 @@ fn visibility(agent: &str) -> &'static str {
 #[test]
 fn nothing_hidden_for_a_purpose_reaches_its_pack() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let planted = plant_markers(&root);
     assert_eq!(
         planted.len(),
@@ -296,7 +272,7 @@ fn nothing_hidden_for_a_purpose_reaches_its_pack() {
 #[test]
 fn increments_only_add_and_the_judge_sees_exactly_the_writer_baseline() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let mut baseline_keys: Option<BTreeSet<String>> = None;
     for (agent, scenario) in PIPELINE {
         let report = json(&run(
@@ -359,7 +335,7 @@ fn increments_only_add_and_the_judge_sees_exactly_the_writer_baseline() {
 #[test]
 fn unbound_library_is_never_opened() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let unbound = root.join("knowledge/言情范式");
     // A FIFO blocks whoever opens it for reading: a read would hang the run.
     for entry in fs::read_dir(&unbound).unwrap() {
@@ -415,7 +391,7 @@ fn unbound_library_is_never_opened() {
 #[test]
 fn the_writer_gets_cast_cards_and_scene_type_paradigms_only() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let report = json(&run(
         &world,
         &root,
@@ -477,7 +453,7 @@ fn the_writer_gets_cast_cards_and_scene_type_paradigms_only() {
 #[test]
 fn review_copy_is_the_only_write() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let before = snapshot(&root);
     let output = run(&world, &root, &novel_args("continuation", "9", &[]));
     let pack = ok(&output);
@@ -529,7 +505,7 @@ fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn bad_requests_exit_2_with_a_message() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             novel_args("dreaming", "9", &[]),
@@ -631,7 +607,7 @@ fn bad_requests_exit_2_with_a_message() {
 #[test]
 fn a_rewrite_with_the_current_revision_carries_selection_and_comments_last() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let chapter = fs::read_to_string(root.join(format!("works/{WORK}/正文/第008章.md"))).unwrap();
     let revision = chapter
         .lines()
@@ -674,7 +650,7 @@ fn a_rewrite_with_the_current_revision_carries_selection_and_comments_last() {
 #[test]
 fn a_schema_that_would_leak_through_the_baseline_is_refused() {
     let world = World::new();
-    let root = copy_example(&world, "novel");
+    let root = world.example("novel");
     let schema = root.join("meta/schemas/人物.yaml");
     let text = fs::read_to_string(&schema).unwrap().replace(
         "身份:     {aiContext: true",
@@ -697,7 +673,7 @@ fn a_schema_that_would_leak_through_the_baseline_is_refused() {
 #[test]
 fn the_engine_serves_a_software_project_from_its_own_recipe() {
     let world = World::new();
-    let root = copy_example(&world, "software");
+    let root = world.example("software");
     let args = |scenario: &'static str| -> Vec<&'static str> {
         vec![
             "--work",
@@ -760,7 +736,7 @@ proptest! {
         agent in 0usize..5,
         tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
     ) {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/novel");
+        let root = common::example_dir("novel");
         let index = tempfile::tempdir().unwrap();
         let (agent, scenario) = PIPELINE[agent];
         match assemble(&root, &request(agent, scenario, 8, budget, tokenizer, index.path())) {

@@ -109,6 +109,7 @@ fn tools_are_listed_with_schemas() {
     assert_eq!(
         names,
         [
+            "assemble",
             "context_pack",
             "get_note",
             "mark_useful",
@@ -200,6 +201,70 @@ fn tools_answer_like_the_command_line() {
     assert!(!error);
     let status: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(status["notes"], 20);
+}
+
+#[test]
+fn assemble_answers_like_the_command_line() {
+    let world = World::new();
+    let project = world.example("novel");
+    let mut client = Client::start(&world, &project);
+    let (error, text) = client.call(
+        "assemble",
+        json!({"work": "青灯录", "scenario": "validation", "chapter": 9, "intent": "检查第9章",
+               "candidate": "works/青灯录/草稿/第009章.md", "format": "json"}),
+    );
+    assert!(!error, "{text}");
+    let served: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(served["agent"], "detector");
+    let out = world
+        .cmd()
+        .current_dir(&project)
+        .args([
+            "assemble",
+            "--work",
+            "青灯录",
+            "--scenario",
+            "validation",
+            "--chapter",
+            "9",
+            "--intent",
+            "检查第9章",
+            "--candidate",
+            "works/青灯录/草稿/第009章.md",
+            "--no-write",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(served["text"].as_str().unwrap(), common::ok(&out));
+    let review = project.join("works/青灯录/评审/上下文-第009章-detection.md");
+    assert_eq!(
+        std::fs::read_to_string(review).unwrap(),
+        served["text"].as_str().unwrap()
+    );
+
+    for (arguments, message) in [
+        (
+            json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "agent": "ghost"}),
+            "unknown agent",
+        ),
+        (
+            json!({"work": "青灯录", "scenario": "validation", "chapter": 9, "intent": "x", "candidate": "../../etc/passwd"}),
+            "leaves the project root",
+        ),
+        (
+            json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "budget": 50}),
+            "never cut",
+        ),
+        (
+            json!({"work": "青灯录", "scenario": "continuation", "chapter": 0, "intent": "x"}),
+            "chapter must be",
+        ),
+    ] {
+        let (error, text) = client.call("assemble", arguments);
+        assert!(error && text.contains(message), "{text}");
+    }
+    let (error, _) = client.call("status", json!({}));
+    assert!(!error, "the server goes on");
 }
 
 #[test]

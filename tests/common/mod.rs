@@ -39,10 +39,14 @@ impl World {
     /// Copies the example vault shipped in the repository to `name`.
     pub fn example_vault(&self, name: &str) -> PathBuf {
         let target = self.path().join(name);
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vault"),
-            &target,
-        );
+        copy_dir(&example_dir("vault"), &target);
+        target
+    }
+
+    /// Copies the example project `examples/<example>` into this world.
+    pub fn example(&self, example: &str) -> PathBuf {
+        let target = self.path().join(example);
+        copy_dir(&example_dir(example), &target);
         target
     }
 
@@ -84,6 +88,13 @@ impl World {
 pub fn write(path: &Path, bytes: &[u8]) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, bytes).unwrap();
+}
+
+/// An example shipped in the repository.
+pub fn example_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
 }
 
 fn copy_dir(from: &Path, to: &Path) {

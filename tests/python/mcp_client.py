@@ -1,10 +1,11 @@
 """Drives `ctxpack serve` with the official MCP Python SDK, over stdio and
 over streamable HTTP.
 
-    python3 tests/python/mcp_client.py path/to/ctxpack path/to/vault
+    python3 tests/python/mcp_client.py path/to/ctxpack path/to/vault [path/to/novel]
 
 Checks, on both transports: initialize, the tool list, every tool, the error
 cases and a path escape; on HTTP also the bearer token and the Origin check.
+Given a copy of examples/novel, also the `assemble` tool over stdio.
 Prints one line per check and "N passed, N failed" at the end.
 """
 import asyncio
@@ -63,7 +64,7 @@ async def checks(session):
     names = sorted(tool.name for tool in tools.tools)
     check(
         "tools are listed",
-        names == ["context_pack", "get_note", "mark_useful", "search", "status"],
+        names == ["assemble", "context_pack", "get_note", "mark_useful", "search", "status"],
         names,
     )
     for tool in tools.tools:
@@ -108,6 +109,7 @@ async def checks(session):
         ("search", {"query": ""}, "query is empty"),
         ("get_note", {"path": "../../etc/passwd"}, "leads outside the vault"),
         ("get_note", {"path": "/etc/passwd"}, "is absolute"),
+        ("assemble", {"work": "w", "scenario": "continuation", "chapter": 1, "intent": "x"}, "meta/recipe.yaml"),
     ]:
         result = await session.call_tool(tool, arguments)
         check(
@@ -139,8 +141,40 @@ def http_status(url, headers):
         return error.code
 
 
-async def main(binary, vault):
+async def assemble_checks(binary, project, index):
+    """The layered assembly over a writing project: every agent of a chapter
+    shares the baseline, and hidden fields stay hidden."""
+    params = StdioServerParameters(command=binary, args=["serve", "--vault", project, "--index-dir", index])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            packs = {}
+            for agent, scenario in [("writer", "continuation"), ("detector", "validation"), ("judge", "quality_gate")]:
+                arguments = {"work": "青灯录", "scenario": scenario, "chapter": 9, "intent": "第9章",
+                             "candidate": "works/青灯录/草稿/第009章.md", "format": "json"}
+                if agent == "writer":
+                    del arguments["candidate"]
+                result = await session.call_tool("assemble", arguments)
+                check(f"assemble for the {agent}", not is_error(result), text_of(result)[:300])
+                if not is_error(result):
+                    packs[agent] = json.loads(text_of(result))
+            if len(packs) == 3:
+                prefixes = {p["text"].encode()[: p["shared_prefix_bytes"]] for p in packs.values()}
+                check("the three agents share one byte-identical prefix", len(prefixes) == 1)
+                check("the writer's pack hides the truth", "## 谜底与真相" not in packs["writer"]["text"])
+                check("the detector's pack holds the truth", "谜底与真相" in packs["detector"]["text"])
+                check("the pack is within budget", all(p["tokens"] <= p["budget"] for p in packs.values()))
+            result = await session.call_tool(
+                "assemble", {"work": "青灯录", "scenario": "rewrite", "chapter": 8, "intent": "改"}
+            )
+            check("assemble refuses a rewrite without a selection",
+                  is_error(result) and "requires --selection" in text_of(result), text_of(result))
+
+
+async def main(binary, vault, project=None):
     index = tempfile.mkdtemp(prefix="ctxpack-mcp-index-")
+    if project:
+        await assemble_checks(binary, project, tempfile.mkdtemp(prefix="ctxpack-mcp-index-"))
     params = StdioServerParameters(command=binary, args=["serve", "--vault", vault, "--index-dir", index])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -181,8 +215,8 @@ async def main(binary, vault):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(*sys.argv[1:]))
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
