@@ -3,12 +3,14 @@
 //! time (median and minimum of several runs), peak resident memory and the
 //! index size. Run with `cargo bench --bench commands`.
 
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/synth.rs"]
 mod synth;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+use process::{measure, ms};
 
 fn main() {
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-vaults");
@@ -95,10 +97,6 @@ fn main() {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn ensure_vault(base: &Path, notes: usize) -> (PathBuf, u64) {
     let dir = base.join(format!("synth-{notes}"));
     let done = dir.join(".complete");
@@ -124,36 +122,4 @@ fn dir_size(dir: &Path) -> u64 {
             _ => e.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
-}
-
-/// Median and minimum wall time, and the largest peak RSS (KiB) of the runs.
-// The child is reaped by `wait4`, which also reports its peak memory.
-#[allow(clippy::zombie_processes)]
-fn measure(args: &[String], runs: usize) -> (Duration, Duration, i64) {
-    let mut times = Vec::with_capacity(runs);
-    let mut peak = 0;
-    for _ in 0..runs {
-        let start = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_ctxpack"))
-            .args(args)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start ctxpack");
-        let (status, max_rss) = wait_with_rusage(child.id() as libc::pid_t);
-        times.push(start.elapsed());
-        assert!(status == 0, "ctxpack {args:?} failed with status {status}");
-        peak = peak.max(max_rss);
-    }
-    times.sort();
-    (times[runs / 2], times[0], peak)
-}
-
-fn wait_with_rusage(pid: libc::pid_t) -> (i32, i64) {
-    let mut status = 0;
-    // SAFETY: rusage is plain data that wait4 fills in for the child we spawned.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet reaped; the pointers are valid.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4 failed");
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
