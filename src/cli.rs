@@ -19,7 +19,8 @@ use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
 use crate::session::{
-    IndexChoice, MAX_SUBQUERIES, PackRequest, Ranker, SearchRequest, SearchResults, Session,
+    IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
+    Session,
 };
 use crate::tokens::Tokenizer;
 use crate::vault::log;
@@ -43,6 +44,10 @@ struct Cli {
     /// Do not print diagnostics about the vault's notes.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// The embedding model of the semantic arm (default: CTXPACK_MODEL,
+    /// else the model store's default); `none` turns the arm off.
+    #[arg(long, global = true, value_name = "NAME")]
+    model: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -385,8 +390,10 @@ fn parse_arm_weight(text: &str) -> Result<(String, f64), String> {
         .split_once('=')
         .ok_or_else(|| format!("'{text}' is not ARM=WEIGHT"))?;
     let arm = arm.trim().to_ascii_lowercase();
-    if !["frontmatter", "bm25"].contains(&arm.as_str()) {
-        return Err(format!("unknown arm '{arm}' (arms: frontmatter, bm25)"));
+    if !["frontmatter", "bm25", "semantic", "qmd"].contains(&arm.as_str()) {
+        return Err(format!(
+            "unknown arm '{arm}' (arms: frontmatter, bm25, semantic, qmd)"
+        ));
     }
     let weight: f64 = weight
         .trim()
@@ -680,10 +687,19 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         &IndexChoice {
             dir: cli.index_dir.clone(),
             progress: true,
+            model: model_choice(cli),
         },
     )?;
     report_open(cli, &session);
     Ok(session)
+}
+
+fn model_choice(cli: &Cli) -> ModelChoice {
+    match cli.model.as_deref() {
+        None => ModelChoice::Default,
+        Some("none" | "off") => ModelChoice::Off,
+        Some(name) => ModelChoice::Named(name.to_string()),
+    }
 }
 
 fn report_open(cli: &Cli, session: &Session) {
@@ -1056,6 +1072,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
     let options = crate::mcp::ServeOptions {
         root,
         index_dir: cli.index_dir.clone(),
+        model: model_choice(cli),
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
@@ -1107,6 +1124,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         &IndexChoice {
             dir: Some(index_dir),
             progress: true,
+            model: model_choice(cli),
         },
     )?;
     report_open(cli, &session);

@@ -25,7 +25,9 @@ use crate::assemble::AssembleRequest;
 use crate::index::feedback::FeedbackStore;
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
-use crate::session::{IndexChoice, MAX_SUBQUERIES, PackRequest, Ranker, SearchRequest, Session};
+use crate::session::{
+    IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, Session,
+};
 use crate::tokens::Tokenizer;
 use crate::vault::log;
 
@@ -34,6 +36,7 @@ use crate::vault::log;
 pub struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
+    pub model: ModelChoice,
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.
@@ -183,6 +186,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
         &IndexChoice {
             dir: options.index_dir.clone(),
             progress: false,
+            model: options.model.clone(),
         },
     )
 }

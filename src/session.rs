@@ -10,25 +10,71 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
+use crate::index::vectors::SemanticIndex;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
-    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, Query, RankOptions, Ranking, SignalError,
-    rank,
+    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, Query, RankOptions, Ranking, SemanticArm,
+    SignalError, rank,
 };
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
-/// Where the index lives, and whether to draw progress.
+/// Where the index lives, whether to draw progress, and which embedding
+/// model the semantic arm uses.
 #[derive(Clone, Debug, Default)]
 pub struct IndexChoice {
     /// `--index-dir`; otherwise `CTXPACK_INDEX_DIR` or the cache folder.
     pub dir: Option<PathBuf>,
     pub progress: bool,
+    pub model: ModelChoice,
+}
+
+/// The embedding model of the semantic arm.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ModelChoice {
+    /// `CTXPACK_MODEL` if set (`none` turns the arm off), else the model
+    /// store's default, else no semantic arm.
+    #[default]
+    Default,
+    Named(String),
+    Off,
+}
+
+impl ModelChoice {
+    /// The model name to load, or why there is none.
+    fn resolve(&self, store: Option<&Path>) -> Result<String, String> {
+        let from_env = || {
+            std::env::var("CTXPACK_MODEL")
+                .ok()
+                .filter(|m| !m.trim().is_empty())
+        };
+        let name = match self {
+            ModelChoice::Off => return Err("off (--model none)".into()),
+            ModelChoice::Named(name) => name.clone(),
+            ModelChoice::Default => match from_env() {
+                Some(name) => name,
+                None => store
+                    .and_then(crate::embed::default_model)
+                    .ok_or("off: no embedding model (add one with `ctxpack model import`)")?,
+            },
+        };
+        if matches!(name.as_str(), "none" | "off") {
+            return Err("off (model none)".into());
+        }
+        Ok(name)
+    }
+}
+
+/// The semantic arm's model and the vault's vectors.
+pub struct Semantic {
+    pub embedder: Box<dyn Embedder>,
+    pub index: SemanticIndex,
 }
 
 /// Which ranking a pack uses.
@@ -60,6 +106,11 @@ pub struct Session {
     /// Why there is no index (the BM25 arm is then unavailable).
     pub index_error: Option<String>,
     pub feedback: FeedbackStore,
+    pub semantic: Option<Semantic>,
+    /// What the semantic arm is doing: `on (...)` or why it is off.
+    pub semantic_status: String,
+    /// Set when a chosen model failed (reported with every ranking).
+    semantic_error: Option<String>,
 }
 
 impl Session {
@@ -83,8 +134,8 @@ impl Session {
             .as_deref()
             .and_then(|dir| FeedbackStore::load(dir).ok())
             .unwrap_or_default();
-        match opened {
-            Ok((index, report)) => Ok(Session {
+        let mut session = match opened {
+            Ok((index, report)) => Session {
                 vault: index.vault(),
                 root,
                 index: Some(index),
@@ -92,8 +143,11 @@ impl Session {
                 update: Some(report),
                 index_error: None,
                 feedback,
-            }),
-            Err(error) => Ok(Session {
+                semantic: None,
+                semantic_status: String::new(),
+                semantic_error: None,
+            },
+            Err(error) => Session {
                 vault: Vault::load(&root, &VaultOptions::default())?,
                 root,
                 index: None,
@@ -101,7 +155,52 @@ impl Session {
                 update: None,
                 index_error: Some(error),
                 feedback,
-            }),
+                semantic: None,
+                semantic_status: String::new(),
+                semantic_error: None,
+            },
+        };
+        session.open_semantic(&choice.model);
+        Ok(session)
+    }
+
+    /// Loads the chosen model and syncs the vault's vectors. A failure
+    /// leaves the arm off and is reported with every ranking.
+    fn open_semantic(&mut self, choice: &ModelChoice) {
+        let store = crate::embed::store_dir();
+        let name = match choice.resolve(store.as_deref()) {
+            Ok(name) => name,
+            Err(status) => {
+                self.semantic_status = status;
+                return;
+            }
+        };
+        let opened = (|| -> Result<Semantic, String> {
+            let store =
+                store.ok_or("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR")?;
+            let embedder = crate::embed::load(&store, &name)?;
+            let (Some(index), Some(dir)) = (&self.index, &self.index_dir) else {
+                return Err("the semantic arm needs the index".into());
+            };
+            let vectors = SemanticIndex::sync(dir, &self.vault, &index.catalog, &embedder)
+                .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
+            Ok(Semantic {
+                embedder: Box::new(embedder),
+                index: vectors,
+            })
+        })();
+        match opened {
+            Ok(semantic) => {
+                self.semantic_status = format!(
+                    "on ({}, {} chunks, {} embedded now)",
+                    name, semantic.index.chunks, semantic.index.embedded
+                );
+                self.semantic = Some(semantic);
+            }
+            Err(error) => {
+                self.semantic_status = format!("off: model '{name}' failed: {error}");
+                self.semantic_error = Some(format!("model '{name}': {error}"));
+            }
         }
     }
 
@@ -115,6 +214,9 @@ impl Session {
             update: None,
             index_error: Some("no index".into()),
             feedback: FeedbackStore::default(),
+            semantic: None,
+            semantic_status: "off: no index".into(),
+            semantic_error: None,
         }
     }
 
@@ -123,6 +225,9 @@ impl Session {
         let mut names = vec!["frontmatter"];
         if self.index.is_some() {
             names.push("bm25");
+        }
+        if self.semantic.is_some() {
+            names.push("semantic");
         }
         names
     }
@@ -136,14 +241,27 @@ impl Session {
     ) -> Ranking {
         let frontmatter = FrontmatterArm { vault: &self.vault };
         let bm25 = self.index.as_ref().map(|index| Bm25Arm { index });
+        let semantic = self.semantic.as_ref().map(|s| SemanticArm {
+            embedder: s.embedder.as_ref(),
+            index: &s.index,
+        });
         let mut arms: Vec<&dyn Arm> = vec![&frontmatter];
         if let Some(bm25) = &bm25 {
             arms.push(bm25);
+        }
+        if let Some(semantic) = &semantic {
+            arms.push(semantic);
         }
         let mut ranking = rank(&arms, query, &self.vault, &self.feedback, options, keep);
         if let Some(error) = &self.index_error {
             ranking.signal_errors.push(SignalError {
                 arm: "bm25".into(),
+                message: error.clone(),
+            });
+        }
+        if let Some(error) = &self.semantic_error {
+            ranking.signal_errors.push(SignalError {
+                arm: "semantic".into(),
                 message: error.clone(),
             });
         }
@@ -198,6 +316,7 @@ impl Session {
             total,
             hits,
             signal_errors: ranking.signal_errors,
+            semantic: self.semantic_status.clone(),
         }
     }
 
@@ -294,6 +413,7 @@ impl Session {
                 if queries.len() > 1 {
                     pack.research = Some(trace);
                 }
+                pack.semantic = self.semantic_status.clone();
                 pack
             }
         }
@@ -527,6 +647,8 @@ pub struct SearchResults {
     pub total: usize,
     pub hits: Vec<SearchHit>,
     pub signal_errors: Vec<SignalError>,
+    /// What the semantic arm did (`on (...)`, or why it is off).
+    pub semantic: String,
 }
 
 #[derive(Clone, Debug, Serialize)]

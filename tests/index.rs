@@ -12,7 +12,7 @@ use chrono::{TimeZone, Utc};
 use common::{World, ok, stderr, stdout};
 use ctxpack::index::{IndexConfig, VaultIndex};
 use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{IndexChoice, SearchRequest, Session};
+use ctxpack::session::{IndexChoice, ModelChoice, SearchRequest, Session};
 
 fn search_paths(world: &World, vault: &Path, index: &Path, query: &str) -> Vec<String> {
     let out = world
@@ -454,6 +454,7 @@ fn session(vault: &Path, index: &Path) -> Session {
         &IndexChoice {
             dir: Some(index.to_path_buf()),
             progress: false,
+            model: ModelChoice::Off,
         },
     )
     .unwrap()

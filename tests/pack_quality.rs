@@ -8,7 +8,7 @@ use common::World;
 use ctxpack::Tokenizer;
 use ctxpack::pack::{PackMode, PackOptions};
 use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{IndexChoice, PackRequest, Ranker, Session};
+use ctxpack::session::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
 
 const NEEDLE: &str = "The lighthouse keeper's bicycle is painted vermilion.";
 
@@ -117,6 +117,7 @@ fn the_needle_is_found_at_any_depth() {
             &IndexChoice {
                 dir: Some(world.path().join(format!("index-{depth}"))),
                 progress: false,
+                model: ModelChoice::Off,
             },
         )
         .unwrap();
@@ -142,6 +143,7 @@ fn the_needle_is_found_at_any_depth() {
         &IndexChoice {
             dir: Some(world.path().join("index-fill")),
             progress: false,
+            model: ModelChoice::Off,
         },
     )
     .unwrap();
@@ -174,6 +176,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
         &IndexChoice {
             dir: Some(world.path().join("index")),
             progress: false,
+            model: ModelChoice::Off,
         },
     )
     .unwrap();

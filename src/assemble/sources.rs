@@ -756,6 +756,9 @@ impl Context<'_> {
                 .library_index_dir
                 .map(|base| base.join(crate::index::location::vault_id(&root))),
             progress: false,
+            // Library cards are ranked lexically: the pack must not depend
+            // on which embedding model this machine has.
+            model: crate::session::ModelChoice::Off,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

@@ -13,6 +13,7 @@ pub mod analyzer;
 pub mod catalog;
 pub mod feedback;
 pub mod location;
+pub mod vectors;
 
 use std::collections::HashMap;
 use std::fs;

@@ -115,6 +115,9 @@ pub struct Pack {
     pub ranker: &'static str,
     /// Arms that failed; the pack was built from the others.
     pub signal_errors: Vec<SignalError>,
+    /// What the semantic arm did (hybrid packs): `on (...)` or why it is off.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub semantic: String,
     /// With subqueries: which query found what.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub research: Option<crate::session::ResearchTrace>,
@@ -244,6 +247,7 @@ pub fn build_pack_from(
             ranker
         },
         signal_errors,
+        semantic: String::new(),
         research: None,
         budget: options.budget,
         actual: 0,

@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 
+use crate::embed::Embedder;
 use crate::index::VaultIndex;
+use crate::index::vectors::SemanticIndex;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::{Query, RuleHit};
 use crate::vault::Vault;
@@ -77,5 +79,32 @@ impl Arm for Bm25Arm<'_> {
             }
             fetch = fetch.saturating_mul(4);
         }
+    }
+}
+
+/// Vector similarity: the query's embedding against every chunk's, a note
+/// scoring as its best chunk.
+pub struct SemanticArm<'a> {
+    pub embedder: &'a dyn Embedder,
+    pub index: &'a SemanticIndex,
+}
+
+impl Arm for SemanticArm<'_> {
+    fn name(&self) -> &'static str {
+        "semantic"
+    }
+
+    fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
+        let vector = self.embedder.embed(query);
+        Ok(self
+            .index
+            .search(&vector, limit, keep)
+            .into_iter()
+            .map(|(note, score)| ArmHit {
+                note,
+                score: f64::from(score),
+                rules: Vec::new(),
+            })
+            .collect())
     }
 }

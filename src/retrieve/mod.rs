@@ -10,7 +10,7 @@ pub mod recent;
 
 use serde::Serialize;
 
-pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm};
+pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm, SemanticArm};
 pub use fusion::{Explanation, RankOptions, RankedHit, Ranking, SignalError, rank};
 pub use query::Query;
 

@@ -68,7 +68,11 @@ impl World {
             .env("HOME", self.home())
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("SOURCE_DATE_EPOCH")
-            .env_remove("OBSIDIAN_VAULT_PATH");
+            .env_remove("OBSIDIAN_VAULT_PATH")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("CTXPACK_MODELS_DIR")
+            .env_remove("CTXPACK_MODEL")
+            .env_remove("CTXPACK_INDEX_DIR");
         cmd
     }
 

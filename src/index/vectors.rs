@@ -1,0 +1,345 @@
+//! The semantic arm's vectors: one per chunk (a note's title and summary,
+//! and each of its sections), kept in the index folder per model and cached
+//! by chunk content hash, so editing one paragraph re-embeds one chunk.
+//!
+//! Two files per model fingerprint: `vectors-<fp>.meta` (postcard: the
+//! notes, their content hashes and their chunks' hashes) and
+//! `vectors-<fp>.f32` (the vectors, little-endian, chunk after chunk). Both
+//! are written to temporary files and renamed, meta last; a reader that
+//! finds them disagreeing rebuilds.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::embed::Embedder;
+use crate::index::catalog::Catalog;
+use crate::note::Note;
+use crate::vault::Vault;
+
+/// The most characters of a section a chunk embeds (static models average
+/// over tokens; more text mostly dilutes).
+const CHUNK_CHARS: usize = 2_000;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Meta {
+    model: String,
+    fingerprint: String,
+    dims: u32,
+    notes: Vec<NoteChunks>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct NoteChunks {
+    path: String,
+    /// The note file's content hash when its chunks were made.
+    content: [u8; 32],
+    /// Content hashes of its chunks, in order.
+    chunks: Vec<[u8; 16]>,
+}
+
+/// The vectors of a vault's chunks, aligned with the vault's notes.
+pub struct SemanticIndex {
+    dims: usize,
+    /// For each vault note, the range of its chunks in `vectors`.
+    spans: Vec<std::ops::Range<usize>>,
+    vectors: Vec<f32>,
+    /// How many chunks the last sync embedded (the rest were cached).
+    pub embedded: usize,
+    pub chunks: usize,
+}
+
+fn files(dir: &Path, fingerprint: &str) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("vectors-{fingerprint}.meta")),
+        dir.join(format!("vectors-{fingerprint}.f32")),
+    )
+}
+
+/// The texts a note is embedded as: its title with aliases, tags and
+/// summary, then each section under its heading path.
+pub fn chunk_texts(note: &Note) -> Vec<String> {
+    let meta = &note.meta;
+    let mut head = meta.title.clone();
+    for extra in meta.aliases.iter().chain(&meta.tags) {
+        head.push_str(" · ");
+        head.push_str(extra);
+    }
+    if !meta.summary.is_empty() {
+        head.push('\n');
+        head.push_str(&meta.summary);
+    }
+    let mut chunks = vec![head];
+    for section in note.sections() {
+        let text = note.body[section.range.clone()].trim();
+        if text.is_empty() {
+            continue;
+        }
+        let mut chunk = meta.title.clone();
+        if let Some(heading) = section.heading {
+            for title in note.heading_path(heading) {
+                chunk.push_str(" > ");
+                chunk.push_str(title);
+            }
+        }
+        chunk.push('\n');
+        chunk.extend(text.chars().take(CHUNK_CHARS));
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+fn chunk_hash(text: &str) -> [u8; 16] {
+    let hash = blake3::hash(text.as_bytes());
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&hash.as_bytes()[..16]);
+    out
+}
+
+impl SemanticIndex {
+    /// Brings the vectors in `dir` up to date with `vault` (whose file
+    /// hashes `catalog` holds) for `embedder`, embedding only chunks whose
+    /// text is new, and returns them aligned with the vault's notes.
+    pub fn sync(
+        dir: &Path,
+        vault: &Vault,
+        catalog: &Catalog,
+        embedder: &dyn Embedder,
+    ) -> Result<SemanticIndex> {
+        let fingerprint = embedder.fingerprint().to_string();
+        let dims = embedder.dims();
+        let (old_meta, old_vectors) = match read(dir, &fingerprint, dims) {
+            Ok(found) => found,
+            Err(_) => (Meta::default(), Vec::new()),
+        };
+        let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
+            let mut offset = 0;
+            old_meta
+                .notes
+                .iter()
+                .map(|n| {
+                    let start = offset;
+                    offset += n.chunks.len();
+                    (n.path.as_str(), (start, n))
+                })
+                .collect()
+        };
+        let mut cached: HashMap<[u8; 16], &[f32]> = HashMap::new();
+        for (start, note) in old_by_path.values() {
+            for (i, hash) in note.chunks.iter().enumerate() {
+                let at = (start + i) * dims;
+                if let Some(v) = old_vectors.get(at..at + dims) {
+                    cached.insert(*hash, v);
+                }
+            }
+        }
+        // Notes whose file changed are re-chunked (in parallel); the others
+        // keep their chunk list.
+        let plans: Vec<(Vec<[u8; 16]>, Vec<String>)> = (0..vault.metas.len())
+            .into_par_iter()
+            .map(|i| {
+                let path = &vault.metas[i].path;
+                let content = catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]);
+                if let Some((_, old)) = old_by_path.get(path.as_str())
+                    && old.content == content
+                    && old.chunks.iter().all(|h| cached.contains_key(h))
+                {
+                    return (old.chunks.clone(), Vec::new());
+                }
+                let texts = chunk_texts(&vault.note(i));
+                (texts.iter().map(|t| chunk_hash(t)).collect(), texts)
+            })
+            .collect();
+        let mut to_embed: Vec<(&[u8; 16], &str)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (hashes, texts) in &plans {
+            for (hash, text) in hashes.iter().zip(texts) {
+                if !cached.contains_key(hash) && seen.insert(*hash) {
+                    to_embed.push((hash, text));
+                }
+            }
+        }
+        let fresh: Vec<Vec<f32>> = to_embed
+            .par_iter()
+            .map(|(_, text)| embedder.embed(text))
+            .collect();
+        let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
+        for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
+            fresh_by_hash.insert(**hash, vector);
+        }
+        let total: usize = plans.iter().map(|(h, _)| h.len()).sum();
+        let mut vectors = Vec::with_capacity(total * dims);
+        let mut spans = Vec::with_capacity(plans.len());
+        let mut notes = Vec::with_capacity(plans.len());
+        for (i, (hashes, _)) in plans.iter().enumerate() {
+            let start = vectors.len() / dims;
+            for hash in hashes {
+                let vector = cached
+                    .get(hash)
+                    .or_else(|| fresh_by_hash.get(hash))
+                    .context("a chunk lost its vector")?;
+                vectors.extend_from_slice(vector);
+            }
+            spans.push(start..start + hashes.len());
+            let path = &vault.metas[i].path;
+            notes.push(NoteChunks {
+                path: path.clone(),
+                content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
+                chunks: hashes.clone(),
+            });
+        }
+        let meta = Meta {
+            model: embedder.name().to_string(),
+            fingerprint: fingerprint.clone(),
+            dims: dims as u32,
+            notes,
+        };
+        let changed = !to_embed.is_empty() || old_meta.notes.len() != meta.notes.len() || {
+            old_meta
+                .notes
+                .iter()
+                .zip(&meta.notes)
+                .any(|(a, b)| a.path != b.path || a.content != b.content)
+        };
+        if changed {
+            write(dir, &meta, &vectors)?;
+        }
+        Ok(SemanticIndex {
+            dims,
+            spans,
+            vectors,
+            embedded: to_embed.len(),
+            chunks: total,
+        })
+    }
+
+    /// Notes by their best chunk's similarity to `query`, best first (ties
+    /// by note order), at most `limit`, among those `keep` accepts.
+    pub fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        if query.len() != self.dims || query.iter().all(|x| *x == 0.0) {
+            return Vec::new();
+        }
+        let mut scored: Vec<(usize, f32)> = self
+            .spans
+            .iter()
+            .enumerate()
+            .filter(|(note, span)| !span.is_empty() && keep(*note))
+            .map(|(note, span)| {
+                let best = self.vectors[span.start * self.dims..span.end * self.dims]
+                    .chunks_exact(self.dims)
+                    .map(|v| crate::embed::dot(v, query))
+                    .fold(f32::NEG_INFINITY, f32::max);
+                (note, best)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(limit);
+        scored
+    }
+}
+
+fn read(dir: &Path, fingerprint: &str, dims: usize) -> Result<(Meta, Vec<f32>)> {
+    let (meta_path, vectors_path) = files(dir, fingerprint);
+    let meta: Meta = postcard::from_bytes(&fs::read(&meta_path)?)?;
+    let bytes = fs::read(&vectors_path)?;
+    let vectors: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let chunks: usize = meta.notes.iter().map(|n| n.chunks.len()).sum();
+    if meta.dims as usize != dims || vectors.len() != chunks * dims || bytes.len() % 4 != 0 {
+        bail!("vector files disagree; rebuilding");
+    }
+    Ok((meta, vectors))
+}
+
+fn write(dir: &Path, meta: &Meta, vectors: &[f32]) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    let (meta_path, vectors_path) = files(dir, &meta.fingerprint);
+    let mut bytes = Vec::with_capacity(vectors.len() * 4);
+    for v in vectors {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    replace(dir, &vectors_path, &bytes)?;
+    replace(dir, &meta_path, &postcard::to_allocvec(meta)?)?;
+    Ok(())
+}
+
+fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(target)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::static_model::tests::tiny_model_files;
+    use crate::index::{IndexConfig, VaultIndex};
+
+    fn tiny_embedder(tmp: &Path) -> crate::embed::LoadedStatic {
+        let folder = tmp.join("tiny");
+        let (config, tensors, tokenizer) = tiny_model_files();
+        fs::create_dir_all(&folder).unwrap();
+        fs::write(folder.join("config.json"), config).unwrap();
+        fs::write(folder.join("model.safetensors"), tensors).unwrap();
+        fs::write(folder.join("tokenizer.json"), tokenizer).unwrap();
+        crate::embed::import(&tmp.join("store"), &folder, None, false).unwrap();
+        crate::embed::load(&tmp.join("store"), "tiny").unwrap()
+    }
+
+    #[test]
+    fn only_changed_chunks_are_embedded_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        fs::write(
+            root.join("a.md"),
+            "# Raft\n\nraft leader\n\n## Log\n\nlogs\n",
+        )
+        .unwrap();
+        fs::write(root.join("b.md"), "# 共识\n\n共识 领导\n").unwrap();
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let first = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        assert_eq!(first.embedded, first.chunks);
+        assert!(first.chunks >= 4);
+        let again = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        assert_eq!(again.embedded, 0, "nothing changed, nothing embedded");
+        assert_eq!(again.vectors, first.vectors);
+
+        // Editing one section re-embeds that section only.
+        fs::write(
+            root.join("a.md"),
+            "# Raft\n\nraft leader\n\n## Log\n\nlogs raft\n",
+        )
+        .unwrap();
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let edited = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        assert_eq!(edited.embedded, 1);
+        assert_eq!(edited.chunks, first.chunks);
+
+        let query = crate::embed::Embedder::embed(&embedder, "共识");
+        let hits = edited.search(&query, 10, &|_| true);
+        assert_eq!(index.vault().metas[hits[0].0].path, "b.md");
+        assert!(
+            edited
+                .search(&query, 10, &|note| note != hits[0].0)
+                .iter()
+                .all(|h| h.0 != hits[0].0)
+        );
+    }
+}

