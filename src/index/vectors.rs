@@ -113,10 +113,7 @@ impl SemanticIndex {
     ) -> Result<SemanticIndex> {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
-        let (old_meta, old_vectors) = match read(dir, &fingerprint, dims) {
-            Ok(found) => found,
-            Err(_) => (Meta::default(), Vec::new()),
-        };
+        let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
         let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
             let mut offset = 0;
             old_meta
