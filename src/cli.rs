@@ -18,6 +18,7 @@ use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
+use crate::retrieve::qmd::{self, QmdConfig};
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
     Session,
@@ -681,17 +682,30 @@ fn vault_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
 /// Opens the vault and its index (updated), reporting what happened on
 /// stderr.
 fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
-    let root = vault_root(cli, name)?;
+    let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?;
     let session = Session::open(
-        &root,
+        &resolved.vault,
         &IndexChoice {
             dir: cli.index_dir.clone(),
             progress: true,
             model: model_choice(cli),
+            qmd: qmd_config(&resolved.vars),
         },
     )?;
     report_open(cli, &session);
     Ok(session)
+}
+
+/// QMD's settings from the resolved config, the process environment
+/// filling in what the config file does not set.
+fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, String>> {
+    let mut vars = vars.clone();
+    for key in [qmd::COLLECTION_KEY, qmd::CLI_KEY, qmd::MODE_KEY] {
+        if let Ok(value) = std::env::var(key) {
+            vars.entry(key.to_string()).or_insert(value);
+        }
+    }
+    QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
 }
 
 fn model_choice(cli: &Cli) -> ModelChoice {
@@ -1069,10 +1083,12 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 
 fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
+    let vars = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
     let options = crate::mcp::ServeOptions {
         root,
         index_dir: cli.index_dir.clone(),
         model: model_choice(cli),
+        qmd: qmd_config(&vars),
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
@@ -1125,6 +1141,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             dir: Some(index_dir),
             progress: true,
             model: model_choice(cli),
+            qmd: None,
         },
     )?;
     report_open(cli, &session);

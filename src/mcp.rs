@@ -37,6 +37,7 @@ pub struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
+    pub qmd: Option<Result<crate::retrieve::qmd::QmdConfig, String>>,
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.
@@ -187,6 +188,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             dir: options.index_dir.clone(),
             progress: false,
             model: options.model.clone(),
+            qmd: options.qmd.clone(),
         },
     )
 }

@@ -16,11 +16,12 @@ use crate::index::vectors::SemanticIndex;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
-use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
+use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
-    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, Query, RankOptions, Ranking, SemanticArm,
-    SignalError, rank,
+    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, QmdArm, Query, RankOptions, Ranking,
+    SemanticArm, SignalError, rank,
 };
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
@@ -33,6 +34,9 @@ pub struct IndexChoice {
     pub dir: Option<PathBuf>,
     pub progress: bool,
     pub model: ModelChoice,
+    /// QMD as an external arm, when the config names a collection (or why
+    /// it cannot run).
+    pub qmd: Option<Result<QmdConfig, String>>,
 }
 
 /// The embedding model of the semantic arm.
@@ -111,6 +115,7 @@ pub struct Session {
     pub semantic_status: String,
     /// Set when a chosen model failed (reported with every ranking).
     semantic_error: Option<String>,
+    pub qmd: Option<Result<QmdConfig, String>>,
 }
 
 impl Session {
@@ -146,6 +151,7 @@ impl Session {
                 semantic: None,
                 semantic_status: String::new(),
                 semantic_error: None,
+                qmd: choice.qmd.clone(),
             },
             Err(error) => Session {
                 vault: Vault::load(&root, &VaultOptions::default())?,
@@ -158,6 +164,7 @@ impl Session {
                 semantic: None,
                 semantic_status: String::new(),
                 semantic_error: None,
+                qmd: choice.qmd.clone(),
             },
         };
         session.open_semantic(&choice.model);
@@ -217,6 +224,7 @@ impl Session {
             semantic: None,
             semantic_status: "off: no index".into(),
             semantic_error: None,
+            qmd: None,
         }
     }
 
@@ -252,6 +260,16 @@ impl Session {
         if let Some(semantic) = &semantic {
             arms.push(semantic);
         }
+        let qmd = match &self.qmd {
+            Some(Ok(config)) => Some(QmdArm {
+                config,
+                vault: &self.vault,
+            }),
+            _ => None,
+        };
+        if let Some(qmd) = &qmd {
+            arms.push(qmd);
+        }
         let mut ranking = rank(&arms, query, &self.vault, &self.feedback, options, keep);
         if let Some(error) = &self.index_error {
             ranking.signal_errors.push(SignalError {
@@ -262,6 +280,12 @@ impl Session {
         if let Some(error) = &self.semantic_error {
             ranking.signal_errors.push(SignalError {
                 arm: "semantic".into(),
+                message: error.clone(),
+            });
+        }
+        if let Some(Err(error)) = &self.qmd {
+            ranking.signal_errors.push(SignalError {
+                arm: "qmd".into(),
                 message: error.clone(),
             });
         }
@@ -371,7 +395,28 @@ impl Session {
                 &request.options,
             ),
             (PackMode::Topic(topic), Ranker::Frontmatter) => {
-                let candidates = relevance_pass(vault, &Query::parse(topic));
+                let mut candidates = relevance_pass(vault, &Query::parse(topic));
+                let mut signal_errors = Vec::new();
+                match &self.qmd {
+                    Some(Ok(config)) => {
+                        let arm = QmdArm { config, vault };
+                        match arm.notes(topic, crate::retrieve::CANDIDATE_LIMIT) {
+                            Ok(hits) => {
+                                let notes: Vec<usize> = hits.iter().map(|(n, _)| *n).collect();
+                                add_qmd_points(vault, &mut candidates, &notes);
+                            }
+                            Err(err) => signal_errors.push(SignalError {
+                                arm: "qmd".into(),
+                                message: format!("{err:#}"),
+                            }),
+                        }
+                    }
+                    Some(Err(error)) => signal_errors.push(SignalError {
+                        arm: "qmd".into(),
+                        message: error.clone(),
+                    }),
+                    None => {}
+                }
                 let mut options = request.options.clone();
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
@@ -381,7 +426,7 @@ impl Session {
                     &request.mode,
                     candidates,
                     "frontmatter",
-                    Vec::new(),
+                    signal_errors,
                     &options,
                 )
             }

@@ -455,6 +455,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             dir: Some(index.to_path_buf()),
             progress: false,
             model: ModelChoice::Off,
+            qmd: None,
         },
     )
     .unwrap()

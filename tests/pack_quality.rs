@@ -118,6 +118,7 @@ fn the_needle_is_found_at_any_depth() {
                 dir: Some(world.path().join(format!("index-{depth}"))),
                 progress: false,
                 model: ModelChoice::Off,
+                qmd: None,
             },
         )
         .unwrap();
@@ -144,6 +145,7 @@ fn the_needle_is_found_at_any_depth() {
             dir: Some(world.path().join("index-fill")),
             progress: false,
             model: ModelChoice::Off,
+            qmd: None,
         },
     )
     .unwrap();
@@ -177,6 +179,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
             dir: Some(world.path().join("index")),
             progress: false,
             model: ModelChoice::Off,
+            qmd: None,
         },
     )
     .unwrap();

@@ -169,3 +169,123 @@ fn a_chinese_query_finds_the_english_note_with_the_static_model() {
     let (results, _) = search_json(&world, &vault, "分布式系统如何选举领导者", &[]);
     assert_eq!(results["hits"][0]["path"], "notes/raft.md");
 }
+
+/// A fake `qmd` that records its arguments and prints recorded JSON.
+fn fake_qmd(world: &World, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = world.path().join("bin/qmd");
+    common::write(
+        &path,
+        format!("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n{body}\n").as_bytes(),
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn qmd_joins_the_fusion_and_adds_four_points_in_the_seed_ranker() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let qmd = fake_qmd(
+        &world,
+        r#"echo '[{"file": "qmd://wiki/concepts/quorum.md", "score": 0.91}, {"file": "concepts/vector-clocks.md", "score": 0.5}]'"#,
+    );
+    let run = |args: &[&str]| {
+        world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .env("QMD_WIKI_COLLECTION", "wiki")
+            .env("QMD_CLI", &qmd)
+            .env("QMD_CLI_SEARCH_MODE", "balanced")
+            .output()
+            .unwrap()
+    };
+    let results: Value = serde_json::from_str(&ok(&run(&[
+        "search",
+        "raft",
+        "--explain",
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    let quorum = results["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["path"] == "concepts/quorum.md")
+        .expect("QMD's hit is in the fused ranking");
+    let arms = quorum["explanation"]["arms"].as_array().unwrap();
+    assert!(
+        arms.iter().any(|a| a["arm"] == "qmd" && a["rank"] == 1),
+        "{arms:?}"
+    );
+    let args = std::fs::read_to_string(world.path().join("bin/args")).unwrap();
+    assert_eq!(args.trim(), "query -c wiki -n 100 --json --no-rerank raft");
+
+    // The seed's ranker: +4 for every page QMD returns.
+    let pack: Value = serde_json::from_str(&ok(&run(&[
+        "pack",
+        "raft",
+        "--ranker",
+        "frontmatter",
+        "--format",
+        "json",
+        "--no-log",
+    ])))
+    .unwrap();
+    let page = pack["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "concepts/quorum.md")
+        .expect("QMD's page is a candidate");
+    assert!(
+        page["score_breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rule"] == "qmd" && r["points"] == 4),
+        "{page}"
+    );
+    let args = std::fs::read_to_string(world.path().join("bin/args")).unwrap();
+    assert_eq!(args.trim(), "query -c wiki -n 20 --json --no-rerank raft");
+}
+
+#[test]
+fn a_failing_qmd_is_reported_and_the_pack_goes_on() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let broken = fake_qmd(&world, "echo 'not json'");
+    let output = world
+        .cmd()
+        .args(["pack", "raft", "--no-log", "--vault"])
+        .arg(&vault)
+        .env("QMD_WIKI_COLLECTION", "wiki")
+        .env("QMD_CLI", &broken)
+        .output()
+        .unwrap();
+    let pack = ok(&output);
+    assert!(pack.starts_with("# Context Pack: raft"));
+    assert!(
+        stderr(&output).contains("the qmd arm failed: qmd returned JSON ctxpack cannot read"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = world
+        .cmd()
+        .args(["search", "raft", "--vault"])
+        .arg(&vault)
+        .env("QMD_WIKI_COLLECTION", "wiki")
+        .env("QMD_CLI", world.path().join("bin/missing-qmd"))
+        .output()
+        .unwrap();
+    assert!(ok(&output).contains("concepts/raft.md"));
+    assert!(
+        stderr(&output).contains("the qmd arm failed"),
+        "{}",
+        stderr(&output)
+    );
+}

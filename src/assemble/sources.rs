@@ -759,6 +759,7 @@ impl Context<'_> {
             // Library cards are ranked lexically: the pack must not depend
             // on which embedding model this machine has.
             model: crate::session::ModelChoice::Off,
+            qmd: None,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

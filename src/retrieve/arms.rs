@@ -6,6 +6,7 @@ use crate::embed::Embedder;
 use crate::index::VaultIndex;
 use crate::index::vectors::SemanticIndex;
 use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::qmd::{self, QmdConfig};
 use crate::retrieve::{Query, RuleHit};
 use crate::vault::Vault;
 
@@ -103,6 +104,50 @@ impl Arm for SemanticArm<'_> {
             .map(|(note, score)| ArmHit {
                 note,
                 score: f64::from(score),
+                rules: Vec::new(),
+            })
+            .collect())
+    }
+}
+
+/// QMD's semantic search, run as an external command (seed 000, Step 1).
+pub struct QmdArm<'a> {
+    pub config: &'a QmdConfig,
+    pub vault: &'a Vault,
+}
+
+impl QmdArm<'_> {
+    /// The vault notes QMD returns for `query`, best first.
+    pub fn notes(&self, query: &str, limit: usize) -> Result<Vec<(usize, f64)>> {
+        let hits =
+            qmd::search(self.config, &self.vault.root, query, limit).map_err(anyhow::Error::msg)?;
+        Ok(hits
+            .into_iter()
+            .filter_map(|hit| {
+                let note = self
+                    .vault
+                    .metas
+                    .binary_search_by(|m| m.path.as_str().cmp(&hit.path))
+                    .ok()?;
+                Some((note, hit.score))
+            })
+            .collect())
+    }
+}
+
+impl Arm for QmdArm<'_> {
+    fn name(&self) -> &'static str {
+        "qmd"
+    }
+
+    fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
+        Ok(self
+            .notes(query, limit)?
+            .into_iter()
+            .filter(|(note, _)| keep(*note))
+            .map(|(note, score)| ArmHit {
+                note,
+                score,
                 rules: Vec::new(),
             })
             .collect())

@@ -38,6 +38,37 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     candidates
 }
 
+/// Adds the seed's +4 to every page QMD returned (adding pages the pass
+/// did not score), then restores the pass's order.
+pub fn add_qmd_points(vault: &Vault, candidates: &mut Vec<Candidate>, qmd_notes: &[usize]) {
+    for &note in qmd_notes {
+        let hit = RuleHit {
+            rule: Rule::Qmd,
+            term: String::new(),
+            points: Rule::Qmd.points(),
+        };
+        match candidates.iter_mut().find(|c| c.note == note) {
+            Some(candidate) => {
+                candidate.score += f64::from(hit.points);
+                candidate.breakdown.push(hit);
+            }
+            None => candidates.push(Candidate {
+                note,
+                score: f64::from(hit.points),
+                breakdown: vec![hit],
+                explanation: None,
+            }),
+        }
+    }
+    candidates.sort_by(|a, b| {
+        let (na, nb) = (&vault.metas[a.note], &vault.metas[b.note]);
+        b.score
+            .total_cmp(&a.score)
+            .then(na.tier.cmp(&nb.tier))
+            .then(na.path.cmp(&nb.path))
+    });
+}
+
 /// A note's fields as the relevance pass compares them: folded once.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MatchKeys {

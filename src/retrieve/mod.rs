@@ -10,7 +10,7 @@ pub mod recent;
 
 use serde::Serialize;
 
-pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm, SemanticArm};
+pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm};
 pub use fusion::{Explanation, RankOptions, RankedHit, Ranking, SignalError, rank};
 pub use query::Query;
 
@@ -51,6 +51,8 @@ pub enum Rule {
     IndexDescription,
     /// Recent mode: linked from `hot.md`.
     Hot,
+    /// +4: QMD's semantic pass returned the page (seed 000, Step 1).
+    Qmd,
 }
 
 impl Rule {
@@ -61,6 +63,7 @@ impl Rule {
             Rule::Summary => 2,
             Rule::IndexDescription => 1,
             Rule::Hot => 0,
+            Rule::Qmd => 4,
         }
     }
 }

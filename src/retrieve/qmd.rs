@@ -55,15 +55,16 @@ pub struct QmdConfig {
     pub timeout: Duration,
 }
 
-/// Which QMD search a run uses (`QMD_CLI_SEARCH_MODE`).
+/// Which QMD search a run uses (`QMD_CLI_SEARCH_MODE`, as obsidian-wiki
+/// documents it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QmdMode {
     /// `qmd query`: hybrid search with reranking, the best and slowest.
-    Quality,
-    /// `qmd vsearch`: vector search.
     #[default]
+    Quality,
+    /// `qmd query --no-rerank`: hybrid search without the reranker.
     Balanced,
-    /// `qmd search`: BM25 full-text search.
+    /// `qmd vsearch`: vector search alone.
     Fast,
 }
 
@@ -71,9 +72,8 @@ impl QmdMode {
     /// The QMD subcommand this mode runs.
     pub fn subcommand(self) -> &'static str {
         match self {
-            QmdMode::Quality => "query",
-            QmdMode::Balanced => "vsearch",
-            QmdMode::Fast => "search",
+            QmdMode::Quality | QmdMode::Balanced => "query",
+            QmdMode::Fast => "vsearch",
         }
     }
 
@@ -228,6 +228,9 @@ fn arguments(config: &QmdConfig, query: &str, limit: usize) -> Vec<OsString> {
         limit.to_string().into(),
         "--json".into(),
     ];
+    if config.mode == QmdMode::Balanced {
+        args.push("--no-rerank".into());
+    }
     if query.starts_with('-') {
         args.push("--".into());
     }
@@ -791,10 +794,44 @@ mod tests {
         let bin = tempfile::tempdir().unwrap();
         let vault = vault();
         let qmd = printing(bin.path(), "[]");
-        for (mode, subcommand) in [
-            (QmdMode::Quality, "query"),
-            (QmdMode::Balanced, "vsearch"),
-            (QmdMode::Fast, "search"),
+        for (mode, expected) in [
+            (
+                QmdMode::Quality,
+                &[
+                    "query",
+                    "-c",
+                    "wiki",
+                    "-n",
+                    "20",
+                    "--json",
+                    "raft consensus",
+                ][..],
+            ),
+            (
+                QmdMode::Balanced,
+                &[
+                    "query",
+                    "-c",
+                    "wiki",
+                    "-n",
+                    "20",
+                    "--json",
+                    "--no-rerank",
+                    "raft consensus",
+                ][..],
+            ),
+            (
+                QmdMode::Fast,
+                &[
+                    "vsearch",
+                    "-c",
+                    "wiki",
+                    "-n",
+                    "20",
+                    "--json",
+                    "raft consensus",
+                ][..],
+            ),
         ] {
             let hits = search(
                 &config(qmd.clone(), mode),
@@ -803,18 +840,7 @@ mod tests {
                 20,
             );
             assert_eq!(hits, Ok(Vec::new()));
-            assert_eq!(
-                recorded_args(bin.path()),
-                [
-                    subcommand,
-                    "-c",
-                    "wiki",
-                    "-n",
-                    "20",
-                    "--json",
-                    "raft consensus"
-                ]
-            );
+            assert_eq!(recorded_args(bin.path()), expected);
         }
     }
 
@@ -828,7 +854,7 @@ mod tests {
         assert_eq!(
             recorded_args(bin.path()),
             [
-                "search",
+                "vsearch",
                 "-c",
                 "wiki",
                 "-n",
@@ -994,7 +1020,7 @@ mod tests {
         let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5).unwrap_err();
         assert_eq!(
             err,
-            "qmd vsearch failed (exit status: 3): Collection not found: wiki"
+            "qmd query failed (exit status: 3): Collection not found: wiki"
         );
     }
 
@@ -1070,7 +1096,7 @@ mod tests {
                 .unwrap_err()
                 .contains("quality, balanced or fast")
         );
-        assert_eq!(QmdMode::default(), QmdMode::Balanced);
+        assert_eq!(QmdMode::default(), QmdMode::Quality);
         for mode in [QmdMode::Quality, QmdMode::Balanced, QmdMode::Fast] {
             assert_eq!(mode.to_string().parse(), Ok(mode));
         }
@@ -1150,7 +1176,7 @@ mod tests {
 
         let explicit = vars(&[(COLLECTION_KEY, "wiki"), (CLI_KEY, qmd.to_str().unwrap())]);
         let config = QmdConfig::from_vars(&explicit, path).unwrap().unwrap();
-        assert_eq!((config.binary, config.mode), (qmd, QmdMode::Balanced));
+        assert_eq!((config.binary, config.mode), (qmd, QmdMode::Quality));
     }
 
     #[test]
