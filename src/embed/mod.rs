@@ -27,7 +27,7 @@ pub trait Embedder: Send + Sync {
 /// The files a model2vec folder holds.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 const MANIFEST: &str = "ctxpack-model.json";
-const VOCAB: &str = "vocab.fst";
+const VOCAB: &str = "vocab.trie";
 const COMPILED: &str = "model.bin";
 const DEFAULT_FILE: &str = "default";
 

@@ -1,7 +1,7 @@
 //! A Unigram (SentencePiece-style) tokenizer compiled for fast loading.
 //!
-//! `tokenizer.json` is parsed once, at `model import`, into a finite-state
-//! map of the vocabulary plus a few arrays; loading that takes milliseconds
+//! `tokenizer.json` is parsed once, at `model import`, into a double-array
+//! trie of the vocabulary plus a few arrays; loading that takes milliseconds
 //! where building the `tokenizers` crate's model takes seconds, which is
 //! what lets a single CLI call embed its query. The pipeline is the one
 //! `tokenizers` runs for this model family: the `Precompiled` normalizer,
@@ -9,11 +9,12 @@
 //! search over piece scores (unknown characters scoring 10 below the lowest
 //! piece, consecutive unknowns fused).
 
-use fst::raw::Output;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spm_precompiled::Precompiled;
 use unicode_segmentation::UnicodeSegmentation;
+use yada::DoubleArray;
+use yada::builder::DoubleArrayBuilder;
 
 /// `tokenizers`' penalty of an unknown character below the lowest piece.
 const UNK_PENALTY: f64 = 10.0;
@@ -45,9 +46,12 @@ pub struct UnigramParts {
 }
 
 pub struct Unigram {
-    vocab: fst::Map<Vec<u8>>,
+    vocab: DoubleArray<Vec<u8>>,
     parts: UnigramParts,
     normalizer: Option<Precompiled>,
+    /// ASCII characters the normalizer leaves as they are (most of them):
+    /// runs of those are copied without a lookup.
+    ascii_unchanged: [bool; 128],
     unk_score: f64,
 }
 
@@ -99,8 +103,15 @@ impl Unigram {
                 false
             }
         });
-        let map = fst::Map::from_iter(pieces.iter().map(|(p, id)| (p.as_bytes(), *id)))
-            .map_err(|err| format!("cannot build the vocabulary map: {err}"))?;
+        if pieces.iter().any(|(p, _)| p.is_empty() || p.contains('\0')) {
+            return Err("tokenizer.json: an empty piece or one with a NUL character".into());
+        }
+        let keyset: Vec<(&[u8], u32)> = pieces
+            .iter()
+            .map(|(p, id)| (p.as_bytes(), *id as u32))
+            .collect();
+        let trie = DoubleArrayBuilder::build(&keyset)
+            .map_err(|err| format!("cannot build the vocabulary trie: {err}"))?;
         let skip_unk = json["added_tokens"]
             .as_array()
             .into_iter()
@@ -120,11 +131,12 @@ impl Unigram {
             median_piece_len,
             skip_unk,
         };
-        Ok((map.into_fst().into_inner(), parts))
+        Ok((trie, parts))
     }
 
     pub fn load(vocab: Vec<u8>, parts: UnigramParts) -> Result<Unigram, String> {
-        let vocab = fst::Map::new(vocab).map_err(|err| format!("damaged vocabulary map: {err}"))?;
+        let vocab =
+            DoubleArray::new(vocab).map_err(|err| format!("damaged vocabulary trie: {err}"))?;
         let normalizer = match &parts.charsmap {
             Some(bytes) => {
                 Some(Precompiled::from(bytes).map_err(|err| format!("damaged normalizer: {err}"))?)
@@ -135,11 +147,20 @@ impl Unigram {
             return Err("the unknown-token id is outside the vocabulary".into());
         }
         let min_score = parts.scores.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut ascii_unchanged = [true; 128];
+        if let Some(normalizer) = &normalizer {
+            for (byte, unchanged) in ascii_unchanged.iter_mut().enumerate() {
+                let text = (byte as u8 as char).to_string();
+                // `\r` may start the two-character grapheme `\r\n`.
+                *unchanged = byte != b'\r' as usize && normalizer.transform(&text).is_none();
+            }
+        }
         Ok(Unigram {
             vocab,
             unk_score: min_score - UNK_PENALTY,
             parts,
             normalizer,
+            ascii_unchanged,
         })
     }
 
@@ -154,7 +175,7 @@ impl Unigram {
     /// The token ids of `text`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let normalized = match &self.normalizer {
-            Some(normalizer) => normalize(normalizer, text),
+            Some(normalizer) => normalize(normalizer, &self.ascii_unchanged, text),
             None => text.to_string(),
         };
         let mut ids = Vec::new();
@@ -205,28 +226,16 @@ impl Unigram {
         best.clear();
         best.resize(size + 1, Best::UNSET);
         best[0].start = 0;
-        let fst = self.vocab.as_fst();
         let mut start = 0;
         while start < size {
             let so_far = best[start].score;
             let char_len = utf8_len(bytes[start]);
             let mut single_char_piece = false;
-            let mut node = fst.root();
-            let mut output = Output::zero();
             // Every piece that starts here, shortest first.
-            for (end, &byte) in bytes.iter().enumerate().skip(start) {
-                let Some(i) = node.find_input(byte) else {
-                    break;
-                };
-                let transition = node.transition(i);
-                output = output.cat(transition.out);
-                node = fst.node(transition.addr);
-                if node.is_final() {
-                    let id = output.cat(node.final_output()).value() as u32;
-                    let score = self.parts.scores[id as usize] + so_far;
-                    best[end + 1].relax(score, start, id);
-                    single_char_piece |= end + 1 - start == char_len;
-                }
+            for (id, len) in self.vocab.common_prefix_search(&bytes[start..]) {
+                let score = self.parts.scores[id as usize] + so_far;
+                best[start + len].relax(score, start, id);
+                single_char_piece |= len == char_len;
             }
             if !single_char_piece {
                 best[start + char_len].relax(self.unk_score + so_far, start, self.parts.unk_id);
@@ -257,8 +266,8 @@ impl Unigram {
 
     fn piece_or_unknown(&self, run: &str) -> u32 {
         self.vocab
-            .get(run)
-            .map_or(self.parts.unk_id, |id| id as u32)
+            .exact_match_search(run.as_bytes())
+            .unwrap_or(self.parts.unk_id)
     }
 }
 
@@ -299,9 +308,43 @@ fn utf8_len(lead: u8) -> usize {
 }
 
 /// `tokenizers`' `Precompiled` normalizer: each grapheme (shorter than six
-/// bytes) is looked up whole, otherwise each of its characters.
-fn normalize(normalizer: &Precompiled, text: &str) -> String {
+/// bytes) is looked up whole, otherwise each of its characters. Runs of
+/// ASCII the normalizer leaves alone are copied as they are; an ASCII
+/// character before a combining mark is left to the slow path, since the
+/// two make one grapheme.
+fn normalize(normalizer: &Precompiled, ascii_unchanged: &[bool; 128], text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        let mut end = start;
+        while end < bytes.len() && bytes[end] < 128 && ascii_unchanged[bytes[end] as usize] {
+            end += 1;
+        }
+        // The last ASCII character may join a following non-ASCII mark.
+        if end < bytes.len() && end > start && bytes[end] >= 128 {
+            end -= 1;
+        }
+        out.push_str(&text[start..end]);
+        if end >= bytes.len() {
+            break;
+        }
+        let mut slow_end = end + 1;
+        while slow_end < bytes.len()
+            && !(bytes[slow_end] < 128 && ascii_unchanged[bytes[slow_end] as usize])
+        {
+            slow_end += 1;
+        }
+        while !text.is_char_boundary(slow_end) {
+            slow_end += 1;
+        }
+        normalize_graphemes(normalizer, &text[end..slow_end], &mut out);
+        start = slow_end;
+    }
+    out
+}
+
+fn normalize_graphemes(normalizer: &Precompiled, text: &str, out: &mut String) {
     for grapheme in text.graphemes(true) {
         if grapheme.len() < 6
             && let Some(replacement) = normalizer.transform(grapheme)
@@ -317,7 +360,6 @@ fn normalize(normalizer: &Precompiled, text: &str) -> String {
             }
         }
     }
-    out
 }
 
 /// Splits before every `▁`, keeping it with the text that follows.

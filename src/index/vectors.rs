@@ -48,10 +48,27 @@ pub struct SemanticIndex {
     dims: usize,
     /// For each vault note, the range of its chunks in `vectors`.
     spans: Vec<std::ops::Range<usize>>,
-    vectors: Vec<f32>,
+    vectors: Vectors,
     /// How many chunks the last sync embedded (the rest were cached).
     pub embedded: usize,
     pub chunks: usize,
+}
+
+/// Vectors just computed, or the stored file mapped read-only (the common
+/// case: no copy, no decoding).
+enum Vectors {
+    Owned(Vec<f32>),
+    Mapped(memmap2::Mmap),
+}
+
+impl Vectors {
+    fn as_slice(&self) -> &[f32] {
+        match self {
+            Vectors::Owned(v) => v,
+            // The file is written little-endian and mapped page-aligned.
+            Vectors::Mapped(map) => bytemuck::cast_slice(map),
+        }
+    }
 }
 
 fn files(dir: &Path, fingerprint: &str) -> (PathBuf, PathBuf) {
@@ -114,6 +131,17 @@ impl SemanticIndex {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
         let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
+        if let Some(spans) = unchanged_spans(&old_meta, vault, catalog) {
+            let chunks = spans.last().map_or(0, |s| s.end);
+            return Ok(SemanticIndex {
+                dims,
+                spans,
+                vectors: old_vectors,
+                embedded: 0,
+                chunks,
+            });
+        }
+        let old_vectors = old_vectors.as_slice();
         let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
             let mut offset = 0;
             old_meta
@@ -209,7 +237,7 @@ impl SemanticIndex {
         Ok(SemanticIndex {
             dims,
             spans,
-            vectors,
+            vectors: Vectors::Owned(vectors),
             embedded: to_embed.len(),
             chunks: total,
         })
@@ -232,7 +260,7 @@ impl SemanticIndex {
             .enumerate()
             .filter(|(note, span)| !span.is_empty() && keep(*note))
             .map(|(note, span)| {
-                let best = self.vectors[span.start * self.dims..span.end * self.dims]
+                let best = self.vectors.as_slice()[span.start * self.dims..span.end * self.dims]
                     .chunks_exact(self.dims)
                     .map(|v| crate::embed::dot(v, query))
                     .fold(f32::NEG_INFINITY, f32::max);
@@ -245,19 +273,56 @@ impl SemanticIndex {
     }
 }
 
-fn read(dir: &Path, fingerprint: &str, dims: usize) -> Result<(Meta, Vec<f32>)> {
+/// The chunk spans of the stored vectors when they were made from exactly
+/// the vault's notes as they are now (the common case: nothing to do).
+fn unchanged_spans(
+    meta: &Meta,
+    vault: &Vault,
+    catalog: &Catalog,
+) -> Option<Vec<std::ops::Range<usize>>> {
+    if meta.notes.len() != vault.metas.len() {
+        return None;
+    }
+    let mut spans = Vec::with_capacity(meta.notes.len());
+    let mut offset = 0;
+    for (stored, note) in meta.notes.iter().zip(vault.metas.iter()) {
+        if stored.path != note.path
+            || catalog.file(&note.path).map(|f| f.hash) != Some(stored.content)
+        {
+            return None;
+        }
+        spans.push(offset..offset + stored.chunks.len());
+        offset += stored.chunks.len();
+    }
+    Some(spans)
+}
+
+fn read(dir: &Path, fingerprint: &str, dims: usize) -> Result<(Meta, Vectors)> {
     let (meta_path, vectors_path) = files(dir, fingerprint);
     let meta: Meta = postcard::from_bytes(&fs::read(&meta_path)?)?;
-    let bytes = fs::read(&vectors_path)?;
-    let vectors: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let file = fs::File::open(&vectors_path)?;
+    // SAFETY: the file is only ever replaced by rename, never written in
+    // place, so the mapping stays valid while it is used.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
     let chunks: usize = meta.notes.iter().map(|n| n.chunks.len()).sum();
-    if meta.dims as usize != dims || vectors.len() != chunks * dims || bytes.len() % 4 != 0 {
+    if meta.dims as usize != dims
+        || map.len() != chunks * dims * 4
+        || !cfg!(target_endian = "little")
+    {
         bail!("vector files disagree; rebuilding");
     }
+    let vectors = if map.is_empty() {
+        Vectors::Owned(Vec::new())
+    } else {
+        Vectors::Mapped(map)
+    };
     Ok((meta, vectors))
+}
+
+impl Default for Vectors {
+    fn default() -> Vectors {
+        Vectors::Owned(Vec::new())
+    }
 }
 
 fn write(dir: &Path, meta: &Meta, vectors: &[f32]) -> Result<()> {
@@ -316,7 +381,7 @@ mod tests {
         assert!(first.chunks >= 4);
         let again = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
         assert_eq!(again.embedded, 0, "nothing changed, nothing embedded");
-        assert_eq!(again.vectors, first.vectors);
+        assert_eq!(again.vectors.as_slice(), first.vectors.as_slice());
 
         // Editing one section re-embeds that section only.
         fs::write(
