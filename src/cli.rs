@@ -49,6 +49,11 @@ struct Cli {
     /// else the model store's default); `none` turns the arm off.
     #[arg(long, global = true, value_name = "NAME")]
     model: Option<String>,
+    /// A cross-encoder folder that re-scores the top 20 hits (BERT with a
+    /// classification head; needs the `bert` feature). Also
+    /// CTXPACK_RERANKER.
+    #[arg(long, global = true, value_name = "DIR")]
+    reranker: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -391,9 +396,9 @@ fn parse_arm_weight(text: &str) -> Result<(String, f64), String> {
         .split_once('=')
         .ok_or_else(|| format!("'{text}' is not ARM=WEIGHT"))?;
     let arm = arm.trim().to_ascii_lowercase();
-    if !["frontmatter", "bm25", "semantic", "qmd"].contains(&arm.as_str()) {
+    if !["frontmatter", "bm25", "semantic", "qmd", "rerank"].contains(&arm.as_str()) {
         return Err(format!(
-            "unknown arm '{arm}' (arms: frontmatter, bm25, semantic, qmd)"
+            "unknown arm '{arm}' (arms: frontmatter, bm25, semantic, qmd, rerank)"
         ));
     }
     let weight: f64 = weight
@@ -540,7 +545,7 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
                 .or_else(|| embed::default_model(&store))
                 .ok_or_else(|| Failure::Usage("no model: pass --model or import one".into()))?;
             let model = embed::load(&store, &name).map_err(Failure::Usage)?;
-            let vector = embed::Embedder::embed(&model, text);
+            let vector = model.embed(text);
             out.write_all(
                 to_json(&serde_json::json!({"model": name, "vector": vector}))?.as_bytes(),
             )?;
@@ -690,6 +695,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             progress: true,
             model: model_choice(cli),
             qmd: qmd_config(&resolved.vars),
+            reranker: reranker_choice(cli),
         },
     )?;
     report_open(cli, &session);
@@ -706,6 +712,14 @@ fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, Strin
         }
     }
     QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
+}
+
+fn reranker_choice(cli: &Cli) -> Option<PathBuf> {
+    cli.reranker.clone().or_else(|| {
+        std::env::var_os("CTXPACK_RERANKER")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
 }
 
 fn model_choice(cli: &Cli) -> ModelChoice {
@@ -1089,6 +1103,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         index_dir: cli.index_dir.clone(),
         model: model_choice(cli),
         qmd: qmd_config(&vars),
+        reranker: reranker_choice(cli),
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
@@ -1142,6 +1157,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             progress: true,
             model: model_choice(cli),
             qmd: None,
+            reranker: reranker_choice(cli),
         },
     )?;
     report_open(cli, &session);

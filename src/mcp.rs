@@ -38,6 +38,7 @@ pub struct ServeOptions {
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
     pub qmd: Option<Result<crate::retrieve::qmd::QmdConfig, String>>,
+    pub reranker: Option<PathBuf>,
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.
@@ -189,6 +190,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             progress: false,
             model: options.model.clone(),
             qmd: options.qmd.clone(),
+            reranker: options.reranker.clone(),
         },
     )
 }

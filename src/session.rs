@@ -21,7 +21,7 @@ use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
     Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, QmdArm, Query, RankOptions, Ranking,
-    SemanticArm, SignalError, rank,
+    Reranker, SemanticArm, SignalError, rank, rerank,
 };
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
@@ -37,6 +37,8 @@ pub struct IndexChoice {
     /// QMD as an external arm, when the config names a collection (or why
     /// it cannot run).
     pub qmd: Option<Result<QmdConfig, String>>,
+    /// A cross-encoder folder.
+    pub reranker: Option<PathBuf>,
 }
 
 /// The embedding model of the semantic arm.
@@ -116,6 +118,10 @@ pub struct Session {
     /// Set when a chosen model failed (reported with every ranking).
     semantic_error: Option<String>,
     pub qmd: Option<Result<QmdConfig, String>>,
+    pub reranker: Option<Box<dyn Reranker>>,
+    /// What the reranker did (empty when none was asked for).
+    pub rerank_status: String,
+    rerank_error: Option<String>,
 }
 
 impl Session {
@@ -152,6 +158,9 @@ impl Session {
                 semantic_status: String::new(),
                 semantic_error: None,
                 qmd: choice.qmd.clone(),
+                reranker: None,
+                rerank_status: String::new(),
+                rerank_error: None,
             },
             Err(error) => Session {
                 vault: Vault::load(&root, &VaultOptions::default())?,
@@ -165,10 +174,45 @@ impl Session {
                 semantic_status: String::new(),
                 semantic_error: None,
                 qmd: choice.qmd.clone(),
+                reranker: None,
+                rerank_status: String::new(),
+                rerank_error: None,
             },
         };
         session.open_semantic(&choice.model);
+        session.open_reranker(choice.reranker.clone());
         Ok(session)
+    }
+
+    /// Loads the cross-encoder asked for; without one, reranking is off
+    /// and (when one was asked for) every ranking says why.
+    fn open_reranker(&mut self, chosen: Option<PathBuf>) {
+        let Some(dir) = chosen else {
+            return;
+        };
+        match crate::embed::load_reranker(&dir) {
+            Ok(reranker) => {
+                self.rerank_status = format!(
+                    "on ({}, top {})",
+                    reranker.name(),
+                    crate::retrieve::fusion::RERANK_TOP
+                );
+                self.reranker = Some(reranker);
+            }
+            Err(error) => {
+                self.rerank_status = format!("off: {error}");
+                self.rerank_error = Some(error);
+            }
+        }
+    }
+
+    /// The text a reranker reads for a note: title, summary and the start
+    /// of the body.
+    fn passage(&self, note: usize) -> String {
+        let note = self.vault.note(note);
+        let mut passage = format!("{}\n{}\n", note.meta.title, note.meta.summary);
+        passage.extend(note.body.chars().take(1_500));
+        passage
     }
 
     /// Loads the chosen model and syncs the vault's vectors. A failure
@@ -189,10 +233,10 @@ impl Session {
             let (Some(index), Some(dir)) = (&self.index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
             };
-            let vectors = SemanticIndex::sync(dir, &self.vault, &index.catalog, &embedder)
+            let vectors = SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref())
                 .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
             Ok(Semantic {
-                embedder: Box::new(embedder),
+                embedder,
                 index: vectors,
             })
         })();
@@ -225,6 +269,9 @@ impl Session {
             semantic_status: "off: no index".into(),
             semantic_error: None,
             qmd: None,
+            reranker: None,
+            rerank_status: String::new(),
+            rerank_error: None,
         }
     }
 
@@ -289,6 +336,22 @@ impl Session {
                 message: error.clone(),
             });
         }
+        if let Some(reranker) = &self.reranker {
+            let passage = |note: usize| self.passage(note);
+            rerank(
+                &mut ranking,
+                query,
+                reranker.as_ref(),
+                &passage,
+                &self.vault,
+                options,
+            );
+        } else if let Some(error) = &self.rerank_error {
+            ranking.signal_errors.push(SignalError {
+                arm: "rerank".into(),
+                message: error.clone(),
+            });
+        }
         ranking
     }
 
@@ -341,6 +404,7 @@ impl Session {
             hits,
             signal_errors: ranking.signal_errors,
             semantic: self.semantic_status.clone(),
+            rerank: self.rerank_status.clone(),
         }
     }
 
@@ -694,6 +758,9 @@ pub struct SearchResults {
     pub signal_errors: Vec<SignalError>,
     /// What the semantic arm did (`on (...)`, or why it is off).
     pub semantic: String,
+    /// What the reranker did (only when one was asked for).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub rerank: String,
 }
 
 #[derive(Clone, Debug, Serialize)]

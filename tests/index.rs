@@ -456,6 +456,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             progress: false,
             model: ModelChoice::Off,
             qmd: None,
+            reranker: None,
         },
     )
     .unwrap()

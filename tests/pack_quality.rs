@@ -119,6 +119,7 @@ fn the_needle_is_found_at_any_depth() {
                 progress: false,
                 model: ModelChoice::Off,
                 qmd: None,
+                reranker: None,
             },
         )
         .unwrap();
@@ -146,6 +147,7 @@ fn the_needle_is_found_at_any_depth() {
             progress: false,
             model: ModelChoice::Off,
             qmd: None,
+            reranker: None,
         },
     )
     .unwrap();
@@ -180,6 +182,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
             progress: false,
             model: ModelChoice::Off,
             qmd: None,
+            reranker: None,
         },
     )
     .unwrap();

@@ -289,3 +289,28 @@ fn a_failing_qmd_is_reported_and_the_pack_goes_on() {
         stderr(&output)
     );
 }
+
+#[cfg(not(feature = "bert"))]
+#[test]
+fn a_reranker_without_the_bert_feature_is_skipped_and_said() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let (results, err) = search_json(
+        &world,
+        &vault,
+        "raft",
+        &["--reranker", "/some/cross-encoder"],
+    );
+    assert_eq!(results["hits"][0]["path"], "concepts/raft.md");
+    assert!(
+        results["rerank"]
+            .as_str()
+            .unwrap()
+            .contains("without the `bert` feature"),
+        "{results}"
+    );
+    assert!(err.contains("the rerank arm failed"), "{err}");
+    // Without a reranker asked for, nothing is said about one.
+    let (results, _) = search_json(&world, &vault, "raft", &[]);
+    assert!(results.get("rerank").is_none());
+}

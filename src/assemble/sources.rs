@@ -760,6 +760,7 @@ impl Context<'_> {
             // on which embedding model this machine has.
             model: crate::session::ModelChoice::Off,
             qmd: None,
+            reranker: None,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

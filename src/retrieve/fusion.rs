@@ -89,6 +89,84 @@ pub struct Explanation {
     pub recency: Option<Adjustment>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feedback: Option<Adjustment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<Rerank>,
+}
+
+/// Scores (query, passage) pairs: a cross-encoder.
+pub trait Reranker: Send + Sync {
+    fn name(&self) -> &str;
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String>;
+}
+
+/// How many fused hits a reranker re-scores.
+pub const RERANK_TOP: usize = 20;
+
+/// A reranker's view of a hit: `after = before + weight / (k + rank)`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rerank {
+    pub score: f64,
+    /// 1-based rank by the reranker's score among the re-scored hits.
+    pub rank: usize,
+    pub weight: f64,
+    pub before: f64,
+    pub after: f64,
+}
+
+/// Re-scores the top [`RERANK_TOP`] hits with `reranker` (each note read as
+/// `passage` gives it) and blends its order into the fused scores, so a
+/// hit moves by how the reranker ranks it, weighted like one more arm.
+pub fn rerank(
+    ranking: &mut Ranking,
+    query: &str,
+    reranker: &dyn Reranker,
+    passage: &dyn Fn(usize) -> String,
+    vault: &Vault,
+    options: &RankOptions,
+) {
+    let weight = options.weight("rerank");
+    let top = ranking.hits.len().min(RERANK_TOP);
+    if weight <= 0.0 || top == 0 {
+        return;
+    }
+    let passages: Vec<String> = ranking.hits[..top]
+        .iter()
+        .map(|h| passage(h.note))
+        .collect();
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let scores = match reranker.score(query, &refs) {
+        Ok(scores) if scores.len() == top => scores,
+        Ok(_) => {
+            ranking.signal_errors.push(SignalError {
+                arm: "rerank".into(),
+                message: "the reranker returned the wrong number of scores".into(),
+            });
+            return;
+        }
+        Err(message) => {
+            ranking.signal_errors.push(SignalError {
+                arm: "rerank".into(),
+                message,
+            });
+            return;
+        }
+    };
+    let mut order: Vec<usize> = (0..top).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    for (position, &i) in order.iter().enumerate() {
+        let hit = &mut ranking.hits[i];
+        let before = hit.score;
+        let after = before + weight / (options.rrf_k + (position + 1) as f64);
+        hit.score = after;
+        hit.explanation.rerank = Some(Rerank {
+            score: f64::from(scores[i]),
+            rank: position + 1,
+            weight,
+            before,
+            after,
+        });
+    }
+    sort_hits(&mut ranking.hits[..top], vault);
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -146,6 +224,7 @@ pub fn rank(
                 fused: 0.0,
                 recency: None,
                 feedback: None,
+                rerank: None,
             });
             entry.fused += contribution;
             entry.arms.push(ArmRank {

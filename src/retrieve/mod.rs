@@ -11,7 +11,9 @@ pub mod recent;
 use serde::Serialize;
 
 pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm};
-pub use fusion::{Explanation, RankOptions, RankedHit, Ranking, SignalError, rank};
+pub use fusion::{
+    Explanation, RankOptions, RankedHit, Ranking, Reranker, SignalError, rank, rerank,
+};
 pub use query::Query;
 
 /// How many candidates a pack considers (seed Step 1).

@@ -72,6 +72,7 @@ impl World {
             .env_remove("XDG_DATA_HOME")
             .env_remove("CTXPACK_MODELS_DIR")
             .env_remove("CTXPACK_MODEL")
+            .env_remove("CTXPACK_RERANKER")
             .env_remove("CTXPACK_INDEX_DIR");
         cmd
     }
