@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ctxpack::embed::{self, Embedder};
+use ctxpack::embed;
 use rayon::prelude::*;
 
 fn main() {
