@@ -276,7 +276,7 @@ fn a_cross_encoder_reranks_the_top_hits() {
     let (results, err) = search(
         &world,
         &vault,
-        "the",
+        "raft yeast moon",
         &["--reranker", reranker_arg, "--model", "none"],
     );
     assert!(!err.contains("rerank"), "{err}");
@@ -311,7 +311,7 @@ fn a_cross_encoder_reranks_the_top_hits() {
     let (again, _) = search(
         &world,
         &vault,
-        "the",
+        "raft yeast moon",
         &["--reranker", reranker_arg, "--model", "none"],
     );
     assert_eq!(results["hits"], again["hits"], "deterministic");
@@ -320,7 +320,7 @@ fn a_cross_encoder_reranks_the_top_hits() {
     let (results, err) = search(
         &world,
         &vault,
-        "the",
+        "raft yeast moon",
         &["--reranker", "/nonexistent", "--model", "none"],
     );
     assert!(
