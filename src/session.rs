@@ -317,6 +317,18 @@ impl Session {
         if let Some(qmd) = &qmd {
             arms.push(qmd);
         }
+        let defaulted;
+        let options = match &self.semantic {
+            Some(s) if !options.weights.contains_key("semantic") => {
+                let mut with_default = options.clone();
+                with_default
+                    .weights
+                    .insert("semantic".into(), s.embedder.default_weight());
+                defaulted = with_default;
+                &defaulted
+            }
+            _ => options,
+        };
         let mut ranking = rank(&arms, query, &self.vault, &self.feedback, options, keep);
         if let Some(error) = &self.index_error {
             ranking.signal_errors.push(SignalError {

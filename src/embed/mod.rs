@@ -25,6 +25,11 @@ pub trait Embedder: Send + Sync {
     /// fingerprint are recomputed.
     fn fingerprint(&self) -> &str;
     fn dims(&self) -> usize;
+    /// The semantic arm's fusion weight when the user gives none, measured
+    /// per model family (see `RankOptions::weight`).
+    fn default_weight(&self) -> f64 {
+        crate::retrieve::fusion::SEMANTIC_WEIGHT
+    }
     fn embed(&self, text: &str) -> Vec<f32>;
     /// The embeddings of many texts, in order (in parallel by default;
     /// models that batch override it).
@@ -33,6 +38,9 @@ pub trait Embedder: Send + Sync {
         texts.par_iter().map(|text| self.embed(text)).collect()
     }
 }
+
+/// The semantic arm's default weight with a BERT sentence-transformer.
+pub const BERT_SEMANTIC_WEIGHT: f64 = 0.5;
 
 /// Sentence-transformers read at most this many tokens unless their
 /// `sentence_bert_config.json` says otherwise.
@@ -420,6 +428,12 @@ pub struct LoadedBert {
 impl Embedder for LoadedBert {
     fn name(&self) -> &str {
         &self.manifest.name
+    }
+
+    /// Measured with all-MiniLM-L6-v2 on SciFact train: nDCG@10 0.704
+    /// lexical, 0.715 at 0.5, 0.706 at 1, 0.696 at 2.
+    fn default_weight(&self) -> f64 {
+        BERT_SEMANTIC_WEIGHT
     }
 
     fn fingerprint(&self) -> &str {
