@@ -669,36 +669,21 @@ fn fit(
         );
         let tokens = tokenizer.count(&text);
         if tokens <= request.budget {
-            let segments = vec![
-                SegmentReport {
-                    name: "system",
-                    tokens: tokenizer.count(&frame.system),
-                },
-                SegmentReport {
-                    name: "baseline",
-                    tokens: tokenizer.count(&baseline_text),
-                },
-                SegmentReport {
-                    name: "identity",
-                    tokens: tokenizer.count(&frame.identity),
-                },
-                SegmentReport {
-                    name: "chain",
-                    tokens: tokenizer.count(&frame.chain),
-                },
-                SegmentReport {
-                    name: "increment",
-                    tokens: tokenizer.count(&increment_text),
-                },
-                SegmentReport {
-                    name: "volatile",
-                    tokens: tokenizer.count(&frame.volatile),
-                },
-                SegmentReport {
-                    name: "report",
-                    tokens: tokenizer.count(&report),
-                },
-            ];
+            let segments = [
+                ("system", frame.system.as_str()),
+                ("baseline", &baseline_text),
+                ("identity", &frame.identity),
+                ("chain", &frame.chain),
+                ("increment", &increment_text),
+                ("volatile", &frame.volatile),
+                ("report", &report),
+            ]
+            .into_iter()
+            .map(|(name, text)| SegmentReport {
+                name,
+                tokens: tokenizer.count(text),
+            })
+            .collect();
             return Ok(Fitted {
                 text,
                 baseline: baseline_text,

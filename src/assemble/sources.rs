@@ -331,91 +331,74 @@ impl Context<'_> {
             return;
         };
         let fields = &spec.fields;
-        for group in &self.outline.groups {
-            if group.title == spec.main_heading {
-                let key = format!("{path}#{}", group.title);
-                if sink.visible(
-                    &self.schemas.rule(schema, &fields.main),
-                    &key,
-                    schema,
-                    &fields.main,
-                    path,
-                ) {
-                    sink.push(
-                        &key,
-                        Some(group.title.clone()),
-                        None,
-                        group.overview.clone(),
-                        Keep::Head,
-                    );
-                }
+        // One outline part: checked against its field's rule, then added
+        // (at `position` when given: later recent entries are kept longer).
+        let part = |sink: &mut Sink<'_, '_>,
+                    field: &str,
+                    title: &str,
+                    text: String,
+                    position: Option<i64>| {
+            let key = format!("{path}#{title}");
+            if !sink.visible(&self.schemas.rule(schema, field), &key, schema, field, path) {
+                return;
             }
-        }
-        let group = &self.outline.groups[current];
-        let key = format!("{path}#{}", group.title);
-        if sink.visible(
-            &self.schemas.rule(schema, &fields.group),
-            &key,
-            schema,
-            &fields.group,
-            path,
-        ) && !group.overview.is_empty()
+            match position {
+                Some(position) => {
+                    sink.position = position;
+                    sink.push_at(&key, Some(title.to_string()), None, text, Keep::Head);
+                }
+                None => sink.push(&key, Some(title.to_string()), None, text, Keep::Head),
+            }
+        };
+        for group in self
+            .outline
+            .groups
+            .iter()
+            .filter(|g| g.title == spec.main_heading)
         {
-            sink.push(
-                &key,
-                Some(group.title.clone()),
-                None,
+            part(
+                sink,
+                &fields.main,
+                &group.title,
                 group.overview.clone(),
-                Keep::Head,
+                None,
             );
         }
-        let previous: Vec<&doc::Entry> = self
+        let group = &self.outline.groups[current];
+        part(
+            sink,
+            &fields.group,
+            &group.title,
+            group.overview.clone(),
+            None,
+        );
+        let previous = self
             .outline
             .groups
             .iter()
             .flat_map(|g| &g.entries)
-            .filter(|e| e.number < self.unit && e.number >= self.unit - recent as i64)
-            .collect();
+            .filter(|e| e.number < self.unit && e.number >= self.unit - recent as i64);
         for entry in previous {
-            let key = format!("{path}#{}", entry.title);
-            sink.position = entry.number;
-            if sink.visible(
-                &self.schemas.rule(schema, &fields.recent),
-                &key,
-                schema,
+            part(
+                sink,
                 &fields.recent,
-                path,
-            ) {
-                sink.push_at(
-                    &key,
-                    Some(entry.title.clone()),
-                    None,
-                    entry.text.clone(),
-                    Keep::Head,
-                );
-            }
+                &entry.title,
+                entry.text.clone(),
+                Some(entry.number),
+            );
         }
         for group in self.outline.groups.iter().skip(current + 1) {
-            let key = format!("{path}#{}", group.title);
-            if sink.visible(
-                &self.schemas.rule(schema, &fields.future),
-                &key,
-                schema,
-                &fields.future,
-                path,
-            ) {
-                let mut text = group.overview.clone();
-                for entry in &group.entries {
-                    text.push_str(&format!("\n\n#### {}\n\n{}", entry.title, entry.text));
-                }
-                sink.push(
-                    &key,
-                    Some(group.title.clone()),
-                    None,
-                    text.trim().to_string(),
-                    Keep::Head,
-                );
+            let mut text = group.overview.clone();
+            for entry in &group.entries {
+                text.push_str(&format!("\n\n#### {}\n\n{}", entry.title, entry.text));
             }
+            part(
+                sink,
+                &fields.future,
+                &group.title,
+                text.trim().to_string(),
+                None,
+            );
         }
     }
 
