@@ -195,6 +195,20 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
     )
 }
 
+/// The `tokenizer` and `format` arguments: the counter, and whether JSON
+/// was asked for.
+fn counter_and_format(
+    tokenizer: Option<&str>,
+    format: Option<&str>,
+) -> Result<(Tokenizer, bool), String> {
+    let tokenizer = tokenizer.unwrap_or("chars4").parse()?;
+    match format.unwrap_or("markdown") {
+        "markdown" => Ok((tokenizer, false)),
+        "json" => Ok((tokenizer, true)),
+        other => Err(format!("format must be markdown or json, got '{other}'")),
+    }
+}
+
 fn tool_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(message.into())])
 }
@@ -410,15 +424,11 @@ impl CtxpackServer {
                 "recent_dailies must be between 0 and 30, got {dailies}"
             ));
         }
-        let tokenizer: Tokenizer = match args.tokenizer.as_deref().unwrap_or("chars4").parse() {
-            Ok(tokenizer) => tokenizer,
-            Err(message) => return tool_error(message),
-        };
-        let json = match args.format.as_deref().unwrap_or("markdown") {
-            "markdown" => false,
-            "json" => true,
-            other => return tool_error(format!("format must be markdown or json, got '{other}'")),
-        };
+        let (tokenizer, json) =
+            match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
+                Ok(choice) => choice,
+                Err(message) => return tool_error(message),
+            };
         let mode = if args.recent.unwrap_or(false) {
             PackMode::Recent
         } else {
@@ -466,15 +476,11 @@ impl CtxpackServer {
         description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
     )]
     async fn assemble(&self, Parameters(args): Parameters<AssembleArgs>) -> CallToolResult {
-        let tokenizer: Tokenizer = match args.tokenizer.as_deref().unwrap_or("chars4").parse() {
-            Ok(tokenizer) => tokenizer,
-            Err(message) => return tool_error(message),
-        };
-        let json = match args.format.as_deref().unwrap_or("markdown") {
-            "markdown" => false,
-            "json" => true,
-            other => return tool_error(format!("format must be markdown or json, got '{other}'")),
-        };
+        let (tokenizer, json) =
+            match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
+                Ok(choice) => choice,
+                Err(message) => return tool_error(message),
+            };
         if args.chapter < 1 {
             return tool_error(format!("chapter must be 1 or more, got {}", args.chapter));
         }
