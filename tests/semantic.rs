@@ -99,7 +99,7 @@ fn model_import_names_what_is_missing_and_list_shows_nothing() {
 
 fn real_model() -> Option<PathBuf> {
     match std::env::var_os("CTXPACK_TEST_STATIC_MODEL") {
-        Some(path) if Path::new(&path).is_file() => Some(PathBuf::from(path)),
+        Some(path) if Path::new(&path).is_file() => std::fs::canonicalize(path).ok(),
         _ => {
             eprintln!(
                 "skipped: set CTXPACK_TEST_STATIC_MODEL to the tokenlearn-static-model wheel \
