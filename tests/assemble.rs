@@ -778,3 +778,31 @@ fn layer_name(layer: ctxpack::assemble::recipe::Layer) -> &'static str {
         ctxpack::assemble::recipe::Layer::L3 => "L3",
     }
 }
+
+#[test]
+fn a_review_folder_leading_outside_the_project_is_refused_before_anything_is_created() {
+    let world = World::new();
+    let root = world.example("novel");
+    let outside = world.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    // The recipe writes its review copies under `reviews/`, a symlink to a
+    // folder outside the project.
+    let recipe = root.join("meta/recipe.yaml");
+    let text = fs::read_to_string(&recipe).unwrap().replace(
+        "review_file: \"works/{work}/评审/上下文-第{unit:03}章-{purpose}.md\"",
+        "review_file: \"reviews/{work}/第{unit:03}章.md\"",
+    );
+    fs::write(&recipe, text).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("reviews")).unwrap();
+    let output = run(&world, &root, &novel_args("continuation", "9", &[]));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("leads outside the project root"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing was created outside"
+    );
+}

@@ -867,6 +867,20 @@ fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), String> 
     let dir = path
         .parent()
         .ok_or_else(|| format!("bad review path {rel}"))?;
+    // The nearest folder that exists must be inside the root before any
+    // folder is created under it (a symlink could lead elsewhere).
+    let existing = dir
+        .ancestors()
+        .find(|a| a.exists())
+        .unwrap_or(project.root());
+    let existing = existing
+        .canonicalize()
+        .map_err(|err| format!("cannot open {}: {err}", existing.display()))?;
+    if !existing.starts_with(project.root()) {
+        return Err(format!(
+            "review folder of {rel} leads outside the project root"
+        ));
+    }
     std::fs::create_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     // The folder may be a symlink created since `resolve` looked.

@@ -117,6 +117,11 @@ impl StaticModel {
         let (vocab, tokenizer) = Unigram::compile(tokenizer_json)?;
         let vocabulary = tokenizer.scores.len();
         let addressable = mapping.as_ref().map_or(rows, Vec::len);
+        if weights.as_ref().is_some_and(|w| w.len() < vocabulary) {
+            return Err(format!(
+                "the tokenizer has {vocabulary} pieces but the model weights fewer"
+            ));
+        }
         if addressable < vocabulary {
             return Err(format!(
                 "the tokenizer has {vocabulary} pieces but the model embeds only {addressable}"
