@@ -93,15 +93,7 @@ fn main() {
                 5,
             ),
         ];
-        for (label, args, runs) in cases {
-            let (median, min, peak_kb) = measure(&args, runs);
-            println!(
-                "{notes:<7} {label:<34} {runs:>4} {:>8.1}ms {:>8.1}ms {:>7.1} MB",
-                ms(median),
-                ms(min),
-                peak_kb as f64 / 1024.0
-            );
-        }
+        run_cases(notes, cases);
         if let Some(model) = &model {
             let semantic = |args: &[&str]| -> Vec<String> {
                 let mut all = with_index(args);
@@ -126,15 +118,7 @@ fn main() {
                     9,
                 ),
             ];
-            for (label, args, runs) in cases {
-                let (median, min, peak_kb) = measure(&args, runs);
-                println!(
-                    "{notes:<7} {label:<34} {runs:>4} {:>8.1}ms {:>8.1}ms {:>7.1} MB",
-                    ms(median),
-                    ms(min),
-                    peak_kb as f64 / 1024.0
-                );
-            }
+            run_cases(notes, cases);
         }
         let size = dir_size(&index);
         println!(
@@ -142,6 +126,19 @@ fn main() {
             size as f64 / 1e6,
             bytes as f64 / 1e6,
             size as f64 / bytes as f64
+        );
+    }
+}
+
+/// Measures each case and prints a row.
+fn run_cases(notes: usize, cases: Vec<(&str, Vec<String>, usize)>) {
+    for (label, args, runs) in cases {
+        let (median, min, peak_kb) = measure(&args, runs);
+        println!(
+            "{notes:<7} {label:<34} {runs:>4} {:>8.1}ms {:>8.1}ms {:>7.1} MB",
+            ms(median),
+            ms(min),
+            peak_kb as f64 / 1024.0
         );
     }
 }

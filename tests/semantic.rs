@@ -114,12 +114,7 @@ fn real_model() -> Option<PathBuf> {
 fn a_chinese_query_finds_the_english_note_with_the_static_model() {
     let Some(wheel) = real_model() else { return };
     let world = World::new();
-    let imported = ok(&world
-        .cmd()
-        .args(["model", "import"])
-        .arg(&wheel)
-        .output()
-        .unwrap());
+    let imported = world.import_model(&wheel);
     assert!(
         imported.contains("imported 'tokenlearn-static-model' (64 dimensions"),
         "{imported}"

@@ -506,19 +506,8 @@ impl Context<'_> {
         for &i in &chosen {
             self.push_card(sink, &cards[i], None);
         }
-        let left: Vec<String> = (0..cards.len())
-            .filter(|i| !chosen.contains(i))
-            .map(|i| format!("{} · {}", cards[i].type_name, cards[i].name))
-            .collect();
-        if !left.is_empty() {
-            sink.out.omitted.push(Omitted {
-                source: dir,
-                reason: Reason::NotRelevant,
-                count: Some(left.len()),
-                detail: sink.spec.title.clone(),
-                items: left,
-            });
-        }
+        let detail = sink.spec.title.clone();
+        omit_unchosen(sink, dir, &cards, &chosen, detail);
         Ok(())
     }
 
@@ -700,25 +689,14 @@ impl Context<'_> {
             for &i in &chosen {
                 self.push_card(sink, &cards[i], only);
             }
-            let left: Vec<String> = (0..cards.len())
-                .filter(|i| !chosen.contains(i))
-                .map(|i| format!("{} · {}", cards[i].type_name, cards[i].name))
-                .collect();
-            if !left.is_empty() {
-                sink.out.omitted.push(Omitted {
-                    source: dir,
-                    reason: Reason::NotRelevant,
-                    count: Some(left.len()),
-                    detail: format!(
-                        "{}: not this unit's scene types ({}) or below the top {limit}",
-                        sink.spec.title,
-                        entry
-                            .values(&self.recipe.outline.scene_key)
-                            .join(self.separator)
-                    ),
-                    items: left,
-                });
-            }
+            let detail = format!(
+                "{}: not this unit's scene types ({}) or below the top {limit}",
+                sink.spec.title,
+                entry
+                    .values(&self.recipe.outline.scene_key)
+                    .join(self.separator)
+            );
+            omit_unchosen(sink, dir, &cards, &chosen, detail);
         }
         Ok(())
     }
@@ -790,6 +768,29 @@ impl Context<'_> {
             }
         }
         ordered
+    }
+}
+
+/// Reports the cards of `cards` not in `chosen` as not relevant.
+fn omit_unchosen(
+    sink: &mut Sink<'_, '_>,
+    source: String,
+    cards: &[Card],
+    chosen: &[usize],
+    detail: String,
+) {
+    let left: Vec<String> = (0..cards.len())
+        .filter(|i| !chosen.contains(i))
+        .map(|i| format!("{} · {}", cards[i].type_name, cards[i].name))
+        .collect();
+    if !left.is_empty() {
+        sink.out.omitted.push(Omitted {
+            source,
+            reason: Reason::NotRelevant,
+            count: Some(left.len()),
+            detail,
+            items: left,
+        });
     }
 }
 

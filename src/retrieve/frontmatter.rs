@@ -28,13 +28,7 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
             })
         })
         .collect();
-    candidates.sort_by(|a, b| {
-        let (na, nb) = (&vault.metas[a.note], &vault.metas[b.note]);
-        b.score
-            .total_cmp(&a.score)
-            .then(na.tier.cmp(&nb.tier))
-            .then(na.path.cmp(&nb.path))
-    });
+    sort_by_score(vault, &mut candidates);
     candidates
 }
 
@@ -60,6 +54,11 @@ pub fn add_qmd_points(vault: &Vault, candidates: &mut Vec<Candidate>, qmd_notes:
             }),
         }
     }
+    sort_by_score(vault, candidates);
+}
+
+/// Score, then tier, then path: the pass's order.
+fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
     candidates.sort_by(|a, b| {
         let (na, nb) = (&vault.metas[a.note], &vault.metas[b.note]);
         b.score

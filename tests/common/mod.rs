@@ -77,6 +77,16 @@ impl World {
         cmd
     }
 
+    /// `ctxpack model import PATH`, which must succeed; its stdout.
+    pub fn import_model(&self, path: &Path) -> String {
+        ok(&self
+            .cmd()
+            .args(["model", "import"])
+            .arg(path)
+            .output()
+            .expect("run ctxpack"))
+    }
+
     /// Runs `pack` on `vault` with a fixed timestamp and no log line.
     pub fn pack(&self, vault: &Path, args: &[&str]) -> Output {
         self.cmd()
@@ -121,6 +131,21 @@ pub fn stdout(output: &Output) -> String {
 
 pub fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Asserts the run failed with `code` and a message containing `message`.
+pub fn fails(output: &Output, code: i32, message: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stderr: {}",
+        stderr(output)
+    );
+    assert!(
+        stderr(output).contains(message),
+        "stderr: {}",
+        stderr(output)
+    );
 }
 
 /// Asserts success and returns stdout.
