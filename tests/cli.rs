@@ -63,12 +63,15 @@ fn empty_result() {
 
 #[test]
 fn tiny_budget_keeps_summaries_and_drops_peripheral_first() {
+    // The seed's rule, kept by the frontmatter ranker: summary blocks first,
+    // peripheral pages dropped before any other.
     let world = World::new();
     let vault = world.example_vault("vault");
-    let out = ok(&world.pack(&vault, &["raft", "--budget", "300"]));
+    let seed = ["raft", "--budget", "300", "--ranker", "frontmatter"];
+    let out = ok(&world.pack(&vault, &seed));
     insta::assert_snapshot!(out);
     let json: serde_json::Value = serde_json::from_str(&ok(
-        &world.pack(&vault, &["raft", "--budget", "300", "--format", "json"])
+        &world.pack(&vault, &[&seed[..], &["--format", "json"]].concat())
     ))
     .unwrap();
     assert!(json["actual"].as_u64().unwrap() <= 300);
@@ -84,6 +87,27 @@ fn tiny_budget_keeps_summaries_and_drops_peripheral_first() {
         .collect();
     assert!(dropped.iter().any(|d| d["tier"] == "peripheral"));
     assert!(!kept_tiers.contains(&"peripheral"), "{kept_tiers:?}");
+}
+
+#[test]
+fn tiny_query_aware_budget_spends_on_the_best_text() {
+    // The hybrid ranker's pack spends a small budget on the sentences that
+    // match best, across pages, rather than on one summary per page.
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = ok(&world.pack(&vault, &["raft", "--budget", "300"]));
+    insta::assert_snapshot!(out);
+    let json: serde_json::Value = serde_json::from_str(&ok(
+        &world.pack(&vault, &["raft", "--budget", "300", "--format", "json"])
+    ))
+    .unwrap();
+    assert!(json["actual"].as_u64().unwrap() <= 300);
+    let pages = json["pages"].as_array().unwrap();
+    assert_eq!(pages[0]["path"], "concepts/raft.md");
+    assert!(pages.iter().all(|p| p["body_mode"] == "excerpt"));
+    assert!(pages.len() >= 2, "the budget is spread over pages");
+    let dropped = json["dropped"].as_array().unwrap();
+    assert!(dropped.iter().all(|d| d["reason"] == "budget"));
 }
 
 #[test]

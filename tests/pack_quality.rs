@@ -194,9 +194,27 @@ fn excerpts_follow_the_query_and_keep_document_order() {
         .expect("a body");
     assert_eq!(
         body,
-        "[…]\n\n## Part one\n\n[…] The zebra sleeps standing up. […]\n\n## Part three\n\nA zebra herd crosses the river at dawn. […]\n"
+        "[…]\n\n## Part one\n\nAlpha filler sentence here. The zebra sleeps standing up. More alpha filler.\n\n## Part two\n\n[…] Delta filler sentence.\n\n## Part three\n\nA zebra herd crosses the river at dawn. […]\n"
     );
+    // The matching sentences come first, then their neighbours, nearest
+    // first: a smaller budget keeps only the matches.
+    let pack = super_small(&session);
+    assert!(
+        pack.bundle
+            .contains("[…] The zebra sleeps standing up. […]"),
+        "{}",
+        pack.bundle
+    );
+    assert!(
+        pack.bundle
+            .contains("A zebra herd crosses the river at dawn. […]")
+    );
+    assert!(!pack.bundle.contains("filler"));
     assert!(pack.actual <= 110);
+}
+
+fn super_small(session: &Session) -> ctxpack::pack::Pack {
+    pack(session, "zebra", 90)
 }
 
 fn cli_pack(world: &World, vault: &std::path::Path, args: &[&str]) -> serde_json::Value {

@@ -69,6 +69,13 @@ impl CompressedBody {
 }
 
 impl PackState {
+    /// Records the links a body shows, not its blocks.
+    pub fn commit_links(&mut self, body: &CompressedBody) {
+        for block in &body.blocks {
+            self.shown_links.extend(block.links.iter().cloned());
+        }
+    }
+
     pub fn commit(&mut self, body: &CompressedBody, page: &str) {
         for block in &body.blocks {
             self.shown_links.extend(block.links.iter().cloned());
@@ -86,6 +93,11 @@ pub fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
         Some(idx) => format!("{idx}#{heading}"),
         None => format!("?{}#{heading}", fold(&link.target)),
     }
+}
+
+/// What stands in place of a block another page of the pack shows.
+pub fn duplicate_marker(other: &str) -> String {
+    format!("_(content also in [[{other}]])_")
 }
 
 /// The key of a page itself, as its `## [[page]]` header shows it.
@@ -167,7 +179,7 @@ pub fn compress(
             && let Some(print) = Fingerprint::of(text)
         {
             if let Some(other) = state.dedup.find(&print) {
-                let marker = format!("_(content also in [[{other}]])_");
+                let marker = duplicate_marker(other);
                 if out.last().is_none_or(|last| last.text != marker) {
                     let mut block = OutBlock::content(marker);
                     block.is_content = false;

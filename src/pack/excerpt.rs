@@ -2,17 +2,15 @@
 //! most relevant to the query are kept, in document order, with `[…]` where
 //! text was left out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use crate::pack::compress::{CompressedBody, OutBlock};
+use crate::pack::compress::{CompressedBody, OutBlock, duplicate_marker};
 
 /// Scores a piece of text for the query (0 when it shares no term).
 pub type Scorer = dyn Fn(&str) -> f64 + Send + Sync;
 
 pub const OMITTED: &str = "[…]";
-/// How many candidate pieces are tried per page.
-const MAX_PIECES: usize = 400;
 
 /// A sentence (or line, or whole block) of a compressed body.
 struct Piece {
@@ -21,48 +19,82 @@ struct Piece {
     score: f64,
 }
 
-/// The most relevant parts of `body` that `fits` accepts, or `None` when
-/// no part of it matches the query.
-pub fn relevant_excerpt(
-    body: &CompressedBody,
-    scorer: &Scorer,
-    fits: &mut dyn FnMut(&str) -> bool,
-) -> Option<CompressedBody> {
-    let mut pieces: Vec<Piece> = Vec::new();
-    for (block, out) in body.blocks.iter().enumerate() {
-        if !out.is_content {
-            continue;
-        }
-        for range in split_pieces(&out.text) {
-            let score = scorer(&out.text[range.clone()]);
-            pieces.push(Piece {
-                block,
-                range,
-                score,
-            });
-        }
-    }
-    let mut order: Vec<usize> = (0..pieces.len())
-        .filter(|&i| pieces[i].score > 0.0)
-        .collect();
-    if order.is_empty() {
-        return None;
-    }
-    order.sort_by(|&a, &b| pieces[b].score.total_cmp(&pieces[a].score).then(a.cmp(&b)));
-    order.truncate(MAX_PIECES);
+/// A compressed body cut into pieces, each scored for the query.
+pub struct Pieces<'a> {
+    body: &'a CompressedBody,
+    pieces: Vec<Piece>,
+    /// The pieces of each block (pieces are in block order).
+    by_block: Vec<Range<usize>>,
+}
 
-    let mut chosen: BTreeSet<usize> = BTreeSet::new();
-    let mut best: Option<CompressedBody> = None;
-    for candidate in order {
-        chosen.insert(candidate);
-        let excerpt = render(body, &pieces, &chosen);
-        if fits(&excerpt.text) {
-            best = Some(excerpt);
-        } else {
-            chosen.remove(&candidate);
+impl<'a> Pieces<'a> {
+    pub fn of(body: &'a CompressedBody, scorer: &Scorer) -> Pieces<'a> {
+        let mut pieces: Vec<Piece> = Vec::new();
+        let mut by_block: Vec<Range<usize>> = Vec::with_capacity(body.blocks.len());
+        for (block, out) in body.blocks.iter().enumerate() {
+            let first = pieces.len();
+            if out.is_content {
+                for range in split_pieces(&out.text) {
+                    let score = scorer(&out.text[range.clone()]);
+                    pieces.push(Piece {
+                        block,
+                        range,
+                        score,
+                    });
+                }
+            }
+            by_block.push(first..pieces.len());
+        }
+        Pieces {
+            body,
+            pieces,
+            by_block,
         }
     }
-    best
+
+    pub fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    pub fn score(&self, piece: usize) -> f64 {
+        self.pieces[piece].score
+    }
+
+    pub fn text(&self, piece: usize) -> &'a str {
+        let piece = &self.pieces[piece];
+        &self.body.blocks[piece.block].text[piece.range.clone()]
+    }
+
+    /// The block a piece belongs to.
+    pub fn block(&self, piece: usize) -> usize {
+        self.pieces[piece].block
+    }
+
+    /// The chosen pieces in document order, with the headings of the
+    /// sections they are in, `[…]` wherever content was left out, and a
+    /// marker in place of each block that `duplicates` (by block) says
+    /// another page shows.
+    pub fn render(
+        &self,
+        chosen: &BTreeSet<usize>,
+        duplicates: &BTreeMap<usize, String>,
+    ) -> CompressedBody {
+        render(self, chosen, duplicates, false)
+    }
+
+    /// Like [`Pieces::render`] for a page with every piece chosen or
+    /// shown elsewhere: its Sources lines stay too.
+    pub fn render_whole(
+        &self,
+        chosen: &BTreeSet<usize>,
+        duplicates: &BTreeMap<usize, String>,
+    ) -> CompressedBody {
+        render(self, chosen, duplicates, true)
+    }
 }
 
 /// Splits a block into pieces: lines, then sentences within long lines.
@@ -122,8 +154,15 @@ fn starts_sentence(after: &str) -> bool {
 
 /// The chosen pieces in document order, with the headings of the sections
 /// they are in and `[…]` wherever content was left out.
-fn render(body: &CompressedBody, pieces: &[Piece], chosen: &BTreeSet<usize>) -> CompressedBody {
+fn render(
+    all: &Pieces,
+    chosen: &BTreeSet<usize>,
+    duplicates: &BTreeMap<usize, String>,
+    whole: bool,
+) -> CompressedBody {
+    let (body, pieces) = (all.body, &all.pieces);
     let mut blocks: Vec<OutBlock> = Vec::new();
+    let mut duplicates_of: Vec<String> = Vec::new();
     let mut skipped_content = false;
     let mut pending_heading: Option<&OutBlock> = None;
     for (index, out) in body.blocks.iter().enumerate() {
@@ -132,18 +171,34 @@ fn render(body: &CompressedBody, pieces: &[Piece], chosen: &BTreeSet<usize>) -> 
             continue;
         }
         if !out.is_content {
+            // A Sources line stays when everything before it does.
+            if whole && !skipped_content && !out.text.ends_with(OMITTED) {
+                blocks.push(out.clone());
+            }
             continue;
         }
-        let in_block: Vec<usize> = (0..pieces.len())
-            .filter(|&i| pieces[i].block == index)
-            .collect();
-        let kept: Vec<usize> = chosen
-            .iter()
-            .copied()
-            .filter(|&i| pieces[i].block == index)
-            .collect();
+        let in_block: Vec<usize> = all.by_block[index].clone().collect();
+        let kept: Vec<usize> = chosen.range(all.by_block[index].clone()).copied().collect();
         if kept.is_empty() {
-            skipped_content = true;
+            match duplicates.get(&index) {
+                Some(other) => {
+                    if skipped_content {
+                        push_omitted(&mut blocks);
+                    }
+                    skipped_content = false;
+                    if let Some(heading) = pending_heading.take() {
+                        blocks.push(heading.clone());
+                    }
+                    let marker = duplicate_marker(other);
+                    if blocks.last().is_none_or(|last| last.text != marker) {
+                        let mut block = OutBlock::content(marker);
+                        block.is_content = false;
+                        blocks.push(block);
+                    }
+                    duplicates_of.push(other.clone());
+                }
+                None => skipped_content = true,
+            }
             continue;
         }
         if skipped_content {
@@ -163,10 +218,21 @@ fn render(body: &CompressedBody, pieces: &[Piece], chosen: &BTreeSet<usize>) -> 
             let piece = &pieces[i];
             match previous {
                 None if in_block.first() != Some(&i) => text.push_str(&format!("{OMITTED} ")),
-                Some(prev) if prev + 1 != i => text.push_str(&format!(" {OMITTED} ")),
+                Some(prev) if prev + 1 != i => {
+                    let gap = &out.text[pieces[prev].range.end..piece.range.start];
+                    let next = if gap.contains('\n') { "\n" } else { " " };
+                    text.push_str(&format!(" {OMITTED}{next}"));
+                }
                 Some(prev) => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
-                    text.push_str(if gap.contains('\n') { "\n" } else { " " });
+                    // CJK sentences follow each other with no space.
+                    text.push_str(if gap.contains('\n') {
+                        "\n"
+                    } else if gap.is_empty() {
+                        ""
+                    } else {
+                        " "
+                    });
                 }
                 None => {}
             }
@@ -181,7 +247,7 @@ fn render(body: &CompressedBody, pieces: &[Piece], chosen: &BTreeSet<usize>) -> 
     if skipped_content {
         push_omitted(&mut blocks);
     }
-    CompressedBody::from_blocks(blocks, Vec::new())
+    CompressedBody::from_blocks(blocks, duplicates_of)
 }
 
 /// Adds a `[…]` block unless the text before already ends with one.
@@ -225,6 +291,15 @@ mod tests {
         Box::new(move |text: &str| if text.contains(word) { 1.0 } else { 0.0 })
     }
 
+    /// The pieces that match, rendered.
+    fn matching(body: &CompressedBody, word: &'static str) -> String {
+        let pieces = Pieces::of(body, &*scorer(word));
+        let chosen: BTreeSet<usize> = (0..pieces.len())
+            .filter(|&i| pieces.score(i) > 0.0)
+            .collect();
+        pieces.render(&chosen, &BTreeMap::new()).text
+    }
+
     #[test]
     fn keeps_matching_sentences_in_order_with_markers() {
         let b = body(&[
@@ -233,24 +308,33 @@ mod tests {
             "First fact. The needle is here. Another fact.",
             "Closing words.",
         ]);
-        let excerpt = relevant_excerpt(&b, &*scorer("needle"), &mut |_| true).unwrap();
         assert_eq!(
-            excerpt.text,
+            matching(&b, "needle"),
             "[…]\n\n## Details\n\n[…] The needle is here. […]"
         );
     }
 
     #[test]
-    fn whole_blocks_stay_whole_and_budget_is_respected() {
+    fn whole_blocks_stay_whole_and_cjk_sentences_join_without_spaces() {
         let b = body(&["alpha needle one.", "beta two.", "gamma needle three."]);
-        let excerpt = relevant_excerpt(&b, &*scorer("needle"), &mut |_| true).unwrap();
         assert_eq!(
-            excerpt.text,
+            matching(&b, "needle"),
             "alpha needle one.\n\n[…]\n\ngamma needle three."
         );
-        let short = relevant_excerpt(&b, &*scorer("needle"), &mut |t| t.len() < 30).unwrap();
-        assert_eq!(short.text, "alpha needle one.\n\n[…]");
-        assert!(relevant_excerpt(&b, &*scorer("absent"), &mut |_| true).is_none());
+        let cjk = body(&["第一句。针在这里。针也在这里。最后一句。"]);
+        assert_eq!(matching(&cjk, "针"), "[…] 针在这里。针也在这里。 […]");
+    }
+
+    #[test]
+    fn skipped_list_items_keep_their_lines_and_duplicates_are_marked() {
+        let b = body(&["- needle one\n- two\n- needle three", "A copied paragraph."]);
+        let pieces = Pieces::of(&b, &*scorer("needle"));
+        let chosen: BTreeSet<usize> = [0, 2].into();
+        let duplicates: BTreeMap<usize, String> = [(1, "other".to_string())].into();
+        assert_eq!(
+            pieces.render(&chosen, &duplicates).text,
+            "- needle one […]\n- needle three\n\n_(content also in [[other]])_"
+        );
     }
 
     #[test]
