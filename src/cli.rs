@@ -14,6 +14,7 @@ use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
 use crate::index::feedback::FeedbackStore;
+use crate::index::vectors::AnnChoice;
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
@@ -54,6 +55,14 @@ struct Cli {
     /// CTXPACK_RERANKER.
     #[arg(long, global = true, value_name = "DIR")]
     reranker: Option<PathBuf>,
+    /// Search the semantic arm's vectors through an HNSW graph (built and
+    /// stored in the index folder on first use); by default only above
+    /// 200,000 chunks.
+    #[arg(long, global = true, conflicts_with = "exact")]
+    ann: bool,
+    /// Always scan every vector (never the HNSW graph).
+    #[arg(long, global = true)]
+    exact: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -696,6 +705,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             model: model_choice(cli),
             qmd: qmd_config(&resolved.vars),
             reranker: reranker_choice(cli),
+            ann: ann_choice(cli),
         },
     )?;
     report_open(cli, &session);
@@ -712,6 +722,14 @@ fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, Strin
         }
     }
     QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
+}
+
+fn ann_choice(cli: &Cli) -> AnnChoice {
+    match (cli.ann, cli.exact) {
+        (true, _) => AnnChoice::Always,
+        (_, true) => AnnChoice::Never,
+        _ => AnnChoice::Auto,
+    }
 }
 
 fn reranker_choice(cli: &Cli) -> Option<PathBuf> {
@@ -976,8 +994,29 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
         describe_update(&report),
         started.elapsed().as_secs_f64()
     );
+    drop(index);
+    // With a model, the vectors (and, for a large vault or with --ann, the
+    // HNSW graph) are brought up to date too, so searches need not wait.
+    if !matches!(model_choice(cli), ModelChoice::Off) {
+        let session = Session::open(
+            &root,
+            &IndexChoice {
+                dir: cli.index_dir.clone(),
+                progress: !cli.quiet,
+                model: model_choice(cli),
+                qmd: None,
+                reranker: None,
+                ann: match ann_choice(cli) {
+                    AnnChoice::Auto => AnnChoice::Build,
+                    other => other,
+                },
+            },
+        )?;
+        if !session.semantic_status.starts_with("off: no embedding model") {
+            println!("semantic: {}", session.semantic_status);
+        }
+    }
     if args.watch {
-        drop(index);
         watch(&root, &config)?;
     }
     Ok(())
@@ -1023,6 +1062,12 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     let config = index_config(cli, &root)?;
     let (index, report) = VaultIndex::open(&root, &config)?;
     let diagnostics = index.catalog.diagnostics();
+    // Named, not loaded: the status stays quick; `ctxpack index` or the
+    // first search embeds the vault.
+    let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
+        Ok(name) => format!("model '{name}' (vectors are made by `ctxpack index` or the first search)"),
+        Err(why) => why,
+    };
     let status = serde_json::json!({
         "vault": root,
         "index": config.dir,
@@ -1037,7 +1082,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         "arms": {
             "frontmatter": "available",
             "bm25": "available",
-            "semantic": "not available (no embedding model)",
+            "semantic": semantic,
         },
         "diagnostics": diagnostics,
     });
@@ -1045,7 +1090,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         StatusFormat::Json => to_json(&status)?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25 (semantic: no embedding model)\ndiagnostics:  {}\n",
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
                 root.display(),
                 config.dir.display(),
                 crate::index::FORMAT_VERSION,
@@ -1053,6 +1098,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
                 index.catalog.sections,
                 index.size_bytes() as f64 / 1_048_576.0,
                 status["last_update"].as_str().unwrap_or("never"),
+                semantic,
                 diagnostics.len()
             );
             for diagnostic in &diagnostics {
@@ -1104,6 +1150,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         model: model_choice(cli),
         qmd: qmd_config(&vars),
         reranker: reranker_choice(cli),
+        ann: ann_choice(cli),
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
@@ -1158,6 +1205,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             model: model_choice(cli),
             qmd: None,
             reranker: reranker_choice(cli),
+            ann: ann_choice(cli),
         },
     )?;
     report_open(cli, &session);

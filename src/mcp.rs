@@ -39,6 +39,8 @@ pub struct ServeOptions {
     pub model: ModelChoice,
     pub qmd: Option<Result<crate::retrieve::qmd::QmdConfig, String>>,
     pub reranker: Option<PathBuf>,
+    /// When the semantic arm uses its HNSW graph.
+    pub ann: crate::index::vectors::AnnChoice,
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.
@@ -191,6 +193,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             model: options.model.clone(),
             qmd: options.qmd.clone(),
             reranker: options.reranker.clone(),
+            ann: options.ann,
         },
     )
 }

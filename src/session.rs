@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
-use crate::index::vectors::SemanticIndex;
+use crate::index::vectors::{AnnChoice, SemanticIndex};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
@@ -39,6 +39,8 @@ pub struct IndexChoice {
     pub qmd: Option<Result<QmdConfig, String>>,
     /// A cross-encoder folder.
     pub reranker: Option<PathBuf>,
+    /// When the semantic arm uses its HNSW graph.
+    pub ann: AnnChoice,
 }
 
 /// The embedding model of the semantic arm.
@@ -54,7 +56,7 @@ pub enum ModelChoice {
 
 impl ModelChoice {
     /// The model name to load, or why there is none.
-    fn resolve(&self, store: Option<&Path>) -> Result<String, String> {
+    pub fn resolve(&self, store: Option<&Path>) -> Result<String, String> {
         let from_env = || {
             std::env::var("CTXPACK_MODEL")
                 .ok()
@@ -170,7 +172,7 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(&choice.model);
+        session.open_semantic(&choice.model, choice.ann);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -208,7 +210,7 @@ impl Session {
 
     /// Loads the chosen model and syncs the vault's vectors. A failure
     /// leaves the arm off and is reported with every ranking.
-    fn open_semantic(&mut self, choice: &ModelChoice) {
+    fn open_semantic(&mut self, choice: &ModelChoice, ann: AnnChoice) {
         let store = crate::embed::store_dir();
         let name = match choice.resolve(store.as_deref()) {
             Ok(name) => name,
@@ -217,24 +219,34 @@ impl Session {
                 return;
             }
         };
-        let opened = (|| -> Result<Semantic, String> {
+        let opened = (|| -> Result<(Semantic, &str), String> {
             let store =
                 store.ok_or("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR")?;
             let embedder = crate::embed::load(&store, &name)?;
             let (Some(index), Some(dir)) = (&self.index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
             };
-            let vectors = SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref())
-                .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
-            Ok(Semantic {
-                embedder,
-                index: vectors,
-            })
+            let mut vectors =
+                SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref())
+                    .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
+            let search = match vectors.use_ann(dir, ann) {
+                Ok(true) if vectors.ann_built() => ", HNSW built now",
+                Ok(true) => ", HNSW",
+                Ok(false) => ", exact",
+                Err(_) => ", exact: the HNSW graph failed",
+            };
+            Ok((
+                Semantic {
+                    embedder,
+                    index: vectors,
+                },
+                search,
+            ))
         })();
         match opened {
-            Ok(semantic) => {
+            Ok((semantic, search)) => {
                 self.semantic_status = format!(
-                    "on ({}, {} chunks, {} embedded now)",
+                    "on ({}, {} chunks, {} embedded now{search})",
                     name, semantic.index.chunks, semantic.index.embedded
                 );
                 self.semantic = Some(semantic);

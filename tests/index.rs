@@ -457,6 +457,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             model: ModelChoice::Off,
             qmd: None,
             reranker: None,
+            ann: Default::default(),
         },
     )
     .unwrap()

@@ -120,6 +120,7 @@ fn the_needle_is_found_at_any_depth() {
                 model: ModelChoice::Off,
                 qmd: None,
                 reranker: None,
+                ann: Default::default(),
             },
         )
         .unwrap();
@@ -148,6 +149,7 @@ fn the_needle_is_found_at_any_depth() {
             model: ModelChoice::Off,
             qmd: None,
             reranker: None,
+            ann: Default::default(),
         },
     )
     .unwrap();
@@ -183,6 +185,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
             model: ModelChoice::Off,
             qmd: None,
             reranker: None,
+            ann: Default::default(),
         },
     )
     .unwrap();

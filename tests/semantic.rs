@@ -163,6 +163,18 @@ fn a_chinese_query_finds_the_english_note_with_the_static_model() {
     // The leader-election query is the clearest: the right note comes first.
     let (results, _) = search_json(&world, &vault, "分布式系统如何选举领导者", &[]);
     assert_eq!(results["hits"][0]["path"], "notes/raft.md");
+
+    // Through the HNSW graph (built on first use, then loaded) the answers
+    // are the exact scan's.
+    for (i, (query, _)) in cases.iter().enumerate() {
+        let (exact, _) = search_json(&world, &vault, query, &["--exact"]);
+        let (ann, _) = search_json(&world, &vault, query, &["--ann"]);
+        let status = ann["semantic"].as_str().unwrap();
+        let expected = if i == 0 { "HNSW built now)" } else { "HNSW)" };
+        assert!(status.ends_with(expected), "{status}");
+        assert!(exact["semantic"].as_str().unwrap().ends_with("exact)"));
+        assert_eq!(ann["hits"], exact["hits"], "{query}");
+    }
 }
 
 /// A fake `qmd` that records its arguments and prints recorded JSON.

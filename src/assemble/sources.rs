@@ -722,6 +722,7 @@ impl Context<'_> {
             model: crate::session::ModelChoice::Off,
             qmd: None,
             reranker: None,
+            ann: Default::default(),
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

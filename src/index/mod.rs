@@ -10,6 +10,7 @@
 //! `ctxpack.lock`); others read the last commit without waiting.
 
 pub mod analyzer;
+pub mod ann;
 pub mod catalog;
 pub mod feedback;
 pub mod location;

@@ -18,9 +18,14 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::Embedder;
+use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::note::Note;
 use crate::vault::Vault;
+
+/// An ANN search that finds fewer notes than this (after filters) falls
+/// back to the exact scan.
+const MIN_ANN_NOTES: usize = 10;
 
 /// The most characters of a section a chunk embeds (static models average
 /// over tokens; more text mostly dilutes).
@@ -52,6 +57,38 @@ pub struct SemanticIndex {
     /// How many chunks the last sync embedded (the rest were cached).
     pub embedded: usize,
     pub chunks: usize,
+    /// The hash of all chunk hashes in order: what the vectors are.
+    key: [u8; 32],
+    fingerprint: String,
+    ann: Option<AnnIndex>,
+}
+
+/// When the semantic arm searches an HNSW graph instead of every vector.
+/// Building one is slow (minutes for 100,000 chunks), so only `Always`
+/// and `Build` build it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnnChoice {
+    /// From [`ANN_THRESHOLD`] chunks on, the stored graph if it is
+    /// current; else the exact scan.
+    #[default]
+    Auto,
+    /// Like `Auto`, but builds the graph when it is missing or stale
+    /// (`ctxpack index`).
+    Build,
+    /// The graph at any size, built when needed (`--ann`).
+    Always,
+    /// The exact scan (`--exact`).
+    Never,
+}
+
+fn vectors_key(meta: &Meta) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    for note in &meta.notes {
+        for chunk in &note.chunks {
+            hasher.update(chunk);
+        }
+    }
+    *hasher.finalize().as_bytes()
 }
 
 /// Vectors just computed, or the stored file mapped read-only (the common
@@ -139,6 +176,9 @@ impl SemanticIndex {
                 vectors: old_vectors,
                 embedded: 0,
                 chunks,
+                key: vectors_key(&old_meta),
+                fingerprint,
+                ann: None,
             });
         }
         let old_vectors = old_vectors.as_slice();
@@ -240,7 +280,73 @@ impl SemanticIndex {
             vectors: Vectors::Owned(vectors),
             embedded: to_embed.len(),
             chunks: total,
+            key: vectors_key(&meta),
+            fingerprint,
+            ann: None,
         })
+    }
+
+    /// Opens (or builds and stores in `dir`) the HNSW graph when `choice`
+    /// asks for it; returns whether searches now use it.
+    pub fn use_ann(&mut self, dir: &Path, choice: AnnChoice) -> Result<bool> {
+        let large = self.chunks >= ANN_THRESHOLD;
+        let (wanted, may_build) = match choice {
+            AnnChoice::Always => (self.chunks > 0, true),
+            AnnChoice::Build => (large, true),
+            AnnChoice::Auto => (large, false),
+            AnnChoice::Never => (false, false),
+        };
+        if wanted && self.ann.is_none() && !may_build {
+            self.ann = AnnIndex::open(dir, &self.fingerprint, self.key);
+        } else if wanted && self.ann.is_none() {
+            self.ann = Some(AnnIndex::open_or_build(
+                dir,
+                &self.fingerprint,
+                self.key,
+                self.vectors.as_slice(),
+                self.dims,
+            )?);
+        }
+        Ok(self.ann.is_some())
+    }
+
+    /// Whether the last [`SemanticIndex::use_ann`] built the graph.
+    pub fn ann_built(&self) -> bool {
+        self.ann.as_ref().is_some_and(|a| a.built)
+    }
+
+    /// The note a chunk belongs to.
+    fn note_of(&self, chunk: usize) -> usize {
+        self.spans.partition_point(|span| span.end <= chunk)
+    }
+
+    /// Like [`SemanticIndex::search`], through the HNSW graph; `None` when
+    /// there is no graph, or when it found fewer notes than `keep` lets
+    /// through of a full scan's worth (a narrow filter), so the caller
+    /// scans instead.
+    fn search_ann(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Option<Vec<(usize, f32)>> {
+        let ann = self.ann.as_ref()?;
+        let mut best: HashMap<usize, f32> = HashMap::new();
+        for (chunk, similarity) in ann.search(query) {
+            let note = self.note_of(chunk);
+            if keep(note) {
+                let entry = best.entry(note).or_insert(f32::NEG_INFINITY);
+                *entry = entry.max(similarity);
+            }
+        }
+        let reachable = self.spans.iter().filter(|span| !span.is_empty()).count();
+        if best.len() < limit.min(MIN_ANN_NOTES).min(reachable) {
+            return None;
+        }
+        let mut scored: Vec<(usize, f32)> = best.into_iter().collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(limit);
+        Some(scored)
     }
 
     /// Notes by their best chunk's similarity to `query`, best first (ties
@@ -253,6 +359,9 @@ impl SemanticIndex {
     ) -> Vec<(usize, f32)> {
         if query.len() != self.dims || query.iter().all(|x| *x == 0.0) {
             return Vec::new();
+        }
+        if let Some(found) = self.search_ann(query, limit, keep) {
+            return found;
         }
         let mut scored: Vec<(usize, f32)> = self
             .spans
@@ -337,7 +446,7 @@ fn write(dir: &Path, meta: &Meta, vectors: &[f32]) -> Result<()> {
     Ok(())
 }
 
-fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = tempfile::NamedTempFile::new_in(dir)?;
     file.write_all(bytes)?;
     file.as_file().sync_all()?;
@@ -406,5 +515,40 @@ mod tests {
                 .iter()
                 .all(|h| h.0 != hits[0].0)
         );
+    }
+
+    #[test]
+    fn the_hnsw_graph_gives_the_exact_answers_on_a_small_vault() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for (name, text) in [
+            ("a.md", "# Raft\n\nraft leader\n\n## Log\n\nlogs\n"),
+            ("b.md", "# 共识\n\n共识 领导\n"),
+            ("c.md", "# Leader\n\nleader raft logs\n"),
+        ] {
+            fs::write(root.join(name), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let mut vectors =
+            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        assert!(!vectors.use_ann(&dir, AnnChoice::Auto).unwrap(), "small: exact");
+        let query = embedder.embed("raft leader");
+        let exact = vectors.search(&query, 10, &|_| true);
+        assert!(vectors.use_ann(&dir, AnnChoice::Always).unwrap());
+        assert!(vectors.ann_built());
+        assert_eq!(vectors.search(&query, 10, &|_| true), exact);
+        // Filters apply to the graph's hits too.
+        let only_c = vectors.search(&query, 10, &|note| note == 2);
+        assert_eq!(only_c.len(), 1);
+        assert_eq!(only_c[0].0, 2);
+        // Stored: a second session loads it instead of building.
+        let mut again =
+            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        assert!(again.use_ann(&dir, AnnChoice::Always).unwrap());
+        assert!(!again.ann_built());
+        assert_eq!(again.search(&query, 10, &|_| true), exact);
     }
 }

@@ -1,0 +1,113 @@
+//! The HNSW graph against the exact scan: build and load time, query
+//! latency and recall@10 (the share of the exact top 10 chunks the graph
+//! returns in its top 10). Synthetic clustered unit vectors always; with
+//! `CTXPACK_BENCH_MODEL` (a model folder or wheel) and `../shared/bench`
+//! beside the repository, also SciFact abstracts and claims embedded by
+//! that model. Run with `cargo bench --bench ann`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ctxpack::embed;
+use ctxpack::index::ann::AnnIndex;
+
+fn main() {
+    for (count, dims) in [(20_000, 64), (100_000, 64), (20_000, 384)] {
+        let vectors = clustered(count, dims, 7);
+        let queries = clustered(200, dims, 99);
+        report(&format!("synthetic {count} x {dims}"), &vectors, &queries, dims);
+    }
+    if let Some((vectors, queries, dims)) = scifact() {
+        report("SciFact chunks, claims", &vectors, &queries, dims);
+    }
+}
+
+fn report(name: &str, vectors: &[f32], queries: &[f32], dims: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+    let ann = AnnIndex::open_or_build(dir.path(), "bench", [0; 32], vectors, dims).expect("build");
+    let build = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let loaded = AnnIndex::open_or_build(dir.path(), "bench", [0; 32], vectors, dims).expect("load");
+    let load = started.elapsed().as_secs_f64();
+    assert!(!loaded.built);
+    let (mut found, mut exact_time, mut ann_time) = (0usize, 0.0, 0.0);
+    let n = queries.len() / dims;
+    for query in queries.chunks_exact(dims) {
+        let started = Instant::now();
+        let truth = exact(vectors, dims, query, 10);
+        exact_time += started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let got: Vec<usize> = ann.search(query).into_iter().take(10).map(|h| h.0).collect();
+        ann_time += started.elapsed().as_secs_f64();
+        found += truth.iter().filter(|t| got.contains(t)).count();
+    }
+    println!(
+        "{name}: {} chunks; build {:.1} s, load {:.0} ms; per query exact {:.2} ms, HNSW {:.2} ms; recall@10 {:.3}",
+        vectors.len() / dims,
+        build,
+        load * 1e3,
+        exact_time * 1e3 / n as f64,
+        ann_time * 1e3 / n as f64,
+        found as f64 / (n * 10) as f64
+    );
+}
+
+fn exact(vectors: &[f32], dims: usize, query: &[f32], k: usize) -> Vec<usize> {
+    let mut scored: Vec<(usize, f32)> = vectors
+        .chunks_exact(dims)
+        .enumerate()
+        .map(|(i, v)| (i, embed::dot(v, query)))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.into_iter().take(k).map(|(i, _)| i).collect()
+}
+
+/// Unit vectors scattered around 64 random centres.
+fn clustered(count: usize, dims: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    };
+    let centres: Vec<Vec<f32>> = (0..64).map(|_| (0..dims).map(|_| next()).collect()).collect();
+    let mut out = Vec::with_capacity(count * dims);
+    for i in 0..count {
+        let centre = &centres[i % centres.len()];
+        let v: Vec<f32> = centre.iter().map(|c| c + 0.4 * next()).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        out.extend(v.iter().map(|x| x / norm));
+    }
+    out
+}
+
+/// SciFact abstracts cut into ~120-word chunks and the claims, embedded.
+fn scifact() -> Option<(Vec<f32>, Vec<f32>, usize)> {
+    let model = std::env::var_os("CTXPACK_BENCH_MODEL")?;
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/scifact");
+    let corpus = std::fs::read_to_string(bench.join("corpus.jsonl")).ok()?;
+    let claims = std::fs::read_to_string(bench.join("queries.train.tsv")).ok()?;
+    let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-models");
+    embed::import(&store, model.as_ref(), Some("bench"), false).ok()?;
+    let model = embed::load(&store, "bench").ok()?;
+    let mut chunks: Vec<String> = Vec::new();
+    for line in corpus.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        let words: Vec<&str> = value["text"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        chunks.extend(words.chunks(120).map(|piece| piece.join(" ")));
+    }
+    let queries: Vec<String> = claims
+        .lines()
+        .filter_map(|l| l.split_once('\t').map(|(_, q)| q.to_string()))
+        .collect();
+    let embed_all = |texts: &[String]| -> Vec<f32> {
+        texts.iter().flat_map(|t| model.embed(t)).collect()
+    };
+    Some((embed_all(&chunks), embed_all(&queries), model.dims()))
+}
