@@ -9,13 +9,18 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use ctxpack::embed;
-use ctxpack::index::ann::AnnIndex;
+use ctxpack::index::ann::{AnnIndex, clustered_unit_vectors, exact_top};
 
 fn main() {
     for (count, dims) in [(20_000, 64), (100_000, 64), (20_000, 384)] {
-        let vectors = clustered(count, dims, 7);
-        let queries = clustered(200, dims, 99);
-        report(&format!("synthetic {count} x {dims}"), &vectors, &queries, dims);
+        let vectors = clustered_unit_vectors(count, dims, 64, 7);
+        let queries = clustered_unit_vectors(200, dims, 64, 99);
+        report(
+            &format!("synthetic {count} x {dims}"),
+            &vectors,
+            &queries,
+            dims,
+        );
     }
     if let Some((vectors, queries, dims)) = scifact() {
         report("SciFact chunks, claims", &vectors, &queries, dims);
@@ -28,17 +33,23 @@ fn report(name: &str, vectors: &[f32], queries: &[f32], dims: usize) {
     let ann = AnnIndex::open_or_build(dir.path(), "bench", [0; 32], vectors, dims).expect("build");
     let build = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let loaded = AnnIndex::open_or_build(dir.path(), "bench", [0; 32], vectors, dims).expect("load");
+    let loaded =
+        AnnIndex::open_or_build(dir.path(), "bench", [0; 32], vectors, dims).expect("load");
     let load = started.elapsed().as_secs_f64();
     assert!(!loaded.built);
     let (mut found, mut exact_time, mut ann_time) = (0usize, 0.0, 0.0);
     let n = queries.len() / dims;
     for query in queries.chunks_exact(dims) {
         let started = Instant::now();
-        let truth = exact(vectors, dims, query, 10);
+        let truth = exact_top(vectors, dims, query, 10);
         exact_time += started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let got: Vec<usize> = ann.search(query).into_iter().take(10).map(|h| h.0).collect();
+        let got: Vec<usize> = ann
+            .search(query)
+            .into_iter()
+            .take(10)
+            .map(|h| h.0)
+            .collect();
         ann_time += started.elapsed().as_secs_f64();
         found += truth.iter().filter(|t| got.contains(t)).count();
     }
@@ -51,36 +62,6 @@ fn report(name: &str, vectors: &[f32], queries: &[f32], dims: usize) {
         ann_time * 1e3 / n as f64,
         found as f64 / (n * 10) as f64
     );
-}
-
-fn exact(vectors: &[f32], dims: usize, query: &[f32], k: usize) -> Vec<usize> {
-    let mut scored: Vec<(usize, f32)> = vectors
-        .chunks_exact(dims)
-        .enumerate()
-        .map(|(i, v)| (i, embed::dot(v, query)))
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored.into_iter().take(k).map(|(i, _)| i).collect()
-}
-
-/// Unit vectors scattered around 64 random centres.
-fn clustered(count: usize, dims: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    };
-    let centres: Vec<Vec<f32>> = (0..64).map(|_| (0..dims).map(|_| next()).collect()).collect();
-    let mut out = Vec::with_capacity(count * dims);
-    for i in 0..count {
-        let centre = &centres[i % centres.len()];
-        let v: Vec<f32> = centre.iter().map(|c| c + 0.4 * next()).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        out.extend(v.iter().map(|x| x / norm));
-    }
-    out
 }
 
 /// SciFact abstracts cut into ~120-word chunks and the claims, embedded.
@@ -106,8 +87,7 @@ fn scifact() -> Option<(Vec<f32>, Vec<f32>, usize)> {
         .lines()
         .filter_map(|l| l.split_once('\t').map(|(_, q)| q.to_string()))
         .collect();
-    let embed_all = |texts: &[String]| -> Vec<f32> {
-        texts.iter().flat_map(|t| model.embed(t)).collect()
-    };
+    let embed_all =
+        |texts: &[String]| -> Vec<f32> { texts.iter().flat_map(|t| model.embed(t)).collect() };
     Some((embed_all(&chunks), embed_all(&queries), model.dims()))
 }

@@ -1012,7 +1012,10 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                 },
             },
         )?;
-        if !session.semantic_status.starts_with("off: no embedding model") {
+        if !session
+            .semantic_status
+            .starts_with("off: no embedding model")
+        {
             println!("semantic: {}", session.semantic_status);
         }
     }
@@ -1065,7 +1068,9 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     // Named, not loaded: the status stays quick; `ctxpack index` or the
     // first search embeds the vault.
     let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
-        Ok(name) => format!("model '{name}' (vectors are made by `ctxpack index` or the first search)"),
+        Ok(name) => {
+            format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
+        }
         Err(why) => why,
     };
     let status = serde_json::json!({

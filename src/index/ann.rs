@@ -99,7 +99,12 @@ impl AnnIndex {
             .search(&ChunkVector(query.to_vec()), &mut search)
             // The dot product again, not `1 - distance`: the exact scan's
             // numbers to the last bit.
-            .map(|item| (*item.value as usize, crate::embed::dot(&item.point.0, query)))
+            .map(|item| {
+                (
+                    *item.value as usize,
+                    crate::embed::dot(&item.point.0, query),
+                )
+            })
             .collect()
     }
 }
@@ -107,7 +112,7 @@ impl AnnIndex {
 /// Builds the graph on a one-thread pool: parallel insertion would make
 /// the graph depend on thread timing.
 pub fn build(vectors: &[f32], dims: usize) -> Result<HnswMap<ChunkVector, u32>> {
-    if dims == 0 || vectors.len() % dims != 0 {
+    if dims == 0 || !vectors.len().is_multiple_of(dims) {
         bail!("vectors do not divide into {dims} dimensions");
     }
     let points: Vec<ChunkVector> = vectors
@@ -128,54 +133,67 @@ pub fn build(vectors: &[f32], dims: usize) -> Result<HnswMap<ChunkVector, u32>> 
     }))
 }
 
+/// The `k` chunks most similar to `query` by a full scan: what the graph
+/// is measured against.
+pub fn exact_top(vectors: &[f32], dims: usize, query: &[f32], k: usize) -> Vec<usize> {
+    let mut scored: Vec<(usize, f32)> = vectors
+        .chunks_exact(dims)
+        .enumerate()
+        .map(|(i, v)| (i, crate::embed::dot(v, query)))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.into_iter().take(k).map(|(i, _)| i).collect()
+}
+
+/// Deterministic unit vectors scattered around `clusters` random centres,
+/// as embeddings tend to be: test and benchmark data.
+pub fn clustered_unit_vectors(count: usize, dims: usize, clusters: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.max(1);
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    };
+    let centres: Vec<Vec<f32>> = (0..clusters.max(1))
+        .map(|_| (0..dims).map(|_| next()).collect())
+        .collect();
+    let mut out = Vec::with_capacity(count * dims);
+    for i in 0..count {
+        let centre = &centres[i % centres.len()];
+        let v: Vec<f32> = centre.iter().map(|c| c + 0.4 * next()).collect();
+        let norm = v
+            .iter()
+            .map(|x| x * x)
+            .sum::<f32>()
+            .sqrt()
+            .max(f32::MIN_POSITIVE);
+        out.extend(v.iter().map(|x| x / norm));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Deterministic unit vectors in clusters, as embeddings tend to be.
-    pub fn clustered(count: usize, dims: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
-        let centres: Vec<Vec<f32>> = (0..32)
-            .map(|_| (0..dims).map(|_| next()).collect())
-            .collect();
-        let mut out = Vec::with_capacity(count * dims);
-        for i in 0..count {
-            let centre = &centres[i % centres.len()];
-            let v: Vec<f32> = centre.iter().map(|c| c + 0.4 * next()).collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            out.extend(v.iter().map(|x| x / norm));
-        }
-        out
-    }
-
-    fn exact(vectors: &[f32], dims: usize, query: &[f32], k: usize) -> Vec<usize> {
-        let mut scored: Vec<(usize, f32)> = vectors
-            .chunks_exact(dims)
-            .enumerate()
-            .map(|(i, v)| (i, crate::embed::dot(v, query)))
-            .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        scored.into_iter().take(k).map(|(i, _)| i).collect()
-    }
-
     #[test]
     fn recall_at_10_is_high_and_the_graph_is_deterministic() {
         let dims = 16;
-        let vectors = clustered(400, dims, 7);
-        let queries = clustered(50, dims, 99);
+        let vectors = clustered_unit_vectors(400, dims, 32, 7);
+        let queries = clustered_unit_vectors(50, dims, 32, 99);
         let tmp = tempfile::tempdir().unwrap();
         let ann = AnnIndex::open_or_build(tmp.path(), "fp", [1; 32], &vectors, dims).unwrap();
         assert!(ann.built);
         let mut found = 0;
         for query in queries.chunks_exact(dims) {
-            let truth = exact(&vectors, dims, query, 10);
-            let got: Vec<usize> = ann.search(query).into_iter().take(10).map(|h| h.0).collect();
+            let truth = exact_top(&vectors, dims, query, 10);
+            let got: Vec<usize> = ann
+                .search(query)
+                .into_iter()
+                .take(10)
+                .map(|h| h.0)
+                .collect();
             found += truth.iter().filter(|t| got.contains(t)).count();
         }
         let recall = found as f64 / (50.0 * 10.0);

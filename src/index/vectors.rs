@@ -534,7 +534,10 @@ mod tests {
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
         let mut vectors =
             SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
-        assert!(!vectors.use_ann(&dir, AnnChoice::Auto).unwrap(), "small: exact");
+        assert!(
+            !vectors.use_ann(&dir, AnnChoice::Auto).unwrap(),
+            "small: exact"
+        );
         let query = embedder.embed("raft leader");
         let exact = vectors.search(&query, 10, &|_| true);
         assert!(vectors.use_ann(&dir, AnnChoice::Always).unwrap());

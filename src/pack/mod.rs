@@ -609,13 +609,7 @@ impl<'a> Packer<'a> {
                         &chosen_pieces[rank],
                         &duplicate_blocks(page, &duplicate_pieces[rank]),
                     );
-                    let new_cost = head_cost[rank]
-                        + self.measure(&render::page_rest(
-                            note,
-                            &summaries[rank],
-                            Some(&body.text),
-                            &[],
-                        ));
+                    let new_cost = head_cost[rank] + self.rest_cost(note, &summaries[rank], &body);
                     if used - cost[rank] + new_cost <= capacity {
                         used = used - cost[rank] + new_cost;
                         cost[rank] = new_cost;
@@ -638,13 +632,7 @@ impl<'a> Packer<'a> {
                 &chosen_pieces[rank],
                 &duplicate_blocks(page, &duplicate_pieces[rank]),
             );
-            let new_cost = head_cost[rank]
-                + self.measure(&render::page_rest(
-                    note,
-                    &summaries[rank],
-                    Some(&body.text),
-                    &[],
-                ));
+            let new_cost = head_cost[rank] + self.rest_cost(note, &summaries[rank], &body);
             if used - cost[rank] + new_cost <= capacity {
                 used = used - cost[rank] + new_cost;
                 cost[rank] = new_cost;
@@ -696,13 +684,8 @@ impl<'a> Packer<'a> {
                             &chosen_pieces[rank],
                             &duplicate_blocks(page, &duplicate_pieces[rank]),
                         );
-                        let whole_cost = head_cost[rank]
-                            + self.measure(&render::page_rest(
-                                note,
-                                &summaries[rank],
-                                Some(&whole.text),
-                                &[],
-                            ));
+                        let whole_cost =
+                            head_cost[rank] + self.rest_cost(note, &summaries[rank], &whole);
                         if used - cost[rank] + whole_cost <= capacity {
                             used = used - cost[rank] + whole_cost;
                             pick.body = Some(whole);
@@ -713,13 +696,8 @@ impl<'a> Packer<'a> {
                         // without it, else the body with its Sources line.
                         let whole = self.whole_form(candidate.note, &state, head_cost[rank]);
                         let full = fulls[rank].clone().map(|full| {
-                            let cost = head_cost[rank]
-                                + self.measure(&render::page_rest(
-                                    note,
-                                    &summaries[rank],
-                                    Some(&full.text),
-                                    &[],
-                                ));
+                            let cost =
+                                head_cost[rank] + self.rest_cost(note, &summaries[rank], &full);
                             (summaries[rank].clone(), Some(full), cost)
                         });
                         if let Some((summary, body, whole_cost)) = [whole, full]
@@ -768,6 +746,16 @@ impl<'a> Packer<'a> {
             chosen.push(pick);
         }
         (chosen, used, state)
+    }
+
+    /// What a page block costs after its head, with `body`.
+    fn rest_cost(
+        &self,
+        note: &crate::note::NoteMeta,
+        summary: &str,
+        body: &CompressedBody,
+    ) -> usize {
+        self.measure(&render::page_rest(note, summary, Some(&body.text), &[]))
     }
 
     /// A whole page as the seed prints it when its body fits: the full
