@@ -19,6 +19,7 @@ use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
+use crate::retrieve::fusion::Fusion;
 use crate::retrieve::qmd::{self, QmdConfig};
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
@@ -172,6 +173,12 @@ struct AssembleArgs {
 }
 
 /// Options of the ranking shared by `pack` and `search`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FusionArg {
+    Rrf,
+    Score,
+}
+
 #[derive(Debug, Args, Clone)]
 struct RankArgs {
     /// Recency re-rank weight in [0, 1] (0: off).
@@ -186,10 +193,16 @@ struct RankArgs {
     /// Feedback re-rank weight in [0, 1] (0: off).
     #[arg(long, value_name = "W", default_value_t = 0.0, value_parser = parse_unit)]
     feedback_weight: f64,
+    /// How the arms are fused: rrf (reciprocal rank) or score (normalised
+    /// scores). Default: rrf, or what the embedding model is measured best
+    /// with (score for BERT models).
+    #[arg(long, value_enum)]
+    fusion: Option<FusionArg>,
     /// The k of reciprocal rank fusion.
     #[arg(long, value_name = "K", default_value_t = 60.0, value_parser = parse_positive)]
     rrf_k: f64,
-    /// An arm's fusion weight, as ARM=W (arms: frontmatter, bm25); repeatable.
+    /// An arm's fusion weight, as ARM=W (arms: frontmatter, bm25, semantic,
+    /// qmd, rerank); repeatable.
     #[arg(long = "weight", value_name = "ARM=W", value_parser = parse_arm_weight)]
     weights: Vec<(String, f64)>,
 }
@@ -683,6 +696,10 @@ impl RankArgs {
         options.stale_days = self.stale_days;
         options.feedback_weight = self.feedback_weight;
         options.rrf_k = self.rrf_k;
+        options.fusion = self.fusion.map(|f| match f {
+            FusionArg::Rrf => Fusion::Rrf,
+            FusionArg::Score => Fusion::Score,
+        });
         options.weights = self.weights.iter().cloned().collect::<BTreeMap<_, _>>();
         Ok(options)
     }

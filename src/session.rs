@@ -322,11 +322,15 @@ impl Session {
         }
         let defaulted;
         let options = match &self.semantic {
-            Some(s) if !options.weights.contains_key("semantic") => {
+            Some(s) if !options.weights.contains_key("semantic") || options.fusion.is_none() => {
                 let mut with_default = options.clone();
                 with_default
                     .weights
-                    .insert("semantic".into(), s.embedder.default_weight());
+                    .entry("semantic".into())
+                    .or_insert(s.embedder.default_weight());
+                with_default
+                    .fusion
+                    .get_or_insert(s.embedder.default_fusion());
                 defaulted = with_default;
                 &defaulted
             }

@@ -594,6 +594,7 @@ fn pack_and_search_rank_identically() {
             "leader",
             vec!["--weight", "frontmatter=0.5", "--rrf-k", "20"],
         ),
+        ("replication", vec!["--fusion", "score"]),
     ] {
         let out = world
             .cmd()
@@ -630,6 +631,53 @@ fn pack_and_search_rank_identically() {
         assert!(!searched.is_empty());
         assert_eq!(paths(&pack["pages"]), searched, "query {query:?}");
     }
+}
+
+#[test]
+fn score_fusion_adds_weighted_normalised_scores() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = world
+        .cmd()
+        .args(["search", "raft", "--fusion", "score", "--weight", "frontmatter=0.5"])
+        .args(["--explain", "--format", "json", "--limit", "100", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    let results: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let hits = results["hits"].as_array().unwrap();
+    assert!(hits.len() >= 3);
+    let mut by_arm: std::collections::BTreeMap<String, Vec<(f64, f64, f64)>> = Default::default();
+    for hit in hits {
+        let explanation = &hit["explanation"];
+        let arms = explanation["arms"].as_array().unwrap();
+        let sum: f64 = arms.iter().map(|a| a["contribution"].as_f64().unwrap()).sum();
+        assert!((sum - explanation["fused"].as_f64().unwrap()).abs() < 1e-12);
+        for arm in arms {
+            by_arm.entry(arm["arm"].as_str().unwrap().into()).or_default().push((
+                arm["score"].as_f64().unwrap(),
+                arm["weight"].as_f64().unwrap(),
+                arm["contribution"].as_f64().unwrap(),
+            ));
+        }
+    }
+    for (arm, rows) in &by_arm {
+        // Each arm's best hit adds its whole weight, its worst nothing, and
+        // the rest in proportion to their scores.
+        let low = rows.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+        let high = rows.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+        for &(score, weight, contribution) in rows {
+            let expected = if high > low {
+                weight * (score - low) / (high - low)
+            } else {
+                weight
+            };
+            assert!((contribution - expected).abs() < 1e-9, "{arm}: {score} {contribution}");
+        }
+        let expected_weight = if arm == "frontmatter" { 0.5 } else { 1.0 };
+        assert!(rows.iter().all(|r| r.1 == expected_weight), "{arm}");
+    }
+    assert!(by_arm.contains_key("bm25") && by_arm.contains_key("frontmatter"));
 }
 
 #[test]

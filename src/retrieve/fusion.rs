@@ -17,9 +17,24 @@ use crate::vault::Vault;
 /// stronger model should be given a larger weight with `--weight`.
 pub const SEMANTIC_WEIGHT: f64 = 0.01;
 
+/// How the arms' lists become one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted reciprocal rank fusion: an arm adds `weight / (k + rank)`.
+    Rrf,
+    /// Weighted score fusion: an arm adds `weight` times its score
+    /// min-max-normalised over its own list (0 for notes not on it). Keeps
+    /// how far apart an arm's hits are, which rank fusion throws away.
+    Score,
+}
+
 /// How results are ranked.
 #[derive(Clone, Debug)]
 pub struct RankOptions {
+    /// `None`: reciprocal rank fusion, unless the semantic arm's model
+    /// family fuses better by score (see `Embedder::default_fusion`).
+    pub fusion: Option<Fusion>,
     /// The `k` of reciprocal rank fusion.
     pub rrf_k: f64,
     /// Weight of each arm by name; an arm not listed has weight 1.
@@ -39,6 +54,7 @@ pub struct RankOptions {
 impl RankOptions {
     pub fn new(now: DateTime<Utc>) -> RankOptions {
         RankOptions {
+            fusion: None,
             rrf_k: 60.0,
             weights: BTreeMap::new(),
             depth: 100,
@@ -65,7 +81,8 @@ pub struct ArmRank {
     pub rank: usize,
     pub score: f64,
     pub weight: f64,
-    /// weight / (k + rank)
+    /// Its share of the fused score: `weight / (k + rank)`, or with score
+    /// fusion `weight * (score - min) / (max - min)` over the arm's list.
     pub contribution: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleHit>,
@@ -216,9 +233,17 @@ pub fn rank(
                 continue;
             }
         };
-        for (position, hit) in hits.into_iter().filter(|h| keep(h.note)).enumerate() {
+        let hits: Vec<_> = hits.into_iter().filter(|h| keep(h.note)).collect();
+        let (low, high) = hits.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), h| {
+            (lo.min(h.score), hi.max(h.score))
+        });
+        for (position, hit) in hits.into_iter().enumerate() {
             let rank = position + 1;
-            let contribution = weight / (options.rrf_k + rank as f64);
+            let contribution = match options.fusion.unwrap_or(Fusion::Rrf) {
+                Fusion::Rrf => weight / (options.rrf_k + rank as f64),
+                Fusion::Score if high > low => weight * (hit.score - low) / (high - low),
+                Fusion::Score => weight,
+            };
             let entry = fused.entry(hit.note).or_insert_with(|| Explanation {
                 arms: Vec::new(),
                 fused: 0.0,
