@@ -639,7 +639,14 @@ fn score_fusion_adds_weighted_normalised_scores() {
     let vault = world.example_vault("vault");
     let out = world
         .cmd()
-        .args(["search", "raft", "--fusion", "score", "--weight", "frontmatter=0.5"])
+        .args([
+            "search",
+            "raft",
+            "--fusion",
+            "score",
+            "--weight",
+            "frontmatter=0.5",
+        ])
         .args(["--explain", "--format", "json", "--limit", "100", "--vault"])
         .arg(&vault)
         .output()
@@ -651,14 +658,20 @@ fn score_fusion_adds_weighted_normalised_scores() {
     for hit in hits {
         let explanation = &hit["explanation"];
         let arms = explanation["arms"].as_array().unwrap();
-        let sum: f64 = arms.iter().map(|a| a["contribution"].as_f64().unwrap()).sum();
+        let sum: f64 = arms
+            .iter()
+            .map(|a| a["contribution"].as_f64().unwrap())
+            .sum();
         assert!((sum - explanation["fused"].as_f64().unwrap()).abs() < 1e-12);
         for arm in arms {
-            by_arm.entry(arm["arm"].as_str().unwrap().into()).or_default().push((
-                arm["score"].as_f64().unwrap(),
-                arm["weight"].as_f64().unwrap(),
-                arm["contribution"].as_f64().unwrap(),
-            ));
+            by_arm
+                .entry(arm["arm"].as_str().unwrap().into())
+                .or_default()
+                .push((
+                    arm["score"].as_f64().unwrap(),
+                    arm["weight"].as_f64().unwrap(),
+                    arm["contribution"].as_f64().unwrap(),
+                ));
         }
     }
     for (arm, rows) in &by_arm {
@@ -672,7 +685,10 @@ fn score_fusion_adds_weighted_normalised_scores() {
             } else {
                 weight
             };
-            assert!((contribution - expected).abs() < 1e-9, "{arm}: {score} {contribution}");
+            assert!(
+                (contribution - expected).abs() < 1e-9,
+                "{arm}: {score} {contribution}"
+            );
         }
         let expected_weight = if arm == "frontmatter" { 0.5 } else { 1.0 };
         assert!(rows.iter().all(|r| r.1 == expected_weight), "{arm}");

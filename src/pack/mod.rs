@@ -583,6 +583,7 @@ impl<'a> Packer<'a> {
         let mut chosen_pieces: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); count];
         let mut duplicate_pieces: Vec<BTreeMap<usize, String>> = vec![BTreeMap::new(); count];
         let mut shown: HashMap<String, usize> = HashMap::new();
+        let mut measures: HashMap<String, usize> = HashMap::new();
         let mut named: Vec<bool> = vec![false; count];
         for (_, rank, piece) in order {
             let Some(piece) = piece else {
@@ -609,7 +610,8 @@ impl<'a> Packer<'a> {
                         &chosen_pieces[rank],
                         &duplicate_blocks(page, &duplicate_pieces[rank]),
                     );
-                    let new_cost = head_cost[rank] + self.rest_cost(note, &summaries[rank], &body);
+                    let new_cost = head_cost[rank]
+                        + self.rest_cost(&mut measures, note, &summaries[rank], &body);
                     if used - cost[rank] + new_cost <= capacity {
                         used = used - cost[rank] + new_cost;
                         cost[rank] = new_cost;
@@ -632,7 +634,8 @@ impl<'a> Packer<'a> {
                 &chosen_pieces[rank],
                 &duplicate_blocks(page, &duplicate_pieces[rank]),
             );
-            let new_cost = head_cost[rank] + self.rest_cost(note, &summaries[rank], &body);
+            let new_cost =
+                head_cost[rank] + self.rest_cost(&mut measures, note, &summaries[rank], &body);
             if used - cost[rank] + new_cost <= capacity {
                 used = used - cost[rank] + new_cost;
                 cost[rank] = new_cost;
@@ -684,8 +687,8 @@ impl<'a> Packer<'a> {
                             &chosen_pieces[rank],
                             &duplicate_blocks(page, &duplicate_pieces[rank]),
                         );
-                        let whole_cost =
-                            head_cost[rank] + self.rest_cost(note, &summaries[rank], &whole);
+                        let whole_cost = head_cost[rank]
+                            + self.rest_cost(&mut measures, note, &summaries[rank], &whole);
                         if used - cost[rank] + whole_cost <= capacity {
                             used = used - cost[rank] + whole_cost;
                             pick.body = Some(whole);
@@ -696,8 +699,8 @@ impl<'a> Packer<'a> {
                         // without it, else the body with its Sources line.
                         let whole = self.whole_form(candidate.note, &state, head_cost[rank]);
                         let full = fulls[rank].clone().map(|full| {
-                            let cost =
-                                head_cost[rank] + self.rest_cost(note, &summaries[rank], &full);
+                            let cost = head_cost[rank]
+                                + self.rest_cost(&mut measures, note, &summaries[rank], &full);
                             (summaries[rank].clone(), Some(full), cost)
                         });
                         if let Some((summary, body, whole_cost)) = [whole, full]
@@ -749,13 +752,46 @@ impl<'a> Packer<'a> {
     }
 
     /// What a page block costs after its head, with `body`.
+    ///
+    /// Measured block by block, each block's measure remembered in
+    /// `measures`, when every block starts at a safe boundary (so the
+    /// measures add up exactly): adding a sentence re-counts one block, not
+    /// the page, which keeps exact counters cheap on long pages.
     fn rest_cost(
         &self,
+        measures: &mut HashMap<String, usize>,
         note: &crate::note::NoteMeta,
         summary: &str,
         body: &CompressedBody,
     ) -> usize {
-        self.measure(&render::page_rest(note, summary, Some(&body.text), &[]))
+        let joined_len = body.blocks.iter().map(|b| b.text.len() + 2).sum::<usize>();
+        let additive = !body.blocks.is_empty()
+            && joined_len == body.text.len() + 2
+            && body
+                .blocks
+                .iter()
+                .all(|b| crate::tokens::is_safe_boundary("\n", &b.text) && !b.text.is_empty());
+        if !additive {
+            return self.measure(&render::page_rest(note, summary, Some(&body.text), &[]));
+        }
+        let mut total = self.measure(&render::page_rest(note, summary, None, &[]));
+        for block in &body.blocks {
+            let segment = format!("{}\n\n", block.text);
+            total += match measures.get(&segment) {
+                Some(&measure) => measure,
+                None => {
+                    let measure = self.measure(&segment);
+                    measures.insert(segment, measure);
+                    measure
+                }
+            };
+        }
+        debug_assert_eq!(
+            total,
+            self.measure(&render::page_rest(note, summary, Some(&body.text), &[])),
+            "block measures must add up"
+        );
+        total
     }
 
     /// A whole page as the seed prints it when its body fits: the full

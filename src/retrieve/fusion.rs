@@ -234,9 +234,11 @@ pub fn rank(
             }
         };
         let hits: Vec<_> = hits.into_iter().filter(|h| keep(h.note)).collect();
-        let (low, high) = hits.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), h| {
-            (lo.min(h.score), hi.max(h.score))
-        });
+        let (low, high) = hits
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), h| {
+                (lo.min(h.score), hi.max(h.score))
+            });
         for (position, hit) in hits.into_iter().enumerate() {
             let rank = position + 1;
             let contribution = match options.fusion.unwrap_or(Fusion::Rrf) {
