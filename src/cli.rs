@@ -1014,7 +1014,10 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     drop(index);
     // With a model, the vectors (and, for a large vault or with --ann, the
     // HNSW graph) are brought up to date too, so searches need not wait.
-    if !matches!(model_choice(cli), ModelChoice::Off) {
+    if model_choice(cli)
+        .resolve(embed::store_dir().as_deref())
+        .is_ok()
+    {
         let session = Session::open(
             &root,
             &IndexChoice {
@@ -1029,12 +1032,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                 },
             },
         )?;
-        if !session
-            .semantic_status
-            .starts_with("off: no embedding model")
-        {
-            println!("semantic: {}", session.semantic_status);
-        }
+        println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
         watch(&root, &config)?;

@@ -175,6 +175,19 @@ fn a_chinese_query_finds_the_english_note_with_the_static_model() {
         assert!(exact["semantic"].as_str().unwrap().ends_with("exact)"));
         assert_eq!(ann["hits"], exact["hits"], "{query}");
     }
+
+    // `ctxpack index` brings the vectors up to date too, and says so.
+    let indexed = ok(&world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+    assert!(
+        indexed.contains("semantic: on (tokenlearn-static-model, ")
+            && indexed.contains(" 0 embedded now, exact)"),
+        "{indexed}"
+    );
 }
 
 /// A fake `qmd` that records its arguments and prints recorded JSON.
