@@ -399,3 +399,77 @@ fn notes_beyond_the_candidates_are_reported_below_threshold() {
         .collect();
     assert_eq!(below.len(), 5);
 }
+
+#[test]
+fn a_long_top_page_does_not_fill_a_small_pack_alone() {
+    // The long note ranks first (its title is the query), but beyond its one
+    // matching sentence it is filler: the other notes' matching sentences
+    // are worth more than its context.
+    let world = World::new();
+    // Filler cut into short sentences, so that its context competes
+    // sentence by sentence.
+    let sentences = |seed: u64, words: usize| -> String {
+        filler(seed, words)
+            .split(". ")
+            .map(|s| {
+                let mut chars = s.chars();
+                chars.next().map_or(String::new(), |c| {
+                    c.to_uppercase().chain(chars).collect::<String>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(". ")
+    };
+    let long = format!(
+        "---\ntitle: Lantern\n---\n# Lantern\n\nThe lantern hangs by the door.\n\n{}",
+        sentences(1, 6_000)
+    );
+    let short = |n: u64, fact: &str| {
+        format!(
+            "---\nsummary: Harbour notes, part {n}.\n---\n# Note {n}\n\n{}\n\n{fact}\n\n{}",
+            sentences(n + 10, 40),
+            sentences(n + 20, 40)
+        )
+    };
+    let (a, b, c) = (
+        short(1, "A brass lantern lights the quay at night."),
+        short(2, "Each lantern on the pier burns whale oil."),
+        short(3, "The lantern room was rebuilt after the storm."),
+    );
+    let vault = world.vault(
+        "long-page",
+        &[
+            ("lantern.md", long.as_str()),
+            ("a.md", a.as_str()),
+            ("b.md", b.as_str()),
+            ("c.md", c.as_str()),
+        ],
+    );
+    let session = Session::open(
+        &vault,
+        &IndexChoice {
+            dir: Some(world.path().join("index")),
+            progress: false,
+            model: ModelChoice::Off,
+            qmd: None,
+            reranker: None,
+            ann: Default::default(),
+        },
+    )
+    .unwrap();
+    let pack = pack(&session, "lantern", 600);
+    assert!(pack.actual <= 600);
+    assert_eq!(pack.pages[0].path, "lantern.md");
+    for fact in [
+        "The lantern hangs by the door.",
+        "A brass lantern lights the quay at night.",
+        "Each lantern on the pier burns whale oil.",
+        "The lantern room was rebuilt after the storm.",
+    ] {
+        assert!(
+            pack.bundle.contains(fact),
+            "{fact} missing:\n{}",
+            pack.bundle
+        );
+    }
+}

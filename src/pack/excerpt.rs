@@ -98,10 +98,10 @@ impl<'a> Pieces<'a> {
 }
 
 /// Splits a block into pieces: lines, then sentences within long lines.
-/// Code blocks and tables stay whole.
+/// Code blocks (or blocks holding one, such as a quote) and tables stay whole.
 fn split_pieces(text: &str) -> Vec<Range<usize>> {
     let trimmed = text.trim_start();
-    if trimmed.starts_with("```") || trimmed.starts_with("~~~") || trimmed.starts_with('|') {
+    if trimmed.starts_with('|') || text.contains("```") || text.contains("~~~") {
         return std::iter::once(0..text.len()).collect();
     }
     let mut pieces = Vec::new();
