@@ -473,3 +473,44 @@ fn a_long_top_page_does_not_fill_a_small_pack_alone() {
         );
     }
 }
+
+#[test]
+fn repeated_sentences_are_shown_once_and_a_page_of_repeats_says_so() {
+    let world = World::new();
+    let shared = "The tide gauge at the north pier records every six minutes.";
+    let first = format!(
+        "---\nsummary: Harbour instruments.\n---\n# Gauge\n\nInstalled in spring. {shared}\n"
+    );
+    let copy = format!("---\nsummary: Copied notes.\n---\n# Gauge copy\n\n{shared}\n");
+    let vault = world.vault(
+        "repeats",
+        &[("gauge.md", first.as_str()), ("copy.md", copy.as_str())],
+    );
+    let session = Session::open(
+        &vault,
+        &IndexChoice {
+            dir: Some(world.path().join("index")),
+            progress: false,
+            model: ModelChoice::Off,
+            qmd: None,
+            reranker: None,
+            ann: Default::default(),
+        },
+    )
+    .unwrap();
+    let mut duplicates = 0;
+    for budget in (40..200).step_by(4) {
+        let pack = pack(&session, "tide gauge north pier", budget);
+        assert!(pack.bundle.matches(shared).count() <= 1, "{}", pack.bundle);
+        for dropped in &pack.dropped {
+            if dropped.path == "copy.md" && pack.bundle.contains(shared) {
+                assert_eq!(dropped.reason, "duplicate", "{}", pack.bundle);
+                duplicates += 1;
+            }
+        }
+    }
+    assert!(
+        duplicates > 0,
+        "some budget leaves the copy out as a duplicate"
+    );
+}
