@@ -14,7 +14,7 @@ use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
 use crate::index::feedback::FeedbackStore;
-use crate::index::vectors::AnnChoice;
+use crate::index::vectors::{AnnChoice, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
@@ -64,6 +64,10 @@ struct Cli {
     /// Always scan every vector (never the HNSW graph).
     #[arg(long, global = true)]
     exact: bool,
+    /// Store the semantic arm's vectors as f32 or int8 (a quarter of the
+    /// size); converts what is stored. Default: as stored (f32 when new).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    vectors: Option<VectorsArg>,
     #[command(subcommand)]
     command: Command,
 }
@@ -723,6 +727,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             qmd: qmd_config(&resolved.vars),
             reranker: reranker_choice(cli),
             ann: ann_choice(cli),
+            vectors: vector_format(cli),
         },
     )?;
     report_open(cli, &session);
@@ -739,6 +744,19 @@ fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, Strin
         }
     }
     QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum VectorsArg {
+    F32,
+    Int8,
+}
+
+fn vector_format(cli: &Cli) -> Option<VectorFormat> {
+    cli.vectors.map(|v| match v {
+        VectorsArg::F32 => VectorFormat::F32,
+        VectorsArg::Int8 => VectorFormat::Int8,
+    })
 }
 
 fn ann_choice(cli: &Cli) -> AnnChoice {
@@ -1030,6 +1048,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                     AnnChoice::Auto => AnnChoice::Build,
                     other => other,
                 },
+                vectors: vector_format(cli),
             },
         )?;
         println!("semantic: {}", session.semantic_status);
@@ -1171,6 +1190,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         qmd: qmd_config(&vars),
         reranker: reranker_choice(cli),
         ann: ann_choice(cli),
+        vectors: vector_format(cli),
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
@@ -1226,6 +1246,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             qmd: None,
             reranker: reranker_choice(cli),
             ann: ann_choice(cli),
+            vectors: vector_format(cli),
         },
     )?;
     report_open(cli, &session);

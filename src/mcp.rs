@@ -41,6 +41,8 @@ pub struct ServeOptions {
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
     pub ann: crate::index::vectors::AnnChoice,
+    /// How the vectors are stored (`None`: as they are).
+    pub vectors: Option<crate::index::vectors::VectorFormat>,
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.
@@ -194,6 +196,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             qmd: options.qmd.clone(),
             reranker: options.reranker.clone(),
             ann: options.ann,
+            vectors: options.vectors,
         },
     )
 }

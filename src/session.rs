@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
-use crate::index::vectors::{AnnChoice, SemanticIndex};
+use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
@@ -41,6 +41,9 @@ pub struct IndexChoice {
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
     pub ann: AnnChoice,
+    /// How the vectors are stored; `None` keeps the stored format (f32
+    /// for a new index).
+    pub vectors: Option<VectorFormat>,
 }
 
 /// The embedding model of the semantic arm.
@@ -172,7 +175,7 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(&choice.model, choice.ann);
+        session.open_semantic(&choice.model, choice.ann, choice.vectors);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -210,7 +213,12 @@ impl Session {
 
     /// Loads the chosen model and syncs the vault's vectors. A failure
     /// leaves the arm off and is reported with every ranking.
-    fn open_semantic(&mut self, choice: &ModelChoice, ann: AnnChoice) {
+    fn open_semantic(
+        &mut self,
+        choice: &ModelChoice,
+        ann: AnnChoice,
+        format: Option<VectorFormat>,
+    ) {
         let store = crate::embed::store_dir();
         let name = match choice.resolve(store.as_deref()) {
             Ok(name) => name,
@@ -227,7 +235,7 @@ impl Session {
                 return Err("the semantic arm needs the index".into());
             };
             let mut vectors =
-                SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref())
+                SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref(), format)
                     .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
             let search = match vectors.use_ann(dir, ann) {
                 Ok(true) if vectors.ann_built() => ", HNSW built now",

@@ -458,6 +458,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         },
     )
     .unwrap()

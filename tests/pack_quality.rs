@@ -121,6 +121,7 @@ fn the_needle_is_found_at_any_depth() {
                 qmd: None,
                 reranker: None,
                 ann: Default::default(),
+                vectors: None,
             },
         )
         .unwrap();
@@ -150,6 +151,7 @@ fn the_needle_is_found_at_any_depth() {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         },
     )
     .unwrap();
@@ -186,6 +188,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         },
     )
     .unwrap();
@@ -454,6 +457,7 @@ fn a_long_top_page_does_not_fill_a_small_pack_alone() {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         },
     )
     .unwrap();
@@ -495,6 +499,7 @@ fn repeated_sentences_are_shown_once_and_a_page_of_repeats_says_so() {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         },
     )
     .unwrap();

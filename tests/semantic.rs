@@ -176,6 +176,21 @@ fn a_chinese_query_finds_the_english_note_with_the_static_model() {
         assert_eq!(ann["hits"], exact["hits"], "{query}");
     }
 
+    // Stored as int8 (converted, not embedded again), the ranking holds.
+    let (int8, _) = search_json(
+        &world,
+        &vault,
+        "分布式系统如何选举领导者",
+        &["--vectors", "int8"],
+    );
+    assert_eq!(int8["hits"][0]["path"], "notes/raft.md");
+    assert!(
+        int8["semantic"]
+            .as_str()
+            .unwrap()
+            .contains(" 0 embedded now")
+    );
+
     // `ctxpack index` brings the vectors up to date too, and says so.
     let indexed = ok(&world
         .cmd()

@@ -723,6 +723,7 @@ impl Context<'_> {
             qmd: None,
             reranker: None,
             ann: Default::default(),
+            vectors: None,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

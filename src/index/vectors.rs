@@ -96,23 +96,137 @@ fn vectors_key(meta: &Meta) -> [u8; 32] {
 enum Vectors {
     Owned(Vec<f32>),
     Mapped(memmap2::Mmap),
+    /// Int8 records (see [`VectorFormat::Int8`]), in memory or mapped.
+    Int8Owned(Vec<u8>),
+    Int8Mapped(memmap2::Mmap),
 }
 
-impl Vectors {
-    fn as_slice(&self) -> &[f32] {
+/// How the vectors are stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VectorFormat {
+    /// Little-endian f32, `dims` per chunk.
+    #[default]
+    F32,
+    /// Per chunk a little-endian f32 scale then `dims` signed bytes, the
+    /// vector divided by its scale (largest magnitude / 127) and rounded:
+    /// a quarter of the size, and dot products within about 1% of f32.
+    Int8,
+}
+
+impl VectorFormat {
+    fn extension(self) -> &'static str {
         match self {
-            Vectors::Owned(v) => v,
-            // The file is written little-endian and mapped page-aligned.
-            Vectors::Mapped(map) => bytemuck::cast_slice(map),
+            VectorFormat::F32 => "f32",
+            VectorFormat::Int8 => "i8",
+        }
+    }
+
+    fn record_bytes(self, dims: usize) -> usize {
+        match self {
+            VectorFormat::F32 => dims * 4,
+            VectorFormat::Int8 => 4 + dims,
         }
     }
 }
 
-fn files(dir: &Path, fingerprint: &str) -> (PathBuf, PathBuf) {
-    (
-        dir.join(format!("vectors-{fingerprint}.meta")),
-        dir.join(format!("vectors-{fingerprint}.f32")),
-    )
+impl Vectors {
+    fn format(&self) -> VectorFormat {
+        match self {
+            Vectors::Owned(_) | Vectors::Mapped(_) => VectorFormat::F32,
+            Vectors::Int8Owned(_) | Vectors::Int8Mapped(_) => VectorFormat::Int8,
+        }
+    }
+
+    /// The f32 values, for the f32 formats.
+    fn floats(&self) -> Option<&[f32]> {
+        match self {
+            Vectors::Owned(v) => Some(v),
+            // The file is written little-endian and mapped page-aligned.
+            Vectors::Mapped(map) => Some(bytemuck::cast_slice(map)),
+            _ => None,
+        }
+    }
+
+    fn int8_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Vectors::Int8Owned(bytes) => Some(bytes),
+            Vectors::Int8Mapped(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The dot product of chunk `chunk` with `query`.
+    fn dot(&self, chunk: usize, query: &[f32]) -> f32 {
+        let dims = query.len();
+        match self.floats() {
+            Some(floats) => crate::embed::dot(&floats[chunk * dims..(chunk + 1) * dims], query),
+            None => {
+                let bytes = self.int8_bytes().unwrap_or_default();
+                let record = &bytes[chunk * (4 + dims)..(chunk + 1) * (4 + dims)];
+                let scale = f32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+                let sum: f32 = record[4..]
+                    .iter()
+                    .zip(query)
+                    .map(|(&code, q)| code as i8 as f32 * q)
+                    .sum();
+                sum * scale
+            }
+        }
+    }
+
+    /// Chunk `chunk` as f32 (decoded from int8 when stored so).
+    fn vector(&self, chunk: usize, dims: usize) -> Option<Vec<f32>> {
+        match self.floats() {
+            Some(floats) => floats
+                .get(chunk * dims..(chunk + 1) * dims)
+                .map(<[f32]>::to_vec),
+            None => {
+                let bytes = self.int8_bytes()?;
+                let record = bytes.get(chunk * (4 + dims)..(chunk + 1) * (4 + dims))?;
+                let scale = f32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+                Some(
+                    record[4..]
+                        .iter()
+                        .map(|&c| c as i8 as f32 * scale)
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// Every chunk as f32, in order.
+    fn all_floats(&self, chunks: usize, dims: usize) -> Vec<f32> {
+        match self.floats() {
+            Some(floats) => floats.to_vec(),
+            None => (0..chunks)
+                .flat_map(|i| self.vector(i, dims).unwrap_or_default())
+                .collect(),
+        }
+    }
+}
+
+/// The int8 records of `vectors` (`dims` floats per chunk).
+fn quantize(vectors: &[f32], dims: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(vectors.len() / dims.max(1) * (4 + dims));
+    for vector in vectors.chunks_exact(dims.max(1)) {
+        let largest = vector.iter().fold(0.0_f32, |m, x| m.max(x.abs()));
+        let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
+        out.extend_from_slice(&scale.to_le_bytes());
+        out.extend(
+            vector
+                .iter()
+                .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8 as u8),
+        );
+    }
+    out
+}
+
+fn meta_file(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.meta"))
+}
+
+fn data_file(dir: &Path, fingerprint: &str, format: VectorFormat) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.{}", format.extension()))
 }
 
 /// The texts a note is embedded as: its title with aliases, tags and
@@ -164,11 +278,16 @@ impl SemanticIndex {
         vault: &Vault,
         catalog: &Catalog,
         embedder: &dyn Embedder,
+        format: Option<VectorFormat>,
     ) -> Result<SemanticIndex> {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
         let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
-        if let Some(spans) = unchanged_spans(&old_meta, vault, catalog) {
+        let stored_format = old_vectors.format();
+        let format = format.unwrap_or(stored_format);
+        if let Some(spans) = unchanged_spans(&old_meta, vault, catalog)
+            && old_vectors.format() == format
+        {
             let chunks = spans.last().map_or(0, |s| s.end);
             return Ok(SemanticIndex {
                 dims,
@@ -181,7 +300,8 @@ impl SemanticIndex {
                 ann: None,
             });
         }
-        let old_vectors = old_vectors.as_slice();
+        let old_count: usize = old_meta.notes.iter().map(|n| n.chunks.len()).sum();
+        let old_vectors = old_vectors.all_floats(old_count, dims);
         let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
             let mut offset = 0;
             old_meta
@@ -271,13 +391,17 @@ impl SemanticIndex {
                 .zip(&meta.notes)
                 .any(|(a, b)| a.path != b.path || a.content != b.content)
         };
-        if changed {
+        let vectors = match format {
+            VectorFormat::F32 => Vectors::Owned(vectors),
+            VectorFormat::Int8 => Vectors::Int8Owned(quantize(&vectors, dims)),
+        };
+        if changed || stored_format != format {
             write(dir, &meta, &vectors)?;
         }
         Ok(SemanticIndex {
             dims,
             spans,
-            vectors: Vectors::Owned(vectors),
+            vectors,
             embedded: to_embed.len(),
             chunks: total,
             key: vectors_key(&meta),
@@ -303,7 +427,7 @@ impl SemanticIndex {
                 dir,
                 &self.fingerprint,
                 self.key,
-                self.vectors.as_slice(),
+                &self.vectors.all_floats(self.chunks, self.dims),
                 self.dims,
             )?);
         }
@@ -369,9 +493,9 @@ impl SemanticIndex {
             .enumerate()
             .filter(|(note, span)| !span.is_empty() && keep(*note))
             .map(|(note, span)| {
-                let best = self.vectors.as_slice()[span.start * self.dims..span.end * self.dims]
-                    .chunks_exact(self.dims)
-                    .map(|v| crate::embed::dot(v, query))
+                let best = span
+                    .clone()
+                    .map(|chunk| self.vectors.dot(chunk, query))
                     .fold(f32::NEG_INFINITY, f32::max);
                 (note, best)
             })
@@ -406,24 +530,32 @@ fn unchanged_spans(
     Some(spans)
 }
 
+/// The stored meta and vectors, in whichever format they were written.
 fn read(dir: &Path, fingerprint: &str, dims: usize) -> Result<(Meta, Vectors)> {
-    let (meta_path, vectors_path) = files(dir, fingerprint);
-    let meta: Meta = postcard::from_bytes(&fs::read(&meta_path)?)?;
-    let file = fs::File::open(&vectors_path)?;
+    let meta: Meta = postcard::from_bytes(&fs::read(meta_file(dir, fingerprint))?)?;
+    let (format, file) = [VectorFormat::F32, VectorFormat::Int8]
+        .into_iter()
+        .find_map(|format| {
+            fs::File::open(data_file(dir, fingerprint, format))
+                .ok()
+                .map(|file| (format, file))
+        })
+        .context("no vector file")?;
     // SAFETY: the file is only ever replaced by rename, never written in
     // place, so the mapping stays valid while it is used.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let chunks: usize = meta.notes.iter().map(|n| n.chunks.len()).sum();
     if meta.dims as usize != dims
-        || map.len() != chunks * dims * 4
+        || map.len() != chunks * format.record_bytes(dims)
         || !cfg!(target_endian = "little")
     {
         bail!("vector files disagree; rebuilding");
     }
-    let vectors = if map.is_empty() {
-        Vectors::Owned(Vec::new())
-    } else {
-        Vectors::Mapped(map)
+    let vectors = match (format, map.is_empty()) {
+        (VectorFormat::F32, true) => Vectors::Owned(Vec::new()),
+        (VectorFormat::F32, false) => Vectors::Mapped(map),
+        (VectorFormat::Int8, true) => Vectors::Int8Owned(Vec::new()),
+        (VectorFormat::Int8, false) => Vectors::Int8Mapped(map),
     };
     Ok((meta, vectors))
 }
@@ -434,15 +566,26 @@ impl Default for Vectors {
     }
 }
 
-fn write(dir: &Path, meta: &Meta, vectors: &[f32]) -> Result<()> {
+/// Writes the vectors in their format, then the meta, then removes a file
+/// of the other format.
+fn write(dir: &Path, meta: &Meta, vectors: &Vectors) -> Result<()> {
     fs::create_dir_all(dir)?;
-    let (meta_path, vectors_path) = files(dir, &meta.fingerprint);
-    let mut bytes = Vec::with_capacity(vectors.len() * 4);
-    for v in vectors {
-        bytes.extend_from_slice(&v.to_le_bytes());
+    let format = vectors.format();
+    let bytes: Vec<u8> = match vectors.floats() {
+        Some(floats) => floats.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        None => vectors.int8_bytes().unwrap_or_default().to_vec(),
+    };
+    replace(dir, &data_file(dir, &meta.fingerprint, format), &bytes)?;
+    replace(
+        dir,
+        &meta_file(dir, &meta.fingerprint),
+        &postcard::to_allocvec(meta)?,
+    )?;
+    for other in [VectorFormat::F32, VectorFormat::Int8] {
+        if other != format {
+            let _ = fs::remove_file(data_file(dir, &meta.fingerprint, other));
+        }
     }
-    replace(dir, &vectors_path, &bytes)?;
-    replace(dir, &meta_path, &postcard::to_allocvec(meta)?)?;
     Ok(())
 }
 
@@ -485,14 +628,26 @@ mod tests {
         let embedder = tiny_embedder(tmp.path());
         let dir = tmp.path().join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let first =
-            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        let first = SemanticIndex::sync(
+            &dir,
+            &index.vault(),
+            &index.catalog,
+            embedder.as_ref(),
+            None,
+        )
+        .unwrap();
         assert_eq!(first.embedded, first.chunks);
         assert!(first.chunks >= 4);
-        let again =
-            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        let again = SemanticIndex::sync(
+            &dir,
+            &index.vault(),
+            &index.catalog,
+            embedder.as_ref(),
+            None,
+        )
+        .unwrap();
         assert_eq!(again.embedded, 0, "nothing changed, nothing embedded");
-        assert_eq!(again.vectors.as_slice(), first.vectors.as_slice());
+        assert_eq!(again.vectors.floats(), first.vectors.floats());
 
         // Editing one section re-embeds that section only.
         fs::write(
@@ -501,8 +656,14 @@ mod tests {
         )
         .unwrap();
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let edited =
-            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        let edited = SemanticIndex::sync(
+            &dir,
+            &index.vault(),
+            &index.catalog,
+            embedder.as_ref(),
+            None,
+        )
+        .unwrap();
         assert_eq!(edited.embedded, 1);
         assert_eq!(edited.chunks, first.chunks);
 
@@ -532,8 +693,14 @@ mod tests {
         let embedder = tiny_embedder(tmp.path());
         let dir = tmp.path().join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let mut vectors =
-            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        let mut vectors = SemanticIndex::sync(
+            &dir,
+            &index.vault(),
+            &index.catalog,
+            embedder.as_ref(),
+            None,
+        )
+        .unwrap();
         assert!(
             !vectors.use_ann(&dir, AnnChoice::Auto).unwrap(),
             "small: exact"
@@ -548,10 +715,73 @@ mod tests {
         assert_eq!(only_c.len(), 1);
         assert_eq!(only_c[0].0, 2);
         // Stored: a second session loads it instead of building.
-        let mut again =
-            SemanticIndex::sync(&dir, &index.vault(), &index.catalog, embedder.as_ref()).unwrap();
+        let mut again = SemanticIndex::sync(
+            &dir,
+            &index.vault(),
+            &index.catalog,
+            embedder.as_ref(),
+            None,
+        )
+        .unwrap();
         assert!(again.use_ann(&dir, AnnChoice::Always).unwrap());
         assert!(!again.ann_built());
         assert_eq!(again.search(&query, 10, &|_| true), exact);
+    }
+
+    #[test]
+    fn int8_vectors_are_a_quarter_the_size_and_rank_alike() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for (name, text) in [
+            ("a.md", "# Raft\n\nraft leader\n\n## Log\n\nlogs\n"),
+            ("b.md", "# 共识\n\n共识 领导\n"),
+            ("c.md", "# Leader\n\nleader raft logs\n"),
+        ] {
+            fs::write(root.join(name), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let sync = |format| {
+            SemanticIndex::sync(&dir, &vault, &index.catalog, embedder.as_ref(), format).unwrap()
+        };
+        let query = embedder.embed("raft leader");
+        let exact = sync(None).search(&query, 10, &|_| true);
+        let fingerprint = embedder.fingerprint();
+        let f32_size = fs::metadata(data_file(&dir, fingerprint, VectorFormat::F32))
+            .unwrap()
+            .len();
+
+        // Converted on request; the f32 file is gone; the order is the same
+        // and the scores within 2%.
+        let int8 = sync(Some(VectorFormat::Int8));
+        assert_eq!(int8.embedded, 0, "converting does not embed");
+        let hits = int8.search(&query, 10, &|_| true);
+        assert!(!data_file(&dir, fingerprint, VectorFormat::F32).exists());
+        let int8_size = fs::metadata(data_file(&dir, fingerprint, VectorFormat::Int8))
+            .unwrap()
+            .len();
+        let chunks = int8.chunks as u64;
+        assert_eq!(int8_size, chunks * (4 + embedder.dims() as u64));
+        assert_eq!(f32_size, chunks * 4 * embedder.dims() as u64);
+        let order = |h: &[(usize, f32)]| h.iter().map(|x| x.0).collect::<Vec<_>>();
+        assert_eq!(order(&hits), order(&exact));
+        for (a, b) in hits.iter().zip(&exact) {
+            assert!(
+                (a.1 - b.1).abs() <= 0.02 * b.1.abs().max(0.1),
+                "{a:?} {b:?}"
+            );
+        }
+        // Kept as stored when not asked, and the same numbers whether just
+        // converted or mapped from the file.
+        let again = sync(None);
+        assert_eq!(again.vectors.format(), VectorFormat::Int8);
+        assert_eq!(again.search(&query, 10, &|_| true), hits);
+        // And back.
+        let back = sync(Some(VectorFormat::F32));
+        assert_eq!(back.vectors.format(), VectorFormat::F32);
+        assert!(!data_file(&dir, fingerprint, VectorFormat::Int8).exists());
     }
 }
