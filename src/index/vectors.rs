@@ -678,10 +678,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_hnsw_graph_gives_the_exact_answers_on_a_small_vault() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("vault");
+    /// Three small notes indexed under `tmp`, and the tiny embedder.
+    fn three_notes(tmp: &Path) -> (Box<dyn Embedder>, PathBuf, VaultIndex) {
+        let root = tmp.join("vault");
         fs::create_dir_all(&root).unwrap();
         for (name, text) in [
             ("a.md", "# Raft\n\nraft leader\n\n## Log\n\nlogs\n"),
@@ -690,9 +689,16 @@ mod tests {
         ] {
             fs::write(root.join(name), text).unwrap();
         }
-        let embedder = tiny_embedder(tmp.path());
-        let dir = tmp.path().join("index");
+        let embedder = tiny_embedder(tmp);
+        let dir = tmp.join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        (embedder, dir, index)
+    }
+
+    #[test]
+    fn the_hnsw_graph_gives_the_exact_answers_on_a_small_vault() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (embedder, dir, index) = three_notes(tmp.path());
         let mut vectors = SemanticIndex::sync(
             &dir,
             &index.vault(),
@@ -731,18 +737,7 @@ mod tests {
     #[test]
     fn int8_vectors_are_a_quarter_the_size_and_rank_alike() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("vault");
-        fs::create_dir_all(&root).unwrap();
-        for (name, text) in [
-            ("a.md", "# Raft\n\nraft leader\n\n## Log\n\nlogs\n"),
-            ("b.md", "# 共识\n\n共识 领导\n"),
-            ("c.md", "# Leader\n\nleader raft logs\n"),
-        ] {
-            fs::write(root.join(name), text).unwrap();
-        }
-        let embedder = tiny_embedder(tmp.path());
-        let dir = tmp.path().join("index");
-        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let (embedder, dir, index) = three_notes(tmp.path());
         let vault = index.vault();
         let sync = |format| {
             SemanticIndex::sync(&dir, &vault, &index.catalog, embedder.as_ref(), format).unwrap()
