@@ -779,6 +779,15 @@ impl<'a> Packer<'a> {
             return self.measure(&render::page_rest(note, summary, Some(&body.text), &[]));
         }
         let mut total = self.measure(&render::page_rest(note, summary, None, &[]));
+        if self.tokenizer() == Tokenizer::Chars4 {
+            // Characters: cheaper to count than to look up.
+            return total
+                + body
+                    .blocks
+                    .iter()
+                    .map(|b| b.text.chars().count() + 2)
+                    .sum::<usize>();
+        }
         for block in &body.blocks {
             let segment = format!("{}\n\n", block.text);
             total += match measures.get(&segment) {
