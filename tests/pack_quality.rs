@@ -95,6 +95,23 @@ fn needle_vault(world: &World, depth: f64) -> std::path::PathBuf {
     world.vault(&format!("needle-{}", (depth * 100.0) as u32), &refs)
 }
 
+/// The vault opened with its index in `dir` and no semantic arm.
+fn open_lexical(vault: &std::path::Path, dir: std::path::PathBuf) -> Session {
+    Session::open(
+        vault,
+        &IndexChoice {
+            dir: Some(dir),
+            progress: false,
+            model: ModelChoice::Off,
+            qmd: None,
+            reranker: None,
+            ann: Default::default(),
+            vectors: None,
+        },
+    )
+    .unwrap()
+}
+
 fn pack(session: &Session, topic: &str, budget: usize) -> ctxpack::Pack {
     let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
     session.pack(&PackRequest {
@@ -112,19 +129,7 @@ fn the_needle_is_found_at_any_depth() {
     let world = World::new();
     for depth in [0.25, 0.5, 0.75] {
         let vault = needle_vault(&world, depth);
-        let session = Session::open(
-            &vault,
-            &IndexChoice {
-                dir: Some(world.path().join(format!("index-{depth}"))),
-                progress: false,
-                model: ModelChoice::Off,
-                qmd: None,
-                reranker: None,
-                ann: Default::default(),
-                vectors: None,
-            },
-        )
-        .unwrap();
+        let session = open_lexical(&vault, world.path().join(format!("index-{depth}")));
         let pack = pack(
             &session,
             "What colour is the lighthouse keeper's bicycle?",
@@ -142,19 +147,7 @@ fn the_needle_is_found_at_any_depth() {
     }
     // Where far more relevant text exists than fits, the budget is used.
     let vault = needle_vault(&world, 0.5);
-    let session = Session::open(
-        &vault,
-        &IndexChoice {
-            dir: Some(world.path().join("index-fill")),
-            progress: false,
-            model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-        },
-    )
-    .unwrap();
+    let session = open_lexical(&vault, world.path().join("index-fill"));
     for budget in [1000, 2000, 5000] {
         let pack = pack(&session, "schooner breakwater", budget);
         assert!(pack.actual <= budget);
@@ -179,19 +172,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
              ## Part three\n\nA zebra herd crosses the river at dawn. Epsilon filler closes it.\n",
         )],
     );
-    let session = Session::open(
-        &vault,
-        &IndexChoice {
-            dir: Some(world.path().join("index")),
-            progress: false,
-            model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-        },
-    )
-    .unwrap();
+    let session = open_lexical(&vault, world.path().join("index"));
     let pack = pack(&session, "zebra", 110);
     let body = pack
         .bundle
@@ -448,19 +429,7 @@ fn a_long_top_page_does_not_fill_a_small_pack_alone() {
             ("c.md", c.as_str()),
         ],
     );
-    let session = Session::open(
-        &vault,
-        &IndexChoice {
-            dir: Some(world.path().join("index")),
-            progress: false,
-            model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-        },
-    )
-    .unwrap();
+    let session = open_lexical(&vault, world.path().join("index"));
     let pack = pack(&session, "lantern", 600);
     assert!(pack.actual <= 600);
     assert_eq!(pack.pages[0].path, "lantern.md");
@@ -490,19 +459,7 @@ fn repeated_sentences_are_shown_once_and_a_page_of_repeats_says_so() {
         "repeats",
         &[("gauge.md", first.as_str()), ("copy.md", copy.as_str())],
     );
-    let session = Session::open(
-        &vault,
-        &IndexChoice {
-            dir: Some(world.path().join("index")),
-            progress: false,
-            model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-        },
-    )
-    .unwrap();
+    let session = open_lexical(&vault, world.path().join("index"));
     let mut duplicates = 0;
     for budget in (40..200).step_by(4) {
         let pack = pack(&session, "tide gauge north pier", budget);

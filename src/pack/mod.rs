@@ -366,10 +366,10 @@ impl<'a> Packer<'a> {
             return;
         }
 
-        let worst_page_tokens = self.options.budget;
         let reserved_header =
             self.measure(&self.header(pack, self.options.budget, self.candidates.len()));
-        let summary_cost: Vec<usize> = self
+        // A page head with the largest number it could print.
+        let head_cost: Vec<usize> = self
             .candidates
             .iter()
             .map(|c| {
@@ -377,14 +377,28 @@ impl<'a> Packer<'a> {
                 self.measure(&render::page_head(
                     note.name(),
                     note.tier.name(),
-                    worst_page_tokens,
-                )) + self.measure(&render::page_rest(note, &self.summary(note), None, &[]))
+                    self.options.budget,
+                ))
+            })
+            .collect();
+        let summary_cost: Vec<usize> = self
+            .candidates
+            .iter()
+            .zip(&head_cost)
+            .map(|(c, head)| {
+                let note = &self.vault.metas[c.note];
+                head + self.measure(&render::page_rest(note, &self.summary(note), None, &[]))
             })
             .collect();
         let (mut chosen, mut used, mut state) = match &self.options.relevance {
-            Some(relevance) => {
-                self.spread(pack, relevance, capacity, reserved_header, &summary_cost)
-            }
+            Some(relevance) => self.spread(
+                pack,
+                relevance,
+                capacity,
+                reserved_header,
+                &head_cost,
+                &summary_cost,
+            ),
             None => self.seed_passes(pack, capacity, reserved_header, &summary_cost),
         };
 
@@ -509,6 +523,7 @@ impl<'a> Packer<'a> {
         relevance: &Relevance,
         capacity: usize,
         reserved_header: usize,
+        head_cost: &[usize],
         summary_cost: &[usize],
     ) -> (Vec<Chosen<'a>>, usize, PackState) {
         let count = self.candidates.len();
@@ -569,18 +584,6 @@ impl<'a> Packer<'a> {
         }
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
 
-        let head_cost: Vec<usize> = self
-            .candidates
-            .iter()
-            .map(|c| {
-                let note = &self.vault.metas[c.note];
-                self.measure(&render::page_head(
-                    note.name(),
-                    note.tier.name(),
-                    self.options.budget,
-                ))
-            })
-            .collect();
         let mut used = reserved_header;
         let mut cost: Vec<usize> = vec![0; count];
         let mut bodies: Vec<Option<CompressedBody>> = vec![None; count];
