@@ -109,6 +109,25 @@ impl AnnIndex {
     }
 }
 
+/// The share of the exact top 10 chunks of each query that the graph's top
+/// 10 contains: recall@10 (`queries` holds `dims` floats per query).
+pub fn recall_at_10(ann: &AnnIndex, vectors: &[f32], queries: &[f32], dims: usize) -> f64 {
+    let mut found = 0;
+    let mut asked = 0;
+    for query in queries.chunks_exact(dims) {
+        let truth = exact_top(vectors, dims, query, 10);
+        let got: Vec<usize> = ann
+            .search(query)
+            .into_iter()
+            .take(10)
+            .map(|h| h.0)
+            .collect();
+        found += truth.iter().filter(|t| got.contains(t)).count();
+        asked += truth.len();
+    }
+    found as f64 / asked.max(1) as f64
+}
+
 /// Builds the graph on a one-thread pool: parallel insertion would make
 /// the graph depend on thread timing.
 pub fn build(vectors: &[f32], dims: usize) -> Result<HnswMap<ChunkVector, u32>> {
@@ -185,18 +204,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ann = AnnIndex::open_or_build(tmp.path(), "fp", [1; 32], &vectors, dims).unwrap();
         assert!(ann.built);
-        let mut found = 0;
-        for query in queries.chunks_exact(dims) {
-            let truth = exact_top(&vectors, dims, query, 10);
-            let got: Vec<usize> = ann
-                .search(query)
-                .into_iter()
-                .take(10)
-                .map(|h| h.0)
-                .collect();
-            found += truth.iter().filter(|t| got.contains(t)).count();
-        }
-        let recall = found as f64 / (50.0 * 10.0);
+        let recall = recall_at_10(&ann, &vectors, &queries, dims);
         assert!(recall >= 0.9, "recall@10 {recall}");
 
         // Reopened from disk with the same key: not rebuilt, same answers.

@@ -628,24 +628,10 @@ mod tests {
         let embedder = tiny_embedder(tmp.path());
         let dir = tmp.path().join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let first = SemanticIndex::sync(
-            &dir,
-            &index.vault(),
-            &index.catalog,
-            embedder.as_ref(),
-            None,
-        )
-        .unwrap();
+        let first = sync_as_stored(&dir, &index, embedder.as_ref());
         assert_eq!(first.embedded, first.chunks);
         assert!(first.chunks >= 4);
-        let again = SemanticIndex::sync(
-            &dir,
-            &index.vault(),
-            &index.catalog,
-            embedder.as_ref(),
-            None,
-        )
-        .unwrap();
+        let again = sync_as_stored(&dir, &index, embedder.as_ref());
         assert_eq!(again.embedded, 0, "nothing changed, nothing embedded");
         assert_eq!(again.vectors.floats(), first.vectors.floats());
 
@@ -656,14 +642,7 @@ mod tests {
         )
         .unwrap();
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
-        let edited = SemanticIndex::sync(
-            &dir,
-            &index.vault(),
-            &index.catalog,
-            embedder.as_ref(),
-            None,
-        )
-        .unwrap();
+        let edited = sync_as_stored(&dir, &index, embedder.as_ref());
         assert_eq!(edited.embedded, 1);
         assert_eq!(edited.chunks, first.chunks);
 
@@ -676,6 +655,10 @@ mod tests {
                 .iter()
                 .all(|h| h.0 != hits[0].0)
         );
+    }
+
+    fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {
+        SemanticIndex::sync(dir, &index.vault(), &index.catalog, embedder, None).unwrap()
     }
 
     /// Three small notes indexed under `tmp`, and the tiny embedder.
@@ -699,14 +682,7 @@ mod tests {
     fn the_hnsw_graph_gives_the_exact_answers_on_a_small_vault() {
         let tmp = tempfile::tempdir().unwrap();
         let (embedder, dir, index) = three_notes(tmp.path());
-        let mut vectors = SemanticIndex::sync(
-            &dir,
-            &index.vault(),
-            &index.catalog,
-            embedder.as_ref(),
-            None,
-        )
-        .unwrap();
+        let mut vectors = sync_as_stored(&dir, &index, embedder.as_ref());
         assert!(
             !vectors.use_ann(&dir, AnnChoice::Auto).unwrap(),
             "small: exact"
@@ -721,14 +697,7 @@ mod tests {
         assert_eq!(only_c.len(), 1);
         assert_eq!(only_c[0].0, 2);
         // Stored: a second session loads it instead of building.
-        let mut again = SemanticIndex::sync(
-            &dir,
-            &index.vault(),
-            &index.catalog,
-            embedder.as_ref(),
-            None,
-        )
-        .unwrap();
+        let mut again = sync_as_stored(&dir, &index, embedder.as_ref());
         assert!(again.use_ann(&dir, AnnChoice::Always).unwrap());
         assert!(!again.ann_built());
         assert_eq!(again.search(&query, 10, &|_| true), exact);
