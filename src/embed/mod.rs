@@ -5,6 +5,8 @@
 #[cfg(feature = "bert")]
 pub mod bert;
 #[cfg(feature = "bert")]
+mod kernels;
+#[cfg(feature = "bert")]
 pub mod rerank;
 pub mod static_model;
 pub mod unigram;
@@ -456,15 +458,11 @@ impl Embedder for LoadedBert {
         self.model.dims()
     }
 
+    /// A text that fails to embed gets a zero vector, which matches nothing.
     fn embed(&self, text: &str) -> Vec<f32> {
-        self.embed_many(&[text]).pop().unwrap_or_default()
-    }
-
-    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
-        // A failing batch embeds as zero vectors, which match nothing.
         self.model
-            .embed_all(texts)
-            .unwrap_or_else(|_| vec![vec![0.0; self.model.dims()]; texts.len()])
+            .embed(text)
+            .unwrap_or_else(|_| vec![0.0; self.model.dims()])
     }
 }
 
