@@ -57,33 +57,55 @@ pub fn is_cjk(ch: char) -> bool {
 /// characters around a match must not be letters or digits, except next to
 /// CJK characters, where words have no delimiters.
 pub fn contains_term(haystack: &str, needle: &str) -> bool {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return false;
-    }
-    let needs_start_boundary = needle.chars().next().is_some_and(|c| !is_cjk(c));
-    let needs_end_boundary = needle.chars().next_back().is_some_and(|c| !is_cjk(c));
-    let finder = memchr::memmem::Finder::new(needle.as_bytes());
-    let mut from = 0;
-    while let Some(found) = finder.find(&haystack.as_bytes()[from..]) {
-        let start = from + found;
-        let end = start + needle.len();
-        // Overlapping matches count: the next search starts one character on.
-        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
-        let before_ok = !needs_start_boundary
-            || haystack[..start]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !c.is_alphanumeric());
-        let after_ok = !needs_end_boundary
-            || haystack[end..]
-                .chars()
-                .next()
-                .is_none_or(|c| !c.is_alphanumeric());
-        if before_ok && after_ok {
-            return true;
+    WordFinder::new(needle).is_in(haystack)
+}
+
+/// A folded term prepared once to be found as a whole word (see
+/// [`contains_term`]) in many haystacks: building the substring searcher
+/// costs more than one short search.
+pub struct WordFinder<'n> {
+    needle: &'n str,
+    finder: memchr::memmem::Finder<'n>,
+    needs_start_boundary: bool,
+    needs_end_boundary: bool,
+}
+
+impl<'n> WordFinder<'n> {
+    pub fn new(needle: &'n str) -> WordFinder<'n> {
+        WordFinder {
+            needle,
+            finder: memchr::memmem::Finder::new(needle.as_bytes()),
+            needs_start_boundary: needle.chars().next().is_some_and(|c| !is_cjk(c)),
+            needs_end_boundary: needle.chars().next_back().is_some_and(|c| !is_cjk(c)),
         }
     }
-    false
+
+    pub fn is_in(&self, haystack: &str) -> bool {
+        if self.needle.is_empty() || haystack.len() < self.needle.len() {
+            return false;
+        }
+        let mut from = 0;
+        while let Some(found) = self.finder.find(&haystack.as_bytes()[from..]) {
+            let start = from + found;
+            let end = start + self.needle.len();
+            // Overlapping matches count: the next search starts one character on.
+            from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+            let before_ok = !self.needs_start_boundary
+                || haystack[..start]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_alphanumeric());
+            let after_ok = !self.needs_end_boundary
+                || haystack[end..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_alphanumeric());
+            if before_ok && after_ok {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// Cuts `text` to at most `max_chars` characters, preferring a word boundary,

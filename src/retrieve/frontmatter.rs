@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::note::{NoteMeta, SummarySource};
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
-use crate::text::{contains_term, fold};
+use crate::text::{WordFinder, fold};
 use crate::vault::Vault;
 
 /// Scores every note against the query's terms and returns those scoring
@@ -14,11 +14,12 @@ use crate::vault::Vault;
 /// matching the whole phrase and its words outranks one matching one word.
 pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let keys = vault.match_keys();
+    let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
     let mut candidates: Vec<Candidate> = keys
         .iter()
         .enumerate()
         .filter_map(|(idx, keys)| {
-            let breakdown = score_note(keys, query);
+            let breakdown = score_note(keys, query, &finders);
             let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
             (score > 0).then_some(Candidate {
                 note: idx,
@@ -98,9 +99,10 @@ impl MatchKeys {
     }
 }
 
-fn score_note(keys: &MatchKeys, query: &Query) -> Vec<RuleHit> {
+/// `finders` are the query's terms, prepared.
+fn score_note(keys: &MatchKeys, query: &Query, finders: &[WordFinder]) -> Vec<RuleHit> {
     let mut hits = Vec::new();
-    for term in &query.terms {
+    for (term, finder) in query.terms.iter().zip(finders) {
         let mut hit = |rule: Rule| {
             hits.push(RuleHit {
                 rule,
@@ -114,10 +116,10 @@ fn score_note(keys: &MatchKeys, query: &Query) -> Vec<RuleHit> {
         if keys.tags.iter().any(|tag| tag_matches(tag, term)) {
             hit(Rule::Tag);
         }
-        if contains_term(&keys.summary, term) {
+        if finder.is_in(&keys.summary) {
             hit(Rule::Summary);
         }
-        if contains_term(&keys.description, term) {
+        if finder.is_in(&keys.description) {
             hit(Rule::IndexDescription);
         }
     }
