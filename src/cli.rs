@@ -734,6 +734,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             reranker: reranker_choice(cli),
             ann: ann_choice(cli),
             vectors: vector_format(cli),
+            hidden: Vec::new(),
         },
     )?;
     report_open(cli, &session);
@@ -1055,6 +1056,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                     other => other,
                 },
                 vectors: vector_format(cli),
+                hidden: Vec::new(),
             },
         )?;
         println!("semantic: {}", session.semantic_status);
@@ -1253,6 +1255,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             reranker: reranker_choice(cli),
             ann: ann_choice(cli),
             vectors: vector_format(cli),
+            hidden: Vec::new(),
         },
     )?;
     report_open(cli, &session);

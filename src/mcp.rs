@@ -197,6 +197,9 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             reranker: options.reranker.clone(),
             ann: options.ann,
             vectors: options.vectors,
+            // Served over a writing project, the vault tools see what some
+            // work may read, never a library no work binds.
+            hidden: crate::assemble::unbound_libraries(&options.root),
         },
     )
 }

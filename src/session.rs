@@ -44,6 +44,10 @@ pub struct IndexChoice {
     /// How the vectors are stored; `None` keeps the stored format (f32
     /// for a new index).
     pub vectors: Option<VectorFormat>,
+    /// Folders (relative, `/`-separated) outside the vault's view: never
+    /// listed, indexed or read. A view with hidden folders has an index of
+    /// its own, beside the whole vault's.
+    pub hidden: Vec<String>,
 }
 
 /// The embedding model of the semantic arm.
@@ -137,11 +141,13 @@ impl Session {
         let root = root
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
-        let index_dir = location::index_dir(&root, choice.dir.as_deref());
+        let index_dir = location::index_dir(&root, choice.dir.as_deref())
+            .map(|dir| location::view_dir(dir, &choice.hidden));
         let opened = match &index_dir {
             Some(dir) => {
                 let mut config = IndexConfig::new(dir.clone());
                 config.progress = choice.progress;
+                config.hidden = choice.hidden.clone();
                 VaultIndex::open(&root, &config).map_err(|err| format!("{err:#}"))
             }
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
@@ -151,9 +157,19 @@ impl Session {
             .and_then(|dir| FeedbackStore::load(dir).ok())
             .unwrap_or_default();
         let (vault, index, update, index_error) = match opened {
-            Ok((index, report)) => (index.vault(), Some(index), Some(report), None),
+            Ok((index, report)) => {
+                let mut vault = index.vault();
+                vault.set_hidden(choice.hidden.clone());
+                (vault, Some(index), Some(report), None)
+            }
             Err(error) => (
-                Vault::load(&root, &VaultOptions::default())?,
+                Vault::load(
+                    &root,
+                    &VaultOptions {
+                        hidden: choice.hidden.clone(),
+                        ..VaultOptions::default()
+                    },
+                )?,
                 None,
                 None,
                 Some(error),

@@ -459,6 +459,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             reranker: None,
             ann: Default::default(),
             vectors: None,
+            hidden: Vec::new(),
         },
     )
     .unwrap()

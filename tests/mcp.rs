@@ -268,6 +268,63 @@ fn assemble_answers_like_the_command_line() {
 }
 
 #[test]
+fn libraries_no_work_binds_are_outside_the_vault_tools() {
+    let world = World::new();
+    let project = world.example("novel");
+    // 青灯录 binds 打斗范式 only; 言情范式 is bound by no work.
+    common::write(
+        &project.join("knowledge/打斗范式/open-card.md"),
+        "# Open card\n\nThe zebrafinch signal is shown to every agent.\n".as_bytes(),
+    );
+    common::write(
+        &project.join("knowledge/言情范式/closed-card.md"),
+        "# Closed card\n\nThe zebrafinch cipher is HIDDEN-BY-BINDINGS.\n".as_bytes(),
+    );
+    let mut client = Client::start(&world, &project);
+    let (error, text) = client.call("search", json!({"query": "zebrafinch", "format": "json"}));
+    assert!(!error, "{text}");
+    assert!(text.contains("knowledge/打斗范式/open-card.md"), "{text}");
+    assert!(!text.contains("言情范式"), "{text}");
+    let (error, text) = client.call(
+        "context_pack",
+        json!({"query": "zebrafinch cipher", "budget": 4000}),
+    );
+    assert!(!error, "{text}");
+    assert!(text.contains("zebrafinch signal"), "{text}");
+    assert!(
+        !text.contains("HIDDEN-BY-BINDINGS") && !text.contains("言情范式"),
+        "{text}"
+    );
+    let (error, text) = client.call(
+        "get_note",
+        json!({"path": "knowledge/言情范式/closed-card.md"}),
+    );
+    assert!(error && !text.contains("HIDDEN-BY-BINDINGS"), "{text}");
+    let (error, text) = client.call(
+        "get_note",
+        json!({"path": "knowledge/言情范式/借物传情.md"}),
+    );
+    assert!(error, "{text}");
+    drop(client);
+
+    // A work's bindings that cannot be read hide every library.
+    assert_eq!(
+        ctxpack::assemble::unbound_libraries(&project),
+        ["knowledge/言情范式"]
+    );
+    common::write(
+        &project.join("works/青灯录/装配.yaml"),
+        "libraries: [打斗范式\n".as_bytes(),
+    );
+    assert_eq!(
+        ctxpack::assemble::unbound_libraries(&project),
+        ["knowledge/打斗范式", "knowledge/言情范式"]
+    );
+    // A folder that is not a writing project hides nothing.
+    assert!(ctxpack::assemble::unbound_libraries(&world.example_vault("vault")).is_empty());
+}
+
+#[test]
 fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
     let world = World::new();
     let outside = world.vault("outside", &[("secret.md", "TOP SECRET")]);

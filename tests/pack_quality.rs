@@ -107,6 +107,7 @@ fn open_lexical(vault: &std::path::Path, dir: std::path::PathBuf) -> Session {
             reranker: None,
             ann: Default::default(),
             vectors: None,
+            hidden: Vec::new(),
         },
     )
     .unwrap()

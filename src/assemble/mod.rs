@@ -556,6 +556,62 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
     out
 }
 
+/// The library folders (relative to `root`) that no work of the writing
+/// project at `root` binds: no agent may read them, so the vault tools
+/// served over the project do not see them either. Empty when `root` has
+/// no recipe. Fails closed: when the recipe or a work's bindings cannot be
+/// read, every library folder is listed.
+pub fn unbound_libraries(root: &Path) -> Vec<String> {
+    let Ok(project) = Project::open(root) else {
+        return Vec::new();
+    };
+    let recipe = match project.read_optional(RECIPE_FILE) {
+        Ok(None) => return Vec::new(),
+        Ok(Some(text)) => Recipe::parse(&text).ok(),
+        Err(_) => None,
+    };
+    let libraries_dir = recipe
+        .as_ref()
+        .map_or_else(|| "knowledge".to_string(), |r| r.libraries_dir.clone());
+    let libraries: Vec<project::Entry> = project
+        .list(&libraries_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.is_dir)
+        .collect();
+    let bound = recipe.and_then(|recipe| bound_libraries(&project, &recipe.bindings));
+    libraries
+        .into_iter()
+        .filter(|e| bound.as_ref().is_none_or(|bound| !bound.contains(&e.name)))
+        .map(|e| e.path)
+        .collect()
+}
+
+/// Every library some work binds, reading the bindings file of each folder
+/// that the bindings template's `{work}` ranges over; `None` when one cannot
+/// be read or the template has other placeholders.
+fn bound_libraries(project: &Project, template: &str) -> Option<BTreeSet<String>> {
+    let bindings_of = |path: &str| -> Option<Vec<String>> {
+        if path.contains('{') {
+            return None;
+        }
+        match project.read_optional(path).ok()? {
+            Some(text) => Bindings::parse(path, &text).ok().map(|b| b.libraries),
+            None => Some(Vec::new()),
+        }
+    };
+    let Some((works_dir, _)) = template.split_once("{work}") else {
+        return bindings_of(template).map(BTreeSet::from_iter);
+    };
+    let mut bound = BTreeSet::new();
+    for work in project.list(works_dir.trim_end_matches('/')).ok()? {
+        if work.is_dir {
+            bound.extend(bindings_of(&template.replace("{work}", &work.name))?);
+        }
+    }
+    Some(bound)
+}
+
 /// Libraries in the libraries folder that the bindings do not name; their
 /// folders are never opened.
 fn unauthorized_libraries(

@@ -724,6 +724,7 @@ impl Context<'_> {
             reranker: None,
             ann: Default::default(),
             vectors: None,
+            hidden: Vec::new(),
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

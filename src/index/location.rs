@@ -22,6 +22,19 @@ pub fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
     Some(cache.join("ctxpack").join(vault_id(root)))
 }
 
+/// The index folder of a view of the vault without the `hidden` folders:
+/// a folder of its own inside `dir`, so that the whole vault's index and
+/// the view's are never rebuilt into one another.
+pub fn view_dir(dir: PathBuf, hidden: &[String]) -> PathBuf {
+    if hidden.is_empty() {
+        return dir;
+    }
+    let mut sorted = hidden.to_vec();
+    sorted.sort();
+    let hash = blake3::hash(sorted.join("\n").as_bytes()).to_hex();
+    dir.join(format!("view-{}", &hash[..16]))
+}
+
 /// A readable, collision-free name for a vault: its folder name and a hash
 /// of its canonical path.
 pub fn vault_id(root: &Path) -> String {

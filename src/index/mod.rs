@@ -112,6 +112,8 @@ pub struct IndexConfig {
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
     pub max_file_bytes: u64,
+    /// Folders left out of the index (see `VaultOptions::hidden`).
+    pub hidden: Vec<String>,
 }
 
 impl IndexConfig {
@@ -120,6 +122,7 @@ impl IndexConfig {
             dir,
             progress: true,
             max_file_bytes: MAX_FILE_BYTES,
+            hidden: Vec::new(),
         }
     }
 }
@@ -253,7 +256,7 @@ impl VaultIndex {
         // update, and they are independent.
         let (opened, walked) = rayon::join(
             || Self::open_committed(root, &config.dir),
-            || walk::walk(root),
+            || walk::walk(root, &config.hidden),
         );
         match opened {
             Ok(mut index) => {
@@ -314,7 +317,7 @@ impl VaultIndex {
         let mut writer: IndexWriter = index.writer_with_num_threads(2, WRITER_MEMORY)?;
         writer.delete_all_documents()?;
         let mut state = IndexState::default();
-        let walked = walk::walk(root);
+        let walked = walk::walk(root, &config.hidden);
         state.walk_problems = walk_diagnostics(walked.problems);
         let work: Vec<Pending> = walked
             .files
@@ -338,7 +341,7 @@ impl VaultIndex {
     /// lock): changed files are found by size and mtime and confirmed by
     /// their content hash.
     pub fn update(&mut self, config: &IndexConfig) -> Result<UpdateReport> {
-        let walked = walk::walk(&self.root);
+        let walked = walk::walk(&self.root, &config.hidden);
         self.update_from(config, walked)
     }
 

@@ -27,12 +27,16 @@ pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct VaultOptions {
     pub max_file_bytes: u64,
+    /// Folders (relative, `/`-separated) that are not part of the vault:
+    /// never listed, indexed or read.
+    pub hidden: Vec<String>,
 }
 
 impl Default for VaultOptions {
     fn default() -> Self {
         VaultOptions {
             max_file_bytes: MAX_FILE_BYTES,
+            hidden: Vec::new(),
         }
     }
 }
@@ -47,6 +51,8 @@ pub struct Vault {
     pub metas: Arc<Vec<NoteMeta>>,
     notes: Vec<OnceLock<Arc<Note>>>,
     max_file_bytes: u64,
+    /// Folders never read (see [`VaultOptions::hidden`]).
+    hidden: Vec<String>,
     /// The description beside each note's entry in `index.md`.
     pub index_descriptions: HashMap<usize, String>,
     /// Notes linked from `hot.md`, in the order of their first link.
@@ -66,7 +72,7 @@ impl Vault {
         if !root.is_dir() {
             bail!("vault {} is not a folder", root.display());
         }
-        let walked = walk::walk(&root);
+        let walked = walk::walk(&root, &options.hidden);
         let mut diagnostics: Vec<Diagnostic> = walked
             .problems
             .into_iter()
@@ -99,6 +105,7 @@ impl Vault {
         }
         let mut vault = Vault::assemble(root, notes, roles, diagnostics);
         vault.max_file_bytes = options.max_file_bytes;
+        vault.hidden = options.hidden.clone();
         Ok(vault)
     }
 
@@ -178,6 +185,7 @@ impl Vault {
             metas,
             notes,
             max_file_bytes: MAX_FILE_BYTES,
+            hidden: Vec::new(),
             index_descriptions: HashMap::new(),
             hot: Vec::new(),
             diagnostics,
@@ -219,7 +227,8 @@ impl Vault {
     /// Reads a file of the vault, refusing paths that lead outside it.
     pub fn read_inside(&self, rel_path: &str) -> Option<String> {
         let path = self.root.join(rel_path).canonicalize().ok()?;
-        if !path.starts_with(&self.root) {
+        let inside = path.strip_prefix(&self.root).ok()?;
+        if walk::is_hidden(&inside.to_string_lossy().replace('\\', "/"), &self.hidden) {
             return None;
         }
         walk::read_text(&path, self.max_file_bytes)
@@ -251,6 +260,11 @@ impl Vault {
                     .collect(),
             )
         })
+    }
+
+    /// Folders this vault does not read (see [`VaultOptions::hidden`]).
+    pub fn set_hidden(&mut self, hidden: Vec<String>) {
+        self.hidden = hidden;
     }
 
     /// Supplies precomputed match keys (one per note, in order).

@@ -35,13 +35,25 @@ pub struct WalkResult {
     pub problems: Vec<(String, String)>,
 }
 
+/// Whether `rel_path` is one of the `hidden` folders or lies inside one.
+pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
+    hidden.iter().any(|folder| {
+        rel_path == folder
+            || rel_path
+                .strip_prefix(folder.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
 /// Lists the Markdown files of the vault at `root` (which must be canonical),
-/// with their size and mtime, sorted by relative path. Folders are listed
-/// first; the files are then stat-ed in parallel, since on a large vault the
-/// stat calls are most of the cost of a no-op update.
-pub fn walk(root: &Path) -> WalkResult {
+/// with their size and mtime, sorted by relative path, leaving out the
+/// `hidden` folders (relative, `/`-separated) and symlinks into them.
+/// Folders are listed first; the files are then stat-ed in parallel, since
+/// on a large vault the stat calls are most of the cost of a no-op update.
+pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
     let mut listing = Listing {
         root,
+        hidden,
         files: Vec::new(),
         problems: Vec::new(),
     };
@@ -66,6 +78,7 @@ pub fn walk(root: &Path) -> WalkResult {
 
 struct Listing<'a> {
     root: &'a Path,
+    hidden: &'a [String],
     files: Vec<Found>,
     problems: Vec<(String, String)>,
 }
@@ -114,8 +127,12 @@ impl Listing<'_> {
             };
             let path = entry.path();
             if file_type.is_dir() {
-                if !SKIPPED_DIRS.contains(&name) && !is_ignored(&ignores, &path, true) {
-                    self.visit_dir(path, join(&rel_dir, name), ignores.clone());
+                let rel_path = join(&rel_dir, name);
+                if !SKIPPED_DIRS.contains(&name)
+                    && !is_hidden(&rel_path, self.hidden)
+                    && !is_ignored(&ignores, &path, true)
+                {
+                    self.visit_dir(path, rel_path, ignores.clone());
                 }
                 continue;
             }
@@ -128,7 +145,13 @@ impl Listing<'_> {
             let rel_path = join(&rel_dir, name);
             let read_path = if file_type.is_symlink() {
                 match fs::canonicalize(&path) {
-                    Ok(target) if target.starts_with(self.root) && target.is_file() => target,
+                    Ok(target) if target.starts_with(self.root) && target.is_file() => {
+                        let inside = target.strip_prefix(self.root).unwrap_or(&target);
+                        if is_hidden(&inside.to_string_lossy().replace('\\', "/"), self.hidden) {
+                            continue;
+                        }
+                        target
+                    }
                     Ok(_) => {
                         self.problems
                             .push((rel_path, "symlink leads outside the vault; skipped".into()));
@@ -226,4 +249,35 @@ pub fn read_text(
         )
     })?;
     Ok((text, meta.modified().ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_folders_and_links_into_them_are_not_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for path in [
+            "open/a.md",
+            "closed/b.md",
+            "closed-too/c.md",
+            "open/closed/d.md",
+        ] {
+            let path = root.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, "text").unwrap();
+        }
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root.join("closed/b.md"), root.join("open/link.md")).unwrap();
+        let listed: Vec<String> = walk(&root, &["closed".to_string()])
+            .files
+            .into_iter()
+            .map(|f| f.rel_path)
+            .collect();
+        assert_eq!(listed, ["closed-too/c.md", "open/a.md", "open/closed/d.md"]);
+        assert!(is_hidden("closed", &["closed".into()]));
+        assert!(!is_hidden("closed-too/c.md", &["closed".into()]));
+    }
 }
