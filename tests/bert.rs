@@ -465,3 +465,82 @@ fn our_forward_pass_agrees_with_candle_transformers() {
         1e-4,
     );
 }
+
+/// candle-transformers' `BertModel` with the pooler and classifier: the
+/// reference score of a (query, passage) pair.
+fn reference_rerank_score(folder: &Path, query: &str, passage: &str) -> f32 {
+    use candle_core::Module;
+    let config: Config =
+        serde_json::from_slice(&fs::read(folder.join("config.json")).unwrap()).unwrap();
+    let weights = fs::read(folder.join("model.safetensors")).unwrap();
+    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu).unwrap();
+    let model = BertModel::load(vb.pp("bert"), &config).unwrap();
+    let h = config.hidden_size;
+    let pooler = candle_nn::linear(h, h, vb.pp("bert.pooler.dense")).unwrap();
+    let classifier = candle_nn::linear(h, 1, vb.pp("classifier")).unwrap();
+    let mut tokenizer = tokenizers::Tokenizer::from_file(folder.join("tokenizer.json")).unwrap();
+    tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams {
+            max_length: 512.min(config.max_position_embeddings),
+            ..Default::default()
+        }))
+        .unwrap();
+    tokenizer.with_padding(None);
+    let encoding = tokenizer.encode((query, passage), true).unwrap();
+    let tensor = |values: &[u32]| {
+        Tensor::new(values, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap()
+    };
+    let hidden = model
+        .forward(
+            &tensor(encoding.get_ids()),
+            &tensor(encoding.get_type_ids()),
+            None,
+        )
+        .unwrap();
+    let first = hidden.narrow(1, 0, 1).unwrap().squeeze(1).unwrap();
+    let pooled = pooler.forward(&first).unwrap().tanh().unwrap();
+    classifier
+        .forward(&pooled)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()[0]
+}
+
+#[test]
+fn the_cross_encoder_agrees_with_candle_transformers() {
+    let world = World::new();
+    let folder = world.path().join("tiny-cross-encoder");
+    write_tiny_bert(&folder, true);
+    let reranker = ctxpack::embed::load_reranker(&folder).unwrap();
+    let query = "raft leader election";
+    // More than one batch of pairs, an empty passage, and one cut at the
+    // 64 positions.
+    let long = "the log of the raft leader and the bread dough ".repeat(10);
+    let passages: Vec<&str> = [
+        "the raft leader",
+        "bread and yeast",
+        "",
+        "moon shadow eclipse",
+        "the log",
+        "a dough",
+        "oven",
+        "raft raft raft",
+        "election of a leader",
+        &long,
+    ]
+    .to_vec();
+    let scores = reranker.score(query, &passages).unwrap();
+    assert_eq!(scores.len(), passages.len());
+    for (passage, score) in passages.iter().zip(&scores) {
+        let expected = reference_rerank_score(&folder, query, passage);
+        assert!(
+            (score - expected).abs() < 1e-5,
+            "{passage:?}: {score} vs {expected}"
+        );
+    }
+}

@@ -1,35 +1,44 @@
-//! BERT sentence-transformers (e.g. all-MiniLM-L6-v2) on the CPU: WordPiece
-//! tokens, the encoder, mean pooling, then normalisation. Built only with
-//! the `bert` feature. candle reads the weights; the forward pass is our
-//! own: a few texts' token rows side by side through the dense layers, each
-//! text attending only to its own rows (no padding, no attention mask);
-//! query, key and value in one product, attention heads read in place,
-//! biases and residuals folded into the products. That doubled the speed of
-//! candle-transformers' `BertModel` here (all-MiniLM-L6-v2 on two cores:
-//! 22 → 44–49 chunks/s), and the vectors agree with it (`tests/bert.rs`
-//! compares them).
+//! BERT on the CPU: the encoder's weights and forward pass ([`Encoder`]),
+//! and on it the sentence-transformer ([`Bert`]: WordPiece tokens, mean
+//! pooling, normalisation; `rerank.rs` builds the cross-encoder on it too).
+//! Built only with the `bert` feature. candle reads the weights; the
+//! forward pass is our own: a few texts' token rows side by side through
+//! the dense layers, each text attending only to its own rows (no padding,
+//! no attention mask); query, key and value in one product, attention heads
+//! read in place, biases and residuals folded into the products. That
+//! doubled the speed of candle-transformers' `BertModel` here
+//! (all-MiniLM-L6-v2 on two cores: 22 → 44–49 chunks/s), and the outputs
+//! agree with it (`tests/bert.rs` compares them).
 
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::kernels::{self, View, matmul};
 
+/// A BERT sentence-transformer: the encoder's outputs mean pooled and
+/// normalised.
 pub struct Bert {
     tokenizer: Tokenizer,
+    encoder: Encoder,
+}
+
+/// A BERT encoder's weights, without tokenizer or head.
+pub struct Encoder {
     embeddings: Embeddings,
     layers: Vec<Layer>,
     hidden: usize,
     heads: usize,
     activation: HiddenAct,
+    pub max_positions: usize,
 }
 
 struct Embeddings {
     words: Vec<f32>,
     positions: Vec<f32>,
-    /// Every input is one segment: token type 0.
-    token_type: Vec<f32>,
+    /// One row per token type (segment).
+    token_types: Vec<f32>,
     norm: LayerNorm,
 }
 
@@ -41,7 +50,7 @@ struct LayerNorm {
 
 /// A dense layer, its weight transposed to `inputs × outputs` row-major so
 /// that `x · weight` is a plain product.
-struct Dense {
+pub struct Dense {
     weight: Vec<f32>,
     bias: Vec<f32>,
     inputs: usize,
@@ -82,7 +91,7 @@ impl LayerNorm {
 }
 
 impl Dense {
-    fn load(vb: VarBuilder, inputs: usize, outputs: usize) -> candle_core::Result<Dense> {
+    pub fn load(vb: VarBuilder, inputs: usize, outputs: usize) -> candle_core::Result<Dense> {
         let weight = tensor(&vb, &[outputs, inputs], "weight")?;
         let mut transposed = vec![0f32; weight.len()];
         for (o, row) in weight.chunks_exact(inputs).enumerate() {
@@ -119,7 +128,7 @@ impl Dense {
     /// `dst = x · weight + bias (+ dst's rows when `residual`)` for `rows`
     /// rows of `x`; `dst` holds the residual on entry when there is one.
     #[inline(always)]
-    fn apply(&self, x: &[f32], rows: usize, dst: &mut [f32], residual: bool) {
+    pub fn apply(&self, x: &[f32], rows: usize, dst: &mut [f32], residual: bool) {
         let dst = &mut dst[..rows * self.outputs];
         for row in dst.chunks_exact_mut(self.outputs) {
             if residual {
@@ -175,12 +184,11 @@ fn load_weights(vb: VarBuilder, config: &Config) -> candle_core::Result<(Embeddi
             &[config.max_position_embeddings, h],
             "position_embeddings.weight",
         )?,
-        token_type: tensor(
+        token_types: tensor(
             &e,
             &[config.type_vocab_size, h],
             "token_type_embeddings.weight",
-        )?[..h]
-            .to_vec(),
+        )?,
         norm: LayerNorm::load(e.pp("LayerNorm"), h, config.layer_norm_eps)?,
     };
     let layers = (0..config.num_hidden_layers)
@@ -189,15 +197,10 @@ fn load_weights(vb: VarBuilder, config: &Config) -> candle_core::Result<(Embeddi
     Ok((embeddings, layers))
 }
 
-impl Bert {
-    pub fn load(
-        config_json: &[u8],
-        safetensors: Vec<u8>,
-        tokenizer_json: &[u8],
-        max_tokens: usize,
-    ) -> Result<Bert, String> {
-        let config: Config =
-            serde_json::from_slice(config_json).map_err(|err| format!("config.json: {err}"))?;
+impl Encoder {
+    /// Reads the encoder from `vb`, where checkpoints store it at the root
+    /// or under the model type.
+    pub fn load(vb: VarBuilder, config: &Config) -> Result<Encoder, String> {
         if config.position_embedding_type != PositionEmbeddingType::Absolute {
             return Err("config.json: only absolute position embeddings are supported".into());
         }
@@ -209,118 +212,88 @@ impl Bert {
         {
             return Err("config.json: the hidden size does not split into the heads".into());
         }
-        let vb = VarBuilder::from_buffered_safetensors(safetensors, DType::F32, &Device::Cpu)
-            .map_err(error("model.safetensors"))?;
-        // Checkpoints store the encoder at the root or under the model type.
-        let (embeddings, layers) = match load_weights(vb.clone(), &config) {
+        let (embeddings, layers) = match load_weights(vb.clone(), config) {
             Ok(weights) => weights,
             Err(err) => match &config.model_type {
-                Some(prefix) => load_weights(vb.pp(prefix), &config)
+                Some(prefix) => load_weights(vb.pp(prefix), config)
                     .map_err(|_| format!("the BERT weights: {err}"))?,
                 None => return Err(format!("the BERT weights: {err}")),
             },
         };
-        let mut tokenizer = Tokenizer::from_bytes(tokenizer_json)
-            .map_err(|err| format!("tokenizer.json: {err}"))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens.min(config.max_position_embeddings),
-                ..Default::default()
-            }))
-            .map_err(|err| format!("tokenizer.json: {err}"))?;
-        tokenizer.with_padding(None);
-        Ok(Bert {
-            tokenizer,
+        Ok(Encoder {
             embeddings,
             layers,
             hidden: config.hidden_size,
             heads: config.num_attention_heads,
             activation: config.hidden_act,
+            max_positions: config.max_position_embeddings,
         })
     }
 
-    pub fn dims(&self) -> usize {
+    pub fn hidden(&self) -> usize {
         self.hidden
     }
 
-    /// The normalised mean-pooled embedding of `text`.
-    pub fn embed(&self, text: &str) -> Result<Vec<f32>, String> {
-        self.embed_many(&[text]).pop().expect("one result per text")
-    }
-
-    /// The embeddings of `texts`, in order, each the normalised mean of its
-    /// tokens' outputs (or why it could not be embedded). The texts run
-    /// through the dense layers together, their token rows side by side
-    /// without padding, and attend only to their own rows.
-    pub fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, String>> {
-        let mut results = Vec::with_capacity(texts.len());
-        let mut ids = Vec::new();
-        let mut lengths = Vec::new();
-        for text in texts {
-            match self.token_ids(text) {
-                Ok(tokens) => {
-                    lengths.push(tokens.len());
-                    ids.extend(tokens);
-                    results.push(Ok(Vec::new()));
-                }
-                Err(err) => results.push(Err(err)),
-            }
-        }
-        let mut pooled = self.encode_dispatch(&ids, &lengths).into_iter();
-        for result in results.iter_mut().filter(|r| r.is_ok()) {
-            *result = Ok(pooled.next().expect("one vector per encoded text"));
-        }
-        results
-    }
-
-    fn token_ids(&self, text: &str) -> Result<Vec<usize>, String> {
-        let encoding = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|err| format!("tokenizing: {err}"))?;
+    /// The token ids and token types of `encoding`, checked against the
+    /// vocabulary and the type table.
+    pub fn inputs(&self, encoding: &Encoding) -> Result<(Vec<usize>, Vec<usize>), String> {
         let vocabulary = self.embeddings.words.len() / self.hidden;
+        let types = self.embeddings.token_types.len() / self.hidden;
         let ids: Vec<usize> = encoding.get_ids().iter().map(|&id| id as usize).collect();
-        match ids.iter().find(|&&id| id >= vocabulary) {
-            Some(id) => Err(format!(
+        let kinds: Vec<usize> = encoding
+            .get_type_ids()
+            .iter()
+            .map(|&t| t as usize)
+            .collect();
+        if let Some(id) = ids.iter().find(|&&id| id >= vocabulary) {
+            return Err(format!(
                 "the encoder: token id {id} is outside the vocabulary"
-            )),
-            None => Ok(ids),
+            ));
         }
+        if let Some(kind) = kinds.iter().find(|&&kind| kind >= types) {
+            return Err(format!(
+                "the encoder: token type {kind} is not in the model"
+            ));
+        }
+        Ok((ids, kinds))
     }
 
-    fn encode_dispatch(&self, ids: &[usize], lengths: &[usize]) -> Vec<Vec<f32>> {
+    /// The last layer's output rows (`hidden` wide) for texts whose token
+    /// ids and types lie one after another in `ids` and `types`, `lengths`
+    /// long.
+    pub fn forward(&self, ids: &[usize], types: &[usize], lengths: &[usize]) -> Vec<f32> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: both target features were detected on this CPU.
-            return unsafe { self.encode_avx2(ids, lengths) };
+            return unsafe { self.forward_avx2(ids, types, lengths) };
         }
-        self.encode(ids, lengths)
+        self.forward_rows(ids, types, lengths)
     }
 
-    /// [`Bert::encode`] compiled for AVX2 and FMA: the elementwise steps
-    /// are inlined into it and vectorised eight wide.
+    /// [`Encoder::forward_rows`] compiled for AVX2 and FMA: the elementwise
+    /// steps are inlined into it and vectorised eight wide.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn encode_avx2(&self, ids: &[usize], lengths: &[usize]) -> Vec<Vec<f32>> {
-        self.encode(ids, lengths)
+    fn forward_avx2(&self, ids: &[usize], types: &[usize], lengths: &[usize]) -> Vec<f32> {
+        self.forward_rows(ids, types, lengths)
     }
 
-    /// The encoder's mean-pooled, normalised outputs for texts whose token
-    /// ids lie one after another in `ids`, `lengths` long.
+    /// The forward pass itself (see [`Encoder::forward`]).
     #[inline(always)]
-    fn encode(&self, ids: &[usize], lengths: &[usize]) -> Vec<Vec<f32>> {
+    fn forward_rows(&self, ids: &[usize], types: &[usize], lengths: &[usize]) -> Vec<f32> {
         let (n, h) = (ids.len(), self.hidden);
         let head = h / self.heads;
         let inner = self.layers.first().map_or(0, |l| l.intermediate.outputs);
         let e = &self.embeddings;
         let mut x = vec![0f32; n * h];
-        let mut rows = x.chunks_exact_mut(h).zip(ids);
+        let mut rows = x.chunks_exact_mut(h).zip(ids.iter().zip(types));
         for &length in lengths {
-            for ((row, &id), position) in
+            for ((row, (&id, &kind)), position) in
                 rows.by_ref().take(length).zip(e.positions.chunks_exact(h))
             {
                 let word = &e.words[id * h..(id + 1) * h];
-                for (((x, w), p), t) in row.iter_mut().zip(word).zip(position).zip(&e.token_type) {
+                let kind = &e.token_types[kind * h..(kind + 1) * h];
+                for (((x, w), p), t) in row.iter_mut().zip(word).zip(position).zip(kind) {
                     *x = w + p + t;
                 }
             }
@@ -382,22 +355,88 @@ impl Bert {
             layer.output_norm.apply(&mut x);
         }
 
-        let mut rows = x.chunks_exact(h);
-        lengths
-            .iter()
-            .map(|&length| {
-                let mut pooled = vec![0f32; h];
-                for row in rows.by_ref().take(length) {
-                    for (m, v) in pooled.iter_mut().zip(row) {
-                        *m += v;
-                    }
-                }
-                let norm = pooled.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-                for m in &mut pooled {
-                    *m /= norm;
-                }
-                pooled
-            })
-            .collect()
+        x
     }
+}
+
+impl Bert {
+    pub fn load(
+        config_json: &[u8],
+        safetensors: Vec<u8>,
+        tokenizer_json: &[u8],
+        max_tokens: usize,
+    ) -> Result<Bert, String> {
+        let config: Config =
+            serde_json::from_slice(config_json).map_err(|err| format!("config.json: {err}"))?;
+        let vb = VarBuilder::from_buffered_safetensors(safetensors, DType::F32, &Device::Cpu)
+            .map_err(error("model.safetensors"))?;
+        let encoder = Encoder::load(vb, &config)?;
+        let tokenizer = tokenizer(tokenizer_json, max_tokens.min(encoder.max_positions))
+            .map_err(|err| format!("tokenizer.json: {err}"))?;
+        Ok(Bert { tokenizer, encoder })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.encoder.hidden
+    }
+
+    /// The normalised mean-pooled embedding of `text`.
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>, String> {
+        self.embed_many(&[text]).pop().expect("one result per text")
+    }
+
+    /// The embeddings of `texts`, in order, each the normalised mean of its
+    /// tokens' outputs (or why it could not be embedded). The texts run
+    /// through the encoder together (see [`Encoder::forward`]).
+    pub fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, String>> {
+        let mut results = Vec::with_capacity(texts.len());
+        let (mut ids, mut types, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+        for text in texts {
+            let inputs = self
+                .tokenizer
+                .encode(*text, true)
+                .map_err(|err| format!("tokenizing: {err}"))
+                .and_then(|encoding| self.encoder.inputs(&encoding));
+            match inputs {
+                Ok((text_ids, text_types)) => {
+                    lengths.push(text_ids.len());
+                    ids.extend(text_ids);
+                    types.extend(text_types);
+                    results.push(Ok(Vec::new()));
+                }
+                Err(err) => results.push(Err(err)),
+            }
+        }
+        let h = self.encoder.hidden;
+        let outputs = self.encoder.forward(&ids, &types, &lengths);
+        let mut rows = outputs.chunks_exact(h);
+        for (result, &length) in results.iter_mut().filter(|r| r.is_ok()).zip(&lengths) {
+            let mut pooled = vec![0f32; h];
+            for row in rows.by_ref().take(length) {
+                for (m, v) in pooled.iter_mut().zip(row) {
+                    *m += v;
+                }
+            }
+            let norm = pooled.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            for m in &mut pooled {
+                *m /= norm;
+            }
+            *result = Ok(pooled);
+        }
+        results
+    }
+}
+
+/// A tokenizer from `tokenizer.json` that cuts inputs at `max_tokens` and
+/// never pads (a model's own file may pad to a fixed length).
+pub fn tokenizer(json: &[u8], max_tokens: usize) -> Result<Tokenizer, String> {
+    let mut tokenizer = Tokenizer::from_bytes(json).map_err(|err| err.to_string())?;
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: max_tokens,
+            ..Default::default()
+        }))
+        .map_err(|err| err.to_string())?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
 }

@@ -1,13 +1,16 @@
-//! A cross-encoder reranker (a BERT classification head) through candle:
-//! it reads the query and a passage together and scores how well the
-//! passage answers. Built only with the `bert` feature.
+//! A cross-encoder reranker (a BERT classification head): it reads the
+//! query and a passage together and scores how well the passage answers.
+//! It runs on our own encoder (`bert.rs`). Built only with the `bert`
+//! feature.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Linear, VarBuilder, linear};
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use candle_core::{DType, Device};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::Config;
+use tokenizers::Tokenizer;
+
+use super::bert::{Dense, Encoder};
 
 /// Pairs are scored this many at a time.
 const BATCH: usize = 8;
@@ -15,11 +18,10 @@ const BATCH: usize = 8;
 const MAX_TOKENS: usize = 512;
 
 pub struct CrossEncoder {
-    bert: BertModel,
-    pooler: Linear,
-    classifier: Linear,
+    encoder: Encoder,
+    pooler: Dense,
+    classifier: Dense,
     tokenizer: Tokenizer,
-    device: Device,
     pub name: String,
 }
 
@@ -46,35 +48,29 @@ impl CrossEncoder {
                 raw["model_type"]
             ));
         }
-        let device = Device::Cpu;
-        let vb =
-            VarBuilder::from_buffered_safetensors(read("model.safetensors")?, DType::F32, &device)
-                .map_err(candle("reranker model.safetensors"))?;
-        let bert = BertModel::load(vb.pp("bert"), &config).map_err(candle("reranker weights"))?;
-        let hidden = config.hidden_size;
-        let pooler = linear(hidden, hidden, vb.pp("bert.pooler.dense"))
+        let vb = VarBuilder::from_buffered_safetensors(
+            read("model.safetensors")?,
+            DType::F32,
+            &Device::Cpu,
+        )
+        .map_err(candle("reranker model.safetensors"))?;
+        let encoder =
+            Encoder::load(vb.pp("bert"), &config).map_err(|err| format!("reranker: {err}"))?;
+        let hidden = encoder.hidden();
+        let pooler = Dense::load(vb.pp("bert.pooler.dense"), hidden, hidden)
             .map_err(candle("reranker pooler"))?;
         let classifier =
-            linear(hidden, 1, vb.pp("classifier")).map_err(candle("reranker classifier"))?;
-        let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?)
-            .map_err(|err| format!("reranker tokenizer.json: {err}"))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS.min(config.max_position_embeddings),
-                ..Default::default()
-            }))
-            .map_err(|err| format!("reranker tokenizer.json: {err}"))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id: config.pad_token_id as u32,
-            ..Default::default()
-        }));
+            Dense::load(vb.pp("classifier"), hidden, 1).map_err(candle("reranker classifier"))?;
+        let tokenizer = super::bert::tokenizer(
+            &read("tokenizer.json")?,
+            MAX_TOKENS.min(encoder.max_positions),
+        )
+        .map_err(|err| format!("reranker tokenizer.json: {err}"))?;
         Ok(CrossEncoder {
-            bert,
+            encoder,
             pooler,
             classifier,
             tokenizer,
-            device,
             name: dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -82,39 +78,45 @@ impl CrossEncoder {
         })
     }
 
-    /// One relevance score per passage for `query`.
+    /// One relevance score per passage for `query`: the classifier over
+    /// the pooled (tanh) output of each pair's first token.
     pub fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+        let h = self.encoder.hidden();
         let mut scores = Vec::with_capacity(passages.len());
         for batch in passages.chunks(BATCH) {
-            let pairs: Vec<(String, String)> = batch
-                .iter()
-                .map(|p| (query.to_string(), p.to_string()))
-                .collect();
-            let encodings = self
-                .tokenizer
-                .encode_batch(pairs, true)
-                .map_err(|err| format!("reranker tokenizing: {err}"))?;
-            let rows =
-                |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> candle_core::Result<Tensor> {
-                    let tensors = encodings
-                        .iter()
-                        .map(|e| Tensor::new(f(e), &self.device))
-                        .collect::<candle_core::Result<Vec<_>>>()?;
-                    Tensor::stack(&tensors, 0)
-                };
-            let batch_scores = (|| -> candle_core::Result<Vec<f32>> {
-                let ids = rows(&|e| e.get_ids())?;
-                let types = rows(&|e| e.get_type_ids())?;
-                let mask = rows(&|e| e.get_attention_mask())?;
-                let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-                let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?;
-                let pooled = self.pooler.forward(&cls)?.tanh()?;
-                self.classifier
-                    .forward(&pooled)?
-                    .squeeze(1)?
-                    .to_vec1::<f32>()
-            })()
-            .map_err(candle("reranker"))?;
+            let (mut ids, mut types, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+            for passage in batch {
+                let encoding = self
+                    .tokenizer
+                    .encode((query, *passage), true)
+                    .map_err(|err| format!("reranker tokenizing: {err}"))?;
+                let (pair_ids, pair_types) = self
+                    .encoder
+                    .inputs(&encoding)
+                    .map_err(|err| format!("reranker: {err}"))?;
+                lengths.push(pair_ids.len());
+                ids.extend(pair_ids);
+                types.extend(pair_types);
+            }
+            let outputs = self.encoder.forward(&ids, &types, &lengths);
+            let mut first_rows = Vec::with_capacity(batch.len() * h);
+            let mut offset = 0;
+            for &length in &lengths {
+                match length {
+                    0 => first_rows.extend(std::iter::repeat_n(0.0, h)),
+                    _ => first_rows.extend_from_slice(&outputs[offset * h..(offset + 1) * h]),
+                }
+                offset += length;
+            }
+            let mut pooled = vec![0f32; batch.len() * h];
+            self.pooler
+                .apply(&first_rows, batch.len(), &mut pooled, false);
+            for value in &mut pooled {
+                *value = value.tanh();
+            }
+            let mut batch_scores = vec![0f32; batch.len()];
+            self.classifier
+                .apply(&pooled, batch.len(), &mut batch_scores, false);
             scores.extend(batch_scores);
         }
         Ok(scores)
