@@ -455,11 +455,7 @@ fn session(vault: &Path, index: &Path) -> Session {
             dir: Some(index.to_path_buf()),
             progress: false,
             model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-            hidden: Vec::new(),
+            ..IndexChoice::default()
         },
     )
     .unwrap()

@@ -103,11 +103,7 @@ fn open_lexical(vault: &std::path::Path, dir: std::path::PathBuf) -> Session {
             dir: Some(dir),
             progress: false,
             model: ModelChoice::Off,
-            qmd: None,
-            reranker: None,
-            ann: Default::default(),
-            vectors: None,
-            hidden: Vec::new(),
+            ..IndexChoice::default()
         },
     )
     .unwrap()
