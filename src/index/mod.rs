@@ -711,6 +711,8 @@ fn dir_size(dir: &Path) -> u64 {
     };
     entries
         .flatten()
+        // A view's index (see `location::view_dir`) is not this index.
+        .filter(|entry| !entry.file_name().to_string_lossy().starts_with("view-"))
         .map(|entry| match entry.file_type() {
             Ok(t) if t.is_dir() => dir_size(&entry.path()),
             _ => entry.metadata().map(|m| m.len()).unwrap_or(0),
