@@ -57,7 +57,7 @@ pub struct Bm25Arm<'a> {
 
 impl Arm for Bm25Arm<'_> {
     fn name(&self) -> &'static str {
-        "bm25"
+        super::BM25_ARM
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
