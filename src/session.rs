@@ -602,29 +602,12 @@ fn coverage_slots(
     let mut fused: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
     let mut explanations: std::collections::BTreeMap<usize, Explanation> =
         std::collections::BTreeMap::new();
-    let mut strengths: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
     for ranking in &rankings {
-        let full_text = |hit: &crate::retrieve::RankedHit| {
-            hit.explanation
-                .arms
-                .iter()
-                .find(|arm| arm.arm == crate::retrieve::BM25_ARM)
-                .map(|arm| arm.score)
-        };
-        let best = ranking
-            .hits
-            .iter()
-            .filter_map(full_text)
-            .fold(0.0, f64::max);
         for (position, hit) in ranking.hits.iter().enumerate() {
             *fused.entry(hit.note).or_default() += 1.0 / (rrf_k + position as f64 + 1.0);
             explanations
                 .entry(hit.note)
                 .or_insert_with(|| hit.explanation.clone());
-            if let Some(score) = full_text(hit).filter(|_| best > 0.0) {
-                let strength = strengths.entry(hit.note).or_default();
-                *strength = strength.max(score / best);
-            }
         }
     }
     let mut order: Vec<usize> = Vec::new();
@@ -691,7 +674,6 @@ fn coverage_slots(
                     .map(frontmatter_rules)
                     .unwrap_or_default(),
                 explanation,
-                strength: strengths.get(&note).copied(),
             }
         })
         .collect();

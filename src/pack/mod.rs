@@ -558,11 +558,10 @@ impl<'a> Packer<'a> {
             .flatten()
             .flat_map(|p| (0..p.len()).map(|i| p.score(i)))
             .fold(0.0_f64, f64::max);
-        let strengths = page_strengths(self.candidates);
         let mut order: Vec<(f64, usize, Option<usize>)> = Vec::new();
         for (rank, page) in pieces.iter().enumerate() {
             let tier = self.vault.metas[self.candidates[rank].note].tier;
-            let weight = rank_weight(rank) * strengths[rank] * tier_weight(tier);
+            let weight = rank_weight(rank) * tier_weight(tier);
             // The summary block alone: the page is named, its summary shown.
             let summary_relevance = BASE_VALUE * best + (relevance.0)(&summaries[rank]).max(0.0);
             order.push((weight * summary_relevance, rank, None));
@@ -1140,36 +1139,11 @@ impl<'a> Packer<'a> {
 }
 
 /// How much a page's rank discounts the value of its text in a
-/// query-aware pack: `1 / sqrt(1 + rank)`. Gentle, because the page's
-/// strength (below) does most of the discounting.
+/// query-aware pack: the second page's sentences count half as much as the
+/// first's, the tenth's a tenth.
 fn rank_weight(rank: usize) -> f64 {
-    1.0 / (1.0 + rank as f64).sqrt()
+    1.0 / (1.0 + rank as f64)
 }
-
-/// How much each page's full-text strength weighs its text: the strength
-/// (its BM25 score as a share of the best page's) to the power
-/// `STRENGTH_EXPONENT`. A page the full-text search did not rank counts
-/// as the weakest page above it. Without full-text scores, all weigh 1.
-fn page_strengths(candidates: &[Candidate]) -> Vec<f64> {
-    let mut weakest = 1.0_f64;
-    candidates
-        .iter()
-        .map(|c| {
-            if let Some(strength) = c.strength {
-                weakest = weakest.min(strength.clamp(0.0, 1.0).powf(STRENGTH_EXPONENT));
-            }
-            weakest
-        })
-        .collect()
-}
-
-/// When the best page's score clearly leads, its text wins the budget;
-/// when several pages score alike, they share it. On SciFact train, the
-/// best page is the relevant one for 100% of queries where the second
-/// page scores under 0.6 of it, and 38% where it scores over 0.9. (SciFact
-/// evidence at 512 / 1024 tokens: 0.677 / 0.822 with rank alone, 0.687 /
-/// 0.832 with this; any exponent from 4 to 16 gives within 0.005.)
-const STRENGTH_EXPONENT: f64 = 8.0;
 
 /// How much a page's tier weighs its text: peripheral pages give way
 /// first, as in the seed.
@@ -1276,7 +1250,6 @@ fn recent_dailies(vault: &Vault, candidates: &[Candidate], count: usize) -> Vec<
             score: 0.0,
             breakdown: Vec::new(),
             explanation: None,
-            strength: None,
         })
         .collect()
 }
@@ -1310,32 +1283,4 @@ fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
         x = next;
     }
     largest
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn candidate(strength: Option<f64>) -> Candidate {
-        Candidate {
-            note: 0,
-            score: 0.0,
-            breakdown: Vec::new(),
-            explanation: None,
-            strength,
-        }
-    }
-
-    #[test]
-    fn page_strengths_follow_the_rank_order() {
-        let half = 0.5_f64.powf(STRENGTH_EXPONENT);
-        let list = [Some(1.0), Some(0.5), None, Some(0.9), Some(0.25)].map(candidate);
-        let weights = page_strengths(&list);
-        // A page without a full-text score, or scoring above a page ranked
-        // before it, weighs as the weakest page above it.
-        assert_eq!(weights[..4], [1.0, half, half, half]);
-        assert!(weights[4] < half);
-        let unscored = [None, None].map(candidate);
-        assert_eq!(page_strengths(&unscored), [1.0, 1.0]);
-    }
 }

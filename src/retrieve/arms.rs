@@ -57,7 +57,7 @@ pub struct Bm25Arm<'a> {
 
 impl Arm for Bm25Arm<'_> {
     fn name(&self) -> &'static str {
-        super::BM25_ARM
+        "bm25"
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {

@@ -26,7 +26,6 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
                 score: f64::from(score),
                 breakdown,
                 explanation: None,
-                strength: None,
             })
         })
         .collect();
@@ -53,7 +52,6 @@ pub fn add_qmd_points(vault: &Vault, candidates: &mut Vec<Candidate>, qmd_notes:
                 score: f64::from(hit.points),
                 breakdown: vec![hit],
                 explanation: None,
-                strength: None,
             }),
         }
     }

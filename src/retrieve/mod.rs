@@ -18,8 +18,6 @@ pub use query::Query;
 
 /// How many candidates a pack considers (seed Step 1).
 pub const CANDIDATE_LIMIT: usize = 20;
-/// The full-text arm's name in explanations and `--weight`.
-pub const BM25_ARM: &str = "bm25";
 
 /// A note chosen as a pack candidate, with why it ranked where it did.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,9 +30,6 @@ pub struct Candidate {
     pub breakdown: Vec<RuleHit>,
     /// The fused ranking's account (hybrid ranking).
     pub explanation: Option<Explanation>,
-    /// The page's full-text (BM25) score as a share of the best one for
-    /// the query that found it, when full-text search ranked it.
-    pub strength: Option<f64>,
 }
 
 /// One scoring rule that fired for one query term.

@@ -22,7 +22,6 @@ pub fn recent_order(vault: &Vault) -> Vec<Candidate> {
         .map(|note| Candidate {
             note,
             score: 0.0,
-            strength: None,
             breakdown: if vault.hot.contains(&note) {
                 vec![RuleHit {
                     rule: Rule::Hot,
