@@ -1286,11 +1286,14 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             }
             if let Some(packs) = &packs {
                 out.push_str(&format!("evidence in pack ({} counter)\n", args.tokenizer));
-                out.push_str("budget  queries  in pack  mean tokens\n");
+                out.push_str("budget  queries  in pack  notes in pack  mean tokens\n");
                 for row in packs {
+                    let notes = row
+                        .notes_in_pack
+                        .map_or_else(|| "-".to_string(), |share| format!("{share:.4}"));
                     out.push_str(&format!(
-                        "{:>6}  {:>7}  {:>7.4}  {:>11.1}\n",
-                        row.budget, row.queries, row.evidence_in_pack, row.mean_tokens
+                        "{:>6}  {:>7}  {:>7.4}  {:>13}  {:>11.1}\n",
+                        row.budget, row.queries, row.evidence_in_pack, notes, row.mean_tokens
                     ));
                 }
             }

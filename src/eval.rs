@@ -227,11 +227,16 @@ mod tests {
 pub struct Evidence {
     pub sentences: Vec<String>,
     pub answers: Vec<String>,
+    /// The vault note names (see `note_name`) of the documents that hold
+    /// it, when the rows say.
+    pub notes: Vec<String>,
 }
 
 #[derive(Deserialize)]
 struct EvidenceRow {
     qid: String,
+    #[serde(default)]
+    doc_id: Option<String>,
     #[serde(default)]
     sentences: Vec<String>,
     #[serde(default)]
@@ -246,6 +251,11 @@ pub fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
         let entry = evidence.entry(row.qid).or_default();
         entry.sentences.extend(row.sentences);
         entry.answers.extend(row.answers);
+        if let Some(doc) = row.doc_id.map(|id| note_name(&id))
+            && !entry.notes.contains(&doc)
+        {
+            entry.notes.push(doc);
+        }
         Ok(())
     })?;
     if evidence.is_empty() {
@@ -264,6 +274,22 @@ impl Evidence {
             self.answers.is_empty() || self.answers.iter().any(|a| bundle.contains(&squash(a)));
         sentences_ok && answers_ok
     }
+
+    /// Every note that holds the evidence is a page of the pack, in any
+    /// form (`None` when the rows name no documents). With `found_in` it
+    /// tells a ranking miss (the note is not there) from a selection miss
+    /// (the note is, its evidence is not).
+    pub fn notes_in(&self, pages: &[crate::pack::PackedPage]) -> Option<bool> {
+        if self.notes.is_empty() {
+            return None;
+        }
+        Some(self.notes.iter().all(|note| {
+            pages.iter().any(|page| {
+                let file = page.path.rsplit('/').next().unwrap_or(&page.path);
+                file.strip_suffix(".md").unwrap_or(file) == note
+            })
+        }))
+    }
 }
 
 fn squash(text: &str) -> String {
@@ -276,6 +302,10 @@ pub struct PackEvalRow {
     pub queries: usize,
     /// Share of queries whose evidence is inside the pack.
     pub evidence_in_pack: f64,
+    /// Share of queries whose every evidence note is a page of the pack,
+    /// among queries whose rows name their documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes_in_pack: Option<f64>,
     pub mean_tokens: f64,
 }
 
@@ -300,7 +330,7 @@ pub fn evaluate_packs(
     budgets
         .iter()
         .map(|&budget| {
-            let results: Vec<(bool, usize)> = judged
+            let results: Vec<(bool, Option<bool>, usize)> = judged
                 .par_iter()
                 .map(|(id, text)| {
                     let pack = session.pack(&PackRequest {
@@ -311,15 +341,24 @@ pub fn evaluate_packs(
                         subqueries: Vec::new(),
                         backlinks: false,
                     });
-                    (evidence[id.as_str()].found_in(&pack.bundle), pack.actual)
+                    let evidence = &evidence[id.as_str()];
+                    (
+                        evidence.found_in(&pack.bundle),
+                        evidence.notes_in(&pack.pages),
+                        pack.actual,
+                    )
                 })
                 .collect();
             let n = results.len().max(1) as f64;
+            let named: Vec<bool> = results.iter().filter_map(|r| r.1).collect();
             PackEvalRow {
                 budget,
                 queries: results.len(),
                 evidence_in_pack: results.iter().filter(|r| r.0).count() as f64 / n,
-                mean_tokens: results.iter().map(|r| r.1 as f64).sum::<f64>() / n,
+                notes_in_pack: (!named.is_empty()).then(|| {
+                    named.iter().filter(|&&found| found).count() as f64 / named.len() as f64
+                }),
+                mean_tokens: results.iter().map(|r| r.2 as f64).sum::<f64>() / n,
             }
         })
         .collect()

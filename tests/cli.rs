@@ -678,3 +678,103 @@ fn an_empty_vault_gives_empty_results() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn eval_reports_evidence_and_its_notes_in_packs() {
+    let world = World::new();
+    let corpus = world.path().join("corpus.jsonl");
+    let filler = "Field notes were copied out by hand each evening. ".repeat(12);
+    let docs = [
+        (
+            "g1",
+            "Glacier retreat",
+            format!(
+                "{filler}Alpine glaciers lost a third of their ice mass between 1990 and 2020. {filler}"
+            ),
+        ),
+        (
+            "c/2",
+            "Coral bleaching",
+            format!("Marine heatwaves bleach reef corals within weeks. {filler}"),
+        ),
+        (
+            "x3",
+            "Bread",
+            format!("Sourdough needs a lively starter. {filler}"),
+        ),
+    ];
+    let lines: Vec<String> = docs
+        .iter()
+        .map(|(id, title, text)| {
+            serde_json::json!({"_id": id, "title": title, "text": text}).to_string()
+        })
+        .collect();
+    common::write(&corpus, lines.join("\n").as_bytes());
+    let queries = world.path().join("queries.tsv");
+    common::write(
+        &queries,
+        b"q1\tglacier ice mass loss\nq2\tcoral reef heatwaves\nq3\tbread starter\n",
+    );
+    // q1 names its document; q2 gives an answer and no document; q3 has
+    // no evidence and is not scored.
+    let evidence = world.path().join("evidence.jsonl");
+    common::write(
+        &evidence,
+        concat!(
+            r#"{"qid": "q1", "doc_id": "g1", "sentences": ["Alpine glaciers lost a third of their ice mass between 1990 and 2020."]}"#,
+            "\n",
+            r#"{"qid": "q2", "answers": ["within a year", "within weeks"]}"#,
+            "\n"
+        )
+        .as_bytes(),
+    );
+    let out = world
+        .cmd()
+        .args([
+            "eval",
+            "--model",
+            "none",
+            "--format",
+            "json",
+            "--budgets",
+            "60,2000",
+        ])
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--queries")
+        .arg(&queries)
+        .arg("--evidence")
+        .arg(&evidence)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let packs = json["packs"].as_array().unwrap();
+    let row = |budget: u64| packs.iter().find(|r| r["budget"] == budget).unwrap();
+    // Sixty tokens hold the header and no page.
+    assert_eq!(row(60)["queries"], 2);
+    assert_eq!(row(60)["evidence_in_pack"], 0.0);
+    assert_eq!(row(60)["notes_in_pack"], 0.0);
+    assert!(row(60)["mean_tokens"].as_f64().unwrap() <= 60.0);
+    assert_eq!(row(2000)["evidence_in_pack"], 1.0);
+    assert_eq!(row(2000)["notes_in_pack"], 1.0);
+
+    let text = ok(&world
+        .cmd()
+        .args(["eval", "--model", "none", "--budgets", "2000"])
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--queries")
+        .arg(&queries)
+        .arg("--evidence")
+        .arg(&evidence)
+        .output()
+        .unwrap());
+    assert!(
+        text.contains("budget  queries  in pack  notes in pack  mean tokens\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  2000        2   1.0000         1.0000"),
+        "{text}"
+    );
+}
