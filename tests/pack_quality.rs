@@ -348,6 +348,29 @@ fn recent_dailies_come_after_the_pages_newest_first() {
     let crdt = cli_pack(&world, &vault, &["crdt", "--dailies", "2"]);
     assert!(paths(&crdt["pages"]).contains(&"journal/2026-05-14.md".to_string()));
     assert_eq!(paths(&crdt["dailies"]), ["journal/2026-05-12.md"]);
+    // A daily the ranking found but the pages had no room for is still one
+    // of the dailies asked for.
+    let crowded = cli_pack(
+        &world,
+        &vault,
+        &[
+            "raft",
+            "--subquery",
+            "leader election",
+            "--dailies",
+            "2",
+            "--budget",
+            "1200",
+        ],
+    );
+    assert!(paths(&crowded["pages"]).contains(&"journal/2026-05-12.md".to_string()));
+    assert_eq!(paths(&crowded["dailies"]), ["journal/2026-05-14.md"]);
+    assert!(
+        paths(&crowded["dropped"])
+            .iter()
+            .all(|p| !p.starts_with("journal/"))
+    );
+    assert!(crowded["actual"].as_u64().unwrap() <= 1200);
     let out = world.pack(&vault, &["paxos", "--dailies", "31"]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -214,7 +214,7 @@ pub fn build_pack_from(
     };
     let matched = ranked.len();
     let mut ranked = ranked.into_iter();
-    let candidates: Vec<Candidate> = ranked.by_ref().take(options.candidate_limit).collect();
+    let mut candidates: Vec<Candidate> = ranked.by_ref().take(options.candidate_limit).collect();
     // Notes the ranking found beyond the candidates, listed up to a limit.
     let below: Vec<DroppedPage> = match mode {
         PackMode::Topic(_) => ranked
@@ -268,17 +268,43 @@ pub fn build_pack_from(
     if options.budget > LARGE_BUDGET {
         pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
     }
-    let dailies = recent_dailies(vault, &candidates, options.dailies);
-    Packer {
-        vault,
-        options,
-        candidates: &candidates,
-        dailies: &dailies,
+    let recent = recent_dailies(vault, options.dailies);
+    let blank = pack.clone();
+    let fill = |pack: &mut Pack, candidates: &[Candidate]| {
+        let dailies: Vec<Candidate> = recent
+            .iter()
+            .filter(|d| !candidates.iter().any(|c| c.note == d.note))
+            .cloned()
+            .collect();
+        pack.candidates = candidates.len();
+        Packer {
+            vault,
+            options,
+            candidates,
+            dailies: &dailies,
+        }
+        .fill(pack);
+    };
+    fill(&mut pack, &candidates);
+    // A recent daily the ranking found but the pages left out is shown
+    // with the dailies instead: it is packed again without it as a page.
+    let displaced: Vec<usize> = recent
+        .iter()
+        .map(|d| d.note)
+        .filter(|&note| {
+            candidates.iter().any(|c| c.note == note)
+                && !pack.pages.iter().any(|p| p.path == vault.metas[note].path)
+        })
+        .collect();
+    let ranked_count = candidates.len();
+    if !displaced.is_empty() {
+        candidates.retain(|c| !displaced.contains(&c.note));
+        pack = blank;
+        fill(&mut pack, &candidates);
     }
-    .fill(&mut pack);
     pack.pages_dropped = pack.candidates - pack.pages.len();
     pack.below_threshold = if matches!(mode, PackMode::Topic(_)) {
-        matched - pack.candidates
+        matched - ranked_count
     } else {
         0
     };
@@ -1230,13 +1256,13 @@ fn duplicate_blocks(
     blocks
 }
 
-/// The `count` most recent daily notes that are not already candidates.
-fn recent_dailies(vault: &Vault, candidates: &[Candidate], count: usize) -> Vec<Candidate> {
+/// The `count` most recent daily notes, newest first.
+fn recent_dailies(vault: &Vault, count: usize) -> Vec<Candidate> {
     if count == 0 {
         return Vec::new();
     }
     let mut dailies: Vec<usize> = (0..vault.metas.len())
-        .filter(|&i| vault.metas[i].daily.is_some() && !candidates.iter().any(|c| c.note == i))
+        .filter(|&i| vault.metas[i].daily.is_some())
         .collect();
     dailies.sort_by(|&a, &b| {
         let (ma, mb) = (&vault.metas[a], &vault.metas[b]);
