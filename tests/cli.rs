@@ -728,26 +728,22 @@ fn eval_reports_evidence_and_its_notes_in_packs() {
         )
         .as_bytes(),
     );
-    let out = world
-        .cmd()
-        .args([
-            "eval",
-            "--model",
-            "none",
-            "--format",
-            "json",
-            "--budgets",
-            "60,2000",
-        ])
-        .arg("--corpus")
-        .arg(&corpus)
-        .arg("--queries")
-        .arg(&queries)
-        .arg("--evidence")
-        .arg(&evidence)
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let eval = |args: &[&str]| {
+        ok(&world
+            .cmd()
+            .args(["eval", "--model", "none"])
+            .args(args)
+            .arg("--corpus")
+            .arg(&corpus)
+            .arg("--queries")
+            .arg(&queries)
+            .arg("--evidence")
+            .arg(&evidence)
+            .output()
+            .unwrap())
+    };
+    let out = eval(&["--format", "json", "--budgets", "60,2000"]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     let packs = json["packs"].as_array().unwrap();
     let row = |budget: u64| packs.iter().find(|r| r["budget"] == budget).unwrap();
     // Sixty tokens hold the header and no page.
@@ -758,17 +754,7 @@ fn eval_reports_evidence_and_its_notes_in_packs() {
     assert_eq!(row(2000)["evidence_in_pack"], 1.0);
     assert_eq!(row(2000)["notes_in_pack"], 1.0);
 
-    let text = ok(&world
-        .cmd()
-        .args(["eval", "--model", "none", "--budgets", "2000"])
-        .arg("--corpus")
-        .arg(&corpus)
-        .arg("--queries")
-        .arg(&queries)
-        .arg("--evidence")
-        .arg(&evidence)
-        .output()
-        .unwrap());
+    let text = eval(&["--budgets", "2000"]);
     assert!(
         text.contains("budget  queries  in pack  notes in pack  mean tokens\n"),
         "{text}"
