@@ -269,7 +269,8 @@ pub fn build_pack_from(
         pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
     }
     let recent = recent_dailies(vault, options.dailies);
-    let blank = pack.clone();
+    // Kept only when a second fill may be needed.
+    let blank = (!recent.is_empty()).then(|| pack.clone());
     let fill = |pack: &mut Pack, candidates: &[Candidate]| {
         let dailies: Vec<Candidate> = recent
             .iter()
@@ -297,7 +298,7 @@ pub fn build_pack_from(
         })
         .collect();
     let ranked_count = candidates.len();
-    if !displaced.is_empty() {
+    if let Some(blank) = blank.filter(|_| !displaced.is_empty()) {
         candidates.retain(|c| !displaced.contains(&c.note));
         pack = blank;
         fill(&mut pack, &candidates);
