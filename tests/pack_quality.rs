@@ -371,6 +371,19 @@ fn recent_dailies_come_after_the_pages_newest_first() {
             .all(|p| !p.starts_with("journal/"))
     );
     assert!(crowded["actual"].as_u64().unwrap() <= 1200);
+    // A topic nothing matches still gets the dailies asked for.
+    let unmatched = cli_pack(&world, &vault, &["zzzqqq", "--dailies", "2"]);
+    assert!(paths(&unmatched["pages"]).is_empty());
+    assert_eq!(
+        paths(&unmatched["dailies"]),
+        ["journal/2026-05-14.md", "journal/2026-05-12.md"]
+    );
+    assert!(
+        unmatched["bundle"]
+            .as_str()
+            .unwrap()
+            .contains("| Pages: 0 / 0\n")
+    );
     let out = world.pack(&vault, &["paxos", "--dailies", "31"]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -207,7 +207,29 @@ proptest! {
         prop_assert!(counted <= budget, "{counted} > {budget}\n{}", pack.bundle);
         prop_assert_eq!(counted, pack.actual);
         prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
-        prop_assert_eq!(session.pack(&request).bundle, pack.bundle);
+        prop_assert_eq!(&session.pack(&request).bundle, &pack.bundle);
+        // Every daily asked for is a page, a daily, or counted as dropped.
+        // Newest first, ties by path, as the packer orders them.
+        let mut recent: Vec<(&str, &str)> = session
+            .vault
+            .metas
+            .iter()
+            .filter_map(|m| m.daily.as_deref().map(|day| (day, m.path.as_str())))
+            .collect();
+        recent.sort_by(|a, b| b.0.cmp(a.0).then(a.1.cmp(b.1)));
+        let shown = recent
+            .iter()
+            .take(dailies)
+            .filter(|&&(_, path)| {
+                pack.pages.iter().chain(&pack.dailies).any(|p| p.path == path)
+            })
+            .count();
+        prop_assert_eq!(
+            shown + pack.dailies_dropped,
+            dailies.min(recent.len()),
+            "{}",
+            pack.bundle
+        );
     }
 }
 

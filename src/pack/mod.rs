@@ -286,21 +286,25 @@ pub fn build_pack_from(
         }
         .fill(pack);
     };
+    let ranked_count = candidates.len();
     fill(&mut pack, &candidates);
     // A recent daily the ranking found but the pages left out is shown
     // with the dailies instead: it is packed again without it as a page.
-    let displaced: Vec<usize> = recent
-        .iter()
-        .map(|d| d.note)
-        .filter(|&note| {
-            candidates.iter().any(|c| c.note == note)
-                && !pack.pages.iter().any(|p| p.path == vault.metas[note].path)
-        })
-        .collect();
-    let ranked_count = candidates.len();
-    if let Some(blank) = blank.filter(|_| !displaced.is_empty()) {
+    // Each round removes a candidate, so this ends.
+    while let Some(blank) = &blank {
+        let displaced: Vec<usize> = recent
+            .iter()
+            .map(|d| d.note)
+            .filter(|&note| {
+                candidates.iter().any(|c| c.note == note)
+                    && !pack.pages.iter().any(|p| p.path == vault.metas[note].path)
+            })
+            .collect();
+        if displaced.is_empty() {
+            break;
+        }
         candidates.retain(|c| !displaced.contains(&c.note));
-        pack = blank;
+        pack = blank.clone();
         fill(&mut pack, &candidates);
     }
     pack.pages_dropped = pack.candidates - pack.pages.len();
@@ -378,7 +382,7 @@ impl<'a> Packer<'a> {
             .collect();
         let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
         let capacity = full_capacity - daily_reserve;
-        if self.candidates.is_empty() {
+        if self.candidates.is_empty() && self.dailies.is_empty() {
             let message = if pack.topic.is_some() {
                 render::EMPTY_TOPIC_TEXT
             } else {
