@@ -138,7 +138,7 @@ fn resolve_source(
         return Ok(found);
     }
     let global = env.global_dir().map(|dir| dir.join("config"));
-    if let Some(file) = global.filter(|f| f.is_file()) {
+    if let Some(file) = global.filter(|f| is_config_file(f)) {
         let vars = read_config_file(&file)?;
         if let Some(vault) = vault_path(&vars, &file, env) {
             return Ok(Resolved {
@@ -174,7 +174,7 @@ fn resolve_named(name: &str, env: &Environment) -> Result<Resolved, ConfigError>
         && !name.starts_with('.');
     let dir = env.global_dir();
     let file = dir.as_ref().map(|d| d.join(format!("config.{name}")));
-    match file.filter(|f| valid && f.is_file()) {
+    match file.filter(|f| valid && is_config_file(f)) {
         Some(file) => {
             let vars = read_config_file(&file)?;
             match vault_path(&vars, &file, env) {
@@ -241,7 +241,7 @@ fn walk_up_dotenv(env: &Environment) -> Result<Option<Resolved>, ConfigError> {
     let mut dir = Some(env.cwd.as_path());
     while let Some(current) = dir {
         let file = current.join(".env");
-        if file.is_file() {
+        if is_config_file(&file) {
             let vars = read_config_file(&file)?;
             if let Some(vault) = vault_path(&vars, &file, env) {
                 return Ok(Some(Resolved {
@@ -287,8 +287,18 @@ fn absolute(base: &Path, path: &Path) -> PathBuf {
     }
 }
 
+/// Config files larger than this are refused.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Whether something that is not a folder stands at `file`: a FIFO or
+/// socket there is found, then refused by [`read_config_file`] with a
+/// message, never opened in a blocking way.
+fn is_config_file(file: &Path) -> bool {
+    fs::metadata(file).is_ok_and(|meta| !meta.is_dir())
+}
+
 fn read_config_file(file: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
-    let text = fs::read_to_string(file)
+    let (text, _) = crate::safe_fs::read_text(file, MAX_CONFIG_BYTES)
         .map_err(|err| ConfigError(format!("cannot read {}: {err}", file.display())))?;
     Ok(parse_env(&text))
 }

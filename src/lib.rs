@@ -27,6 +27,7 @@ pub mod note;
 pub mod pack;
 pub mod parse;
 pub mod retrieve;
+pub mod safe_fs;
 pub mod session;
 pub mod text;
 pub mod tokens;

@@ -70,25 +70,19 @@ impl Project {
         self.resolve(rel).is_ok_and(|p| p.is_file())
     }
 
-    /// Reads `rel` as UTF-8 text; `Ok(None)` when it does not exist.
+    /// Reads `rel` as UTF-8 text; `Ok(None)` when it does not exist. A
+    /// FIFO, socket or device is refused without being opened in a way
+    /// that blocks.
     pub fn read_optional(&self, rel: &str) -> Result<Option<String>, String> {
         let path = self.resolve(rel)?;
-        let meta = match fs::metadata(&path) {
-            Ok(meta) => meta,
+        match fs::metadata(&path) {
+            Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(format!("cannot read {rel}: {err}")),
-        };
-        if !meta.is_file() {
-            return Err(format!("{rel} is not a file"));
         }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(format!(
-                "{rel} is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
-                meta.len()
-            ));
-        }
+        let (bytes, _) = crate::safe_fs::read_bytes(&path, MAX_FILE_BYTES)
+            .map_err(|err| format!("{rel}: {err}"))?;
         self.record(rel);
-        let bytes = fs::read(&path).map_err(|err| format!("cannot read {rel}: {err}"))?;
         String::from_utf8(bytes)
             .map(|text| Some(text.replace("\r\n", "\n")))
             .map_err(|_| format!("{rel} is not valid UTF-8"))
@@ -155,8 +149,18 @@ impl Project {
         let parts: Vec<&str> = rel.split('/').collect();
         for depth in 0..parts.len() {
             let gitignore = dir.join(".gitignore");
-            if gitignore.is_file() {
-                let (matcher, _) = ignore::gitignore::Gitignore::new(&gitignore);
+            if let Ok(real) = gitignore.canonicalize()
+                && real.starts_with(&self.root)
+                && let Ok((text, _)) = crate::safe_fs::read_text(&real, MAX_FILE_BYTES)
+            {
+                let mut builder = ignore::gitignore::GitignoreBuilder::new(&dir);
+                for line in text.lines() {
+                    let _ = builder.add_line(None, line);
+                }
+                let Ok(matcher) = builder.build() else {
+                    dir = dir.join(parts[depth]);
+                    continue;
+                };
                 let below = parts[depth..].join("/");
                 let matched = matcher.matched_path_or_any_parents(&below, false);
                 if matched.is_ignore() {

@@ -224,16 +224,33 @@ impl Vault {
         (descriptions, hot)
     }
 
-    /// Reads a file of the vault, refusing paths that lead outside it.
+    /// Reads a note of the vault (or `index.md`, `hot.md`), refusing every
+    /// other file: whatever the path or symlink, only what the walker
+    /// lists is ever read (never a hidden, skipped or ignored file, nor one
+    /// outside the root).
     pub fn read_inside(&self, rel_path: &str) -> Option<String> {
+        if !self.is_listed(rel_path) {
+            return None;
+        }
         let path = self.root.join(rel_path).canonicalize().ok()?;
-        let inside = path.strip_prefix(&self.root).ok()?;
-        if walk::is_hidden(&inside.to_string_lossy().replace('\\', "/"), &self.hidden) {
+        let target = path.strip_prefix(&self.root).ok()?;
+        let target = target.to_string_lossy().replace('\\', "/");
+        if target != rel_path && !self.is_listed(&target) {
             return None;
         }
         walk::read_text(&path, self.max_file_bytes)
             .ok()
             .map(|(text, _)| text)
+    }
+
+    /// Whether `rel_path` is a note of this vault or one of its role files.
+    fn is_listed(&self, rel_path: &str) -> bool {
+        let is_note = self
+            .metas
+            .binary_search_by(|m| m.path.as_str().cmp(rel_path))
+            .is_ok();
+        (is_note || matches!(rel_path, "index.md" | "hot.md"))
+            && !walk::is_hidden(rel_path, &self.hidden)
     }
 
     /// Resolves a link written in the note at path `from`.

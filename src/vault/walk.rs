@@ -1,7 +1,6 @@
 //! Finding the note files of a vault, and reading them safely.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -9,6 +8,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use crate::safe_fs::{self, special_kind};
 
 /// Folders never read, at any depth.
 pub const SKIPPED_DIRS: [&str; 5] = ["_raw", "_staging", "_archives", "_archived", "_readouts"];
@@ -18,6 +19,8 @@ pub const SKIPPED_FILES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"];
 pub const ROLE_FILES: [&str; 3] = ["index.md", "hot.md", "log.md"];
 /// A file with its own ignore patterns (gitignore syntax), in any folder.
 pub const IGNORE_FILE: &str = ".okignore";
+/// An `.okignore` larger than this is not read.
+const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
 /// A Markdown file found under the root.
 #[derive(Clone, Debug)]
@@ -55,14 +58,36 @@ pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
         root,
         hidden,
         files: Vec::new(),
+        links: Vec::new(),
         problems: Vec::new(),
     };
     listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
     let Listing {
-        files,
+        mut files,
         mut problems,
+        links,
         ..
     } = listing;
+    // A symlink is read only when its target is itself a file the walk
+    // lists: never a hidden, skipped, ignored or non-Markdown file.
+    let mut listed: Vec<&str> = files.iter().map(|f| f.rel_path.as_str()).collect();
+    listed.sort_unstable();
+    let mut linked = Vec::new();
+    for (rel_path, target_rel, target) in links {
+        if listed.binary_search(&target_rel.as_str()).is_ok() {
+            linked.push(Found {
+                rel_path,
+                read_path: target,
+                stat: None,
+            });
+        } else if !is_hidden(&target_rel, hidden) {
+            problems.push((
+                rel_path,
+                "symlink leads to a file the vault does not read; skipped".into(),
+            ));
+        }
+    }
+    files.extend(linked);
     let mut files: Vec<Found> = files
         .into_par_iter()
         .with_min_len(256)
@@ -80,6 +105,9 @@ struct Listing<'a> {
     root: &'a Path,
     hidden: &'a [String],
     files: Vec<Found>,
+    /// Symlinks to Markdown names: relative path, the target's relative
+    /// path and the canonical target.
+    links: Vec<(String, String, PathBuf)>,
     problems: Vec<(String, String)>,
 }
 
@@ -94,17 +122,23 @@ impl Listing<'_> {
             }
         };
         let okignore = dir.join(IGNORE_FILE);
-        if okignore.is_file() {
-            let mut builder = GitignoreBuilder::new(&dir);
-            if let Some(err) = builder.add(&okignore) {
-                self.problems
-                    .push((join(&rel_dir, IGNORE_FILE), format!("bad pattern: {err}")));
-            }
-            match builder.build() {
-                Ok(matcher) => ignores.push(Arc::new(matcher)),
-                Err(err) => self
-                    .problems
-                    .push((join(&rel_dir, IGNORE_FILE), format!("ignored: {err}"))),
+        if fs::symlink_metadata(&okignore).is_ok() {
+            let rel_okignore = join(&rel_dir, IGNORE_FILE);
+            match self.read_ignore_file(&okignore) {
+                Ok(text) => {
+                    let mut builder = GitignoreBuilder::new(&dir);
+                    for line in text.lines() {
+                        if let Err(err) = builder.add_line(None, line) {
+                            self.problems
+                                .push((rel_okignore.clone(), format!("bad pattern: {err}")));
+                        }
+                    }
+                    match builder.build() {
+                        Ok(matcher) => ignores.push(Arc::new(matcher)),
+                        Err(err) => self.problems.push((rel_okignore, format!("ignored: {err}"))),
+                    }
+                }
+                Err(message) => self.problems.push((rel_okignore, message)),
             }
         }
         for entry in entries.flatten() {
@@ -143,35 +177,45 @@ impl Listing<'_> {
                 continue;
             }
             let rel_path = join(&rel_dir, name);
-            let read_path = if file_type.is_symlink() {
+            if file_type.is_symlink() {
                 match fs::canonicalize(&path) {
-                    Ok(target) if target.starts_with(self.root) && target.is_file() => {
+                    Ok(target) if target.starts_with(self.root) => {
                         let inside = target.strip_prefix(self.root).unwrap_or(&target);
-                        if is_hidden(&inside.to_string_lossy().replace('\\', "/"), self.hidden) {
-                            continue;
-                        }
-                        target
+                        self.links
+                            .push((rel_path, inside.to_string_lossy().replace('\\', "/"), target));
                     }
-                    Ok(_) => {
-                        self.problems
-                            .push((rel_path, "symlink leads outside the vault; skipped".into()));
-                        continue;
-                    }
-                    Err(err) => {
-                        self.problems
-                            .push((rel_path, format!("broken symlink: {err}; skipped")));
-                        continue;
-                    }
+                    Ok(_) => self
+                        .problems
+                        .push((rel_path, "symlink leads outside the vault; skipped".into())),
+                    Err(err) => self
+                        .problems
+                        .push((rel_path, format!("broken symlink: {err}; skipped"))),
                 }
-            } else {
-                path
-            };
+                continue;
+            }
+            if let Some(kind) = special_kind(&file_type) {
+                self.problems
+                    .push((rel_path, format!("{kind}, not a regular file; skipped")));
+                continue;
+            }
             self.files.push(Found {
                 rel_path,
-                read_path,
+                read_path: path,
                 stat: None,
             });
         }
+    }
+
+    /// An `.okignore` is read like a note: a regular file inside the vault,
+    /// never through a symlink leading out, never a FIFO.
+    fn read_ignore_file(&self, path: &Path) -> Result<String, String> {
+        let real = fs::canonicalize(path).map_err(|err| format!("cannot read: {err}; ignored"))?;
+        if !real.starts_with(self.root) {
+            return Err("symlink leads outside the vault; ignored".into());
+        }
+        safe_fs::read_text(&real, MAX_IGNORE_FILE_BYTES)
+            .map(|(text, _)| text)
+            .map_err(|err| format!("{err}; ignored"))
     }
 }
 
@@ -215,40 +259,15 @@ pub fn stat(path: &Path) -> Option<(u64, i128)> {
     Some((meta.len(), mtime))
 }
 
-/// Reads a note file as text, refusing files over `max_bytes`, binary files
-/// and invalid UTF-8 with a message saying why.
+/// Reads a note file as text, refusing non-regular files, files over
+/// `max_bytes`, binary files and invalid UTF-8 with a message saying why.
 pub fn read_text(
     path: &Path,
     max_bytes: u64,
 ) -> Result<(String, Option<std::time::SystemTime>), String> {
-    let file = fs::File::open(path).map_err(|err| format!("cannot read: {err}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|err| format!("cannot read: {err}"))?;
-    if meta.len() > max_bytes {
-        return Err(format!(
-            "file is {} bytes, over the {} byte limit; skipped",
-            meta.len(),
-            max_bytes
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot read: {err}"))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(format!("file is over the {max_bytes} byte limit; skipped"));
-    }
-    if bytes[..bytes.len().min(8192)].contains(&0) {
-        return Err("binary file (contains NUL bytes); skipped".into());
-    }
-    let text = String::from_utf8(bytes).map_err(|err| {
-        format!(
-            "invalid UTF-8 at byte {}; skipped",
-            err.utf8_error().valid_up_to()
-        )
-    })?;
-    Ok((text, meta.modified().ok()))
+    safe_fs::read_text(path, max_bytes)
+        .map(|(text, meta)| (text, meta.modified().ok()))
+        .map_err(|err| err.0)
 }
 
 #[cfg(test)]

@@ -1,0 +1,161 @@
+//! Reading files that may be hostile: only regular files are opened (a
+//! FIFO, socket or device would block or never end), without blocking even
+//! when one is swapped in between the check and the open, and never more
+//! than a given number of bytes.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Why a file was not read, worded for a diagnostic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadError(pub String);
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What kind of non-regular file a file type is, or `None` for a regular
+/// file (symlinks are followed by the callers' `metadata`).
+pub fn special_kind(file_type: &fs::FileType) -> Option<&'static str> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return Some("a FIFO");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return Some("a device");
+        }
+    }
+    if file_type.is_dir() {
+        return Some("a folder");
+    }
+    if !file_type.is_file() {
+        return Some("not a regular file");
+    }
+    None
+}
+
+fn not_regular(kind: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{kind}, not a regular file; skipped"),
+    )
+}
+
+/// Opens `path` (following symlinks) for reading if it is a regular file.
+/// The open itself never blocks: it is non-blocking, and the opened file is
+/// checked again, so a FIFO swapped in after the first check is refused too.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let meta = fs::metadata(path)?;
+    if let Some(kind) = special_kind(&meta.file_type()) {
+        return Err(not_regular(kind));
+    }
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path)?;
+    if let Some(kind) = special_kind(&file.metadata()?.file_type()) {
+        return Err(not_regular(kind));
+    }
+    Ok(file)
+}
+
+/// Reads at most `max_bytes` of the regular file at `path`; a larger file
+/// is an error naming its size and the limit.
+pub fn read_bytes(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, fs::Metadata), ReadError> {
+    let file = open_regular(path).map_err(|err| ReadError(describe(&err)))?;
+    let meta = file
+        .metadata()
+        .map_err(|err| ReadError(format!("cannot read: {err}")))?;
+    if meta.len() > max_bytes {
+        return Err(ReadError(format!(
+            "file is {} bytes, over the {max_bytes} byte limit; skipped",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| ReadError(format!("cannot read: {err}")))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ReadError(format!(
+            "file is over the {max_bytes} byte limit; skipped"
+        )));
+    }
+    Ok((bytes, meta))
+}
+
+/// Reads the regular file at `path` as UTF-8 text of at most `max_bytes`,
+/// refusing binary files (a NUL byte anywhere) and invalid UTF-8.
+pub fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Metadata), ReadError> {
+    let (bytes, meta) = read_bytes(path, max_bytes)?;
+    if memchr::memchr(0, &bytes).is_some() {
+        return Err(ReadError(
+            "binary file (contains NUL bytes); skipped".into(),
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|err| {
+        ReadError(format!(
+            "invalid UTF-8 at byte {}; skipped",
+            err.utf8_error().valid_up_to()
+        ))
+    })?;
+    Ok((text, meta))
+}
+
+fn describe(err: &io::Error) -> String {
+    if err.kind() == io::ErrorKind::InvalidInput {
+        err.to_string()
+    } else {
+        format!("cannot read: {err}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_files_are_read_and_limited() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.md");
+        fs::write(&path, "hello").unwrap();
+        assert_eq!(read_text(&path, 10).unwrap().0, "hello");
+        assert!(read_text(&path, 4).unwrap_err().0.contains("over the 4 byte limit"));
+        fs::write(&path, [b'a'; 9000].iter().chain(b"\0").copied().collect::<Vec<u8>>()).unwrap();
+        assert!(read_text(&path, 100_000).unwrap_err().0.contains("NUL"));
+        assert!(read_text(dir.path(), 10).unwrap_err().0.contains("a folder"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_and_sockets_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.md");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+        assert!(read_text(&fifo, 10).unwrap_err().0.contains("a FIFO"));
+        let socket = dir.path().join("sock.md");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert!(read_text(&socket, 10).unwrap_err().0.contains("a socket"));
+        assert!(
+            read_text(Path::new("/dev/zero"), 10)
+                .unwrap_err()
+                .0
+                .contains("a device")
+        );
+    }
+}
