@@ -302,6 +302,21 @@ struct ServeArgs {
         hide_env_values = true
     )]
     token: Option<String>,
+    /// A host name or address clients may reach the HTTP server by (the
+    /// `Host` header); repeatable. Loopback names and the bound address
+    /// (every address of this machine, and its name, for 0.0.0.0 or ::)
+    /// are always allowed.
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    allowed_hosts: Vec<String>,
+    /// Tool calls that run at once; more wait for a turn.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_concurrent_calls: u16,
+    /// Seconds after which a tool call is abandoned with an error.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    call_timeout: u32,
+    /// Open HTTP sessions at most; a new session past this gets 503.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10000), requires = "http")]
+    max_sessions: u32,
 }
 
 #[derive(Debug, Args)]
@@ -1199,16 +1214,41 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         reranker: reranker_choice(cli),
         ann: ann_choice(cli),
         vectors: vector_format(cli),
+        limits: crate::mcp::ServeLimits {
+            concurrent_calls: args.max_concurrent_calls.into(),
+            call_timeout: std::time::Duration::from_secs(args.call_timeout.into()),
+            max_sessions: args.max_sessions as usize,
+        },
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
         Some(address) => {
-            if !address.ip().is_loopback() && args.token.is_none() {
+            let token = match args.token.as_deref() {
+                Some(token) if token.trim().is_empty() => {
+                    return Err(Failure::Usage(
+                        "--token (or CTXPACK_TOKEN) is empty; give a secret, or leave it unset to serve loopback only".into(),
+                    ));
+                }
+                Some(token) if token.chars().any(|c| c.is_control() || c == ' ') => {
+                    return Err(Failure::Usage(
+                        "--token must not contain spaces or control characters".into(),
+                    ));
+                }
+                token => token.map(str::to_string),
+            };
+            if !address.ip().is_loopback() && token.is_none() {
                 return Err(Failure::Usage(format!(
                     "serving on {address}, outside loopback, needs --token (or CTXPACK_TOKEN)"
                 )));
             }
-            crate::mcp::serve_http(options, address, args.token.clone())?
+            for host in &args.allowed_hosts {
+                if host.trim().is_empty() || host.contains(['/', ' ', '@']) {
+                    return Err(Failure::Usage(format!(
+                        "--allowed-host '{host}' is not a host name or address"
+                    )));
+                }
+            }
+            crate::mcp::serve_http(options, address, token, args.allowed_hosts.clone())?
         }
     }
     Ok(())

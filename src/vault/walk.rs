@@ -135,7 +135,9 @@ impl Listing<'_> {
                     }
                     match builder.build() {
                         Ok(matcher) => ignores.push(Arc::new(matcher)),
-                        Err(err) => self.problems.push((rel_okignore, format!("ignored: {err}"))),
+                        Err(err) => self
+                            .problems
+                            .push((rel_okignore, format!("ignored: {err}"))),
                     }
                 }
                 Err(message) => self.problems.push((rel_okignore, message)),
@@ -181,8 +183,11 @@ impl Listing<'_> {
                 match fs::canonicalize(&path) {
                     Ok(target) if target.starts_with(self.root) => {
                         let inside = target.strip_prefix(self.root).unwrap_or(&target);
-                        self.links
-                            .push((rel_path, inside.to_string_lossy().replace('\\', "/"), target));
+                        self.links.push((
+                            rel_path,
+                            inside.to_string_lossy().replace('\\', "/"),
+                            target,
+                        ));
                     }
                     Ok(_) => self
                         .problems
