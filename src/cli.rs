@@ -386,34 +386,46 @@ enum RankerArg {
     Frontmatter,
 }
 
-fn parse_budget(text: &str) -> Result<usize, String> {
-    let value: i64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a whole number of tokens"))?;
-    if value < 1 || value > pack::MAX_BUDGET as i64 {
-        return Err(format!(
-            "budget must be between 1 and {} tokens, got {value}",
-            pack::MAX_BUDGET
-        ));
+/// A whole number in `range`; one too large for any integer type is
+/// out of range, not "not a number".
+fn parse_whole(
+    text: &str,
+    what: &str,
+    unit: &str,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<usize, String> {
+    let out_of_range = |shown: &dyn std::fmt::Display| {
+        format!(
+            "{what} must be between {} and {}{unit}, got {shown}",
+            range.start(),
+            range.end()
+        )
+    };
+    match text.trim().parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(n as usize),
+        Ok(n) => Err(out_of_range(&n)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+            ) =>
+        {
+            Err(out_of_range(&text.trim()))
+        }
+        Err(_) => Err(format!("'{text}' is not a whole number")),
     }
-    Ok(value as usize)
+}
+
+fn parse_budget(text: &str) -> Result<usize, String> {
+    parse_whole(text, "budget", " tokens", 1..=pack::MAX_BUDGET as i64)
 }
 
 fn parse_limit(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..=1000).contains(&n) => Ok(n as usize),
-        Ok(n) => Err(format!("limit must be between 1 and 1000, got {n}")),
-        Err(_) => Err(format!("'{text}' is not a whole number")),
-    }
+    parse_whole(text, "limit", "", 1..=1000)
 }
 
 fn parse_dailies(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (0..=30).contains(&n) => Ok(n as usize),
-        Ok(n) => Err(format!("dailies must be between 0 and 30, got {n}")),
-        Err(_) => Err(format!("'{text}' is not a whole number")),
-    }
+    parse_whole(text, "dailies", "", 0..=30)
 }
 
 fn parse_unit(text: &str) -> Result<f64, String> {
@@ -826,6 +838,7 @@ fn report_open(cli: &Cli, session: &Session) {
 
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
     let topic = args.topic.join(" ");
+    crate::retrieve::query::check_query_length("the topic", &topic).map_err(Failure::Usage)?;
     let mode = if args.recent {
         PackMode::Recent
     } else if topic.trim().is_empty() {
@@ -838,6 +851,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     } else {
         PackMode::Topic(topic)
     };
+    for subquery in &args.subqueries {
+        crate::retrieve::query::check_query_length("a --subquery", subquery)
+            .map_err(Failure::Usage)?;
+    }
     if args.subqueries.len() > MAX_SUBQUERIES {
         return Err(Failure::Usage(format!(
             "at most {MAX_SUBQUERIES} subqueries, got {}",
@@ -909,6 +926,7 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
     if query.trim().is_empty() {
         return Err(Failure::Usage("the query is empty".into()));
     }
+    crate::retrieve::query::check_query_length("the query", &query).map_err(Failure::Usage)?;
     let rank = args.rank.options(Utc::now())?;
     let session = open_session(cli, vault_name)?;
     let results = session.search(&SearchRequest {

@@ -25,6 +25,7 @@ use crate::assemble::AssembleRequest;
 use crate::index::feedback::FeedbackStore;
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
+use crate::retrieve::query::check_query_length;
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, Session,
 };
@@ -584,6 +585,9 @@ impl State {
         if args.query.trim().is_empty() {
             return tool_error("query is empty");
         }
+        if let Err(message) = check_query_length("query", &args.query) {
+            return tool_error(message);
+        }
         let session = self.session();
         let results = session.search(&SearchRequest {
             query: args.query,
@@ -616,6 +620,16 @@ impl State {
             ));
         }
         let subqueries = args.subqueries.unwrap_or_default();
+        for (what, text) in args
+            .query
+            .iter()
+            .map(|q| ("query", q))
+            .chain(subqueries.iter().map(|q| ("a subquery", q)))
+        {
+            if let Err(message) = check_query_length(what, text) {
+                return tool_error(message);
+            }
+        }
         if subqueries.len() > MAX_SUBQUERIES {
             return tool_error(format!(
                 "at most {MAX_SUBQUERIES} subqueries, got {}",
@@ -715,6 +729,12 @@ impl State {
             Ok(relative) => relative,
             Err(message) => return tool_error(message),
         };
+        if !session.vault.is_listed(&relative) {
+            return tool_error(format!(
+                "'{relative}' is not a note of the vault (only the Markdown notes it lists are read: \
+                 never hidden files, skipped folders such as _raw, agent files, log.md or ignored files)"
+            ));
+        }
         let Some(text) = session.vault.read_inside(&relative) else {
             return tool_error(format!("no readable note at '{}' in the vault", args.path));
         };
@@ -811,7 +831,7 @@ pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
             "'{given}' is absolute; give a path relative to the vault"
         ));
     }
-    let mut parts = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
     for component in path.components() {
         match component {
             Component::Normal(part) => parts.push(
@@ -820,6 +840,8 @@ pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
                     .to_string(),
             ),
             Component::CurDir => {}
+            // `..` inside the vault (`a/../a/b.md`) is fine; past its root is not.
+            Component::ParentDir if parts.pop().is_some() => {}
             _ => return Err(format!("'{given}' leads outside the vault")),
         }
     }
@@ -849,6 +871,7 @@ mod tests {
         assert_eq!(inside_vault(root, "./a/./b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "../secret.md").is_err());
         assert!(inside_vault(root, "a/../../x.md").is_err());
+        assert_eq!(inside_vault(root, "a/../a/b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "/etc/passwd").is_err());
         assert!(inside_vault(root, "  ").is_err());
     }

@@ -402,7 +402,10 @@ impl Session {
         let keep = |note: usize| {
             request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags)
         };
-        let ranking = self.rank(&request.query, &request.rank, &keep);
+        // Each arm must return at least as many hits as were asked for.
+        let mut rank = request.rank.clone();
+        rank.depth = rank.depth.max(request.limit);
+        let ranking = self.rank(&request.query, &rank, &keep);
         let total = ranking.hits.len();
         let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
         let paths: Vec<&str> = top
@@ -442,7 +445,7 @@ impl Session {
             })
             .collect();
         SearchResults {
-            query: request.query.clone(),
+            query: collapse_whitespace(&request.query),
             total,
             hits,
             signal_errors: ranking.signal_errors,

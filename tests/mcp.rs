@@ -2,96 +2,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-
 use common::World;
-use serde_json::{Value, json};
-
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Client {
-    fn start(world: &World, vault: &std::path::Path) -> Client {
-        let mut child = world
-            .cmd()
-            .args(["serve", "--vault"])
-            .arg(vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let mut client = Client {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let init = client.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack");
-        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("a response");
-            let message: Value = serde_json::from_str(&line).expect("JSON on stdout");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    /// Calls a tool: (is_error, text of the first content block).
-    fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
-        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        let result = &response["result"];
-        (
-            result["isError"].as_bool().unwrap_or(false),
-            result["content"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::mcp_client::Client;
+use serde_json::json;
 
 #[test]
 fn tools_are_listed_with_schemas() {

@@ -244,7 +244,7 @@ impl Vault {
     }
 
     /// Whether `rel_path` is a note of this vault or one of its role files.
-    fn is_listed(&self, rel_path: &str) -> bool {
+    pub fn is_listed(&self, rel_path: &str) -> bool {
         let is_note = self
             .metas
             .binary_search_by(|m| m.path.as_str().cmp(rel_path))

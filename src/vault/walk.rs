@@ -152,6 +152,13 @@ impl Listing<'_> {
                 ));
                 continue;
             };
+            if name.chars().any(char::is_control) {
+                self.problems.push((
+                    join(&rel_dir, &name.escape_debug().to_string()),
+                    "file name contains control characters; skipped".into(),
+                ));
+                continue;
+            }
             // Hidden files, and the vault's own log, which ctxpack appends
             // to and never reads (tracking it would make every pack look
             // like a change to the vault).
