@@ -384,6 +384,89 @@ mod tests {
         assert_eq!(project.touched(), ["a.md"]);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_closed_library_is_reached_by_no_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("lib/open")).unwrap();
+        fs::create_dir_all(root.join("lib/secret")).unwrap();
+        fs::create_dir_all(root.join("cards")).unwrap();
+        fs::write(root.join("lib/secret/s.md"), "secret").unwrap();
+        fs::write(root.join("lib/open/o.md"), "open").unwrap();
+        std::os::unix::fs::symlink("secret", root.join("lib/alias")).unwrap();
+        std::os::unix::fs::symlink("../lib/secret/s.md", root.join("cards/leak.md")).unwrap();
+        std::os::unix::fs::symlink("../lib/secret", root.join("cards/dir")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("cards/loop")).unwrap();
+        fs::write(root.join("cards/c.md"), "card").unwrap();
+        let mut project = Project::open(root).unwrap();
+        let libraries = project.library_folders("lib").unwrap();
+        let names: Vec<&str> = libraries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["alias", "open", "secret"]);
+        let secret: Vec<&Entry> = libraries.iter().filter(|e| e.name == "secret").collect();
+        project.close_libraries(&secret);
+
+        for path in [
+            "lib/secret/s.md",
+            "lib/alias/s.md",
+            "cards/leak.md",
+            "cards/dir/s.md",
+            "lib/secret/not-there.md",
+        ] {
+            assert_eq!(
+                project.read_optional(path),
+                Err(ReadError::NotAuthorized {
+                    path: path.into(),
+                    library: "lib/secret".into()
+                }),
+                "{path}"
+            );
+        }
+        assert_eq!(project.read("lib/open/o.md").unwrap(), "open");
+        assert_eq!(
+            project.markdown_files("cards").unwrap(),
+            ["cards/c.md"],
+            "no closed entry, and the loop listed once"
+        );
+        assert!(project.list("lib/alias").is_err());
+        assert!(
+            project
+                .touched()
+                .iter()
+                .all(|p| !p.contains("secret") && !p.contains("alias") && !p.contains("leak"))
+        );
+        let refused: Vec<String> = project.refused().into_iter().map(|(p, _)| p).collect();
+        assert!(
+            refused.contains(&"cards/leak.md".to_string()),
+            "{refused:?}"
+        );
+        assert!(refused.contains(&"cards/dir".to_string()), "{refused:?}");
+    }
+
+    #[test]
+    fn unreadable_files_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("bad.md"), b"ok\xff").unwrap();
+        let project = Project::open(dir.path()).unwrap();
+        assert_eq!(
+            project.read_optional("bad.md"),
+            Err(ReadError::Unreadable {
+                path: "bad.md".into(),
+                why: "not valid UTF-8 (at byte 2)".into()
+            })
+        );
+        assert_eq!(project.read_optional("missing.md"), Ok(None));
+    }
+
+    #[test]
+    fn library_names_are_one_folder_name() {
+        for name in ["../x", "/etc", "a/b", "..", ".", "", "a\\b"] {
+            let err = Bindings::parse("b.yaml", &format!("libraries: ['{name}']\n")).unwrap_err();
+            assert!(err.contains("is not a library name"), "{name}: {err}");
+        }
+        assert!(Bindings::parse("b.yaml", "libraries: [甲, .hidden]\n").is_ok());
+    }
+
     #[test]
     fn bindings_accept_chinese_keys() {
         let b = Bindings::parse("b", "知识绑定: [甲]\n槽位:\n  writer: a.md\n").unwrap();

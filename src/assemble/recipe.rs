@@ -574,4 +574,29 @@ mod tests {
         assert!(expand("{nope}", &values).is_err());
         assert!(expand("{work", &values).is_err());
     }
+
+    #[test]
+    fn widths_are_bounded_digits_on_unit_only() {
+        let values = Placeholders {
+            work: "w",
+            unit: 7,
+            agent: "a",
+            scenario: "s",
+            purpose: "p",
+        };
+        assert_eq!(expand("{unit:016}", &values).unwrap(), "0000000000000007");
+        assert_eq!(expand("{unit:0}", &values).unwrap(), "7");
+        for (template, message) in [
+            ("{unit:65536}", "too large: at most 16 digits"),
+            ("{unit:17}", "too large"),
+            ("{unit:99999999999999999999999}", "too large"),
+            ("{unit:+3}", "bad width '+3'"),
+            ("{unit:}", "bad width ''"),
+            ("{unit:-3}", "bad width '-3'"),
+            ("{work:3}", "only {unit} takes a width"),
+        ] {
+            let err = expand(template, &values).unwrap_err();
+            assert!(err.contains(message), "{template}: {err}");
+        }
+    }
 }
