@@ -258,14 +258,13 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
                 recipe.libraries_dir
             )));
         }
-        Err(err) => return Err(project_error(err)),
+        Err(err) => return Err(usage(err)),
     };
     let unbound: Vec<&project::Entry> = libraries
         .iter()
         .filter(|e| !bindings.libraries.contains(&e.name))
         .collect();
     project.close_libraries(&unbound);
-    let project = project;
     let mut omitted = unauthorized_libraries(&unbound, &bindings_path);
     if let Some(candidate) = &request.candidate
         && let Some(library) = project.closed_library_of(candidate)

@@ -199,13 +199,16 @@ impl Project {
             path: rel.to_string(),
             why,
         };
-        match fs::metadata(&path) {
-            Ok(_) => {}
+        let file = match crate::safe_fs::open_regular(&path) {
+            Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(unreadable(err.to_string()));
+            }
             Err(err) => return Err(unreadable(format!("cannot read: {err}"))),
-        }
-        let (bytes, _) =
-            crate::safe_fs::read_bytes(&path, MAX_FILE_BYTES).map_err(|err| unreadable(err.0))?;
+        };
+        self.check_opened(rel, &file)?;
+        let bytes = read_limited(file).map_err(unreadable)?;
         self.record(rel);
         String::from_utf8(bytes)
             .map(|text| Some(text.replace("\r\n", "\n")))
@@ -215,6 +218,35 @@ impl Project {
                     err.utf8_error().valid_up_to()
                 ))
             })
+    }
+
+    /// Checks where the opened file really is: a symlink swapped in after
+    /// `resolve` looked would otherwise lead the read around the gate.
+    fn check_opened(&self, rel: &str, file: &fs::File) -> Result<(), ReadError> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(real) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                if !real.starts_with(&self.root) {
+                    return Err(ReadError::Refused(format!(
+                        "path '{rel}' leads outside the project root"
+                    )));
+                }
+                if let Some(library) = self.closed_library(&real) {
+                    let library = library.to_string();
+                    if let Ok(mut refused) = self.refused.lock() {
+                        refused.push((rel.to_string(), library.clone()));
+                    }
+                    return Err(ReadError::NotAuthorized {
+                        path: rel.to_string(),
+                        library,
+                    });
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (rel, file);
+        Ok(())
     }
 
     /// Reads `rel`, which must exist.
@@ -323,6 +355,28 @@ impl Project {
         }
         ignored
     }
+}
+
+/// The bytes of an opened regular file, refused over `MAX_FILE_BYTES`.
+fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let len = file
+        .metadata()
+        .map_err(|err| format!("cannot read: {err}"))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        return Err(format!(
+            "file is {len} bytes, over the {MAX_FILE_BYTES} byte limit"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read: {err}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("file is over the {MAX_FILE_BYTES} byte limit"));
+    }
+    Ok(bytes)
 }
 
 pub struct Entry {
