@@ -495,6 +495,19 @@ mod tests {
             "{refused:?}"
         );
         assert!(refused.contains(&"cards/dir".to_string()), "{refused:?}");
+
+        // A symlink swapped in after the path was checked: the opened file
+        // is checked again.
+        #[cfg(target_os = "linux")]
+        {
+            let swapped = fs::File::open(root.join("lib/secret/s.md")).unwrap();
+            assert!(matches!(
+                project.check_opened("cards/c.md", &swapped),
+                Err(ReadError::NotAuthorized { .. })
+            ));
+            let fine = fs::File::open(root.join("cards/c.md")).unwrap();
+            assert_eq!(project.check_opened("cards/c.md", &fine), Ok(()));
+        }
     }
 
     #[test]
