@@ -1223,6 +1223,8 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 
 fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
+    // A project whose recipe is broken is refused before anything is served.
+    assemble::unbound_libraries(&root).map_err(Failure::Usage)?;
     let vars = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
     let options = crate::mcp::ServeOptions {
         root,

@@ -280,7 +280,8 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             vectors: options.vectors,
             // Served over a writing project, the vault tools see what some
             // work may read, never a library no work binds.
-            hidden: crate::assemble::unbound_libraries(&options.root),
+            hidden: crate::assemble::unbound_libraries(&options.root)
+                .map_err(anyhow::Error::msg)?,
         },
     )
 }

@@ -222,7 +222,7 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
 
     // A work's bindings that cannot be read hide every library.
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project),
+        ctxpack::assemble::unbound_libraries(&project).unwrap(),
         ["knowledge/言情范式"]
     );
     common::write(
@@ -230,11 +230,15 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
         "libraries: [打斗范式\n".as_bytes(),
     );
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project),
+        ctxpack::assemble::unbound_libraries(&project).unwrap(),
         ["knowledge/打斗范式", "knowledge/言情范式"]
     );
     // A folder that is not a writing project hides nothing.
-    assert!(ctxpack::assemble::unbound_libraries(&world.example_vault("vault")).is_empty());
+    assert!(
+        ctxpack::assemble::unbound_libraries(&world.example_vault("vault"))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -345,4 +349,160 @@ fn many_calls_in_flight_are_all_answered() {
             "{query}: {top}"
         );
     }
+}
+
+/// Runs `ctxpack serve` over `root`, sends `messages` and collects what it
+/// prints until the responses to `ids` arrive or it exits: (stdout lines,
+/// exit code if it exited, stderr).
+fn serve_raw(
+    world: &World,
+    root: &std::path::Path,
+    messages: &[Value],
+    ids: &[u64],
+) -> (Vec<String>, Option<i32>, String) {
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(root)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    for message in messages {
+        // A server that refused to start has closed its input.
+        if writeln!(stdin, "{message}").is_err() {
+            break;
+        }
+    }
+    let _ = stdin.flush();
+    let mut printed = Vec::new();
+    let mut waiting: Vec<u64> = ids.to_vec();
+    while !waiting.is_empty() {
+        let Ok(line) = lines.recv_timeout(std::time::Duration::from_secs(60)) else {
+            break;
+        };
+        if let Ok(message) = serde_json::from_str::<Value>(&line) {
+            waiting.retain(|id| message["id"] != *id);
+        }
+        printed.push(line);
+    }
+    // A closed output may come a moment before the exit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut status = child.try_wait().unwrap();
+    while status.is_none() && !waiting.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        status = child.try_wait().unwrap();
+    }
+    let code = match status {
+        Some(status) => status.code(),
+        None => {
+            let _ = child.kill();
+            child.wait().unwrap();
+            None
+        }
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (printed, code, stderr)
+}
+
+#[test]
+fn a_project_whose_recipe_does_not_parse_is_not_served() {
+    let world = World::new();
+    let project = world.example("novel");
+    // A custom libraries folder: the fallback `knowledge` would hide nothing.
+    std::fs::rename(project.join("knowledge"), project.join("资料库")).unwrap();
+    let recipe = project.join("meta/recipe.yaml");
+    let text = std::fs::read_to_string(&recipe)
+        .unwrap()
+        .replace("libraries_dir: knowledge", "libraries_dir: 资料库");
+    std::fs::write(&recipe, &text).unwrap();
+    common::write(
+        &project.join("资料库/言情范式/closed-card.md"),
+        "# Closed card\n\nThe quokka ledger is UNBOUND-MARKER.\n".as_bytes(),
+    );
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    let messages = [
+        initialize,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "quokka ledger"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_note", "arguments": {"path": "资料库/言情范式/closed-card.md"}}}),
+    ];
+    // With the recipe intact, the unbound library is hidden.
+    let (printed, code, _) = serve_raw(&world, &project, &messages, &[1, 2, 3]);
+    assert_eq!(code, None, "served");
+    assert_eq!(printed.len(), 3, "{printed:?}");
+    assert!(!printed.concat().contains("UNBOUND-MARKER"), "{printed:?}");
+
+    // Broken (an unknown key), it is refused: nothing is served.
+    std::fs::write(&recipe, format!("{text}\nunknown_key: 1\n")).unwrap();
+    let (printed, code, stderr) = serve_raw(&world, &project, &messages, &[1, 2, 3]);
+    assert!(!printed.concat().contains("UNBOUND-MARKER"), "{printed:?}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("meta/recipe.yaml") && stderr.contains("unknown_key"),
+        "{stderr}"
+    );
+    assert!(ctxpack::assemble::unbound_libraries(&project).is_err());
+}
+
+#[test]
+fn no_assemble_route_lets_the_vault_tools_serve_an_unbound_card() {
+    let world = World::new();
+    let project = world.example("novel");
+    common::write(
+        &project.join("knowledge/言情范式/密卷.md"),
+        "---\n类型: 人物\n名称: 林砚\n场景类型: [悬疑, 对峙, 追逐]\n---\n## 要点\n\n\
+         The quokka cipher is UNBOUND-MARKER.\n"
+            .as_bytes(),
+    );
+    std::os::unix::fs::symlink(
+        "../../knowledge/言情范式/密卷.md",
+        project.join("works/青灯录/草稿.md"),
+    )
+    .unwrap();
+    let mut client = Client::start(&world, &project);
+    for candidate in ["knowledge/言情范式/密卷.md", "works/青灯录/草稿.md"] {
+        let (error, text) = client.call(
+            "assemble",
+            json!({"work": "青灯录", "scenario": "validation", "chapter": 9, "intent": "x", "candidate": candidate}),
+        );
+        assert!(error, "{candidate}: {text}");
+        assert!(
+            text.contains("leads into library knowledge/言情范式")
+                && !text.contains("UNBOUND-MARKER"),
+            "{text}"
+        );
+    }
+    let (error, text) = client.call(
+        "assemble",
+        json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "format": "json"}),
+    );
+    assert!(!error && !text.contains("UNBOUND-MARKER"), "{text}");
+    let review: Value = serde_json::from_str(&text).unwrap();
+    let review = review["review_file"].as_str().unwrap().to_string();
+    assert!(
+        std::fs::read_to_string(project.join(&review))
+            .unwrap()
+            .contains("not_authorized · knowledge/言情范式")
+    );
+    // The review copy is a note like any other: it holds nothing gated.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (error, text) = client.call("search", json!({"query": "quokka cipher"}));
+    assert!(!error && !text.contains("UNBOUND-MARKER"), "{text}");
+    let (error, text) = client.call("get_note", json!({"path": review}));
+    assert!(!text.contains("UNBOUND-MARKER"), "{error} {text}");
+    let (error, text) = client.call("get_note", json!({"path": "works/青灯录/草稿.md"}));
+    assert!(error && !text.contains("UNBOUND-MARKER"), "{text}");
 }
