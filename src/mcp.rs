@@ -730,14 +730,19 @@ impl State {
             Ok(relative) => relative,
             Err(message) => return tool_error(message),
         };
+        // One message for a missing note and a file never read, so the
+        // answer does not tell whether a hidden file exists.
+        let not_a_note = || {
+            tool_error(format!(
+                "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
+                 agent files, log.md, ignored and non-Markdown files are never read)"
+            ))
+        };
         if !session.vault.is_listed(&relative) {
-            return tool_error(format!(
-                "'{relative}' is not a note of the vault (only the Markdown notes it lists are read: \
-                 never hidden files, skipped folders such as _raw, agent files, log.md or ignored files)"
-            ));
+            return not_a_note();
         }
         let Some(text) = session.vault.read_inside(&relative) else {
-            return tool_error(format!("no readable note at '{}' in the vault", args.path));
+            return not_a_note();
         };
         if let Some(heading) = args.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
@@ -875,6 +880,43 @@ mod tests {
         assert_eq!(inside_vault(root, "a/../a/b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "/etc/passwd").is_err());
         assert!(inside_vault(root, "  ").is_err());
+    }
+
+    #[test]
+    fn a_panicking_tool_is_a_tool_error_and_the_server_goes_on() {
+        let vault = tempfile::tempdir().unwrap();
+        let index = tempfile::tempdir().unwrap();
+        std::fs::write(vault.path().join("a.md"), "# A\n\nalpha\n").unwrap();
+        let server = CtxpackServer::open(ServeOptions {
+            root: vault.path().canonicalize().unwrap(),
+            index_dir: Some(index.path().to_path_buf()),
+            model: ModelChoice::Off,
+            qmd: None,
+            reranker: None,
+            ann: Default::default(),
+            vectors: None,
+            limits: ServeLimits::default(),
+        })
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let failed = runtime.block_on(server.call("search", |_| panic!("a bug")));
+        assert_eq!(failed.is_error, Some(true));
+        let text = serde_json::to_string(&failed.content).unwrap();
+        assert!(text.contains("internal error in search"), "{text}");
+        assert!(!text.contains("a bug"), "{text}");
+        let answered = runtime.block_on(server.call("search", |state| {
+            state.search(SearchArgs {
+                query: "alpha".into(),
+                limit: None,
+                folder: None,
+                tags: None,
+                explain: None,
+            })
+        }));
+        assert_eq!(answered.is_error, Some(false));
     }
 
     #[test]

@@ -2,9 +2,12 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+
 use common::World;
 use common::mcp_client::Client;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn tools_are_listed_with_schemas() {
@@ -290,7 +293,7 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "get_note",
             json!({"path": "missing.md"}),
-            "no readable note",
+            "no note 'missing.md' in the vault",
         ),
         (
             "mark_useful",
@@ -328,11 +331,9 @@ fn many_calls_in_flight_are_all_answered() {
     }
     let mut answered = std::collections::BTreeMap::new();
     while answered.len() < 50 {
-        let line = client
-            .lines
-            .recv_timeout(std::time::Duration::from_secs(60))
+        let message = client
+            .receive(std::time::Duration::from_secs(60))
             .expect("all answers");
-        let message: Value = serde_json::from_str(&line).unwrap();
         let id = message["id"].as_u64().unwrap();
         let text = message["result"]["content"][0]["text"]
             .as_str()
@@ -505,4 +506,51 @@ fn no_assemble_route_lets_the_vault_tools_serve_an_unbound_card() {
     assert!(!text.contains("UNBOUND-MARKER"), "{error} {text}");
     let (error, text) = client.call("get_note", json!({"path": "works/青灯录/草稿.md"}));
     assert!(error && !text.contains("UNBOUND-MARKER"), "{text}");
+}
+
+/// A vault with one long note: packing it whole at the largest budget is
+/// the slowest call a client can make.
+fn long_note_vault(world: &World) -> std::path::PathBuf {
+    let sentence = "Raft elects a leader and the leader replicates the log to every follower. ";
+    let body: String = (0..2_000)
+        .map(|i| format!("## Part {i}\n\n{}\n\n", sentence.repeat(12)))
+        .collect();
+    world.vault(
+        "vault",
+        &[
+            ("long.md", &format!("# Long\n\n{body}")),
+            ("short.md", "# Short\n\nalpha\n"),
+        ],
+    )
+}
+
+#[test]
+fn a_slow_call_stalls_no_other_and_is_abandoned_at_the_timeout() {
+    let world = World::new();
+    let vault = long_note_vault(&world);
+    let mut client = Client::start_with(&world, &vault, &["--call-timeout", "1"]);
+    let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+        "name": "context_pack",
+        "arguments": {"query": "raft leader log", "budget_tokens": 100000, "tokenizer": "o200k"}
+    }});
+    client.send(slow);
+    client.send(
+        json!({"jsonrpc": "2.0", "id": "quick", "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "alpha"}
+        }}),
+    );
+    let wait = std::time::Duration::from_secs(60);
+    let first = client.receive(wait).expect("an answer");
+    assert_eq!(
+        first["id"], "quick",
+        "the search waited for the pack: {first}"
+    );
+    let second = client.receive(wait).expect("an answer");
+    assert_eq!(second["id"], "slow");
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    let text = second["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("took longer than 1 s"), "{text}");
+    // The server goes on answering.
+    let (is_error, text) = client.call("search", json!({"query": "alpha"}));
+    assert!(!is_error && text.contains("short.md"), "{text}");
 }
