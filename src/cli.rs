@@ -484,7 +484,11 @@ impl From<config::ConfigError> for Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        Failure::Runtime(err)
+        // A policy that does not parse is the user's configuration to fix.
+        match err.downcast_ref::<crate::privacy::PolicyError>() {
+            Some(policy) => Failure::Usage(policy.to_string()),
+            None => Failure::Runtime(err),
+        }
     }
 }
 

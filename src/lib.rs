@@ -25,6 +25,7 @@ pub mod index;
 pub mod mcp;
 pub mod note;
 pub mod pack;
+pub mod privacy;
 pub mod parse;
 pub mod retrieve;
 pub mod safe_fs;

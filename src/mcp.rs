@@ -741,9 +741,10 @@ impl State {
         if !session.vault.is_listed(&relative) {
             return not_a_note();
         }
-        let Some(text) = session.vault.read_inside(&relative) else {
+        let Some(prepared) = session.vault.read_prepared(&relative) else {
             return not_a_note();
         };
+        let text = prepared.text;
         if let Some(heading) = args.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
             let wanted = crate::text::fold(&heading);

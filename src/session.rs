@@ -15,6 +15,7 @@ use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
+use crate::privacy::Policy;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::qmd::QmdConfig;
@@ -141,6 +142,7 @@ impl Session {
         let root = root
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
+        let policy = Arc::new(Policy::load(&root)?);
         let index_dir = location::index_dir(&root, choice.dir.as_deref())
             .map(|dir| location::view_dir(dir, &choice.hidden));
         let opened = match &index_dir {
@@ -160,6 +162,7 @@ impl Session {
             Ok((index, report)) => {
                 let mut vault = index.vault();
                 vault.set_hidden(choice.hidden.clone());
+                vault.set_policy(Arc::clone(&policy));
                 (vault, Some(index), Some(report), None)
             }
             Err(error) => (
@@ -167,6 +170,7 @@ impl Session {
                     &root,
                     &VaultOptions {
                         hidden: choice.hidden.clone(),
+                        policy: Arc::clone(&policy),
                         ..VaultOptions::default()
                     },
                 )?,
