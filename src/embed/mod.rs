@@ -196,14 +196,23 @@ fn read_entry<R: Read + std::io::Seek>(
         .by_name(name)
         .map_err(|err| format!("cannot read {name}: {err}"))?;
     let limit = limit.min(*budget);
+    let too_large = || format!("{name} is larger than the {limit} bytes a model import reads of it");
+    let declared = entry.size();
+    if declared > limit {
+        return Err(too_large());
+    }
     let mut bytes = Vec::new();
     entry
         .take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| format!("cannot read {name}: {err}"))?;
     if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    if bytes.len() as u64 != declared {
         return Err(format!(
-            "{name} is larger than the {limit} bytes a model import reads of it"
+            "{name} is damaged: the archive says {declared} bytes, it holds {}",
+            bytes.len()
         ));
     }
     *budget -= bytes.len() as u64;

@@ -731,6 +731,7 @@ mod tests {
 /// readers only open files `meta.json` names, and tantivy's meta lock is
 /// held so none is between reading `meta.json` and opening its files.
 fn remove_uncommitted_files(index: &Index, tantivy_dir: &Path) -> Result<()> {
+    use tantivy::directory::Directory;
     let metas = index
         .load_metas()
         .map_err(|err| anyhow!("cannot read the full-text index: {err}"))?;
