@@ -42,6 +42,10 @@ pub const TARGETS: &[Target] = &[
         run: schema,
     },
     Target {
+        name: "template",
+        run: template,
+    },
+    Target {
         name: "wheel",
         run: wheel,
     },
@@ -161,6 +165,18 @@ pub fn recipe(data: &[u8]) {
     let _ = crate::assemble::recipe::Recipe::parse(&text(data));
 }
 
+/// A recipe's path template expanded (`{work}`, `{unit:03}`, …).
+pub fn template(data: &[u8]) {
+    let values = crate::assemble::recipe::Placeholders {
+        work: "书",
+        unit: -7,
+        agent: "writer",
+        scenario: "s",
+        purpose: "generation",
+    };
+    let _ = crate::assemble::recipe::expand(&text(data), &values);
+}
+
 /// Runs `f` with this thread's scratch folder, emptied first.
 fn with_scratch(f: impl FnOnce(&Path)) {
     SCRATCH.with(|cell| {
@@ -169,7 +185,10 @@ fn with_scratch(f: impl FnOnce(&Path)) {
             .get_or_insert_with(|| tempfile::tempdir().expect("a temporary folder"))
             .path()
             .to_path_buf();
-        for entry in fs::read_dir(&dir).expect("list the scratch folder").flatten() {
+        for entry in fs::read_dir(&dir)
+            .expect("list the scratch folder")
+            .flatten()
+        {
             let path = entry.path();
             let _ = if path.is_dir() {
                 fs::remove_dir_all(&path)

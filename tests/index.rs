@@ -345,7 +345,9 @@ fn killing_an_incremental_update_never_breaks_later_updates() {
     let index = world.path().join("index");
     ok(&index_cmd(&world, &vault, &index, &[]));
     let bin = env!("CARGO_BIN_EXE_ctxpack");
-    let delays_ms = [5u64, 15, 25, 35, 50, 65, 80, 100, 120, 150, 180, 220, 270, 350];
+    let delays_ms = [
+        5u64, 15, 25, 35, 50, 65, 80, 100, 120, 150, 180, 220, 270, 350,
+    ];
     for (round, delay_ms) in delays_ms.into_iter().enumerate() {
         let word = format!("appended{round}");
         let changed = append_to_notes(&vault, notes, round, &word);
@@ -430,7 +432,10 @@ fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
     let vault = world.vault(
         "vault",
         &[
-            ("a.md", &note("Alpha", "The zebra crossing is painted white.")),
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
             ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
         ],
     );
@@ -438,7 +443,11 @@ fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
     let index = world.path().join("index");
     let config = IndexConfig::new(index.clone());
     VaultIndex::open(&root, &config).unwrap();
-    fs::write(vault.join("a.md"), note("Alpha", "The zebra crossing is now blue.")).unwrap();
+    fs::write(
+        vault.join("a.md"),
+        note("Alpha", "The zebra crossing is now blue."),
+    )
+    .unwrap();
     // What a writer killed just before its commit leaves: the delete file
     // it wrote for the old segment (under the very name the next update
     // writes), and segment files of its own.
@@ -464,7 +473,10 @@ fn an_update_that_still_fails_rebuilds_the_index() {
     let vault = world.vault(
         "vault",
         &[
-            ("a.md", &note("Alpha", "The zebra crossing is painted white.")),
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
             ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
         ],
     );
@@ -472,7 +484,11 @@ fn an_update_that_still_fails_rebuilds_the_index() {
     let index = world.path().join("index");
     let config = IndexConfig::new(index.clone());
     VaultIndex::open(&root, &config).unwrap();
-    fs::write(vault.join("a.md"), note("Alpha", "The zebra crossing is now blue.")).unwrap();
+    fs::write(
+        vault.join("a.md"),
+        note("Alpha", "The zebra crossing is now blue."),
+    )
+    .unwrap();
     // A folder where the update writes its delete file is not removed as a
     // leftover (it is no file tantivy writes), so the update fails.
     let written = files_an_update_writes(&world, &root, &index);

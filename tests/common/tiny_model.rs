@@ -44,16 +44,17 @@ pub fn files() -> [(&'static str, Vec<u8>); 3] {
     let mut data = Vec::with_capacity(rows * dims * 4);
     for row in 0..rows {
         for d in 0..dims {
-            let value = if d == row % dims { 1.0f32 } else { 0.1 * d as f32 };
+            let value = if d == row % dims {
+                1.0f32
+            } else {
+                0.1 * d as f32
+            };
             data.extend_from_slice(&value.to_le_bytes());
         }
     }
-    let view = safetensors::tensor::TensorView::new(
-        safetensors::Dtype::F32,
-        vec![rows, dims],
-        &data,
-    )
-    .unwrap();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], &data)
+            .unwrap();
     let tensors = safetensors::serialize([("embeddings", view)], &None).unwrap();
     [
         ("config.json", br#"{"normalize": true}"#.to_vec()),
