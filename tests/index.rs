@@ -337,6 +337,46 @@ fn append_to_notes(vault: &Path, notes: usize, round: usize, word: &str) -> Vec<
     changed
 }
 
+/// When a test kills an indexer.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    After(Duration),
+    /// As soon as a delete file of the commit appears: tantivy writes them
+    /// just before `meta.json`, so the kill lands inside the commit.
+    AtTheCommit,
+}
+
+/// Starts `ctxpack index` and SIGKILLs it at `kill`.
+fn kill_an_update(vault: &Path, index: &Path, kill: Kill) {
+    let tantivy = index.join("tantivy");
+    let before = tantivy_files(index);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack"))
+        .args(["index", "--vault"])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    match kill {
+        Kill::After(delay) => std::thread::sleep(delay),
+        Kill::AtTheCommit => {
+            while child.try_wait().unwrap().is_none() {
+                let new_delete_file = fs::read_dir(&tantivy).unwrap().flatten().any(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".del") && !before.contains(&name)
+                });
+                if new_delete_file {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+}
+
 #[test]
 fn killing_an_incremental_update_never_breaks_later_updates() {
     let world = World::new();
@@ -344,25 +384,17 @@ fn killing_an_incremental_update_never_breaks_later_updates() {
     let vault = big_vault(&world, notes);
     let index = world.path().join("index");
     ok(&index_cmd(&world, &vault, &index, &[]));
-    let bin = env!("CARGO_BIN_EXE_ctxpack");
-    let delays_ms = [
-        5u64, 15, 25, 35, 50, 65, 80, 100, 120, 150, 180, 220, 270, 350,
-    ];
-    for (round, delay_ms) in delays_ms.into_iter().enumerate() {
+    let mut kills = vec![Kill::AtTheCommit; 4];
+    kills.extend(
+        [
+            5u64, 15, 25, 35, 50, 65, 80, 100, 120, 150, 180, 220, 270, 350,
+        ]
+        .map(|ms| Kill::After(Duration::from_millis(ms))),
+    );
+    for (round, kill) in kills.into_iter().enumerate() {
         let word = format!("appended{round}");
         let changed = append_to_notes(&vault, notes, round, &word);
-        let mut child = Command::new(bin)
-            .args(["index", "--vault"])
-            .arg(&vault)
-            .arg("--index-dir")
-            .arg(&index)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        kill_an_update(&vault, &index, kill);
         // The next call completes the update, with the full text: only
         // the changed notes hold the word, and nothing is reported.
         let out = world
@@ -376,8 +408,8 @@ fn killing_an_incremental_update_never_breaks_later_updates() {
             .unwrap();
         let mut found: Vec<String> = ok(&out).lines().map(str::to_string).collect();
         found.sort();
-        assert_eq!(found, changed, "after a kill at {delay_ms} ms");
-        assert_eq!(stderr(&out), "", "after a kill at {delay_ms} ms");
+        assert_eq!(found, changed, "after a kill {kill:?}");
+        assert_eq!(stderr(&out), "", "after a kill {kill:?}");
     }
 }
 
