@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod embed;
 pub mod eval;
+pub mod fuzz;
 pub mod index;
 pub mod mcp;
 pub mod note;

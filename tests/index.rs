@@ -322,6 +322,218 @@ fn killing_the_indexer_never_leaves_a_broken_index() {
     }
 }
 
+/// Appends a line holding `word` to 60 notes of a `big_vault` of `notes`
+/// notes (a different 60 for each `round`); their paths, sorted.
+fn append_to_notes(vault: &Path, notes: usize, round: usize, word: &str) -> Vec<String> {
+    let mut changed: Vec<String> = (0..60)
+        .map(|i| format!("n{:05}.md", (round * 7 + i * 25) % notes))
+        .collect();
+    for path in &changed {
+        let mut text = fs::read_to_string(vault.join(path)).unwrap();
+        text.push_str(&format!("\nan appended line with {word} in it\n"));
+        fs::write(vault.join(path), text).unwrap();
+    }
+    changed.sort();
+    changed
+}
+
+/// When a test kills an indexer.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    After(Duration),
+    /// As soon as a delete file of the commit appears: tantivy writes them
+    /// just before `meta.json`, so the kill lands inside the commit.
+    AtTheCommit,
+}
+
+/// Starts `ctxpack index` and SIGKILLs it at `kill`.
+fn kill_an_update(vault: &Path, index: &Path, kill: Kill) {
+    let tantivy = index.join("tantivy");
+    let before = tantivy_files(index);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxpack"))
+        .args(["index", "--vault"])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    match kill {
+        Kill::After(delay) => std::thread::sleep(delay),
+        Kill::AtTheCommit => {
+            while child.try_wait().unwrap().is_none() {
+                let new_delete_file = fs::read_dir(&tantivy).unwrap().flatten().any(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".del") && !before.contains(&name)
+                });
+                if new_delete_file {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+}
+
+#[test]
+fn killing_an_incremental_update_never_breaks_later_updates() {
+    let world = World::new();
+    let notes = 1500;
+    let vault = big_vault(&world, notes);
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let mut kills = vec![Kill::AtTheCommit; 4];
+    kills.extend(
+        [
+            5u64, 15, 25, 35, 50, 65, 80, 100, 120, 150, 180, 220, 270, 350,
+        ]
+        .map(|ms| Kill::After(Duration::from_millis(ms))),
+    );
+    for (round, kill) in kills.into_iter().enumerate() {
+        let word = format!("appended{round}");
+        let changed = append_to_notes(&vault, notes, round, &word);
+        kill_an_update(&vault, &index, kill);
+        // The next call completes the update, with the full text: only
+        // the changed notes hold the word, and nothing is reported.
+        let out = world
+            .cmd()
+            .args(["search", &word, "--format", "files", "--limit", "100"])
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap();
+        let mut found: Vec<String> = ok(&out).lines().map(str::to_string).collect();
+        found.sort();
+        assert_eq!(found, changed, "after a kill {kill:?}");
+        assert_eq!(stderr(&out), "", "after a kill {kill:?}");
+    }
+}
+
+/// The files of the full-text index in `index`.
+fn tantivy_files(index: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(index.join("tantivy"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap().flatten() {
+        if entry.file_type().unwrap().is_dir() {
+            copy_folder(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn library_search(index: &VaultIndex, text: &str) -> Vec<String> {
+    index
+        .search_notes(text, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(note, _)| index.catalog.metas[note].path.clone())
+        .collect()
+}
+
+/// The files an update of `index` (for the vault as it now is) writes,
+/// found by updating a copy of it.
+fn files_an_update_writes(world: &World, root: &Path, index: &Path) -> Vec<String> {
+    let copy = world.path().join("index-copy");
+    let _ = fs::remove_dir_all(&copy);
+    copy_folder(index, &copy);
+    let before = tantivy_files(index);
+    VaultIndex::open(root, &IndexConfig::new(copy.clone())).unwrap();
+    tantivy_files(&copy)
+        .into_iter()
+        .filter(|name| !before.contains(name) && !name.starts_with('.'))
+        .collect()
+}
+
+#[test]
+fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
+            ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
+        ],
+    );
+    let root = vault.canonicalize().unwrap();
+    let index = world.path().join("index");
+    let config = IndexConfig::new(index.clone());
+    VaultIndex::open(&root, &config).unwrap();
+    fs::write(
+        vault.join("a.md"),
+        note("Alpha", "The zebra crossing is now blue."),
+    )
+    .unwrap();
+    // What a writer killed just before its commit leaves: the delete file
+    // it wrote for the old segment (under the very name the next update
+    // writes), and segment files of its own.
+    let written = files_an_update_writes(&world, &root, &index);
+    assert!(
+        written.iter().any(|name| name.ends_with(".del")),
+        "{written:?}"
+    );
+    for name in &written {
+        fs::write(index.join("tantivy").join(name), b"half written").unwrap();
+    }
+    let orphan_segment = "0123456789abcdef0123456789abcdef.idx";
+    fs::write(index.join("tantivy").join(orphan_segment), b"orphan").unwrap();
+    let (opened, report) = VaultIndex::open(&root, &config).unwrap();
+    assert_eq!((report.changed, report.rebuilt), (1, None));
+    assert_eq!(library_search(&opened, "blue"), ["a.md"]);
+    assert!(!tantivy_files(&index).contains(&orphan_segment.to_string()));
+}
+
+#[test]
+fn an_update_that_still_fails_rebuilds_the_index() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
+            ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
+        ],
+    );
+    let root = vault.canonicalize().unwrap();
+    let index = world.path().join("index");
+    let config = IndexConfig::new(index.clone());
+    VaultIndex::open(&root, &config).unwrap();
+    fs::write(
+        vault.join("a.md"),
+        note("Alpha", "The zebra crossing is now blue."),
+    )
+    .unwrap();
+    // A folder where the update writes its delete file is not removed as a
+    // leftover (it is no file tantivy writes), so the update fails.
+    let written = files_an_update_writes(&world, &root, &index);
+    let delete_file = written.iter().find(|name| name.ends_with(".del")).unwrap();
+    fs::create_dir(index.join("tantivy").join(delete_file)).unwrap();
+    let (opened, report) = VaultIndex::open(&root, &config).unwrap();
+    let reason = report.rebuilt.unwrap_or_default();
+    assert!(reason.starts_with("the update failed: "), "{reason}");
+    assert_eq!(report.added, 2);
+    assert_eq!(library_search(&opened, "blue"), ["a.md"]);
+    assert_eq!(library_search(&opened, "giraffes"), ["b.md"]);
+}
+
 #[test]
 fn readers_and_a_writer_run_at_once() {
     let world = World::new();

@@ -6,6 +6,8 @@
 //! `tokenlearn-static-model` wheel (`.ci/run` downloads it with pip).
 
 mod common;
+#[path = "common/tiny_model.rs"]
+mod tiny_model;
 
 use std::path::{Path, PathBuf};
 
@@ -95,6 +97,77 @@ fn model_import_names_what_is_missing_and_list_shows_nothing() {
     assert!(stderr(&output).contains("does not exist"));
     let listed = ok(&world.cmd().args(["model", "list"]).output().unwrap());
     assert!(listed.starts_with("no models in "), "{listed}");
+}
+
+/// `ctxpack model import` of `wheel` (bytes), in a world of its own.
+fn import_wheel(wheel: &[u8]) -> (World, std::process::Output) {
+    let world = World::new();
+    let path = world.path().join("crafted_model-0.1-py3-none-any.whl");
+    std::fs::write(&path, wheel).unwrap();
+    let output = world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&path)
+        .env("CTXPACK_MODELS_DIR", world.path().join("models"))
+        .output()
+        .unwrap();
+    (world, output)
+}
+
+/// Nothing of a failed import is left in the model store.
+fn assert_store_is_empty(world: &World) {
+    let store = world.path().join("models");
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_wheel_of_the_tiny_model_imports() {
+    let (world, output) = import_wheel(&tiny_model::wheel(true));
+    assert!(ok(&output).starts_with("imported 'crafted-model' (4 dimensions"));
+    assert!(world.path().join("models/crafted-model").is_dir());
+}
+
+#[test]
+fn a_wheel_declaring_huge_sizes_is_refused_without_a_panic() {
+    let stored = tiny_model::wheel(false);
+    for size in [
+        u64::MAX / 2 + 1,
+        u64::MAX / 2,
+        1 << 40,
+        u32::MAX as u64 - 2,
+        5,
+    ] {
+        let (world, output) = import_wheel(&tiny_model::with_declared_size(&stored, size));
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "size {size}: {message}");
+        assert!(!message.contains("panicked"), "size {size}: {message}");
+        assert!(
+            message.contains("crafted_model-0.1-py3-none-any.whl"),
+            "{message}"
+        );
+        assert_store_is_empty(&world);
+    }
+}
+
+#[test]
+fn a_wheel_entry_over_the_limit_is_named_with_the_limit() {
+    // 300 MB of zeros deflate to a few hundred kilobytes.
+    let big = vec![0u8; 300 << 20];
+    let mut entries: Vec<(String, Vec<u8>)> = tiny_model::files()
+        .into_iter()
+        .map(|(name, bytes)| (format!("m/model/{name}"), bytes))
+        .collect();
+    entries[0].1 = big;
+    let (world, output) = import_wheel(&tiny_model::zip(&entries, true));
+    common::fails(
+        &output,
+        2,
+        "m/model/config.json is larger than the 268435456 bytes a model import reads of it",
+    );
+    assert_store_is_empty(&world);
 }
 
 fn real_model() -> Option<PathBuf> {

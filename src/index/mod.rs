@@ -259,10 +259,16 @@ impl VaultIndex {
             || walk::walk(root, &config.hidden),
         );
         match opened {
-            Ok(mut index) => {
-                let report = index.update_from(config, walked)?;
-                Ok((index, report))
-            }
+            Ok(mut index) => match index.update_from(config, walked) {
+                Ok(report) => Ok((index, report)),
+                Err(err) => {
+                    drop(index);
+                    let mut report = Self::build(root, config)?;
+                    report.rebuilt = Some(format!("the update failed: {err:#}"));
+                    let index = Self::open_committed(root, &config.dir)?;
+                    Ok((index, report))
+                }
+            },
             Err(err) => {
                 let reason = if config.dir.join(TANTIVY_DIR).exists() {
                     format!("{err:#}")
@@ -297,20 +303,32 @@ impl VaultIndex {
     /// An existing, readable full-text index is emptied and refilled in one
     /// commit, so readers keep the old state until the new one is complete;
     /// an unreadable one is deleted first.
+    /// If refilling fails, the folder is deleted and built once more.
     fn build(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
         let tantivy_dir = config.dir.join(TANTIVY_DIR);
-        let (schema, fields) = schema();
-        let index = match Index::open_in_dir(&tantivy_dir) {
-            Ok(index) if index.schema() == schema => index,
-            _ => {
-                if tantivy_dir.exists() {
-                    fs::remove_dir_all(&tantivy_dir)
-                        .with_context(|| format!("cannot clear {}", tantivy_dir.display()))?;
+        let (schema, _) = schema();
+        match Index::open_in_dir(&tantivy_dir) {
+            Ok(index) if index.schema() == schema => {
+                let refilled = remove_uncommitted_files(&index, &tantivy_dir)
+                    .and_then(|()| Self::fill(root, config, index));
+                if refilled.is_ok() {
+                    return refilled;
                 }
-                fs::create_dir_all(&tantivy_dir)?;
-                Index::create_in_dir(&tantivy_dir, schema)?
             }
-        };
+            _ => {}
+        }
+        if tantivy_dir.exists() {
+            fs::remove_dir_all(&tantivy_dir)
+                .with_context(|| format!("cannot clear {}", tantivy_dir.display()))?;
+        }
+        fs::create_dir_all(&tantivy_dir)?;
+        Self::fill(root, config, Index::create_in_dir(&tantivy_dir, schema)?)
+    }
+
+    /// Replaces everything in `index` with the notes of the vault, in one
+    /// commit.
+    fn fill(root: &Path, config: &IndexConfig, index: Index) -> Result<UpdateReport> {
+        let (_, fields) = schema();
         index
             .tokenizers()
             .register(analyzer::ANALYZER, analyzer::analyzer());
@@ -389,6 +407,7 @@ impl VaultIndex {
             return Ok(report);
         }
 
+        remove_uncommitted_files(&self.index, &self.dir.join(TANTIVY_DIR))?;
         let mut writer: IndexWriter = self
             .index
             .writer_with_num_threads(2, WRITER_MEMORY)
@@ -703,6 +722,42 @@ mod tests {
             proptest::prop_assert!(body.get(from as usize..to as usize).is_some());
         }
     }
+}
+
+/// Removes the files of the full-text index that its last commit does not
+/// use: what a killed writer left behind, which tantivy would otherwise try
+/// to create again under the same name (`FileAlreadyExists`, on every later
+/// update). The caller holds the ctxpack lock, so no other writer runs;
+/// readers only open files `meta.json` names, and tantivy's meta lock is
+/// held so none is between reading `meta.json` and opening its files.
+fn remove_uncommitted_files(index: &Index, tantivy_dir: &Path) -> Result<()> {
+    use tantivy::directory::Directory;
+    let metas = index
+        .load_metas()
+        .map_err(|err| anyhow!("cannot read the full-text index: {err}"))?;
+    let committed = metas.list_segment_files();
+    let _meta_lock = index
+        .directory()
+        .acquire_lock(&tantivy::directory::META_LOCK)
+        .map_err(|err| anyhow!("cannot lock the full-text index: {err}"))?;
+    let entries = fs::read_dir(tantivy_dir)
+        .with_context(|| format!("cannot list {}", tantivy_dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name_text = name.to_string_lossy();
+        // Lock files and `.managed.json` start with a dot; tantivy's own
+        // temporary files (`.tmp…`, from an interrupted `meta.json` write)
+        // are the only dot files that are left behind.
+        let bookkeeping = name_text.starts_with('.') && !name_text.starts_with(".tmp");
+        if bookkeeping || name_text == "meta.json" || committed.contains(Path::new(&name)) {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            fs::remove_file(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn dir_size(dir: &Path) -> u64 {
