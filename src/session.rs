@@ -15,8 +15,8 @@ use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
-use crate::privacy::Policy;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
+use crate::privacy::Policy;
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
@@ -150,6 +150,7 @@ impl Session {
                 let mut config = IndexConfig::new(dir.clone());
                 config.progress = choice.progress;
                 config.hidden = choice.hidden.clone();
+                config.policy = Arc::clone(&policy);
                 VaultIndex::open(&root, &config).map_err(|err| format!("{err:#}"))
             }
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),

@@ -165,6 +165,10 @@ pub struct PackedPage {
     /// Backlink entries printed under the body.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backlinks: Vec<String>,
+    /// Secrets the privacy policy replaced in this note (line and kind,
+    /// never the secret).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<crate::privacy::Redaction>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -1173,6 +1177,7 @@ impl<'a> Packer<'a> {
                 })
                 .unwrap_or_default(),
             backlinks: chosen.backlinks.clone(),
+            redactions: self.vault.note(chosen.candidate.note).redactions.clone(),
         }
     }
 }

@@ -84,12 +84,22 @@ mod tests {
             strip("one\n%%\nblock\ncomment\n%%\ntwo\n", true, true),
             "one\ntwo\n"
         );
-        assert_eq!(strip("keep `printf(\"%%d\")` %%x%%", true, true), "keep `printf(\"%%d\")` ");
         assert_eq!(
-            strip("```\n%% code %%\n<!-- code -->\n```\n%%gone%%\n", true, true),
+            strip("keep `printf(\"%%d\")` %%x%%", true, true),
+            "keep `printf(\"%%d\")` "
+        );
+        assert_eq!(
+            strip(
+                "```\n%% code %%\n<!-- code -->\n```\n%%gone%%\n",
+                true,
+                true
+            ),
             "```\n%% code %%\n<!-- code -->\n```\n"
         );
-        assert_eq!(strip("open %% to the end\nstill hidden", true, true), "open ");
+        assert_eq!(
+            strip("open %% to the end\nstill hidden", true, true),
+            "open "
+        );
         assert_eq!(strip("共识 %%秘密%% 算法", true, true), "共识  算法");
     }
 

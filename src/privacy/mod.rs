@@ -36,12 +36,7 @@ pub struct Prepared {
 impl Policy {
     /// Applies the policy to the text of the file at `path`: `None` when the
     /// note is private.
-    pub fn prepare(
-        &self,
-        path: &str,
-        raw: &str,
-        mtime: Option<DateTime<Utc>>,
-    ) -> Option<Prepared> {
+    pub fn prepare(&self, path: &str, raw: &str, mtime: Option<DateTime<Utc>>) -> Option<Prepared> {
         if self.is_private_path(path) {
             return None;
         }
@@ -180,8 +175,15 @@ mod tests {
             prepared.text,
             "---\ntitle: T\n---\n# T\n\nvisible  text \n\n## Public\n\nshown\n"
         );
-        assert_eq!(prepared.note.body, "# T\n\nvisible  text \n\n## Public\n\nshown\n");
-        assert!(policy.prepare("p.md", "---\nprivate: true\n---\nsecret", None).is_none());
+        assert_eq!(
+            prepared.note.body,
+            "# T\n\nvisible  text \n\n## Public\n\nshown\n"
+        );
+        assert!(
+            policy
+                .prepare("p.md", "---\nprivate: true\n---\nsecret", None)
+                .is_none()
+        );
     }
 
     #[test]
@@ -189,7 +191,11 @@ mod tests {
         let policy = Policy::default();
         let raw = "# Keys\n\nline two\nkey ghp_abcdefghijklmnopqrstuvwxyz0123456789 here\n";
         let prepared = policy.prepare("k.md", raw, None).unwrap();
-        assert!(!prepared.text.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"));
+        assert!(
+            !prepared
+                .text
+                .contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+        );
         assert!(prepared.text.contains("[REDACTED:github-token]"));
         assert_eq!(
             prepared.note.redactions,

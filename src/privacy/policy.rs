@@ -123,6 +123,7 @@ pub struct Policy {
     headings: Vec<String>,
     /// Folded private tags.
     tags: Vec<String>,
+    fingerprint: String,
 }
 
 impl Default for Policy {
@@ -195,19 +196,21 @@ impl Policy {
             .iter()
             .map(|t| t.trim_start_matches('#').to_lowercase())
             .collect();
+        let canonical = serde_json::to_string(&file).unwrap_or_default();
+        let fingerprint = blake3::hash(canonical.as_bytes()).to_hex()[..16].to_string();
         Ok(Policy {
             file,
             folders,
             headings,
             tags,
+            fingerprint,
         })
     }
 
     /// A digest of everything that changes what a note's text becomes:
     /// an index built under another policy is rebuilt.
-    pub fn fingerprint(&self) -> String {
-        let canonical = serde_json::to_string(&self.file).unwrap_or_default();
-        blake3::hash(canonical.as_bytes()).to_hex()[..16].to_string()
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Whether the file at `rel_path` lies in a private folder.
@@ -280,7 +283,8 @@ mod tests {
 
     #[test]
     fn private_by_field_tag_or_folder() {
-        let policy = Policy::parse("private:\n  folders: [\"journal/\", \"clients/**/*.md\"]\n").unwrap();
+        let policy =
+            Policy::parse("private:\n  folders: [\"journal/\", \"clients/**/*.md\"]\n").unwrap();
         assert!(policy.is_private(&note("a.md", "---\nprivate: true\n---\nx")));
         assert!(policy.is_private(&note("a.md", "---\nPrivate: \"yes\"\n---\nx")));
         assert!(policy.is_private(&note("a.md", "---\nvisibility: Private\n---\nx")));
@@ -296,12 +300,18 @@ mod tests {
 
     #[test]
     fn a_policy_that_does_not_parse_is_an_error() {
-        assert!(Policy::parse("private:\n  tagz: [x]\n").unwrap_err().contains("tagz"));
+        assert!(
+            Policy::parse("private:\n  tagz: [x]\n")
+                .unwrap_err()
+                .contains("tagz")
+        );
         assert!(Policy::parse("private: [").is_err());
         assert!(Policy::parse("redact:\n  secrets: maybe\n").is_err());
         assert_eq!(Policy::parse("").unwrap().file, PolicyFile::default());
         assert_ne!(
-            Policy::parse("redact:\n  personal_data: true\n").unwrap().fingerprint(),
+            Policy::parse("redact:\n  personal_data: true\n")
+                .unwrap()
+                .fingerprint(),
             Policy::default().fingerprint()
         );
     }

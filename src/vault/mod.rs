@@ -121,7 +121,11 @@ impl Vault {
     }
 
     /// [`from_texts`](Self::from_texts) under `policy`.
-    pub fn from_texts_with(root: PathBuf, files: &[(String, String)], policy: Arc<Policy>) -> Vault {
+    pub fn from_texts_with(
+        root: PathBuf,
+        files: &[(String, String)],
+        policy: Arc<Policy>,
+    ) -> Vault {
         let mut notes = Vec::new();
         let mut roles = Vec::new();
         let mut diagnostics = Vec::new();
