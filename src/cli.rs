@@ -84,6 +84,9 @@ enum Command {
     Status(StatusArgs),
     /// Record that a note was useful (or not) for feedback re-ranking.
     MarkUseful(MarkArgs),
+    /// List what the privacy policy keeps out of every output: private
+    /// notes, secrets (masked), comments and private sections.
+    Audit(AuditArgs),
     /// Measure retrieval quality on a BEIR-format benchmark.
     Eval(EvalArgs),
     /// Serve the vault to agents over MCP (stdio, or streamable HTTP).
@@ -320,6 +323,12 @@ struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
+struct AuditArgs {
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    format: StatusFormat,
+}
+
+#[derive(Debug, Args)]
 struct StatusArgs {
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
@@ -523,6 +532,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Search(args) => run_search(&cli, args, name),
         Command::Index(args) => run_index(&cli, args, name),
         Command::Status(args) => run_status(&cli, args, name),
+        Command::Audit(args) => run_audit(&cli, args, name),
         Command::MarkUseful(args) => run_mark(&cli, args, name),
         Command::Eval(args) => run_eval(&cli, args),
         Command::Serve(args) => run_serve(&cli, args, name),
@@ -1034,7 +1044,11 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
         Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
     })?;
-    Ok(IndexConfig::new(dir))
+    let mut config = IndexConfig::new(dir);
+    config.policy = std::sync::Arc::new(
+        crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
+    );
+    Ok(config)
 }
 
 fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
@@ -1137,6 +1151,18 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    let policy =
+        crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?;
+    let report = crate::privacy::audit::audit(&root, &policy, &[]);
+    let out = match args.format {
+        StatusFormat::Text => crate::privacy::audit::render(&report),
+        StatusFormat::Json => to_json(&report)?,
+    };
+    write_stdout(&out)
 }
 
 fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {

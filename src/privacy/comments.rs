@@ -10,15 +10,35 @@ use pulldown_cmark::{Event, Options, Parser, Tag};
 /// `body` without its comments (outside code); an unclosed comment runs to
 /// the end, as Obsidian shows it.
 pub fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
-    let wants = |at: &str| (obsidian && at.contains("%%")) || (html && at.contains("<!--"));
-    if !wants(body) {
+    let comments = find(body, obsidian, html);
+    if comments.is_empty() {
         return Cow::Borrowed(body);
     }
-    let code = code_ranges(body);
     let mut out = String::with_capacity(body.len());
     let mut cursor = 0;
-    let mut at = 0;
+    for range in comments {
+        out.push_str(&body[cursor..range.start]);
+        // A comment alone on its lines leaves no blank lines behind.
+        let line_start = out.rfind('\n').map_or(0, |i| i + 1);
+        cursor = if out[line_start..].trim().is_empty() && body[range.end..].starts_with('\n') {
+            range.end + 1
+        } else {
+            range.end
+        };
+    }
+    out.push_str(&body[cursor.min(body.len())..]);
+    Cow::Owned(out)
+}
+
+/// The byte ranges of the comments in `body` (outside code), in order.
+pub fn find(body: &str, obsidian: bool, html: bool) -> Vec<Range<usize>> {
+    let mut comments = Vec::new();
+    if !((obsidian && body.contains("%%")) || (html && body.contains("<!--"))) {
+        return comments;
+    }
+    let code = code_ranges(body);
     let mut code_iter = code.iter().peekable();
+    let mut at = 0;
     while at < body.len() {
         while code_iter.peek().is_some_and(|r| r.end <= at) {
             code_iter.next();
@@ -38,22 +58,13 @@ pub fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
             at += rest.chars().next().map_or(1, char::len_utf8);
             continue;
         };
-        out.push_str(&body[cursor..at]);
         let end = rest[open.len()..]
             .find(close)
             .map_or(body.len(), |found| at + open.len() + found + close.len());
-        // A comment alone on its lines leaves no blank lines behind.
-        let line_start = out.rfind('\n').map_or(0, |i| i + 1);
-        let end = if out[line_start..].trim().is_empty() && body[end..].starts_with('\n') {
-            end + 1
-        } else {
-            end
-        };
-        cursor = end;
+        comments.push(at..end);
         at = end;
     }
-    out.push_str(&body[cursor..]);
-    Cow::Owned(out)
+    comments
 }
 
 /// Byte ranges of code spans and code blocks, in order.

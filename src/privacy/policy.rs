@@ -224,26 +224,37 @@ impl Policy {
 
     /// Whether `note` is private by its path, frontmatter or tags.
     pub fn is_private(&self, note: &Note) -> bool {
+        self.private_reason(note).is_some()
+    }
+
+    /// Why `note` is private (a private folder, a frontmatter field or a
+    /// tag), or `None`.
+    pub fn private_reason(&self, note: &Note) -> Option<String> {
         if self.is_private_path(&note.meta.path) {
-            return true;
+            return Some("in a private folder".into());
         }
-        let by_field = self.file.private.fields.iter().any(|(key, values)| {
-            note.frontmatter.iter().any(|(k, v)| {
-                k.as_str()
+        for (key, values) in &self.file.private.fields {
+            for (k, v) in &note.frontmatter {
+                if k.as_str()
                     .is_some_and(|k| k.trim().eq_ignore_ascii_case(key.trim()))
                     && values.iter().any(|wanted| same_value(v, wanted))
-            })
-        });
-        by_field
-            || note.meta.tags.iter().any(|tag| {
-                let tag = tag.to_lowercase();
-                self.tags.iter().any(|private| {
-                    tag == *private
-                        || tag
+                {
+                    return Some(format!("frontmatter '{key}'"));
+                }
+            }
+        }
+        note.meta.tags.iter().find_map(|tag| {
+            let folded = tag.to_lowercase();
+            self.tags
+                .iter()
+                .any(|private| {
+                    folded == *private
+                        || folded
                             .strip_prefix(private.as_str())
                             .is_some_and(|rest| rest.starts_with('/'))
                 })
-            })
+                .then(|| format!("tag #{tag}"))
+        })
     }
 
     /// Whether a heading's text names a private section.

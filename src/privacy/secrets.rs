@@ -18,3 +18,4 @@ pub fn find(text: &str, _options: &DetectorOptions) -> Vec<Finding> {
     }
     out
 }
+pub fn mask(secret: &str) -> String { secret.chars().take(4).collect::<String>() + "…" }
