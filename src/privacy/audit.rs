@@ -132,7 +132,10 @@ pub fn render(report: &AuditReport) -> String {
     let mut out = String::new();
     for file in &report.files {
         if let Some(reason) = &file.private {
-            out.push_str(&format!("{}: private ({reason}); never read into any output\n", file.path));
+            out.push_str(&format!(
+                "{}: private ({reason}); never read into any output\n",
+                file.path
+            ));
         }
         for secret in &file.redactions {
             out.push_str(&format!(

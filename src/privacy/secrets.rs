@@ -10,7 +10,7 @@ pub struct DetectorOptions {
 pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
 pub fn find(text: &str, _options: &DetectorOptions) -> Vec<Finding> {
     let mut out = Vec::new();
-    if let Some(at) = text.find("ghp_") {
+    if let Some(at) = text.find("ghp_").filter(|&at| text.get(at..at + 40).is_some()) {
         out.push(Finding {
             range: at..at + 40,
             kind: "github-token",
@@ -18,4 +18,6 @@ pub fn find(text: &str, _options: &DetectorOptions) -> Vec<Finding> {
     }
     out
 }
-pub fn mask(secret: &str) -> String { secret.chars().take(4).collect::<String>() + "…" }
+pub fn mask(secret: &str) -> String {
+    secret.chars().take(4).collect::<String>() + "…"
+}
