@@ -10,7 +10,10 @@ pub struct DetectorOptions {
 pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
 pub fn find(text: &str, _options: &DetectorOptions) -> Vec<Finding> {
     let mut out = Vec::new();
-    if let Some(at) = text.find("ghp_").filter(|&at| text.get(at..at + 40).is_some()) {
+    if let Some(at) = text
+        .find("ghp_")
+        .filter(|&at| text.get(at..at + 40).is_some())
+    {
         out.push(Finding {
             range: at..at + 40,
             kind: "github-token",
