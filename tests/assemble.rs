@@ -1209,3 +1209,63 @@ fn serving_a_project_whose_recipe_is_broken_is_refused() {
     common::fails(&output, 2, "meta/recipe.yaml");
     assert!(stderr(&output).contains("nothing is served until the recipe is fixed"));
 }
+
+#[test]
+fn assembly_reads_cards_through_the_privacy_policy() {
+    let world = World::new();
+    let root = world.example("novel");
+    let card = root.join(format!("works/{WORK}/知识/人物/沈青.md"));
+    let text = std::fs::read_to_string(&card).unwrap();
+    std::fs::write(
+        &card,
+        text.replacen(
+            "## 身份\n\n",
+            "## 身份\n\n%%PRIVATECOMMENTMARK%% 钥匙 ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b 在灯楼。",
+            1,
+        ),
+    )
+    .unwrap();
+    let private = root.join(format!("works/{WORK}/知识/人物/厉无咎.md"));
+    let text = std::fs::read_to_string(&private).unwrap();
+    std::fs::write(
+        &private,
+        text.replacen("---\n", "---\nprivate: true\n", 1).replacen(
+            "## 身份",
+            "## 身份\n\nPRIVATECARDMARK",
+            1,
+        ),
+    )
+    .unwrap();
+    let output = run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write", "--format", "json"]),
+    );
+    let json = ok(&output);
+    for leaked in [
+        "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b",
+        "PRIVATECOMMENTMARK",
+        "PRIVATECARDMARK",
+    ] {
+        assert!(!json.contains(leaked), "{leaked} leaked");
+    }
+    let assembly: Value = serde_json::from_str(&json).unwrap();
+    let text = assembly["text"].as_str().unwrap();
+    assert!(text.contains("[REDACTED:github-token]"), "{text}");
+    let card_path = format!("works/{WORK}/知识/人物/沈青.md");
+    assert!(
+        text.contains(&format!("- {card_path}:"))
+            && text.contains("secret (github-token) redacted"),
+        "the report lists the redaction:\n{text}"
+    );
+    assert_eq!(assembly["redactions"][0]["path"], card_path.as_str());
+    assert_eq!(assembly["redactions"][0]["kind"], "github-token");
+    let private_path = format!("works/{WORK}/知识/人物/厉无咎.md");
+    let omitted = assembly["omittedSources"].as_array().unwrap();
+    assert!(
+        omitted
+            .iter()
+            .any(|o| o["reason"] == "private" && o["source"] == private_path.as_str()),
+        "{omitted:?}"
+    );
+}

@@ -83,6 +83,14 @@ fn project_error(message: impl Into<String>) -> AssembleError {
     AssembleError::Project(message.into())
 }
 
+/// One secret redacted in a file `assemble` read.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RedactedSecret {
+    pub path: String,
+    pub line: u32,
+    pub kind: String,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Assembly {
     pub recipe: String,
@@ -104,6 +112,9 @@ pub struct Assembly {
     pub hidden_fields: Vec<HiddenField>,
     #[serde(rename = "omittedSources")]
     pub omitted_sources: Vec<Omitted>,
+    /// Secrets the privacy policy redacted in the files read (never the
+    /// secret itself).
+    pub redactions: Vec<RedactedSecret>,
     pub warnings: Vec<String>,
     pub review_file: Option<String>,
     /// Every project path read or listed, in order.
@@ -156,6 +167,9 @@ struct Frame {
 /// Assembles the pack for `request` in the project at `root`.
 pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, AssembleError> {
     let mut project = Project::open(root).map_err(usage)?;
+    project.set_policy(
+        crate::privacy::Policy::load(project.root()).map_err(|err| usage(err.to_string()))?,
+    );
     let recipe = load_recipe(&project, request)?;
     if request.budget == 0 || request.budget > MAX_BUDGET {
         return Err(usage(format!(
@@ -461,6 +475,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
     let mut baseline_segment = Segment::new(baseline.items.iter().collect(), &baseline_order);
     let mut increment_segment = Segment::new(increment_items, &agent.sources);
 
+    let redactions = project.redactions();
     let fitted = fit(
         request,
         &recipe,
@@ -470,6 +485,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         &baseline.hidden,
         &own.hidden,
         &omitted,
+        &redactions,
     )?;
 
     let review_file = match (&recipe.review_file, request.write_review) {
@@ -524,6 +540,14 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         items,
         hidden_fields: fitted.hidden,
         omitted_sources: fitted.omitted,
+        redactions: redactions
+            .into_iter()
+            .map(|(path, redaction)| RedactedSecret {
+                path,
+                line: redaction.line,
+                kind: redaction.kind,
+            })
+            .collect(),
         warnings,
         review_file,
         read: project.touched(),
@@ -711,6 +735,7 @@ fn fit(
     baseline_hidden: &[Hidden],
     own_hidden: &[Hidden],
     omitted: &[Omitted],
+    redactions: &[(String, crate::privacy::Redaction)],
 ) -> Result<Fitted, AssembleError> {
     let tokenizer = request.tokenizer;
     let labels = &recipe.labels;
@@ -725,7 +750,7 @@ fn fit(
     let mut reserve = {
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
-        tokenizer.measure(&render_report(labels, &hidden, &omitted))
+        tokenizer.measure(&render_report(labels, &hidden, redactions, &omitted))
     };
     for _ in 0..8 {
         baseline.forms.fill(Form::Full);
@@ -770,7 +795,7 @@ fn fit(
         };
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
-        let report = render_report(labels, &hidden, &omitted);
+        let report = render_report(labels, &hidden, redactions, &omitted);
         let text = format!(
             "{}{baseline_text}{}{}{increment_text}{}\n---\n\n{report}",
             frame.system, frame.identity, frame.chain, frame.volatile
@@ -917,7 +942,12 @@ fn omitted_report(
 /// The most names listed on one report line.
 const REPORT_NAMES: usize = 12;
 
-fn render_report(labels: &recipe::Labels, hidden: &[HiddenField], omitted: &[Omitted]) -> String {
+fn render_report(
+    labels: &recipe::Labels,
+    hidden: &[HiddenField],
+    redactions: &[(String, crate::privacy::Redaction)],
+    omitted: &[Omitted],
+) -> String {
     let names = |items: &[String]| {
         let mut shown = items
             .iter()
@@ -935,8 +965,14 @@ fn render_report(labels: &recipe::Labels, hidden: &[HiddenField], omitted: &[Omi
         shown
     };
     let mut out = format!("# {}\n\n## {}\n\n", labels.report, labels.hidden_fields);
-    if hidden.is_empty() {
+    if hidden.is_empty() && redactions.is_empty() {
         out.push_str(&format!("- {}\n", labels.none));
+    }
+    for (path, redaction) in redactions {
+        out.push_str(&format!(
+            "- {path}:{} secret ({}) redacted\n",
+            redaction.line, redaction.kind
+        ));
     }
     for field in hidden {
         out.push_str(&format!(

@@ -21,6 +21,10 @@ pub struct Project {
     closed: Vec<(PathBuf, String)>,
     /// Paths refused because they lead into a closed library, with it.
     refused: Mutex<Vec<(String, String)>>,
+    /// What every Markdown file read goes through.
+    policy: crate::privacy::Policy,
+    /// Secrets taken out of the files read: (path, redaction).
+    redacted: Mutex<Vec<(String, crate::privacy::Redaction)>>,
 }
 
 /// Why a project path was not read.
@@ -33,6 +37,8 @@ pub enum ReadError {
     Refused(String),
     /// The file exists but is not readable text.
     Unreadable { path: String, why: String },
+    /// The privacy policy keeps the file out; its text was not used.
+    Private { path: String },
 }
 
 impl std::fmt::Display for ReadError {
@@ -50,6 +56,9 @@ impl std::fmt::Display for ReadError {
             ),
             ReadError::Refused(message) => f.write_str(message),
             ReadError::Unreadable { path, why } => write!(f, "{path}: {why}"),
+            ReadError::Private { path } => {
+                write!(f, "{path} is private under the privacy policy; not read")
+            }
         }
     }
 }
@@ -73,7 +82,23 @@ impl Project {
             touched: Mutex::new(Vec::new()),
             closed: Vec::new(),
             refused: Mutex::new(Vec::new()),
+            policy: crate::privacy::Policy::default(),
+            redacted: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Reads every Markdown file under `policy` from now on: a private one
+    /// is refused, secrets are redacted, comments and private sections cut.
+    pub fn set_policy(&mut self, policy: crate::privacy::Policy) {
+        self.policy = policy;
+    }
+
+    /// The secrets redacted in the files read so far, by path and line.
+    pub fn redactions(&self) -> Vec<(String, crate::privacy::Redaction)> {
+        let mut redacted = self.redacted.lock().map(|r| r.clone()).unwrap_or_default();
+        redacted.sort();
+        redacted.dedup();
+        redacted
     }
 
     pub fn root(&self) -> &Path {
@@ -210,14 +235,32 @@ impl Project {
         self.check_opened(rel, &file)?;
         let bytes = read_limited(file).map_err(unreadable)?;
         self.record(rel);
-        String::from_utf8(bytes)
-            .map(|text| Some(text.replace("\r\n", "\n")))
+        let text = String::from_utf8(bytes)
+            .map(|text| text.replace("\r\n", "\n"))
             .map_err(|err| {
                 unreadable(format!(
                     "not valid UTF-8 (at byte {})",
                     err.utf8_error().valid_up_to()
                 ))
-            })
+            })?;
+        if !rel.ends_with(".md") {
+            return Ok(Some(text));
+        }
+        let Some(prepared) = self.policy.prepare(rel, &text, None) else {
+            return Err(ReadError::Private {
+                path: rel.to_string(),
+            });
+        };
+        if let Ok(mut redacted) = self.redacted.lock() {
+            redacted.extend(
+                prepared
+                    .note
+                    .redactions
+                    .into_iter()
+                    .map(|r| (rel.to_string(), r)),
+            );
+        }
+        Ok(Some(prepared.text))
     }
 
     /// Checks where the opened file really is: a symlink swapped in after

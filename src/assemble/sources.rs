@@ -68,6 +68,8 @@ pub enum Reason {
     TokenBudget,
     /// The file could not be read or parsed; it was skipped.
     Unreadable,
+    /// The privacy policy keeps the file out.
+    Private,
 }
 
 impl Reason {
@@ -77,6 +79,7 @@ impl Reason {
             Reason::NotRelevant => "not_relevant",
             Reason::TokenBudget => "token_budget",
             Reason::Unreadable => "unreadable",
+            Reason::Private => "private",
         }
     }
 }
@@ -150,6 +153,16 @@ impl Context<'_> {
             Err(ReadError::NotAuthorized { .. }) => Ok(Read::Skipped),
             Err(ReadError::Unreadable { why, .. }) => {
                 out.omitted.push(unreadable(path, why));
+                Ok(Read::Skipped)
+            }
+            Err(ReadError::Private { .. }) => {
+                out.omitted.push(Omitted {
+                    source: path.to_string(),
+                    reason: Reason::Private,
+                    count: None,
+                    detail: "private under the privacy policy; not read".into(),
+                    items: Vec::new(),
+                });
                 Ok(Read::Skipped)
             }
             Err(err @ ReadError::Refused(_)) => Err(err.into()),
