@@ -1178,11 +1178,18 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         }
         Err(why) => why,
     };
+    let private_notes = index.catalog.private_notes();
+    let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
+        crate::privacy::POLICY_FILE
+    } else {
+        "defaults (no .ctxpack.yaml)"
+    };
     let status = serde_json::json!({
         "vault": root,
         "index": config.dir,
         "format": crate::index::FORMAT_VERSION,
         "notes": index.catalog.metas.len(),
+        "privacy": { "policy": policy, "private_notes": private_notes },
         "sections": index.catalog.sections,
         "files": index.catalog.files.len(),
         "index_bytes": index.size_bytes(),
@@ -1200,7 +1207,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         StatusFormat::Json => to_json(&status)?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {policy}; {private_notes} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
                 root.display(),
                 config.dir.display(),
                 crate::index::FORMAT_VERSION,

@@ -389,7 +389,10 @@ fn no_command_or_tool_prints_what_the_policy_hides() {
         &vault,
         &["pack", "raft", "--ranker", "frontmatter", "--no-log"],
     );
-    run(&world, &vault, &["status", "--format", "json"]);
+    let status = run(&world, &vault, &["status", "--format", "json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["privacy"]["private_notes"], 3, "{status}");
+    assert_eq!(status["privacy"]["policy"], ".ctxpack.yaml");
     let audit = run(&world, &vault, &["audit", "--format", "json"]);
     let audit: serde_json::Value = serde_json::from_str(&audit).unwrap();
     assert_eq!(audit["private_notes"], 3, "{audit}");
