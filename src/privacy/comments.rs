@@ -71,13 +71,9 @@ pub fn find(body: &str, obsidian: bool, html: bool) -> Vec<Range<usize>> {
 fn code_ranges(body: &str) -> Vec<Range<usize>> {
     let mut ranges: Vec<Range<usize>> = Vec::new();
     for (event, range) in Parser::new_ext(body, Options::ENABLE_TABLES).into_offset_iter() {
-        match event {
-            Event::Start(Tag::CodeBlock(_)) | Event::Code(_) => {
-                if ranges.last().is_none_or(|last| last.end <= range.start) {
-                    ranges.push(range);
-                }
-            }
-            _ => {}
+        let is_code = matches!(event, Event::Start(Tag::CodeBlock(_)) | Event::Code(_));
+        if is_code && ranges.last().is_none_or(|last| last.end <= range.start) {
+            ranges.push(range);
         }
     }
     ranges

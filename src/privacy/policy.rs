@@ -31,7 +31,7 @@ impl std::error::Error for PolicyError {}
 
 /// The policy as written in `.ctxpack.yaml`; every key optional, unknown
 /// keys refused (a typo must not turn protection off).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyFile {
     pub private: PrivateRules,
@@ -104,15 +104,6 @@ impl Default for RedactRules {
     }
 }
 
-impl Default for PolicyFile {
-    fn default() -> Self {
-        PolicyFile {
-            private: PrivateRules::default(),
-            strip: StripRules::default(),
-            redact: RedactRules::default(),
-        }
-    }
-}
 
 /// A policy ready to apply.
 #[derive(Clone, Debug)]
