@@ -1,0 +1,3 @@
+//! Keeping secrets and personal data out of packs.
+
+pub mod secrets;
