@@ -451,11 +451,22 @@ static PRIVATE_KEY_BEGIN: LazyLock<Regex> = LazyLock::new(|| {
 /// A BEGIN line up to its matching END line, or, without one, over the lines that still look like key material.
 fn collect_private_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usize>, usize)>) {
     let mut search_from = 0;
+    // Labels with no END line left in the text, so that many BEGIN lines do not each scan to the end.
+    let mut labels_without_end: Vec<&str> = Vec::new();
     while let Some(captures) = PRIVATE_KEY_BEGIN.captures_at(text, search_from) {
         let begin = captures.get(0).expect("group 0 always matches");
         let label = captures.get(1).map_or("", |label| label.as_str());
         let end_marker = format!("-----END {label}PRIVATE KEY");
-        let end = match text[begin.end()..].find(&end_marker) {
+        let end_offset = if labels_without_end.contains(&label) {
+            None
+        } else {
+            let found = text[begin.end()..].find(&end_marker);
+            if found.is_none() {
+                labels_without_end.push(label);
+            }
+            found
+        };
+        let end = match end_offset {
             Some(offset) => {
                 let marker_end = begin.end() + offset + end_marker.len();
                 let rest = &text[marker_end..];
