@@ -1251,15 +1251,15 @@ fn assembly_reads_cards_through_the_privacy_policy() {
     }
     let assembly: Value = serde_json::from_str(&json).unwrap();
     let text = assembly["text"].as_str().unwrap();
-    assert!(text.contains("[REDACTED:github-token]"), "{text}");
+    assert!(text.contains("[REDACTED:github_token]"), "{text}");
     let card_path = format!("works/{WORK}/知识/人物/沈青.md");
     assert!(
         text.contains(&format!("- {card_path}:"))
-            && text.contains("secret (github-token) redacted"),
+            && text.contains("secret (github_token) redacted"),
         "the report lists the redaction:\n{text}"
     );
     assert_eq!(assembly["redactions"][0]["path"], card_path.as_str());
-    assert_eq!(assembly["redactions"][0]["kind"], "github-token");
+    assert_eq!(assembly["redactions"][0]["kind"], "github_token");
     let private_path = format!("works/{WORK}/知识/人物/厉无咎.md");
     let omitted = assembly["omittedSources"].as_array().unwrap();
     assert!(

@@ -15,6 +15,9 @@ use crate::note::Note;
 use crate::parse::{frontmatter, parse_note};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
 
+/// The detector kinds that are personal data rather than secrets.
+pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
+
 /// One secret taken out of a note: where it was and what kind, never the
 /// secret itself.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -99,7 +102,7 @@ impl Policy {
         };
         let mut findings = secrets::find(text, &options);
         if !rules.secrets {
-            findings.retain(|f| secrets::PERSONAL_KINDS.contains(&f.kind));
+            findings.retain(|f| PERSONAL_KINDS.contains(&f.kind));
         }
         findings
     }
@@ -197,12 +200,12 @@ mod tests {
                 .text
                 .contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789")
         );
-        assert!(prepared.text.contains("[REDACTED:github-token]"));
+        assert!(prepared.text.contains("[REDACTED:github_token]"));
         assert_eq!(
             prepared.note.redactions,
             [Redaction {
                 line: 4,
-                kind: "github-token".into()
+                kind: "github_token".into()
             }]
         );
     }
