@@ -5,6 +5,7 @@
 //! prints the findings per kind, the first few of each (masked) with file:line, and MB/s.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -108,21 +109,33 @@ fn main() {
             tally.scan(&text, &options, &place, 1);
         }
     }
+    // A closed pipe (`| head`) ends the listing quietly.
+    let _ = print_report(&tally, &options, files.len());
+}
+
+fn print_report(
+    tally: &Tally,
+    options: &DetectorOptions,
+    file_count: usize,
+) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     let seconds = tally.detecting.as_secs_f64();
-    println!(
+    writeln!(
+        out,
         "{} files, {:.2} MB, detectors {:.3} s, {:.0} MB/s, personal data {}",
-        files.len(),
+        file_count,
         tally.bytes as f64 / 1e6,
         seconds,
         tally.bytes as f64 / 1e6 / seconds.max(1e-9),
         if options.personal_data { "on" } else { "off" }
-    );
+    )?;
     let total: usize = tally.counts.values().sum();
-    println!("findings: {total}");
+    writeln!(out, "findings: {total}")?;
     for (kind, count) in &tally.counts {
-        println!("{kind}: {count}");
+        writeln!(out, "{kind}: {count}")?;
         for example in &tally.examples[kind] {
-            println!("    {example}");
+            writeln!(out, "    {example}")?;
         }
     }
+    Ok(())
 }
