@@ -544,7 +544,7 @@ fn privacy() {
     let seeds: Vec<Vec<u8>> = [
         "---\nprivate: true\n---\nsecret",
         "# T\n\n%%hidden%% text <!-- c -->\n\n## Private\n\nx\n\n## Public\n\ny\n",
-        "key ghp_abcdefghijklmnopqrstuvwxyz0123456789\n-----BEGIN RSA PRIVATE KEY-----\nMII\n-----END RSA PRIVATE KEY-----\n",
+        "key ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b\n-----BEGIN RSA PRIVATE KEY-----\nMII\n-----END RSA PRIVATE KEY-----\n",
         "private:\n  tags: [a]\n  folders: [\"x/\"]\nredact:\n  personal_data: true\n",
         "`%%code%%` %% open",
     ]

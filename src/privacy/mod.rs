@@ -193,12 +193,12 @@ mod tests {
     #[test]
     fn redactions_say_the_line_and_kind() {
         let policy = Policy::default();
-        let raw = "# Keys\n\nline two\nkey ghp_abcdefghijklmnopqrstuvwxyz0123456789 here\n";
+        let raw = "# Keys\n\nline two\nkey ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b here\n";
         let prepared = policy.prepare("k.md", raw, None).unwrap();
         assert!(
             !prepared
                 .text
-                .contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+                .contains("ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b")
         );
         assert!(prepared.text.contains("[REDACTED:github_token]"));
         assert_eq!(

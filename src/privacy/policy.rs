@@ -104,7 +104,6 @@ impl Default for RedactRules {
     }
 }
 
-
 /// A policy ready to apply.
 #[derive(Clone, Debug)]
 pub struct Policy {
