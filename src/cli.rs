@@ -84,6 +84,9 @@ enum Command {
     Status(StatusArgs),
     /// Record that a note was useful (or not) for feedback re-ranking.
     MarkUseful(MarkArgs),
+    /// List what the privacy policy keeps out of every output: private
+    /// notes, secrets (masked), comments and private sections.
+    Audit(AuditArgs),
     /// Measure retrieval quality on a BEIR-format benchmark.
     Eval(EvalArgs),
     /// Serve the vault to agents over MCP (stdio, or streamable HTTP).
@@ -302,6 +305,27 @@ struct ServeArgs {
         hide_env_values = true
     )]
     token: Option<String>,
+    /// A host name or address clients may reach the HTTP server by (the
+    /// `Host` header); repeatable. Loopback names and the bound address
+    /// (every address of this machine, and its name, for 0.0.0.0 or ::)
+    /// are always allowed.
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    allowed_hosts: Vec<String>,
+    /// Tool calls that run at once; more wait for a turn.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_concurrent_calls: u16,
+    /// Seconds after which a tool call is abandoned with an error.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    call_timeout: u32,
+    /// Open HTTP sessions at most; a new session past this gets 503.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10000), requires = "http")]
+    max_sessions: u32,
+}
+
+#[derive(Debug, Args)]
+struct AuditArgs {
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    format: StatusFormat,
 }
 
 #[derive(Debug, Args)]
@@ -371,34 +395,46 @@ enum RankerArg {
     Frontmatter,
 }
 
-fn parse_budget(text: &str) -> Result<usize, String> {
-    let value: i64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a whole number of tokens"))?;
-    if value < 1 || value > pack::MAX_BUDGET as i64 {
-        return Err(format!(
-            "budget must be between 1 and {} tokens, got {value}",
-            pack::MAX_BUDGET
-        ));
+/// A whole number in `range`; one too large for any integer type is
+/// out of range, not "not a number".
+fn parse_whole(
+    text: &str,
+    what: &str,
+    unit: &str,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<usize, String> {
+    let out_of_range = |shown: &dyn std::fmt::Display| {
+        format!(
+            "{what} must be between {} and {}{unit}, got {shown}",
+            range.start(),
+            range.end()
+        )
+    };
+    match text.trim().parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(n as usize),
+        Ok(n) => Err(out_of_range(&n)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+            ) =>
+        {
+            Err(out_of_range(&text.trim()))
+        }
+        Err(_) => Err(format!("'{text}' is not a whole number")),
     }
-    Ok(value as usize)
+}
+
+fn parse_budget(text: &str) -> Result<usize, String> {
+    parse_whole(text, "budget", " tokens", 1..=pack::MAX_BUDGET as i64)
 }
 
 fn parse_limit(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (1..=1000).contains(&n) => Ok(n as usize),
-        Ok(n) => Err(format!("limit must be between 1 and 1000, got {n}")),
-        Err(_) => Err(format!("'{text}' is not a whole number")),
-    }
+    parse_whole(text, "limit", "", 1..=1000)
 }
 
 fn parse_dailies(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<i64>() {
-        Ok(n) if (0..=30).contains(&n) => Ok(n as usize),
-        Ok(n) => Err(format!("dailies must be between 0 and 30, got {n}")),
-        Err(_) => Err(format!("'{text}' is not a whole number")),
-    }
+    parse_whole(text, "dailies", "", 0..=30)
 }
 
 fn parse_unit(text: &str) -> Result<f64, String> {
@@ -457,7 +493,11 @@ impl From<config::ConfigError> for Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        Failure::Runtime(err)
+        // A policy that does not parse is the user's configuration to fix.
+        match err.downcast_ref::<crate::privacy::PolicyError>() {
+            Some(policy) => Failure::Usage(policy.to_string()),
+            None => Failure::Runtime(err),
+        }
     }
 }
 
@@ -492,6 +532,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Search(args) => run_search(&cli, args, name),
         Command::Index(args) => run_index(&cli, args, name),
         Command::Status(args) => run_status(&cli, args, name),
+        Command::Audit(args) => run_audit(&cli, args, name),
         Command::MarkUseful(args) => run_mark(&cli, args, name),
         Command::Eval(args) => run_eval(&cli, args),
         Command::Serve(args) => run_serve(&cli, args, name),
@@ -811,6 +852,7 @@ fn report_open(cli: &Cli, session: &Session) {
 
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
     let topic = args.topic.join(" ");
+    crate::retrieve::query::check_query_length("the topic", &topic).map_err(Failure::Usage)?;
     let mode = if args.recent {
         PackMode::Recent
     } else if topic.trim().is_empty() {
@@ -823,6 +865,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     } else {
         PackMode::Topic(topic)
     };
+    for subquery in &args.subqueries {
+        crate::retrieve::query::check_query_length("a --subquery", subquery)
+            .map_err(Failure::Usage)?;
+    }
     if args.subqueries.len() > MAX_SUBQUERIES {
         return Err(Failure::Usage(format!(
             "at most {MAX_SUBQUERIES} subqueries, got {}",
@@ -894,6 +940,7 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
     if query.trim().is_empty() {
         return Err(Failure::Usage("the query is empty".into()));
     }
+    crate::retrieve::query::check_query_length("the query", &query).map_err(Failure::Usage)?;
     let rank = args.rank.options(Utc::now())?;
     let session = open_session(cli, vault_name)?;
     let results = session.search(&SearchRequest {
@@ -997,7 +1044,11 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
         Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
     })?;
-    Ok(IndexConfig::new(dir))
+    let mut config = IndexConfig::new(dir);
+    config.policy = std::sync::Arc::new(
+        crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
+    );
+    Ok(config)
 }
 
 fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
@@ -1102,6 +1153,18 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     Ok(())
 }
 
+fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Failure> {
+    let root = canonical_root(cli, name)?;
+    let policy =
+        crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?;
+    let report = crate::privacy::audit::audit(&root, &policy, &[]);
+    let out = match args.format {
+        StatusFormat::Text => crate::privacy::audit::render(&report),
+        StatusFormat::Json => to_json(&report)?,
+    };
+    write_stdout(&out)
+}
+
 fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
@@ -1115,11 +1178,18 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         }
         Err(why) => why,
     };
+    let private_notes = index.catalog.private_notes();
+    let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
+        crate::privacy::POLICY_FILE
+    } else {
+        "defaults (no .ctxpack.yaml)"
+    };
     let status = serde_json::json!({
         "vault": root,
         "index": config.dir,
         "format": crate::index::FORMAT_VERSION,
         "notes": index.catalog.metas.len(),
+        "privacy": { "policy": policy, "private_notes": private_notes },
         "sections": index.catalog.sections,
         "files": index.catalog.files.len(),
         "index_bytes": index.size_bytes(),
@@ -1137,7 +1207,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         StatusFormat::Json => to_json(&status)?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {policy}; {private_notes} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
                 root.display(),
                 config.dir.display(),
                 crate::index::FORMAT_VERSION,
@@ -1190,6 +1260,8 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 
 fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
+    // A project whose recipe is broken is refused before anything is served.
+    assemble::unbound_libraries(&root).map_err(Failure::Usage)?;
     let vars = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
     let options = crate::mcp::ServeOptions {
         root,
@@ -1199,16 +1271,41 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         reranker: reranker_choice(cli),
         ann: ann_choice(cli),
         vectors: vector_format(cli),
+        limits: crate::mcp::ServeLimits {
+            concurrent_calls: args.max_concurrent_calls.into(),
+            call_timeout: std::time::Duration::from_secs(args.call_timeout.into()),
+            max_sessions: args.max_sessions as usize,
+        },
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,
         Some(address) => {
-            if !address.ip().is_loopback() && args.token.is_none() {
+            let token = match args.token.as_deref() {
+                Some(token) if token.trim().is_empty() => {
+                    return Err(Failure::Usage(
+                        "--token (or CTXPACK_TOKEN) is empty; give a secret, or leave it unset to serve loopback only".into(),
+                    ));
+                }
+                Some(token) if token.chars().any(|c| c.is_control() || c == ' ') => {
+                    return Err(Failure::Usage(
+                        "--token must not contain spaces or control characters".into(),
+                    ));
+                }
+                token => token.map(str::to_string),
+            };
+            if !address.ip().is_loopback() && token.is_none() {
                 return Err(Failure::Usage(format!(
                     "serving on {address}, outside loopback, needs --token (or CTXPACK_TOKEN)"
                 )));
             }
-            crate::mcp::serve_http(options, address, args.token.clone())?
+            for host in &args.allowed_hosts {
+                if host.trim().is_empty() || host.contains(['/', ' ', '@']) {
+                    return Err(Failure::Usage(format!(
+                        "--allowed-host '{host}' is not a host name or address"
+                    )));
+                }
+            }
+            crate::mcp::serve_http(options, address, token, args.allowed_hosts.clone())?
         }
     }
     Ok(())

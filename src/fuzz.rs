@@ -53,6 +53,14 @@ pub const TARGETS: &[Target] = &[
         name: "model",
         run: model,
     },
+    Target {
+        name: "mcp",
+        run: mcp,
+    },
+    Target {
+        name: "privacy",
+        run: privacy,
+    },
 ];
 
 /// The target called `name`.
@@ -113,6 +121,76 @@ pub fn pack(data: &[u8]) {
     assert!(!pack.bundle.is_empty());
 }
 
+/// An MCP tool call with the input as its arguments: the first byte picks
+/// the tool, the rest is the JSON a client would send, decoded and run by
+/// a server over a small vault (written once per thread).
+pub fn mcp(data: &[u8]) {
+    const TOOLS: [&str; 6] = [
+        "search",
+        "context_pack",
+        "get_note",
+        "mark_useful",
+        "status",
+        "assemble",
+    ];
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(arguments) = serde_json::from_str::<serde_json::Value>(&text(rest)) else {
+        return;
+    };
+    let tool = TOOLS[first as usize % TOOLS.len()];
+    MCP_SERVER.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let (_, server) = cell.get_or_insert_with(|| {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let vault = dir.path().join("vault");
+            for (path, body) in [
+                (
+                    "a.md",
+                    "---\ntitle: Alpha\n---\n# Alpha\n\nRaft elects a leader. See [[b]].\n",
+                ),
+                (
+                    "b.md",
+                    "# B\n\nPaxos and [[a|raft]] agree.\n\n## Part\n\nMore text.\n",
+                ),
+                ("2026-01-02.md", "daily note\n"),
+            ] {
+                let path = vault.join(path);
+                fs::create_dir_all(path.parent().expect("a parent")).expect("a folder");
+                fs::write(&path, body).expect("a note");
+            }
+            let server = crate::mcp::CtxpackServer::open(crate::mcp::ServeOptions {
+                root: vault.canonicalize().expect("the vault"),
+                index_dir: Some(dir.path().join("index")),
+                model: crate::session::ModelChoice::Off,
+                qmd: None,
+                reranker: None,
+                ann: Default::default(),
+                vectors: None,
+                limits: crate::mcp::ServeLimits::default(),
+            })
+            .expect("a server over the fuzz vault");
+            (dir, server)
+        });
+        let _ = server.call_blocking(tool, arguments);
+    });
+}
+
+/// A note's text through the default privacy policy, and the input as a
+/// policy file.
+pub fn privacy(data: &[u8]) {
+    let text = text(data);
+    let policy = crate::privacy::Policy::default();
+    if let Some(prepared) = policy.prepare("fuzz/private.md", &text, None) {
+        for redaction in &prepared.note.redactions {
+            assert!(redaction.line >= 1, "lines count from 1");
+        }
+    }
+    let _ = crate::privacy::audit::audit_text(&policy, "fuzz/private.md", &text);
+    let _ = crate::privacy::Policy::parse(&text);
+}
+
 /// A `.env` file's parse.
 pub fn env(data: &[u8]) {
     let _ = crate::config::parse_env(&text(data));
@@ -123,6 +201,8 @@ thread_local! {
     /// its `.okignore`.
     static OKIGNORE_VAULT: RefCell<Option<tempfile::TempDir>> = const { RefCell::new(None) };
     static SCRATCH: RefCell<Option<tempfile::TempDir>> = const { RefCell::new(None) };
+    static MCP_SERVER: RefCell<Option<(tempfile::TempDir, crate::mcp::CtxpackServer)>> =
+        const { RefCell::new(None) };
 }
 
 const OKIGNORE_VAULT_FILES: [&str; 8] = [

@@ -27,6 +27,7 @@ pub mod mcp;
 pub mod note;
 pub mod pack;
 pub mod parse;
+pub mod privacy;
 pub mod retrieve;
 pub mod safe_fs;
 pub mod session;

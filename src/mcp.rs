@@ -25,11 +25,15 @@ use crate::assemble::AssembleRequest;
 use crate::index::feedback::FeedbackStore;
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
+use crate::retrieve::query::check_query_length;
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, Session,
 };
 use crate::tokens::Tokenizer;
 use crate::vault::log;
+
+mod http_hosts;
+mod stdio;
 
 /// What the server serves.
 #[derive(Clone, Debug)]
@@ -43,7 +47,33 @@ pub struct ServeOptions {
     pub ann: crate::index::vectors::AnnChoice,
     /// How the vectors are stored (`None`: as they are).
     pub vectors: Option<crate::index::vectors::VectorFormat>,
+    pub limits: ServeLimits,
 }
+
+/// What one client may cost the server.
+#[derive(Clone, Debug)]
+pub struct ServeLimits {
+    /// Tool calls running at once; more wait for a turn.
+    pub concurrent_calls: usize,
+    /// A call (waiting for its turn included) is abandoned after this.
+    pub call_timeout: Duration,
+    /// Open HTTP sessions; a new one past this is refused (503).
+    pub max_sessions: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            concurrent_calls: 8,
+            call_timeout: Duration::from_secs(60),
+            max_sessions: 64,
+        }
+    }
+}
+
+/// An incoming JSON-RPC line longer than this is answered with an error
+/// and dropped (a tool's arguments are far smaller).
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub fn serve_stdio(options: ServeOptions) -> Result<()> {
@@ -55,20 +85,32 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
     runtime.block_on(async move {
         let server = CtxpackServer::open(options)?;
         server.watch();
+        let (to_server, from_client) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(from_client);
+        let guard = tokio::spawn(stdio::relay(to_server, MAX_MESSAGE_BYTES));
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve((server_read, server_write))
             .await
             .context("start the MCP session")?;
-        service.waiting().await.context("serve MCP")?;
+        let served = service.waiting().await.context("serve MCP");
+        // The server's last answers are still in the relay: write them out.
+        let _ = guard.await;
+        served?;
         Ok(())
     })
 }
 
 /// Serves MCP over streamable HTTP at `/mcp` on `address` until
-/// interrupted. A bind outside loopback needs a bearer `token`; browsers'
-/// `Origin` and the `Host` header must name the server itself (DNS-rebinding
+/// interrupted. A bind outside loopback needs a bearer `token`; the `Host`
+/// header must name the server (loopback names, the bound address, or one of
+/// `extra_hosts`) and a browser's `Origin` one of those hosts (DNS-rebinding
 /// protection).
-pub fn serve_http(options: ServeOptions, address: SocketAddr, token: Option<String>) -> Result<()> {
+pub fn serve_http(
+    options: ServeOptions,
+    address: SocketAddr,
+    token: Option<String>,
+    extra_hosts: Vec<String>,
+) -> Result<()> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
@@ -83,46 +125,53 @@ pub fn serve_http(options: ServeOptions, address: SocketAddr, token: Option<Stri
         .build()
         .context("start the async runtime")?;
     runtime.block_on(async move {
+        let max_sessions = options.limits.max_sessions;
         let server = CtxpackServer::open(options)?;
         server.watch();
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
         let bound = listener.local_addr()?;
-        let port = bound.port();
-        let mut hosts = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            format!("localhost:{port}"),
-            format!("127.0.0.1:{port}"),
-            format!("[::1]:{port}"),
-        ];
-        if !address.ip().is_unspecified() {
-            hosts.push(address.ip().to_string());
-            hosts.push(bound.to_string());
-        }
+        let hosts = http_hosts::allowed(bound, &extra_hosts);
         let origins: Vec<String> = hosts
             .iter()
-            .filter(|h| h.contains(':') && !h.starts_with("::"))
-            .map(|h| format!("http://{h}"))
+            .map(|h| {
+                if h.contains(':') && !h.starts_with('[') {
+                    format!("http://[{h}]:{}", bound.port())
+                } else {
+                    format!("http://{h}:{}", bound.port())
+                }
+            })
             .collect();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins);
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            LocalSessionManager::default().into(),
-            config,
-        );
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
         let token = Arc::new(token);
         let router =
             axum::Router::new()
                 .nest_service("/mcp", service)
-                .layer(axum::middleware::from_fn(move |request, next| {
-                    let token = Arc::clone(&token);
-                    async move { check_bearer(token.as_deref(), request, next).await }
-                }));
+                .layer(axum::middleware::from_fn(
+                    move |request: axum::extract::Request, next: axum::middleware::Next| {
+                        let token = Arc::clone(&token);
+                        let sessions = Arc::clone(&sessions);
+                        async move {
+                            if let Some(refused) = check_bearer(token.as_deref(), &request) {
+                                return refused;
+                            }
+                            let opens_session = request.method() == axum::http::Method::POST
+                                && !request.headers().contains_key("mcp-session-id");
+                            if opens_session
+                                && let Some(refused) = check_sessions(&sessions, max_sessions).await
+                            {
+                                return refused;
+                            }
+                            next.run(request).await
+                        }
+                    },
+                ));
         eprintln!("ctxpack: serving MCP at http://{bound}/mcp");
         axum::serve(listener, router)
             .with_graceful_shutdown(async {
@@ -134,28 +183,58 @@ pub fn serve_http(options: ServeOptions, address: SocketAddr, token: Option<Stri
     })
 }
 
-/// Refuses a request without the expected `Authorization: Bearer` token.
-async fn check_bearer(
+/// Refuses a request without the expected `Authorization: Bearer` token
+/// (the scheme is case-insensitive, as HTTP says).
+fn check_bearer(
     token: Option<&str>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+    request: &axum::extract::Request,
+) -> Option<axum::response::Response> {
     use axum::response::IntoResponse;
-    if let Some(token) = token {
-        let given = request
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token) {
-            return (
-                axum::http::StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token",
+    let token = token?;
+    let given = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
+    let matches = given.is_some_and(|given| {
+        // Compared in constant time, so the token cannot be guessed byte by byte.
+        given.len() == token.len()
+            && given
+                .bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    (!matches).then(|| {
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+            "missing or wrong bearer token",
+        )
+            .into_response()
+    })
+}
+
+/// Refuses a request that would open a session past the limit.
+async fn check_sessions(
+    sessions: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    max_sessions: usize,
+) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    if sessions.sessions.read().await.len() >= max_sessions {
+        return Some(
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "too many open MCP sessions (limit {max_sessions}); close one or retry later"
+                ),
             )
-                .into_response();
-        }
+                .into_response(),
+        );
     }
-    next.run(request).await
+    None
 }
 
 #[derive(Clone)]
@@ -167,6 +246,8 @@ pub struct CtxpackServer {
 struct State {
     options: ServeOptions,
     session: RwLock<Arc<Session>>,
+    /// Turns on the blocking pool: one per call running at once.
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 impl State {
@@ -199,7 +280,8 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             vectors: options.vectors,
             // Served over a writing project, the vault tools see what some
             // work may read, never a library no work binds.
-            hidden: crate::assemble::unbound_libraries(&options.root),
+            hidden: crate::assemble::unbound_libraries(&options.root)
+                .map_err(anyhow::Error::msg)?,
         },
     )
 }
@@ -216,6 +298,13 @@ fn counter_and_format(
         "json" => Ok((tokenizer, true)),
         other => Err(format!("format must be markdown or json, got '{other}'")),
     }
+}
+
+fn timed_out(tool: &str, limit: Duration) -> CallToolResult {
+    tool_error(format!(
+        "the {tool} call took longer than {} s and was abandoned",
+        limit.as_secs_f64()
+    ))
 }
 
 fn tool_error(message: impl Into<String>) -> CallToolResult {
@@ -333,13 +422,78 @@ impl CtxpackServer {
     /// Opens the vault and its index (building or updating it).
     pub fn open(options: ServeOptions) -> Result<CtxpackServer> {
         let session = open_session(&options)?;
+        let turns = Arc::new(tokio::sync::Semaphore::new(
+            options.limits.concurrent_calls.max(1),
+        ));
         Ok(CtxpackServer {
             state: Arc::new(State {
                 options,
                 session: RwLock::new(Arc::new(session)),
+                turns,
             }),
             tool_router: Self::tool_router(),
         })
+    }
+
+    /// Runs a tool's body on the blocking pool, so a slow call never stalls
+    /// the async workers that answer the others: at most
+    /// `concurrent_calls` at once, each abandoned (with a tool error) after
+    /// `call_timeout`, and a panic becomes a tool error, never a request
+    /// left unanswered.
+    async fn call<F>(&self, tool: &'static str, body: F) -> CallToolResult
+    where
+        F: FnOnce(&State) -> CallToolResult + Send + 'static,
+    {
+        let limits = &self.state.options.limits;
+        let deadline = tokio::time::Instant::now() + limits.call_timeout;
+        let turn =
+            match tokio::time::timeout_at(deadline, Arc::clone(&self.state.turns).acquire_owned())
+                .await
+            {
+                Ok(Ok(turn)) => turn,
+                Ok(Err(_)) => return tool_error("the server is shutting down"),
+                Err(_) => return timed_out(tool, limits.call_timeout),
+            };
+        let state = Arc::clone(&self.state);
+        // The turn is held until the body ends, even after a timeout, so
+        // abandoned calls still count against the limit.
+        let task = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            body(&state)
+        });
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(err)) if err.is_panic() => {
+                eprintln!("ctxpack: error: the {tool} tool failed unexpectedly (a bug)");
+                tool_error(format!(
+                    "internal error in {tool}: the call failed unexpectedly; the server goes on"
+                ))
+            }
+            Ok(Err(_)) => tool_error(format!("the {tool} call was cancelled")),
+            Err(_) => timed_out(tool, limits.call_timeout),
+        }
+    }
+
+    /// Calls tool `tool` with JSON `arguments` on this thread, as a client's
+    /// `tools/call` would (for fuzzing argument decoding and validation).
+    pub fn call_blocking(&self, tool: &str, arguments: serde_json::Value) -> CallToolResult {
+        fn decode<T: serde::de::DeserializeOwned>(
+            arguments: serde_json::Value,
+        ) -> Result<T, CallToolResult> {
+            serde_json::from_value(arguments)
+                .map_err(|err| tool_error(format!("invalid arguments: {err}")))
+        }
+        let state = &self.state;
+        let result = match tool {
+            "search" => decode(arguments).map(|args| state.search(args)),
+            "context_pack" => decode(arguments).map(|args| state.context_pack(args)),
+            "assemble" => decode(arguments).map(|args| state.assemble(args)),
+            "get_note" => decode(arguments).map(|args| state.get_note(args)),
+            "mark_useful" => decode(arguments).map(|args| state.mark_useful(args)),
+            "status" => decode::<StatusArgs>(arguments).map(|_| state.status()),
+            other => Err(tool_error(format!("no tool '{other}'"))),
+        };
+        result.unwrap_or_else(|error| error)
     }
 
     /// Keeps the index current: after each burst of file changes (300 ms
@@ -379,6 +533,52 @@ impl CtxpackServer {
         description = "Rank the vault's notes for a query (full-text BM25 fused with the notes' titles, aliases, tags and summaries). Returns rank, path, title, score and the best matching sentence of each hit."
     )]
     async fn search(&self, Parameters(args): Parameters<SearchArgs>) -> CallToolResult {
+        self.call("search", move |state| state.search(args)).await
+    }
+
+    #[tool(
+        description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON."
+    )]
+    async fn context_pack(&self, Parameters(args): Parameters<ContextPackArgs>) -> CallToolResult {
+        self.call("context_pack", move |state| state.context_pack(args))
+            .await
+    }
+
+    #[tool(
+        description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
+    )]
+    async fn assemble(&self, Parameters(args): Parameters<AssembleArgs>) -> CallToolResult {
+        self.call("assemble", move |state| state.assemble(args))
+            .await
+    }
+
+    #[tool(
+        description = "Read one note of the vault by its relative path, whole or one heading's section or a line range. Paths outside the vault are refused."
+    )]
+    async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
+        self.call("get_note", move |state| state.get_note(args))
+            .await
+    }
+
+    #[tool(
+        description = "Record that a note was useful (or not) for the current task; feedback can re-rank later searches. Writes only to the index folder, never to the vault."
+    )]
+    async fn mark_useful(&self, Parameters(args): Parameters<MarkUsefulArgs>) -> CallToolResult {
+        self.call("mark_useful", move |state| state.mark_useful(args))
+            .await
+    }
+
+    #[tool(
+        description = "Describe the vault and its index: notes, sections, diagnostics, ranking arms."
+    )]
+    async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> CallToolResult {
+        self.call("status", move |state| state.status()).await
+    }
+}
+
+/// The tools' bodies: plain blocking functions, run on the blocking pool.
+impl State {
+    fn search(&self, args: SearchArgs) -> CallToolResult {
         let limit = args.limit.unwrap_or(10);
         if !(1..=100).contains(&limit) {
             return tool_error(format!("limit must be between 1 and 100, got {limit}"));
@@ -386,7 +586,10 @@ impl CtxpackServer {
         if args.query.trim().is_empty() {
             return tool_error("query is empty");
         }
-        let session = self.state.session();
+        if let Err(message) = check_query_length("query", &args.query) {
+            return tool_error(message);
+        }
+        let session = self.session();
         let results = session.search(&SearchRequest {
             query: args.query,
             limit,
@@ -410,10 +613,7 @@ impl CtxpackServer {
         json_result(&value)
     }
 
-    #[tool(
-        description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON."
-    )]
-    async fn context_pack(&self, Parameters(args): Parameters<ContextPackArgs>) -> CallToolResult {
+    fn context_pack(&self, args: ContextPackArgs) -> CallToolResult {
         let budget = args.budget_tokens.unwrap_or(crate::pack::DEFAULT_BUDGET);
         if !(1..=MAX_BUDGET).contains(&budget) {
             return tool_error(format!(
@@ -421,6 +621,16 @@ impl CtxpackServer {
             ));
         }
         let subqueries = args.subqueries.unwrap_or_default();
+        for (what, text) in args
+            .query
+            .iter()
+            .map(|q| ("query", q))
+            .chain(subqueries.iter().map(|q| ("a subquery", q)))
+        {
+            if let Err(message) = check_query_length(what, text) {
+                return tool_error(message);
+            }
+        }
         if subqueries.len() > MAX_SUBQUERIES {
             return tool_error(format!(
                 "at most {MAX_SUBQUERIES} subqueries, got {}",
@@ -458,7 +668,7 @@ impl CtxpackServer {
                 }
             },
         };
-        let session = self.state.session();
+        let session = self.session();
         let pack = session.pack(&PackRequest {
             mode,
             ranker: Ranker::Hybrid,
@@ -481,10 +691,7 @@ impl CtxpackServer {
         }
     }
 
-    #[tool(
-        description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
-    )]
-    async fn assemble(&self, Parameters(args): Parameters<AssembleArgs>) -> CallToolResult {
+    fn assemble(&self, args: AssembleArgs) -> CallToolResult {
         let (tokenizer, json) =
             match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
                 Ok(choice) => choice,
@@ -510,25 +717,34 @@ impl CtxpackServer {
             index_dir: None,
             write_review: true,
         };
-        match crate::assemble::assemble(&self.state.options.root, &request) {
+        match crate::assemble::assemble(&self.options.root, &request) {
             Ok(assembly) if json => json_result(&assembly),
             Ok(assembly) => CallToolResult::success(vec![Content::text(assembly.text)]),
             Err(err) => tool_error(err.to_string()),
         }
     }
 
-    #[tool(
-        description = "Read one note of the vault by its relative path, whole or one heading's section or a line range. Paths outside the vault are refused."
-    )]
-    async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
-        let session = self.state.session();
+    fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
+        let session = self.session();
         let relative = match inside_vault(&session.root, &args.path) {
             Ok(relative) => relative,
             Err(message) => return tool_error(message),
         };
-        let Some(text) = session.vault.read_inside(&relative) else {
-            return tool_error(format!("no readable note at '{}' in the vault", args.path));
+        // One message for a missing note and a file never read, so the
+        // answer does not tell whether a hidden file exists.
+        let not_a_note = || {
+            tool_error(format!(
+                "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
+                 agent files, log.md, ignored and non-Markdown files are never read)"
+            ))
         };
+        if !session.vault.is_listed(&relative) {
+            return not_a_note();
+        }
+        let Some(prepared) = session.vault.read_prepared(&relative) else {
+            return not_a_note();
+        };
+        let text = prepared.text;
         if let Some(heading) = args.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
             let wanted = crate::text::fold(&heading);
@@ -554,11 +770,8 @@ impl CtxpackServer {
         CallToolResult::success(vec![Content::text(text)])
     }
 
-    #[tool(
-        description = "Record that a note was useful (or not) for the current task; feedback can re-rank later searches. Writes only to the index folder, never to the vault."
-    )]
-    async fn mark_useful(&self, Parameters(args): Parameters<MarkUsefulArgs>) -> CallToolResult {
-        let session = self.state.session();
+    fn mark_useful(&self, args: MarkUsefulArgs) -> CallToolResult {
+        let session = self.session();
         let relative = match inside_vault(&session.root, &args.path) {
             Ok(relative) => relative,
             Err(message) => return tool_error(message),
@@ -585,11 +798,8 @@ impl CtxpackServer {
         }
     }
 
-    #[tool(
-        description = "Describe the vault and its index: notes, sections, diagnostics, ranking arms."
-    )]
-    async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> CallToolResult {
-        let session = self.state.session();
+    fn status(&self) -> CallToolResult {
+        let session = self.session();
         let index = session.index.as_ref();
         json_result(&serde_json::json!({
             "vault": session.root,
@@ -628,7 +838,7 @@ pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
             "'{given}' is absolute; give a path relative to the vault"
         ));
     }
-    let mut parts = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
     for component in path.components() {
         match component {
             Component::Normal(part) => parts.push(
@@ -637,6 +847,8 @@ pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
                     .to_string(),
             ),
             Component::CurDir => {}
+            // `..` inside the vault (`a/../a/b.md`) is fine; past its root is not.
+            Component::ParentDir if parts.pop().is_some() => {}
             _ => return Err(format!("'{given}' leads outside the vault")),
         }
     }
@@ -666,8 +878,46 @@ mod tests {
         assert_eq!(inside_vault(root, "./a/./b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "../secret.md").is_err());
         assert!(inside_vault(root, "a/../../x.md").is_err());
+        assert_eq!(inside_vault(root, "a/../a/b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "/etc/passwd").is_err());
         assert!(inside_vault(root, "  ").is_err());
+    }
+
+    #[test]
+    fn a_panicking_tool_is_a_tool_error_and_the_server_goes_on() {
+        let vault = tempfile::tempdir().unwrap();
+        let index = tempfile::tempdir().unwrap();
+        std::fs::write(vault.path().join("a.md"), "# A\n\nalpha\n").unwrap();
+        let server = CtxpackServer::open(ServeOptions {
+            root: vault.path().canonicalize().unwrap(),
+            index_dir: Some(index.path().to_path_buf()),
+            model: ModelChoice::Off,
+            qmd: None,
+            reranker: None,
+            ann: Default::default(),
+            vectors: None,
+            limits: ServeLimits::default(),
+        })
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let failed = runtime.block_on(server.call("search", |_| panic!("a bug")));
+        assert_eq!(failed.is_error, Some(true));
+        let text = serde_json::to_string(&failed.content).unwrap();
+        assert!(text.contains("internal error in search"), "{text}");
+        assert!(!text.contains("a bug"), "{text}");
+        let answered = runtime.block_on(server.call("search", |state| {
+            state.search(SearchArgs {
+                query: "alpha".into(),
+                limit: None,
+                folder: None,
+                tags: None,
+                explain: None,
+            })
+        }));
+        assert_eq!(answered.is_error, Some(false));
     }
 
     #[test]

@@ -126,6 +126,9 @@ pub struct Note {
     pub headings: Vec<Heading>,
     pub blocks: Vec<Block>,
     pub links: Vec<Link>,
+    /// Secrets the privacy policy took out of the file (where and what
+    /// kind, never the secret).
+    pub redactions: Vec<crate::privacy::Redaction>,
 }
 
 impl Note {

@@ -134,10 +134,28 @@ mod tests {
         let path = dir.path().join("a.md");
         fs::write(&path, "hello").unwrap();
         assert_eq!(read_text(&path, 10).unwrap().0, "hello");
-        assert!(read_text(&path, 4).unwrap_err().0.contains("over the 4 byte limit"));
-        fs::write(&path, [b'a'; 9000].iter().chain(b"\0").copied().collect::<Vec<u8>>()).unwrap();
+        assert!(
+            read_text(&path, 4)
+                .unwrap_err()
+                .0
+                .contains("over the 4 byte limit")
+        );
+        fs::write(
+            &path,
+            [b'a'; 9000]
+                .iter()
+                .chain(b"\0")
+                .copied()
+                .collect::<Vec<u8>>(),
+        )
+        .unwrap();
         assert!(read_text(&path, 100_000).unwrap_err().0.contains("NUL"));
-        assert!(read_text(dir.path(), 10).unwrap_err().0.contains("a folder"));
+        assert!(
+            read_text(dir.path(), 10)
+                .unwrap_err()
+                .0
+                .contains("a folder")
+        );
     }
 
     #[cfg(unix)]

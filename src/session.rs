@@ -16,6 +16,7 @@ use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
+use crate::privacy::Policy;
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
@@ -141,6 +142,7 @@ impl Session {
         let root = root
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
+        let policy = Arc::new(Policy::load(&root)?);
         let index_dir = location::index_dir(&root, choice.dir.as_deref())
             .map(|dir| location::view_dir(dir, &choice.hidden));
         let opened = match &index_dir {
@@ -148,6 +150,7 @@ impl Session {
                 let mut config = IndexConfig::new(dir.clone());
                 config.progress = choice.progress;
                 config.hidden = choice.hidden.clone();
+                config.policy = Arc::clone(&policy);
                 VaultIndex::open(&root, &config).map_err(|err| format!("{err:#}"))
             }
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
@@ -160,6 +163,7 @@ impl Session {
             Ok((index, report)) => {
                 let mut vault = index.vault();
                 vault.set_hidden(choice.hidden.clone());
+                vault.set_policy(Arc::clone(&policy));
                 (vault, Some(index), Some(report), None)
             }
             Err(error) => (
@@ -167,6 +171,7 @@ impl Session {
                     &root,
                     &VaultOptions {
                         hidden: choice.hidden.clone(),
+                        policy: Arc::clone(&policy),
                         ..VaultOptions::default()
                     },
                 )?,
@@ -402,7 +407,10 @@ impl Session {
         let keep = |note: usize| {
             request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags)
         };
-        let ranking = self.rank(&request.query, &request.rank, &keep);
+        // Each arm must return at least as many hits as were asked for.
+        let mut rank = request.rank.clone();
+        rank.depth = rank.depth.max(request.limit);
+        let ranking = self.rank(&request.query, &rank, &keep);
         let total = ranking.hits.len();
         let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
         let paths: Vec<&str> = top
@@ -442,7 +450,7 @@ impl Session {
             })
             .collect();
         SearchResults {
-            query: request.query.clone(),
+            query: collapse_whitespace(&request.query),
             total,
             hits,
             signal_errors: ranking.signal_errors,

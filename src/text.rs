@@ -31,7 +31,12 @@ fn fold_chars(chars: impl Iterator<Item = char>, len: usize) -> String {
 /// Collapses every run of whitespace to one space and trims the ends.
 pub fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for word in text.split_whitespace() {
+    // Control characters count as spaces, so no title, query or summary
+    // carries a terminal escape or a line break into a one-line field.
+    for word in text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+    {
         if !out.is_empty() {
             out.push(' ');
         }

@@ -796,3 +796,476 @@ fn a_review_folder_leading_outside_the_project_is_refused_before_anything_is_cre
         "nothing was created outside"
     );
 }
+
+/// A string planted only in an unbound library: no route may carry it out.
+const SECRET: &str = "SECRET-言情-7f3a";
+
+/// Plants a card in the unbound library 言情范式 that every route would pick
+/// (a cast member's name, every scene type), and symlinks into it.
+fn plant_secret_library(root: &Path) {
+    common::write(
+        &root.join("knowledge/言情范式/密卷.md"),
+        format!(
+            "---\n类型: 人物\n名称: 林砚\n场景类型: [日常, 对峙, 悬疑, 追逐]\n范式类别: trope\n---\n\
+             ## 要点\n\n{SECRET} 要点。\n\n## 示例\n\n{SECRET} 示例。\n\n## 失效风险\n\n{SECRET} 风险。\n\n\
+             ## 身份\n\n{SECRET} 身份。\n"
+        )
+        .as_bytes(),
+    );
+    let card = root.join("knowledge/言情范式/借物传情.md");
+    let text = fs::read_to_string(&card).unwrap();
+    fs::write(&card, format!("{text}\n## 失效风险\n\n{SECRET} 借物。\n")).unwrap();
+    let link = |target: &str, link: &str| {
+        std::os::unix::fs::symlink(target, root.join(link)).unwrap();
+    };
+    link("言情范式", "knowledge/alias");
+    link(
+        "../../../../knowledge/言情范式/密卷.md",
+        &format!("works/{WORK}/知识/人物/内鬼.md"),
+    );
+    link(
+        "../../../knowledge/言情范式",
+        &format!("works/{WORK}/知识/借"),
+    );
+    link(
+        "../../knowledge/言情范式/密卷.md",
+        &format!("works/{WORK}/草稿.md"),
+    );
+    link(
+        "../../knowledge/言情范式/密卷.md",
+        &format!("works/{WORK}/身份.md"),
+    );
+    let chapter6 = root.join(format!("works/{WORK}/正文/第006章.md"));
+    fs::remove_file(&chapter6).unwrap();
+    std::os::unix::fs::symlink("../../../knowledge/言情范式/密卷.md", &chapter6).unwrap();
+}
+
+#[test]
+fn no_route_reaches_an_unbound_library() {
+    let world = World::new();
+    let root = world.example("novel");
+    plant_secret_library(&root);
+    let secret_dir = root.join("knowledge/言情范式").canonicalize().unwrap();
+    // Bindings: a bound alias of the unbound library, identity slots into it.
+    fs::write(
+        root.join(format!("works/{WORK}/装配.yaml")),
+        format!(
+            "libraries: [打斗范式, alias]\nslots:\n  writer: knowledge/言情范式/借物传情.md\n  \
+             judge: works/{WORK}/身份.md\n  detector: knowledge/alias/密卷.md\n"
+        ),
+    )
+    .unwrap();
+    // The recipe: sources of every path kind pointing into it.
+    let recipe = root.join("meta/recipe.yaml");
+    let text = fs::read_to_string(&recipe)
+        .unwrap()
+        .replace(
+            "sources: [settings, outline, cast_cards, prev_tail, ledger, prev_summary, paradigms]",
+            "sources: [settings, outline, cast_cards, prev_tail, ledger, prev_summary, paradigms, \
+             leak_file, leak_sections, leak_cards, leak_index]",
+        )
+        .replace(
+            "sources:\n  settings:",
+            "sources:\n  leak_file: {kind: file, layer: L2, title: 泄露文件, path: \"knowledge/言情范式/密卷.md\"}\n  \
+             leak_sections: {kind: sections, layer: L2, title: 泄露段落, path: \"knowledge/alias/密卷.md\", schema: 设定}\n  \
+             leak_cards: {kind: cards, layer: L2, title: 资料全集, dir: knowledge, scope: all}\n  \
+             leak_index: {kind: card_index, layer: L2, title: 资料索引, dir: knowledge/alias, summary_field: 要点}\n  \
+             settings:",
+        );
+    assert!(text.contains("leak_index]") && text.contains("leak_file: {"));
+    fs::write(&recipe, text).unwrap();
+
+    // The object under review: refused before anything is read.
+    for candidate in [
+        "knowledge/言情范式/密卷.md",
+        "knowledge/alias/密卷.md",
+        "knowledge/言情范式/not-there.md",
+        &format!("works/{WORK}/草稿.md"),
+    ] {
+        let output = run(
+            &world,
+            &root,
+            &novel_args("validation", "8", &["--candidate", candidate]),
+        );
+        common::fails(&output, 2, "leads into library knowledge/言情范式");
+        assert!(!stderr(&output).contains(SECRET), "{candidate}");
+    }
+
+    let mut reviews = 0;
+    for (agent, scenario) in PIPELINE {
+        let output = run(
+            &world,
+            &root,
+            &novel_args(scenario, "8", &["--agent", agent, "--format", "json"]),
+        );
+        let stdout = ok(&output);
+        assert!(
+            !stdout.contains(SECRET),
+            "{agent}: the secret is in the pack or report"
+        );
+        assert!(!stderr(&output).contains(SECRET), "{agent}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        for path in report["read"].as_array().unwrap() {
+            let path = path.as_str().unwrap().trim_end_matches('/');
+            let real = root.join(path).canonicalize().unwrap();
+            assert!(!real.starts_with(&secret_dir), "{agent} read {path}");
+        }
+        let not_authorized: BTreeSet<&str> = report["omittedSources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["reason"] == "not_authorized")
+            .map(|o| o["source"].as_str().unwrap())
+            .collect();
+        // Every route tried is reported as refused, so none was vacuous.
+        let mut expected: BTreeSet<String> = [
+            "knowledge/言情范式",
+            "knowledge/言情范式/密卷.md",
+            "knowledge/alias/密卷.md",
+            "works/青灯录/知识/借",
+            "works/青灯录/正文/第006章.md",
+        ]
+        .map(String::from)
+        .into();
+        match agent {
+            "writer" => {
+                expected.insert("knowledge/alias".into());
+                expected.insert("knowledge/言情范式/借物传情.md".into());
+            }
+            "judge" => {
+                expected.insert(format!("works/{WORK}/身份.md"));
+            }
+            "extractor" => {
+                expected.insert(format!("works/{WORK}/知识/人物/内鬼.md"));
+            }
+            _ => {}
+        }
+        let missing: Vec<&String> = expected
+            .iter()
+            .filter(|s| !not_authorized.contains(s.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{agent}: {missing:?} not in {not_authorized:?}"
+        );
+        reviews += 1;
+    }
+    let mut copies = Vec::new();
+    collect_md(&root.join(format!("works/{WORK}/评审")), &mut copies);
+    assert_eq!(copies.len(), reviews, "one review copy per purpose");
+    for copy in copies {
+        assert!(
+            !fs::read_to_string(&copy).unwrap().contains(SECRET),
+            "{copy:?}"
+        );
+    }
+}
+
+#[test]
+fn malformed_cards_are_skipped_and_reported_not_fatal() {
+    let world = World::new();
+    let root = world.example("novel");
+    let cards = root.join(format!("works/{WORK}/知识/人物"));
+    fs::write(
+        cards.join("坏编码.md"),
+        b"---\n\xff\xfe: x\n---\n## \xc3\x28\n",
+    )
+    .unwrap();
+    fs::write(
+        cards.join("坏头.md"),
+        "---\n类型: [人物\n名称: 坏\n---\n## 身份\n\nx\n",
+    )
+    .unwrap();
+    fs::write(
+        cards.join("列表头.md"),
+        "---\n- 人物\n- 坏\n---\n## 身份\n\nx\n",
+    )
+    .unwrap();
+    let fifo =
+        std::ffi::CString::new(cards.join("管道.md").as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // A neighbouring chapter (chapter 9's summary source) and a library card.
+    fs::write(
+        root.join(format!("works/{WORK}/正文/第007章.md")),
+        "---\n修订: [\n---\n## 场景\n\nx\n",
+    )
+    .unwrap();
+    fs::write(root.join("knowledge/打斗范式/坏卡.md"), b"\xff\xff").unwrap();
+    let expected = [
+        (format!("works/{WORK}/知识/人物/坏编码.md"), "UTF-8"),
+        (format!("works/{WORK}/知识/人物/坏头.md"), ""),
+        (format!("works/{WORK}/知识/人物/列表头.md"), ""),
+        (format!("works/{WORK}/知识/人物/管道.md"), "FIFO"),
+        (format!("works/{WORK}/正文/第007章.md"), ""),
+        ("knowledge/打斗范式/坏卡.md".to_string(), "UTF-8"),
+    ];
+    for (agent, scenario, chapter) in [
+        ("writer", "continuation", "9"),
+        ("extractor", "extraction", "8"),
+        ("detector", "validation", "8"),
+    ] {
+        let report = json(&run(
+            &world,
+            &root,
+            &novel_args(
+                scenario,
+                chapter,
+                &["--agent", agent, "--format", "json", "--no-write"],
+            ),
+        ));
+        let unreadable: BTreeMap<&str, &str> = report["omittedSources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["reason"] == "unreadable")
+            .map(|o| (o["source"].as_str().unwrap(), o["detail"].as_str().unwrap()))
+            .collect();
+        for (path, why) in &expected {
+            let needed = match agent {
+                "writer" => !path.contains("第007章") || chapter == "9",
+                "extractor" => !path.starts_with("knowledge/") && !path.contains("正文"),
+                _ => !path.contains("正文"),
+            };
+            if !needed {
+                continue;
+            }
+            let detail = unreadable
+                .get(path.as_str())
+                .unwrap_or_else(|| panic!("{agent}: {path} not reported: {unreadable:?}"));
+            assert!(
+                detail.contains(why) && detail.ends_with("skipped"),
+                "{path}: {detail}"
+            );
+        }
+        let text = report["text"].as_str().unwrap();
+        assert!(
+            text.contains("- unreadable · "),
+            "{agent}: the report lists them"
+        );
+        if agent != "writer" {
+            assert!(
+                text.contains("#### 人物 · 周慎之"),
+                "{agent}: the other cards are read"
+            );
+        }
+    }
+    // The unit's own file is required when it is the object under review.
+    fs::write(root.join(format!("works/{WORK}/正文/第008章.md")), b"\xff").unwrap();
+    let output = run(
+        &world,
+        &root,
+        &novel_args("quality_gate", "8", &["--no-write"]),
+    );
+    common::fails(&output, 1, "第008章.md: not valid UTF-8");
+}
+
+#[test]
+fn recipe_numbers_are_bounded_and_never_panic() {
+    let world = World::new();
+    let root = world.example("novel");
+    let recipe = root.join("meta/recipe.yaml");
+    let original = fs::read_to_string(&recipe).unwrap();
+    let refused = [
+        (
+            "file: \"works/{work}/正文/第{unit:65536}章.md\"",
+            "is too large: at most 16 digits",
+        ),
+        (
+            "heading: \"第{unit:99999}章\"",
+            "is too large: at most 16 digits",
+        ),
+        (
+            "file: \"works/{work}/正文/第{unit:+3}章.md\"",
+            "bad width '+3'",
+        ),
+        (
+            "file: \"works/{work:3}/正文/第{unit:03}章.md\"",
+            "only {unit} takes a width",
+        ),
+    ];
+    for (replacement, message) in refused {
+        let key = replacement.split(':').next().unwrap();
+        let line = original
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key}:")))
+            .unwrap();
+        let indent = &line[..line.len() - line.trim_start().len()];
+        fs::write(
+            &recipe,
+            original.replace(line, &format!("{indent}{replacement}")),
+        )
+        .unwrap();
+        let output = run(
+            &world,
+            &root,
+            &novel_args("continuation", "9", &["--no-write"]),
+        );
+        common::fails(&output, 2, message);
+    }
+    // Offsets and counts at the ends of their types: nothing to show, no overflow.
+    let extreme = original
+        .replace(
+            "offset: -1, last: 2",
+            "offset: -9223372036854775808, last: 18446744073709551615",
+        )
+        .replace("offset: -2}", "offset: 9223372036854775807}")
+        .replace("recent: 3,", "recent: 9223372036854775808,");
+    assert_ne!(extreme, original);
+    fs::write(&recipe, extreme).unwrap();
+    for (agent, scenario) in PIPELINE {
+        let output = run(
+            &world,
+            &root,
+            &novel_args(scenario, "8", &["--agent", agent, "--no-write"]),
+        );
+        ok(&output);
+    }
+}
+
+#[test]
+fn names_that_are_not_names_are_refused_as_such() {
+    let world = World::new();
+    let root = world.example("novel");
+    let bindings = root.join(format!("works/{WORK}/装配.yaml"));
+    for library in ["../x", "/etc", "a/b", "..", ""] {
+        fs::write(&bindings, format!("libraries: [打斗范式, \"{library}\"]\n")).unwrap();
+        let output = run(
+            &world,
+            &root,
+            &novel_args("continuation", "9", &["--no-write"]),
+        );
+        common::fails(&output, 2, &format!("'{library}' is not a library name"));
+    }
+    fs::write(&bindings, "libraries: [打斗范式]\n").unwrap();
+    let work_args = |work: &'static str| {
+        vec![
+            "--work",
+            work,
+            "--scenario",
+            "continuation",
+            "--chapter",
+            "9",
+            "--intent",
+            "x",
+        ]
+    };
+    for work in ["../../etc", "..", ".", "/etc", "a/b"] {
+        let output = run(&world, &root, &work_args(work));
+        common::fails(&output, 2, "a work is one folder name");
+    }
+    let output = run(&world, &root, &novel_args("../continuation", "9", &[]));
+    common::fails(&output, 2, "unknown scenario '../continuation'");
+    let output = run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--agent", "../writer"]),
+    );
+    common::fails(&output, 2, "unknown agent '../writer'");
+    // Names in the recipe fill path templates: they must be names too.
+    let recipe = root.join("meta/recipe.yaml");
+    let original = fs::read_to_string(&recipe).unwrap();
+    let cases = [
+        (
+            original
+                .replace("  judge:\n", "  ../judge:\n")
+                .replace("agent: judge,", "agent: ../judge,"),
+            "agent '../judge' is not a name",
+        ),
+        (
+            original.replace("  polish: {", "  \"a/b\": {"),
+            "scenario 'a/b' is not a name",
+        ),
+        (
+            original.replace("libraries_dir: knowledge", "libraries_dir: ../knowledge"),
+            "libraries_dir '../knowledge' must be a folder inside the project",
+        ),
+    ];
+    for (text, message) in cases {
+        assert_ne!(text, original);
+        fs::write(&recipe, text).unwrap();
+        let output = run(
+            &world,
+            &root,
+            &novel_args("continuation", "9", &["--no-write"]),
+        );
+        common::fails(&output, 2, message);
+    }
+}
+
+#[test]
+fn serving_a_project_whose_recipe_is_broken_is_refused() {
+    let world = World::new();
+    let root = world.example("novel");
+    fs::write(root.join("meta/recipe.yaml"), "name: [unclosed\n").unwrap();
+    let output = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(&root)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    common::fails(&output, 2, "meta/recipe.yaml");
+    assert!(stderr(&output).contains("nothing is served until the recipe is fixed"));
+}
+
+#[test]
+fn assembly_reads_cards_through_the_privacy_policy() {
+    let world = World::new();
+    let root = world.example("novel");
+    let card = root.join(format!("works/{WORK}/知识/人物/沈青.md"));
+    let text = std::fs::read_to_string(&card).unwrap();
+    std::fs::write(
+        &card,
+        text.replacen(
+            "## 身份\n\n",
+            "## 身份\n\n%%PRIVATECOMMENTMARK%% 钥匙 ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b 在灯楼。",
+            1,
+        ),
+    )
+    .unwrap();
+    let private = root.join(format!("works/{WORK}/知识/人物/厉无咎.md"));
+    let text = std::fs::read_to_string(&private).unwrap();
+    std::fs::write(
+        &private,
+        text.replacen("---\n", "---\nprivate: true\n", 1).replacen(
+            "## 身份",
+            "## 身份\n\nPRIVATECARDMARK",
+            1,
+        ),
+    )
+    .unwrap();
+    let output = run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write", "--format", "json"]),
+    );
+    let json = ok(&output);
+    for leaked in [
+        "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b",
+        "PRIVATECOMMENTMARK",
+        "PRIVATECARDMARK",
+    ] {
+        assert!(!json.contains(leaked), "{leaked} leaked");
+    }
+    let assembly: Value = serde_json::from_str(&json).unwrap();
+    let text = assembly["text"].as_str().unwrap();
+    assert!(text.contains("[REDACTED:github_token]"), "{text}");
+    let card_path = format!("works/{WORK}/知识/人物/沈青.md");
+    assert!(
+        text.contains(&format!("- {card_path}:"))
+            && text.contains("secret (github_token) redacted"),
+        "the report lists the redaction:\n{text}"
+    );
+    assert_eq!(assembly["redactions"][0]["path"], card_path.as_str());
+    assert_eq!(assembly["redactions"][0]["kind"], "github_token");
+    let private_path = format!("works/{WORK}/知识/人物/厉无咎.md");
+    let omitted = assembly["omittedSources"].as_array().unwrap();
+    assert!(
+        omitted
+            .iter()
+            .any(|o| o["reason"] == "private" && o["source"] == private_path.as_str()),
+        "{omitted:?}"
+    );
+}

@@ -426,8 +426,6 @@ fn schema() {
 }
 
 #[test]
-#[ignore = "assemble::recipe::expand panics on a width over 65535 ('{unit:99999}'): \
-            reported to the owner of src/assemble/"]
 fn template() {
     let seeds = [
         "works/{work}/正文/第{unit:03}章.md",
@@ -493,12 +491,86 @@ fn model() {
     fuzz("model", inputs(vec![model_seed()], COMMON));
 }
 
+/// Fragments of MCP tool arguments.
+const MCP_ARGUMENTS: &[&str] = &[
+    "{",
+    "}",
+    "\"query\": ",
+    "\"raft\"",
+    "\"path\": ",
+    "\"../a.md\"",
+    "\"a.md\"",
+    "\"heading\": ",
+    "\"lines\": ",
+    "\"1-2\"",
+    "\"0-99999999999\"",
+    "\"budget_tokens\": ",
+    "100000",
+    "0",
+    "-1",
+    "1e308",
+    "\"subqueries\": ",
+    "[",
+    "]",
+    "\"recent\": ",
+    "true",
+    "null",
+    "\"tokenizer\": ",
+    "\"o200k\"",
+    "\"format\": ",
+    "\"json\"",
+    "\"limit\": ",
+    "\"recent_dailies\": ",
+    "\"useful\": ",
+    "\"work\": ",
+    "\"chapter\": ",
+    ", ",
+    "\"generated_at\": ",
+    "\"2026-01-01T00:00:00Z\"",
+    "\"\\u0000\"",
+    "\"%%\"",
+];
+
+#[test]
+fn mcp() {
+    let seeds: Vec<Vec<u8>> = [
+        "\u{0}{\"query\": \"raft\", \"limit\": 5, \"explain\": true}",
+        "\u{1}{\"query\": \"raft\", \"subqueries\": [\"paxos\"], \"budget_tokens\": 200, \"recent_dailies\": 2}",
+        "\u{1}{\"recent\": true, \"tokenizer\": \"o200k\", \"format\": \"json\"}",
+        "\u{2}{\"path\": \"b.md\", \"heading\": \"Part\"}",
+        "\u{2}{\"path\": \"a.md\", \"lines\": \"1-3\"}",
+        "\u{3}{\"path\": \"a.md\", \"useful\": true}",
+        "\u{4}{}",
+        "\u{5}{\"work\": \"w\", \"scenario\": \"s\", \"chapter\": 1, \"intent\": \"i\"}",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    fuzz("mcp", inputs(seeds, MCP_ARGUMENTS));
+}
+
+#[test]
+fn privacy() {
+    let seeds: Vec<Vec<u8>> = [
+        "---\nprivate: true\n---\nsecret",
+        "# T\n\n%%hidden%% text <!-- c -->\n\n## Private\n\nx\n\n## Public\n\ny\n",
+        "key ghp_abcdefghijklmnopqrstuvwxyz0123456789\n-----BEGIN RSA PRIVATE KEY-----\nMII\n-----END RSA PRIVATE KEY-----\n",
+        "private:\n  tags: [a]\n  folders: [\"x/\"]\nredact:\n  personal_data: true\n",
+        "`%%code%%` %% open",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    fuzz("privacy", inputs(seeds, MARKDOWN));
+}
+
 /// Adding a target to `ctxpack::fuzz::TARGETS` means adding its smoke
 /// pass here too.
 #[test]
 fn every_target_has_a_smoke_pass() {
     let smoked = [
-        "note", "pack", "env", "okignore", "recipe", "schema", "template", "wheel", "model",
+        "note", "pack", "env", "okignore", "recipe", "schema", "template", "wheel", "model", "mcp",
+        "privacy",
     ];
     let targets: Vec<&str> = ctxpack::fuzz::TARGETS.iter().map(|t| t.name).collect();
     assert_eq!(targets, smoked);

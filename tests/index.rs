@@ -1038,6 +1038,6 @@ fn watch_keeps_the_index_current() {
     );
     // The watcher's update is committed: a reader finds the new note.
     let root = vault.canonicalize().unwrap();
-    let committed = VaultIndex::open_committed(&root, &index).unwrap();
+    let committed = VaultIndex::open_committed(&root, &index, &Default::default()).unwrap();
     assert_eq!(committed.search_notes("narwhal", 5).unwrap().len(), 1);
 }

@@ -3,95 +3,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::Stdio;
 
 use common::World;
+use common::mcp_client::Client;
 use serde_json::{Value, json};
-
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Client {
-    fn start(world: &World, vault: &std::path::Path) -> Client {
-        let mut child = world
-            .cmd()
-            .args(["serve", "--vault"])
-            .arg(vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let mut client = Client {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let init = client.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack");
-        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("a response");
-            let message: Value = serde_json::from_str(&line).expect("JSON on stdout");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    /// Calls a tool: (is_error, text of the first content block).
-    fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
-        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        let result = &response["result"];
-        (
-            result["isError"].as_bool().unwrap_or(false),
-            result["content"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn tools_are_listed_with_schemas() {
@@ -309,7 +225,7 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
 
     // A work's bindings that cannot be read hide every library.
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project),
+        ctxpack::assemble::unbound_libraries(&project).unwrap(),
         ["knowledge/言情范式"]
     );
     common::write(
@@ -317,11 +233,15 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
         "libraries: [打斗范式\n".as_bytes(),
     );
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project),
+        ctxpack::assemble::unbound_libraries(&project).unwrap(),
         ["knowledge/打斗范式", "knowledge/言情范式"]
     );
     // A folder that is not a writing project hides nothing.
-    assert!(ctxpack::assemble::unbound_libraries(&world.example_vault("vault")).is_empty());
+    assert!(
+        ctxpack::assemble::unbound_libraries(&world.example_vault("vault"))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -373,7 +293,7 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "get_note",
             json!({"path": "missing.md"}),
-            "no readable note",
+            "no note 'missing.md' in the vault",
         ),
         (
             "mark_useful",
@@ -411,11 +331,9 @@ fn many_calls_in_flight_are_all_answered() {
     }
     let mut answered = std::collections::BTreeMap::new();
     while answered.len() < 50 {
-        let line = client
-            .lines
-            .recv_timeout(std::time::Duration::from_secs(60))
+        let message = client
+            .receive(std::time::Duration::from_secs(60))
             .expect("all answers");
-        let message: Value = serde_json::from_str(&line).unwrap();
         let id = message["id"].as_u64().unwrap();
         let text = message["result"]["content"][0]["text"]
             .as_str()
@@ -432,4 +350,207 @@ fn many_calls_in_flight_are_all_answered() {
             "{query}: {top}"
         );
     }
+}
+
+/// Runs `ctxpack serve` over `root`, sends `messages` and collects what it
+/// prints until the responses to `ids` arrive or it exits: (stdout lines,
+/// exit code if it exited, stderr).
+fn serve_raw(
+    world: &World,
+    root: &std::path::Path,
+    messages: &[Value],
+    ids: &[u64],
+) -> (Vec<String>, Option<i32>, String) {
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(root)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    for message in messages {
+        // A server that refused to start has closed its input.
+        if writeln!(stdin, "{message}").is_err() {
+            break;
+        }
+    }
+    let _ = stdin.flush();
+    let mut printed = Vec::new();
+    let mut waiting: Vec<u64> = ids.to_vec();
+    while !waiting.is_empty() {
+        let Ok(line) = lines.recv_timeout(std::time::Duration::from_secs(60)) else {
+            break;
+        };
+        if let Ok(message) = serde_json::from_str::<Value>(&line) {
+            waiting.retain(|id| message["id"] != *id);
+        }
+        printed.push(line);
+    }
+    // A closed output may come a moment before the exit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut status = child.try_wait().unwrap();
+    while status.is_none() && !waiting.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        status = child.try_wait().unwrap();
+    }
+    let code = match status {
+        Some(status) => status.code(),
+        None => {
+            let _ = child.kill();
+            child.wait().unwrap();
+            None
+        }
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (printed, code, stderr)
+}
+
+#[test]
+fn a_project_whose_recipe_does_not_parse_is_not_served() {
+    let world = World::new();
+    let project = world.example("novel");
+    // A custom libraries folder: the fallback `knowledge` would hide nothing.
+    std::fs::rename(project.join("knowledge"), project.join("资料库")).unwrap();
+    let recipe = project.join("meta/recipe.yaml");
+    let text = std::fs::read_to_string(&recipe)
+        .unwrap()
+        .replace("libraries_dir: knowledge", "libraries_dir: 资料库");
+    std::fs::write(&recipe, &text).unwrap();
+    common::write(
+        &project.join("资料库/言情范式/closed-card.md"),
+        "# Closed card\n\nThe quokka ledger is UNBOUND-MARKER.\n".as_bytes(),
+    );
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    let messages = [
+        initialize,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "quokka ledger"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_note", "arguments": {"path": "资料库/言情范式/closed-card.md"}}}),
+    ];
+    // With the recipe intact, the unbound library is hidden.
+    let (printed, code, _) = serve_raw(&world, &project, &messages, &[1, 2, 3]);
+    assert_eq!(code, None, "served");
+    assert_eq!(printed.len(), 3, "{printed:?}");
+    assert!(!printed.concat().contains("UNBOUND-MARKER"), "{printed:?}");
+
+    // Broken (an unknown key), it is refused: nothing is served.
+    std::fs::write(&recipe, format!("{text}\nunknown_key: 1\n")).unwrap();
+    let (printed, code, stderr) = serve_raw(&world, &project, &messages, &[1, 2, 3]);
+    assert!(!printed.concat().contains("UNBOUND-MARKER"), "{printed:?}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("meta/recipe.yaml") && stderr.contains("unknown_key"),
+        "{stderr}"
+    );
+    assert!(ctxpack::assemble::unbound_libraries(&project).is_err());
+}
+
+#[test]
+fn no_assemble_route_lets_the_vault_tools_serve_an_unbound_card() {
+    let world = World::new();
+    let project = world.example("novel");
+    common::write(
+        &project.join("knowledge/言情范式/密卷.md"),
+        "---\n类型: 人物\n名称: 林砚\n场景类型: [悬疑, 对峙, 追逐]\n---\n## 要点\n\n\
+         The quokka cipher is UNBOUND-MARKER.\n"
+            .as_bytes(),
+    );
+    std::os::unix::fs::symlink(
+        "../../knowledge/言情范式/密卷.md",
+        project.join("works/青灯录/草稿.md"),
+    )
+    .unwrap();
+    let mut client = Client::start(&world, &project);
+    for candidate in ["knowledge/言情范式/密卷.md", "works/青灯录/草稿.md"] {
+        let (error, text) = client.call(
+            "assemble",
+            json!({"work": "青灯录", "scenario": "validation", "chapter": 9, "intent": "x", "candidate": candidate}),
+        );
+        assert!(error, "{candidate}: {text}");
+        assert!(
+            text.contains("leads into library knowledge/言情范式")
+                && !text.contains("UNBOUND-MARKER"),
+            "{text}"
+        );
+    }
+    let (error, text) = client.call(
+        "assemble",
+        json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "format": "json"}),
+    );
+    assert!(!error && !text.contains("UNBOUND-MARKER"), "{text}");
+    let review: Value = serde_json::from_str(&text).unwrap();
+    let review = review["review_file"].as_str().unwrap().to_string();
+    assert!(
+        std::fs::read_to_string(project.join(&review))
+            .unwrap()
+            .contains("not_authorized · knowledge/言情范式")
+    );
+    // The review copy is a note like any other: it holds nothing gated.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (error, text) = client.call("search", json!({"query": "quokka cipher"}));
+    assert!(!error && !text.contains("UNBOUND-MARKER"), "{text}");
+    let (error, text) = client.call("get_note", json!({"path": review}));
+    assert!(!text.contains("UNBOUND-MARKER"), "{error} {text}");
+    let (error, text) = client.call("get_note", json!({"path": "works/青灯录/草稿.md"}));
+    assert!(error && !text.contains("UNBOUND-MARKER"), "{text}");
+}
+
+/// A vault with one long note: packing it whole at the largest budget is
+/// the slowest call a client can make.
+fn long_note_vault(world: &World) -> std::path::PathBuf {
+    let sentence = "Raft elects a leader and the leader replicates the log to every follower. ";
+    let body: String = (0..2_000)
+        .map(|i| format!("## Part {i}\n\n{}\n\n", sentence.repeat(12)))
+        .collect();
+    world.vault(
+        "vault",
+        &[
+            ("long.md", &format!("# Long\n\n{body}")),
+            ("short.md", "# Short\n\nalpha\n"),
+        ],
+    )
+}
+
+#[test]
+fn a_slow_call_stalls_no_other_and_is_abandoned_at_the_timeout() {
+    let world = World::new();
+    let vault = long_note_vault(&world);
+    let mut client = Client::start_with(&world, &vault, &["--call-timeout", "1"]);
+    let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+        "name": "context_pack",
+        "arguments": {"query": "raft leader log", "budget_tokens": 100000, "tokenizer": "o200k"}
+    }});
+    client.send(slow);
+    client.send(
+        json!({"jsonrpc": "2.0", "id": "quick", "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "alpha"}
+        }}),
+    );
+    let wait = std::time::Duration::from_secs(60);
+    let first = client.receive(wait).expect("an answer");
+    assert_eq!(
+        first["id"], "quick",
+        "the search waited for the pack: {first}"
+    );
+    let second = client.receive(wait).expect("an answer");
+    assert_eq!(second["id"], "slow");
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    let text = second["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("took longer than 1 s"), "{text}");
+    // The server goes on answering.
+    let (is_error, text) = client.call("search", json!({"query": "alpha"}));
+    assert!(!is_error && text.contains("short.md"), "{text}");
 }

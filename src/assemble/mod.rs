@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use self::doc::{Doc, Outline};
 use self::layout::{Form, MeasureCache, Segment};
-use self::project::{Bindings, Project};
+use self::project::{Bindings, Project, ReadError};
 use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement};
 use self::schema::Schemas;
 use self::sources::{Context, Gathered, Hidden, Item, Reason};
@@ -83,6 +83,14 @@ fn project_error(message: impl Into<String>) -> AssembleError {
     AssembleError::Project(message.into())
 }
 
+/// One secret redacted in a file `assemble` read.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RedactedSecret {
+    pub path: String,
+    pub line: u32,
+    pub kind: String,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Assembly {
     pub recipe: String,
@@ -104,6 +112,9 @@ pub struct Assembly {
     pub hidden_fields: Vec<HiddenField>,
     #[serde(rename = "omittedSources")]
     pub omitted_sources: Vec<Omitted>,
+    /// Secrets the privacy policy redacted in the files read (never the
+    /// secret itself).
+    pub redactions: Vec<RedactedSecret>,
     pub warnings: Vec<String>,
     pub review_file: Option<String>,
     /// Every project path read or listed, in order.
@@ -155,7 +166,10 @@ struct Frame {
 
 /// Assembles the pack for `request` in the project at `root`.
 pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, AssembleError> {
-    let project = Project::open(root).map_err(usage)?;
+    let mut project = Project::open(root).map_err(usage)?;
+    project.set_policy(
+        crate::privacy::Policy::load(project.root()).map_err(|err| usage(err.to_string()))?,
+    );
     let recipe = load_recipe(&project, request)?;
     if request.budget == 0 || request.budget > MAX_BUDGET {
         return Err(usage(format!(
@@ -168,9 +182,17 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
             "the intent is empty: say what this turn should do (--intent)",
         ));
     }
-    if request.work.trim().is_empty() || request.work.contains(['/', '\\']) || request.work == ".."
-    {
-        return Err(usage(format!("bad work name '{}'", request.work)));
+    if request.work.trim().is_empty() || !project::is_plain_name(&request.work) {
+        return Err(usage(format!(
+            "bad work name '{}': a work is one folder name (no '/', '\\', '..' or absolute path)",
+            request.work
+        )));
+    }
+    if request.unit < 1 {
+        return Err(usage(format!(
+            "the unit must be 1 or more, not {}",
+            request.unit
+        )));
     }
     let scenario = recipe.scenarios.get(&request.scenario).ok_or_else(|| {
         usage(format!(
@@ -223,6 +245,50 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         project.resolve(candidate).map_err(usage)?;
     }
 
+    let placeholders = Placeholders {
+        work: &request.work,
+        unit: request.unit,
+        agent: &agent_name,
+        scenario: &request.scenario,
+        purpose: &scenario.purpose,
+    };
+    let expand = |template: &str| recipe::expand(template, &placeholders).map_err(project_error);
+
+    // The authorization gate: every library is closed while the bindings
+    // are read (they may not lie in one), then the unbound ones stay closed
+    // for every later read, whatever path or symlink leads there.
+    let libraries = project
+        .library_folders(&recipe.libraries_dir)
+        .map_err(project_error)?;
+    project.close_libraries(&libraries.iter().collect::<Vec<_>>());
+    let bindings_path = expand(&recipe.bindings)?;
+    let bindings = match project.read_optional(&bindings_path) {
+        Ok(Some(text)) => Bindings::parse(&bindings_path, &text).map_err(usage)?,
+        Ok(None) => Bindings::default(),
+        Err(ReadError::NotAuthorized { library, .. }) => {
+            return Err(usage(format!(
+                "the bindings file {bindings_path} lies in library {library}: bindings must be \
+                 outside the libraries folder {}",
+                recipe.libraries_dir
+            )));
+        }
+        Err(err) => return Err(usage(err)),
+    };
+    let unbound: Vec<&project::Entry> = libraries
+        .iter()
+        .filter(|e| !bindings.libraries.contains(&e.name))
+        .collect();
+    project.close_libraries(&unbound);
+    let mut omitted = unauthorized_libraries(&unbound, &bindings_path);
+    if let Some(candidate) = &request.candidate
+        && let Some(library) = project.closed_library_of(candidate)
+    {
+        return Err(usage(format!(
+            "--candidate {candidate} leads into library {library}, which {bindings_path} does \
+             not bind; it is not opened"
+        )));
+    }
+
     let schemas = Schemas::load(&project, &recipe.schemas_dir).map_err(project_error)?;
     let baseline_agent = recipe.agent(&recipe.baseline.agent);
     let purposes: Vec<&str> = recipe
@@ -234,22 +300,6 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         .check_baseline_is_safe(&baseline_agent.visibility, &purposes)
         .map_err(project_error)?;
 
-    let placeholders = Placeholders {
-        work: &request.work,
-        unit: request.unit,
-        agent: &agent_name,
-        scenario: &request.scenario,
-        purpose: &scenario.purpose,
-    };
-    let expand = |template: &str| recipe::expand(template, &placeholders).map_err(project_error);
-    let work_dir_probe = expand(&recipe.bindings)?;
-    let bindings = match project
-        .read_optional(&work_dir_probe)
-        .map_err(project_error)?
-    {
-        Some(text) => Bindings::parse(&work_dir_probe, &text).map_err(project_error)?,
-        None => Bindings::default(),
-    };
     let outline_path = expand(&recipe.outline.file)?;
     let outline_text = project
         .read_optional(&outline_path)
@@ -274,7 +324,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         recipe: &recipe,
         schemas: &schemas,
         bindings: &bindings,
-        bindings_path: &work_dir_probe,
+        bindings_path: &bindings_path,
         outline: &outline,
         outline_path: &outline_path,
         work: &request.work,
@@ -332,11 +382,25 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         .filter(|item| !baseline_keys.contains(item.key.as_str()))
         .collect();
 
-    let identity_path = bindings
-        .slots
-        .get(&agent_name)
-        .cloned()
-        .unwrap_or_else(|| agent.identity.clone());
+    let identity_path = match bindings.slots.get(&agent_name) {
+        Some(slot) => match project.closed_library_of(&expand(slot)?) {
+            Some(library) => {
+                omitted.push(Omitted {
+                    source: expand(slot)?,
+                    reason: Reason::NotAuthorized,
+                    count: None,
+                    detail: format!(
+                        "the {agent_name} slot in {bindings_path} leads into {library}, which is \
+                         not bound; not opened (the recipe's identity is used)"
+                    ),
+                    items: Vec::new(),
+                });
+                agent.identity.clone()
+            }
+            None => slot.clone(),
+        },
+        None => agent.identity.clone(),
+    };
     let read_meta = |template: &str| -> Result<String, AssembleError> {
         let path = expand(template)?;
         project
@@ -369,13 +433,6 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         volatile: volatile_segment(&recipe, &context, request),
     };
 
-    let mut omitted = Vec::new();
-    omitted.extend(unauthorized_libraries(
-        &project,
-        &recipe,
-        &bindings,
-        &work_dir_probe,
-    ));
     if !agent
         .sources
         .iter()
@@ -393,6 +450,19 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
     }
     omitted.extend(baseline.omitted.iter().cloned());
     omitted.extend(own.omitted.iter().cloned());
+    // Every other path the gate refused (a symlink into an unbound library
+    // among the cards, a source or slot leading into one).
+    for (path, library) in project.refused() {
+        if !omitted.iter().any(|o| o.source == path) {
+            omitted.push(Omitted {
+                source: path,
+                reason: Reason::NotAuthorized,
+                count: None,
+                detail: format!("leads into {library}, which is not bound; not opened"),
+                items: Vec::new(),
+            });
+        }
+    }
     let mut warnings: Vec<String> = baseline.warnings.clone();
     for warning in &own.warnings {
         if !warnings.contains(warning) {
@@ -405,6 +475,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
     let mut baseline_segment = Segment::new(baseline.items.iter().collect(), &baseline_order);
     let mut increment_segment = Segment::new(increment_items, &agent.sources);
 
+    let redactions = project.redactions();
     let fitted = fit(
         request,
         &recipe,
@@ -414,6 +485,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         &baseline.hidden,
         &own.hidden,
         &omitted,
+        &redactions,
     )?;
 
     let review_file = match (&recipe.review_file, request.write_review) {
@@ -468,6 +540,14 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         items,
         hidden_fields: fitted.hidden,
         omitted_sources: fitted.omitted,
+        redactions: redactions
+            .into_iter()
+            .map(|(path, redaction)| RedactedSecret {
+                path,
+                line: redaction.line,
+                kind: redaction.kind,
+            })
+            .collect(),
         warnings,
         review_file,
         read: project.touched(),
@@ -484,7 +564,7 @@ fn load_recipe(project: &Project, request: &AssembleRequest) -> Result<Recipe, A
         ),
         None => (
             RECIPE_FILE.to_string(),
-            project.read_optional(RECIPE_FILE).map_err(project_error)?.ok_or_else(|| {
+            project.read_optional(RECIPE_FILE).map_err(usage)?.ok_or_else(|| {
                 usage(format!(
                     "{} has no {RECIPE_FILE}: run assemble at the root of a project with a recipe \
                      (see docs/assemble.md), or pass --recipe",
@@ -493,7 +573,8 @@ fn load_recipe(project: &Project, request: &AssembleRequest) -> Result<Recipe, A
             })?,
         ),
     };
-    Recipe::parse(&text).map_err(|err| project_error(format!("{label}: {err}")))
+    // A recipe is configuration: its problems are usage errors (exit 2).
+    Recipe::parse(&text).map_err(|err| usage(format!("{label}: {err}")))
 }
 
 fn check_revision(
@@ -559,32 +640,35 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
 /// The library folders (relative to `root`) that no work of the writing
 /// project at `root` binds: no agent may read them, so the vault tools
 /// served over the project do not see them either. Empty when `root` has
-/// no recipe. Fails closed: when the recipe or a work's bindings cannot be
-/// read, every library folder is listed.
-pub fn unbound_libraries(root: &Path) -> Vec<String> {
+/// no recipe. Fails closed: a recipe that exists but cannot be read or
+/// parsed is an error (which folder holds the libraries is then unknown);
+/// when a work's bindings cannot be read, every library folder is listed.
+pub fn unbound_libraries(root: &Path) -> Result<Vec<String>, String> {
     let Ok(project) = Project::open(root) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let recipe = match project.read_optional(RECIPE_FILE) {
-        Ok(None) => return Vec::new(),
-        Ok(Some(text)) => Recipe::parse(&text).ok(),
-        Err(_) => None,
+    let refuse = |problem: String| {
+        format!(
+            "{} cannot be served: {problem}; which libraries no work binds is unknown, so \
+             nothing is served until the recipe is fixed",
+            root.display()
+        )
     };
-    let libraries_dir = recipe
-        .as_ref()
-        .map_or_else(|| "knowledge".to_string(), |r| r.libraries_dir.clone());
-    let libraries: Vec<project::Entry> = project
-        .list(&libraries_dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.is_dir)
-        .collect();
-    let bound = recipe.and_then(|recipe| bound_libraries(&project, &recipe.bindings));
-    libraries
+    let text = match project.read_optional(RECIPE_FILE) {
+        Ok(None) => return Ok(Vec::new()),
+        Ok(Some(text)) => text,
+        Err(err) => return Err(refuse(format!("cannot read its recipe: {err}"))),
+    };
+    let recipe = Recipe::parse(&text).map_err(|err| refuse(format!("{RECIPE_FILE}: {err}")))?;
+    let libraries = project
+        .library_folders(&recipe.libraries_dir)
+        .unwrap_or_default();
+    let bound = bound_libraries(&project, &recipe.bindings);
+    Ok(libraries
         .into_iter()
         .filter(|e| bound.as_ref().is_none_or(|bound| !bound.contains(&e.name)))
         .map(|e| e.path)
-        .collect()
+        .collect())
 }
 
 /// Every library some work binds, reading the bindings file of each folder
@@ -612,22 +696,14 @@ fn bound_libraries(project: &Project, template: &str) -> Option<BTreeSet<String>
     Some(bound)
 }
 
-/// Libraries in the libraries folder that the bindings do not name; their
-/// folders are never opened.
-fn unauthorized_libraries(
-    project: &Project,
-    recipe: &Recipe,
-    bindings: &Bindings,
-    bindings_path: &str,
-) -> Vec<Omitted> {
-    let Ok(entries) = project.list(&recipe.libraries_dir) else {
-        return Vec::new();
-    };
-    entries
-        .into_iter()
-        .filter(|e| e.is_dir && !bindings.libraries.contains(&e.name))
+/// The report lines of the libraries the bindings do not name (hidden
+/// folders, closed too, are not reported); their folders are never opened.
+fn unauthorized_libraries(unbound: &[&project::Entry], bindings_path: &str) -> Vec<Omitted> {
+    unbound
+        .iter()
+        .filter(|e| !e.name.starts_with('.'))
         .map(|e| Omitted {
-            source: e.path,
+            source: e.path.clone(),
             reason: Reason::NotAuthorized,
             count: None,
             detail: format!("not bound in {bindings_path}; not opened"),
@@ -659,6 +735,7 @@ fn fit(
     baseline_hidden: &[Hidden],
     own_hidden: &[Hidden],
     omitted: &[Omitted],
+    redactions: &[(String, crate::privacy::Redaction)],
 ) -> Result<Fitted, AssembleError> {
     let tokenizer = request.tokenizer;
     let labels = &recipe.labels;
@@ -673,7 +750,7 @@ fn fit(
     let mut reserve = {
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
-        tokenizer.measure(&render_report(labels, &hidden, &omitted))
+        tokenizer.measure(&render_report(labels, &hidden, redactions, &omitted))
     };
     for _ in 0..8 {
         baseline.forms.fill(Form::Full);
@@ -718,7 +795,7 @@ fn fit(
         };
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
-        let report = render_report(labels, &hidden, &omitted);
+        let report = render_report(labels, &hidden, redactions, &omitted);
         let text = format!(
             "{}{baseline_text}{}{}{increment_text}{}\n---\n\n{report}",
             frame.system, frame.identity, frame.chain, frame.volatile
@@ -865,7 +942,12 @@ fn omitted_report(
 /// The most names listed on one report line.
 const REPORT_NAMES: usize = 12;
 
-fn render_report(labels: &recipe::Labels, hidden: &[HiddenField], omitted: &[Omitted]) -> String {
+fn render_report(
+    labels: &recipe::Labels,
+    hidden: &[HiddenField],
+    redactions: &[(String, crate::privacy::Redaction)],
+    omitted: &[Omitted],
+) -> String {
     let names = |items: &[String]| {
         let mut shown = items
             .iter()
@@ -883,8 +965,14 @@ fn render_report(labels: &recipe::Labels, hidden: &[HiddenField], omitted: &[Omi
         shown
     };
     let mut out = format!("# {}\n\n## {}\n\n", labels.report, labels.hidden_fields);
-    if hidden.is_empty() {
+    if hidden.is_empty() && redactions.is_empty() {
         out.push_str(&format!("- {}\n", labels.none));
+    }
+    for (path, redaction) in redactions {
+        out.push_str(&format!(
+            "- {path}:{} secret ({}) redacted\n",
+            redaction.line, redaction.kind
+        ));
     }
     for field in hidden {
         out.push_str(&format!(

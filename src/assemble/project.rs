@@ -1,7 +1,8 @@
 //! The only way the assembler touches a project: reads that stay inside the
-//! root and are recorded, so tests can prove what was never opened.
+//! root, never enter a library the bindings do not bind, and are recorded,
+//! so tests can prove what was never opened.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -15,6 +16,57 @@ pub struct Project {
     root: PathBuf,
     /// Every relative path read or listed, in order.
     touched: Mutex<Vec<String>>,
+    /// Closed libraries: (canonical folder, relative path). Nothing whose
+    /// canonical target lies inside one is opened or listed.
+    closed: Vec<(PathBuf, String)>,
+    /// Paths refused because they lead into a closed library, with it.
+    refused: Mutex<Vec<(String, String)>>,
+    /// What every Markdown file read goes through.
+    policy: crate::privacy::Policy,
+    /// Secrets taken out of the files read: (path, redaction).
+    redacted: Mutex<Vec<(String, crate::privacy::Redaction)>>,
+}
+
+/// Why a project path was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// `path` leads (maybe through a symlink) into `library`, which the
+    /// bindings do not bind; it was not opened.
+    NotAuthorized { path: String, library: String },
+    /// The path itself is refused (it leaves the project root).
+    Refused(String),
+    /// The file exists but is not readable text.
+    Unreadable { path: String, why: String },
+    /// The privacy policy keeps the file out; its text was not used.
+    Private { path: String },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NotAuthorized { path, library } if path == library => {
+                write!(
+                    f,
+                    "{path} is a library the bindings do not bind; not opened"
+                )
+            }
+            ReadError::NotAuthorized { path, library } => write!(
+                f,
+                "{path} leads into library {library}, which the bindings do not bind; not opened"
+            ),
+            ReadError::Refused(message) => f.write_str(message),
+            ReadError::Unreadable { path, why } => write!(f, "{path}: {why}"),
+            ReadError::Private { path } => {
+                write!(f, "{path} is private under the privacy policy; not read")
+            }
+        }
+    }
+}
+
+impl From<ReadError> for String {
+    fn from(err: ReadError) -> String {
+        err.to_string()
+    }
 }
 
 impl Project {
@@ -28,7 +80,25 @@ impl Project {
         Ok(Project {
             root,
             touched: Mutex::new(Vec::new()),
+            closed: Vec::new(),
+            refused: Mutex::new(Vec::new()),
+            policy: crate::privacy::Policy::default(),
+            redacted: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Reads every Markdown file under `policy` from now on: a private one
+    /// is refused, secrets are redacted, comments and private sections cut.
+    pub fn set_policy(&mut self, policy: crate::privacy::Policy) {
+        self.policy = policy;
+    }
+
+    /// The secrets redacted in the files read so far, by path and line.
+    pub fn redactions(&self) -> Vec<(String, crate::privacy::Redaction)> {
+        let mut redacted = self.redacted.lock().map(|r| r.clone()).unwrap_or_default();
+        redacted.sort();
+        redacted.dedup();
+        redacted
     }
 
     pub fn root(&self) -> &Path {
@@ -40,15 +110,53 @@ impl Project {
         self.touched.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
+    /// The paths refused so far because they lead into a closed library,
+    /// each once, with that library.
+    pub fn refused(&self) -> Vec<(String, String)> {
+        let mut seen = BTreeSet::new();
+        self.refused
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(path, _)| seen.insert(path.clone()))
+            .collect()
+    }
+
     fn record(&self, rel: &str) {
         if let Ok(mut touched) = self.touched.lock() {
             touched.push(rel.to_string());
         }
     }
 
-    /// The absolute path of `rel`, refused when it leaves the root (by
-    /// `..`, an absolute path or a symlink).
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, String> {
+    /// Closes `libraries` (folders listed by `list`): from now on nothing
+    /// whose canonical target lies inside one of them is opened or listed,
+    /// whatever path or symlink leads there. Replaces the previous set.
+    pub fn close_libraries(&mut self, libraries: &[&Entry]) {
+        self.closed = libraries
+            .iter()
+            .map(|e| (e.real.clone(), e.path.clone()))
+            .collect();
+    }
+
+    /// The closed library a canonical path lies inside, if any.
+    fn closed_library(&self, real: &Path) -> Option<&str> {
+        self.closed
+            .iter()
+            .find(|(folder, _)| real.starts_with(folder))
+            .map(|(_, rel)| rel.as_str())
+    }
+
+    /// The closed library `rel` leads into, if any (without recording it).
+    pub fn closed_library_of(&self, rel: &str) -> Option<String> {
+        let real = self.canonical(rel).ok()?;
+        self.closed_library(&real).map(str::to_string)
+    }
+
+    /// `rel` under the root with every existing part's symlinks resolved,
+    /// refused when it leaves the root (by `..`, an absolute path or a
+    /// symlink).
+    fn canonical(&self, rel: &str) -> Result<PathBuf, ReadError> {
         let path = Path::new(rel);
         if rel.is_empty()
             || path.is_absolute()
@@ -56,36 +164,132 @@ impl Project {
                 .components()
                 .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(format!("path '{rel}' leaves the project root"));
+            return Err(ReadError::Refused(format!(
+                "path '{rel}' leaves the project root"
+            )));
         }
         let joined = self.root.join(path);
-        match joined.canonicalize() {
-            Ok(real) if real.starts_with(&self.root) => Ok(real),
-            Ok(_) => Err(format!("path '{rel}' leads outside the project root")),
-            Err(_) => Ok(joined),
+        // A path that does not exist (yet) is judged by its nearest existing
+        // ancestor: a symlinked folder on the way decides where it would be.
+        let mut existing = joined.as_path();
+        let mut rest = Vec::new();
+        let real = loop {
+            match existing.canonicalize() {
+                Ok(real) => {
+                    break rest
+                        .iter()
+                        .rev()
+                        .fold(real, |p: PathBuf, part| p.join(part));
+                }
+                Err(_) => match (existing.parent(), existing.file_name()) {
+                    (Some(parent), Some(name)) => {
+                        rest.push(name.to_owned());
+                        existing = parent;
+                    }
+                    _ => break joined.clone(),
+                },
+            }
+        };
+        if !real.starts_with(&self.root) {
+            return Err(ReadError::Refused(format!(
+                "path '{rel}' leads outside the project root"
+            )));
         }
+        Ok(real)
     }
 
-    pub fn exists(&self, rel: &str) -> bool {
-        self.resolve(rel).is_ok_and(|p| p.is_file())
+    /// The canonical path of `rel`, refused when it leaves the root or
+    /// leads into a closed library (the refusal is recorded).
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ReadError> {
+        let real = self.canonical(rel)?;
+        if let Some(library) = self.closed_library(&real) {
+            let library = library.to_string();
+            if let Ok(mut refused) = self.refused.lock() {
+                refused.push((rel.to_string(), library.clone()));
+            }
+            return Err(ReadError::NotAuthorized {
+                path: rel.to_string(),
+                library,
+            });
+        }
+        Ok(real)
     }
 
     /// Reads `rel` as UTF-8 text; `Ok(None)` when it does not exist. A
     /// FIFO, socket or device is refused without being opened in a way
     /// that blocks.
-    pub fn read_optional(&self, rel: &str) -> Result<Option<String>, String> {
+    pub fn read_optional(&self, rel: &str) -> Result<Option<String>, ReadError> {
         let path = self.resolve(rel)?;
-        match fs::metadata(&path) {
-            Ok(_) => {}
+        let unreadable = |why: String| ReadError::Unreadable {
+            path: rel.to_string(),
+            why,
+        };
+        let file = match crate::safe_fs::open_regular(&path) {
+            Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(format!("cannot read {rel}: {err}")),
-        }
-        let (bytes, _) = crate::safe_fs::read_bytes(&path, MAX_FILE_BYTES)
-            .map_err(|err| format!("{rel}: {err}"))?;
+            Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(unreadable(err.to_string()));
+            }
+            Err(err) => return Err(unreadable(format!("cannot read: {err}"))),
+        };
+        self.check_opened(rel, &file)?;
+        let bytes = read_limited(file).map_err(unreadable)?;
         self.record(rel);
-        String::from_utf8(bytes)
-            .map(|text| Some(text.replace("\r\n", "\n")))
-            .map_err(|_| format!("{rel} is not valid UTF-8"))
+        let text = String::from_utf8(bytes)
+            .map(|text| text.replace("\r\n", "\n"))
+            .map_err(|err| {
+                unreadable(format!(
+                    "not valid UTF-8 (at byte {})",
+                    err.utf8_error().valid_up_to()
+                ))
+            })?;
+        if !rel.ends_with(".md") {
+            return Ok(Some(text));
+        }
+        let Some(prepared) = self.policy.prepare(rel, &text, None) else {
+            return Err(ReadError::Private {
+                path: rel.to_string(),
+            });
+        };
+        if let Ok(mut redacted) = self.redacted.lock() {
+            redacted.extend(
+                prepared
+                    .note
+                    .redactions
+                    .into_iter()
+                    .map(|r| (rel.to_string(), r)),
+            );
+        }
+        Ok(Some(prepared.text))
+    }
+
+    /// Checks where the opened file really is: a symlink swapped in after
+    /// `resolve` looked would otherwise lead the read around the gate.
+    fn check_opened(&self, rel: &str, file: &fs::File) -> Result<(), ReadError> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(real) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                if !real.starts_with(&self.root) {
+                    return Err(ReadError::Refused(format!(
+                        "path '{rel}' leads outside the project root"
+                    )));
+                }
+                if let Some(library) = self.closed_library(&real) {
+                    let library = library.to_string();
+                    if let Ok(mut refused) = self.refused.lock() {
+                        refused.push((rel.to_string(), library.clone()));
+                    }
+                    return Err(ReadError::NotAuthorized {
+                        path: rel.to_string(),
+                        library,
+                    });
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (rel, file);
+        Ok(())
     }
 
     /// Reads `rel`, which must exist.
@@ -94,9 +298,14 @@ impl Project {
             .ok_or_else(|| format!("{rel} does not exist"))
     }
 
-    /// The entries of folder `rel` (files and folders, sorted by name), or
-    /// nothing when it does not exist.
-    pub fn list(&self, rel: &str) -> Result<Vec<Entry>, String> {
+    /// The entries of folder `rel` (files and folders, sorted by name, not
+    /// hidden ones), or nothing when it does not exist. Entries leading
+    /// outside the root or into a closed library are left out.
+    pub fn list(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
+        self.list_entries(rel, false)
+    }
+
+    fn list_entries(&self, rel: &str, with_hidden: bool) -> Result<Vec<Entry>, ReadError> {
         let path = self.resolve(rel)?;
         let Ok(read) = fs::read_dir(&path) else {
             return Ok(Vec::new());
@@ -105,34 +314,49 @@ impl Project {
         let mut entries = Vec::new();
         for entry in read.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            if name.starts_with('.') && !with_hidden {
                 continue;
             }
             let rel_child = format!("{rel}/{name}");
             let Ok(real) = entry.path().canonicalize() else {
                 continue;
             };
-            if !real.starts_with(&self.root) {
+            if !real.starts_with(&self.root) || self.resolve(&rel_child).is_err() {
                 continue;
             }
             entries.push(Entry {
                 is_dir: real.is_dir(),
                 name,
                 path: rel_child,
+                real,
             });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(entries)
     }
 
-    /// Every Markdown file under folder `rel`, recursively, sorted by path.
-    pub fn markdown_files(&self, rel: &str) -> Result<Vec<String>, String> {
+    /// The folders of the libraries folder `rel`, hidden ones included (a
+    /// library is closed whatever its name).
+    pub fn library_folders(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
+        Ok(self
+            .list_entries(rel, true)?
+            .into_iter()
+            .filter(|e| e.is_dir)
+            .collect())
+    }
+
+    /// Every Markdown file under folder `rel`, recursively, sorted by path;
+    /// a folder reached twice (a symlink loop) is listed once.
+    pub fn markdown_files(&self, rel: &str) -> Result<Vec<String>, ReadError> {
         let mut files = Vec::new();
+        let mut seen = BTreeSet::from([self.resolve(rel)?]);
         let mut stack = vec![rel.to_string()];
         while let Some(dir) = stack.pop() {
             for entry in self.list(&dir)? {
                 if entry.is_dir {
-                    stack.push(entry.path);
+                    if seen.insert(entry.real) {
+                        stack.push(entry.path);
+                    }
                 } else if entry.name.ends_with(".md") {
                     files.push(entry.path);
                 }
@@ -151,6 +375,7 @@ impl Project {
             let gitignore = dir.join(".gitignore");
             if let Ok(real) = gitignore.canonicalize()
                 && real.starts_with(&self.root)
+                && self.closed_library(&real).is_none()
                 && let Ok((text, _)) = crate::safe_fs::read_text(&real, MAX_FILE_BYTES)
             {
                 let mut builder = ignore::gitignore::GitignoreBuilder::new(&dir);
@@ -175,10 +400,34 @@ impl Project {
     }
 }
 
+/// The bytes of an opened regular file, refused over `MAX_FILE_BYTES`.
+fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let len = file
+        .metadata()
+        .map_err(|err| format!("cannot read: {err}"))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        return Err(format!(
+            "file is {len} bytes, over the {MAX_FILE_BYTES} byte limit"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read: {err}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("file is over the {MAX_FILE_BYTES} byte limit"));
+    }
+    Ok(bytes)
+}
+
 pub struct Entry {
     pub name: String,
     pub path: String,
     pub is_dir: bool,
+    /// The canonical path (symlinks resolved).
+    pub real: PathBuf,
 }
 
 /// A work's bindings: the libraries L3 may read and the identity slots.
@@ -196,8 +445,24 @@ impl Bindings {
         if text.trim().is_empty() {
             return Ok(Bindings::default());
         }
-        yaml_serde::from_str(text).map_err(|err| format!("bad bindings file {path}: {err}"))
+        let bindings: Bindings =
+            yaml_serde::from_str(text).map_err(|err| format!("bad bindings file {path}: {err}"))?;
+        for library in &bindings.libraries {
+            if !is_plain_name(library) {
+                return Err(format!(
+                    "bad bindings file {path}: '{library}' is not a library name (one folder \
+                     name inside the libraries folder: no '/', '\\', '..' or absolute path)"
+                ));
+            }
+        }
+        Ok(bindings)
     }
+}
+
+/// Whether `name` is one plain path component: not empty, not `.` or
+/// `..`, without separators or NUL, so it names a folder inside another.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 #[cfg(test)]
@@ -214,6 +479,102 @@ mod tests {
         assert!(project.resolve("sub/../../a.md").is_err());
         assert_eq!(project.read("a.md").unwrap(), "x");
         assert_eq!(project.touched(), ["a.md"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_closed_library_is_reached_by_no_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("lib/open")).unwrap();
+        fs::create_dir_all(root.join("lib/secret")).unwrap();
+        fs::create_dir_all(root.join("cards")).unwrap();
+        fs::write(root.join("lib/secret/s.md"), "secret").unwrap();
+        fs::write(root.join("lib/open/o.md"), "open").unwrap();
+        std::os::unix::fs::symlink("secret", root.join("lib/alias")).unwrap();
+        std::os::unix::fs::symlink("../lib/secret/s.md", root.join("cards/leak.md")).unwrap();
+        std::os::unix::fs::symlink("../lib/secret", root.join("cards/dir")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("cards/loop")).unwrap();
+        fs::write(root.join("cards/c.md"), "card").unwrap();
+        let mut project = Project::open(root).unwrap();
+        let libraries = project.library_folders("lib").unwrap();
+        let names: Vec<&str> = libraries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["alias", "open", "secret"]);
+        let secret: Vec<&Entry> = libraries.iter().filter(|e| e.name == "secret").collect();
+        project.close_libraries(&secret);
+
+        for path in [
+            "lib/secret/s.md",
+            "lib/alias/s.md",
+            "cards/leak.md",
+            "cards/dir/s.md",
+            "lib/secret/not-there.md",
+        ] {
+            assert_eq!(
+                project.read_optional(path),
+                Err(ReadError::NotAuthorized {
+                    path: path.into(),
+                    library: "lib/secret".into()
+                }),
+                "{path}"
+            );
+        }
+        assert_eq!(project.read("lib/open/o.md").unwrap(), "open");
+        assert_eq!(
+            project.markdown_files("cards").unwrap(),
+            ["cards/c.md"],
+            "no closed entry, and the loop listed once"
+        );
+        assert!(project.list("lib/alias").is_err());
+        assert!(
+            project
+                .touched()
+                .iter()
+                .all(|p| !p.contains("secret") && !p.contains("alias") && !p.contains("leak"))
+        );
+        let refused: Vec<String> = project.refused().into_iter().map(|(p, _)| p).collect();
+        assert!(
+            refused.contains(&"cards/leak.md".to_string()),
+            "{refused:?}"
+        );
+        assert!(refused.contains(&"cards/dir".to_string()), "{refused:?}");
+
+        // A symlink swapped in after the path was checked: the opened file
+        // is checked again.
+        #[cfg(target_os = "linux")]
+        {
+            let swapped = fs::File::open(root.join("lib/secret/s.md")).unwrap();
+            assert!(matches!(
+                project.check_opened("cards/c.md", &swapped),
+                Err(ReadError::NotAuthorized { .. })
+            ));
+            let fine = fs::File::open(root.join("cards/c.md")).unwrap();
+            assert_eq!(project.check_opened("cards/c.md", &fine), Ok(()));
+        }
+    }
+
+    #[test]
+    fn unreadable_files_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("bad.md"), b"ok\xff").unwrap();
+        let project = Project::open(dir.path()).unwrap();
+        assert_eq!(
+            project.read_optional("bad.md"),
+            Err(ReadError::Unreadable {
+                path: "bad.md".into(),
+                why: "not valid UTF-8 (at byte 2)".into()
+            })
+        );
+        assert_eq!(project.read_optional("missing.md"), Ok(None));
+    }
+
+    #[test]
+    fn library_names_are_one_folder_name() {
+        for name in ["../x", "/etc", "a/b", "..", ".", "", "a\\b"] {
+            let err = Bindings::parse("b.yaml", &format!("libraries: ['{name}']\n")).unwrap_err();
+            assert!(err.contains("is not a library name"), "{name}: {err}");
+        }
+        assert!(Bindings::parse("b.yaml", "libraries: [甲, .hidden]\n").is_ok());
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::project::is_plain_name;
+
 /// Where a recipe lives inside a project unless `--recipe` names another.
 pub const RECIPE_FILE: &str = "meta/recipe.yaml";
 
@@ -378,6 +380,99 @@ impl Recipe {
                 }
             }
         }
+        self.check_names()?;
+        self.check_templates()
+    }
+
+    /// Names that fill path templates (`{agent}`, `{scenario}`, `{purpose}`)
+    /// and the folders named directly must be plain names and paths.
+    fn check_names(&self) -> Result<(), String> {
+        let bad_name = |what: &str, name: &str| {
+            format!(
+                "bad recipe: {what} '{name}' is not a name (it fills path templates: no '/', \
+                 '\\', '..' or empty name)"
+            )
+        };
+        for (name, scenario) in &self.scenarios {
+            if !is_plain_name(name) {
+                return Err(bad_name("scenario", name));
+            }
+            if !is_plain_name(&scenario.purpose) {
+                return Err(bad_name("purpose", &scenario.purpose));
+            }
+        }
+        for (name, agent) in &self.agents {
+            if !is_plain_name(name) {
+                return Err(bad_name("agent", name));
+            }
+            for purpose in agent.purposes.iter().chain([&agent.visibility]) {
+                if !is_plain_name(purpose) {
+                    return Err(bad_name("purpose", purpose));
+                }
+            }
+        }
+        for (key, dir) in [
+            ("libraries_dir", &self.libraries_dir),
+            ("schemas_dir", &self.schemas_dir),
+        ] {
+            let path = std::path::Path::new(dir);
+            if dir.is_empty()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(format!(
+                    "bad recipe: {key} '{dir}' must be a folder inside the project (a relative \
+                     path without '.' or '..')"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every path template expands (known placeholders, widths in bounds),
+    /// so a bad one is a recipe error before anything is read.
+    fn check_templates(&self) -> Result<(), String> {
+        let mut templates: Vec<(String, &str)> = vec![
+            ("unit.heading".into(), &self.unit.heading),
+            ("unit.file".into(), &self.unit.file),
+            ("outline.file".into(), &self.outline.file),
+            ("bindings".into(), &self.bindings),
+            ("system".into(), &self.system),
+        ];
+        if let Some(review) = &self.review_file {
+            templates.push(("review_file".into(), review));
+        }
+        for (name, scenario) in &self.scenarios {
+            templates.push((format!("scenarios.{name}.chain"), &scenario.chain));
+        }
+        for (name, agent) in &self.agents {
+            templates.push((format!("agents.{name}.identity"), &agent.identity));
+            if let Some(contract) = &agent.contract {
+                templates.push((format!("agents.{name}.contract"), contract));
+            }
+        }
+        for (name, source) in &self.sources {
+            match &source.kind {
+                SourceKind::File { path, .. } | SourceKind::Sections { path, .. } => {
+                    templates.push((format!("sources.{name}.path"), path));
+                }
+                SourceKind::Cards { dir, .. } | SourceKind::CardIndex { dir, .. } => {
+                    templates.push((format!("sources.{name}.dir"), dir));
+                }
+                _ => {}
+            }
+        }
+        let probe = Placeholders {
+            work: "w",
+            unit: 1,
+            agent: "a",
+            scenario: "s",
+            purpose: "p",
+        };
+        for (key, template) in templates {
+            expand(template, &probe).map_err(|err| format!("bad recipe: {key}: {err}"))?;
+        }
         Ok(())
     }
 
@@ -395,6 +490,10 @@ pub struct Placeholders<'a> {
     pub purpose: &'a str,
 }
 
+/// The widest zero padding a template may ask for (`{unit:016}`); a unit
+/// number never needs more, and formatting panics on very large widths.
+pub const MAX_WIDTH: usize = 16;
+
 /// Expands `{work}`, `{unit}`, `{unit:03}`, `{agent}`, `{scenario}` and
 /// `{purpose}` in `template`.
 pub fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, String> {
@@ -408,13 +507,7 @@ pub fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, Strin
             .ok_or_else(|| format!("unclosed '{{' in path template '{template}'"))?;
         let inner = &rest[open + 1..close];
         let (name, width) = match inner.split_once(':') {
-            Some((name, spec)) => {
-                let width: usize = spec
-                    .trim_start_matches('0')
-                    .parse()
-                    .map_err(|_| format!("bad width '{spec}' in path template '{template}'"))?;
-                (name, width)
-            }
+            Some((name, spec)) => (name, parse_width(name, spec, template)?),
             None => (inner, 0),
         };
         match name {
@@ -433,6 +526,28 @@ pub fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, Strin
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The zero padding of `{unit:03}`: ASCII digits, at most `MAX_WIDTH`.
+fn parse_width(name: &str, spec: &str, template: &str) -> Result<usize, String> {
+    if name != "unit" {
+        return Err(format!(
+            "'{{{name}:{spec}}}' in path template '{template}': only {{unit}} takes a width"
+        ));
+    }
+    let digits = spec.trim_start_matches('0');
+    if spec.is_empty() || !spec.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "bad width '{spec}' in path template '{template}': write digits, e.g. {{unit:03}}"
+        ));
+    }
+    match digits.parse::<usize>() {
+        Ok(width) if width <= MAX_WIDTH => Ok(width),
+        _ if digits.is_empty() => Ok(0),
+        _ => Err(format!(
+            "width '{spec}' in path template '{template}' is too large: at most {MAX_WIDTH} digits"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -458,5 +573,30 @@ mod tests {
         );
         assert!(expand("{nope}", &values).is_err());
         assert!(expand("{work", &values).is_err());
+    }
+
+    #[test]
+    fn widths_are_bounded_digits_on_unit_only() {
+        let values = Placeholders {
+            work: "w",
+            unit: 7,
+            agent: "a",
+            scenario: "s",
+            purpose: "p",
+        };
+        assert_eq!(expand("{unit:016}", &values).unwrap(), "0000000000000007");
+        assert_eq!(expand("{unit:0}", &values).unwrap(), "7");
+        for (template, message) in [
+            ("{unit:65536}", "too large: at most 16 digits"),
+            ("{unit:17}", "too large"),
+            ("{unit:99999999999999999999999}", "too large"),
+            ("{unit:+3}", "bad width '+3'"),
+            ("{unit:}", "bad width ''"),
+            ("{unit:-3}", "bad width '-3'"),
+            ("{work:3}", "only {unit} takes a width"),
+        ] {
+            let err = expand(template, &values).unwrap_err();
+            assert!(err.contains(message), "{template}: {err}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::doc::{self, Doc, Outline};
-use super::project::{Bindings, Project};
+use super::project::{Bindings, Project, ReadError};
 use super::recipe::{CardScope, Keep, Layer, Recipe, SourceKind, SourceSpec};
 use super::schema::{AiContext, Schemas};
 use crate::parse::markdown::{self, LinkKind};
@@ -66,6 +66,10 @@ pub enum Reason {
     NotAuthorized,
     NotRelevant,
     TokenBudget,
+    /// The file could not be read or parsed; it was skipped.
+    Unreadable,
+    /// The privacy policy keeps the file out.
+    Private,
 }
 
 impl Reason {
@@ -74,6 +78,8 @@ impl Reason {
             Reason::NotAuthorized => "not_authorized",
             Reason::NotRelevant => "not_relevant",
             Reason::TokenBudget => "token_budget",
+            Reason::Unreadable => "unreadable",
+            Reason::Private => "private",
         }
     }
 }
@@ -131,10 +137,52 @@ impl Context<'_> {
     }
 
     pub fn unit_heading(&self, unit: i64) -> String {
-        self.recipe
-            .unit
-            .heading
-            .replace("{unit}", &unit.to_string())
+        let heading = &self.recipe.unit.heading;
+        // The recipe's templates were checked when it was loaded.
+        self.path(heading, unit)
+            .unwrap_or_else(|_| heading.replace("{unit}", &unit.to_string()))
+    }
+
+    /// Reads a file a source may do without: a file that cannot be read or
+    /// parsed is reported (`unreadable`) and skipped, one in a closed
+    /// library is skipped (the project reports its refusal).
+    fn read_skippable(&self, path: &str, out: &mut Gathered) -> Result<Read, String> {
+        match self.project.read_optional(path) {
+            Ok(Some(text)) => Ok(Read::Text(text)),
+            Ok(None) => Ok(Read::Missing),
+            Err(ReadError::NotAuthorized { .. }) => Ok(Read::Skipped),
+            Err(ReadError::Unreadable { why, .. }) => {
+                out.omitted.push(unreadable(path, why));
+                Ok(Read::Skipped)
+            }
+            Err(ReadError::Private { .. }) => {
+                out.omitted.push(Omitted {
+                    source: path.to_string(),
+                    reason: Reason::Private,
+                    count: None,
+                    detail: "private under the privacy policy; not read".into(),
+                    items: Vec::new(),
+                });
+                Ok(Read::Skipped)
+            }
+            Err(err @ ReadError::Refused(_)) => Err(err.into()),
+        }
+    }
+
+    /// `read_skippable`, then parsed as a document (a parse error is
+    /// reported and skipped too).
+    fn doc_skippable(&self, path: &str, out: &mut Gathered) -> Result<Parsed, String> {
+        match self.read_skippable(path, out)? {
+            Read::Text(text) => match Doc::parse(path, &text) {
+                Ok(doc) => Ok(Parsed::Doc(doc)),
+                Err(err) => {
+                    out.omitted.push(unreadable(path, err));
+                    Ok(Parsed::Skipped)
+                }
+            },
+            Read::Missing => Ok(Parsed::Missing),
+            Read::Skipped => Ok(Parsed::Skipped),
+        }
     }
 
     /// Gathers `source` as seen by `purpose`.
@@ -186,12 +234,13 @@ impl Context<'_> {
 
     fn file(&self, sink: &mut Sink<'_, '_>, template: &str, keep: Keep) -> Result<(), String> {
         let path = self.path(template, self.unit)?;
-        match self.project.read_optional(&path)? {
-            Some(text) => {
+        match self.read_skippable(&path, sink.out)? {
+            Read::Text(text) => {
                 let body = crate::parse::frontmatter::split(&text).body.to_string();
                 sink.push(&path, None, None, body, keep);
             }
-            None => sink.out.warnings.push(format!("{path} does not exist")),
+            Read::Missing => sink.out.warnings.push(format!("{path} does not exist")),
+            Read::Skipped => {}
         }
         Ok(())
     }
@@ -203,11 +252,14 @@ impl Context<'_> {
         schema: &str,
     ) -> Result<(), String> {
         let path = self.path(template, self.unit)?;
-        let Some(text) = self.project.read_optional(&path)? else {
-            sink.out.warnings.push(format!("{path} does not exist"));
-            return Ok(());
+        let doc = match self.doc_skippable(&path, sink.out)? {
+            Parsed::Doc(doc) => doc,
+            Parsed::Missing => {
+                sink.out.warnings.push(format!("{path} does not exist"));
+                return Ok(());
+            }
+            Parsed::Skipped => return Ok(()),
         };
-        let doc = Doc::parse(&path, &text)?;
         for (title, body) in &doc.sections {
             let rule = self.schemas.rule(schema, title);
             let key = format!("{path}#{title}");
@@ -218,27 +270,34 @@ impl Context<'_> {
         Ok(())
     }
 
-    fn unit_doc(&self, offset: i64) -> Result<Option<(i64, String, Doc)>, String> {
-        let number = self.unit + offset;
-        if number < 1 {
-            return Ok(None);
-        }
+    /// The unit `offset` away, if it exists (a number past the ends of
+    /// `i64` does not).
+    fn unit_number(&self, offset: i64) -> Option<i64> {
+        self.unit.checked_add(offset).filter(|&n| n >= 1)
+    }
+
+    /// A neighbouring unit's number, path and document; one that cannot be
+    /// read or parsed is reported and skipped.
+    fn unit_doc(&self, offset: i64, out: &mut Gathered) -> Result<(i64, String, Parsed), String> {
+        let Some(number) = self.unit_number(offset) else {
+            return Ok((0, String::new(), Parsed::Skipped));
+        };
         let path = self.path(&self.recipe.unit.file, number)?;
-        match self.project.read_optional(&path)? {
-            Some(text) => Ok(Some((number, path.clone(), Doc::parse(&path, &text)?))),
-            None => Ok(None),
-        }
+        let doc = self.doc_skippable(&path, out)?;
+        Ok((number, path, doc))
     }
 
     fn unit_scenes(&self, sink: &mut Sink<'_, '_>, offset: i64, last: usize) -> Result<(), String> {
-        let Some((number, path, doc)) = self.unit_doc(offset)? else {
-            if self.unit + offset >= 1 {
-                sink.out.warnings.push(format!(
-                    "{} is not written yet",
-                    self.unit_heading(self.unit + offset)
-                ));
+        let (number, path, doc) = self.unit_doc(offset, sink.out)?;
+        let doc = match doc {
+            Parsed::Doc(doc) => doc,
+            Parsed::Missing => {
+                sink.out
+                    .warnings
+                    .push(format!("{} is not written yet", self.unit_heading(number)));
+                return Ok(());
             }
-            return Ok(());
+            Parsed::Skipped => return Ok(()),
         };
         let group = self.unit_heading(number);
         let start = doc.sections.len().saturating_sub(last);
@@ -257,7 +316,7 @@ impl Context<'_> {
     }
 
     fn unit_summary(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
-        let Some((number, path, doc)) = self.unit_doc(offset)? else {
+        let (number, path, Parsed::Doc(doc)) = self.unit_doc(offset, sink.out)? else {
             return Ok(());
         };
         let lines: Vec<String> = self
@@ -284,7 +343,12 @@ impl Context<'_> {
     }
 
     fn unit_full(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
-        let number = self.unit + offset;
+        let Some(number) = self.unit_number(offset) else {
+            return Err(format!(
+                "unit {} {offset:+} does not exist; there is nothing to process",
+                self.unit
+            ));
+        };
         let path = self.path(&self.recipe.unit.file, number)?;
         let Some(text) = self.project.read_optional(&path)? else {
             return Err(format!(
@@ -377,7 +441,13 @@ impl Context<'_> {
             .groups
             .iter()
             .flat_map(|g| &g.entries)
-            .filter(|e| e.number < self.unit && e.number >= self.unit - recent as i64);
+            .filter(|e| {
+                e.number < self.unit
+                    && e.number
+                        >= self
+                            .unit
+                            .saturating_sub(i64::try_from(recent).unwrap_or(i64::MAX))
+            });
         for entry in previous {
             part(
                 sink,
@@ -402,12 +472,20 @@ impl Context<'_> {
         }
     }
 
-    fn load_cards(&self, dir: &str) -> Result<Vec<Card>, String> {
+    /// The cards under `dir`; a card that cannot be read or parsed is
+    /// reported and skipped, the others are loaded.
+    fn load_cards(&self, dir: &str, out: &mut Gathered) -> Result<Vec<Card>, String> {
         let keys = &self.recipe.cards;
         let mut cards = Vec::new();
-        for path in self.project.markdown_files(dir)? {
-            let text = self.project.read(&path)?;
-            let doc = Doc::parse(&path, &text)?;
+        let files = match self.project.markdown_files(dir) {
+            Ok(files) => files,
+            Err(ReadError::NotAuthorized { .. }) => return Ok(Vec::new()),
+            Err(err) => return Err(err.into()),
+        };
+        for path in files {
+            let Parsed::Doc(doc) = self.doc_skippable(&path, out)? else {
+                continue;
+            };
             let stem = Path::new(&path)
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -498,7 +576,7 @@ impl Context<'_> {
         linked_types: &[String],
     ) -> Result<(), String> {
         let dir = self.path(dir_template, self.unit)?;
-        let cards = self.load_cards(&dir)?;
+        let cards = self.load_cards(&dir, sink.out)?;
         let chosen: Vec<usize> = match scope {
             CardScope::All => (0..cards.len()).collect(),
             CardScope::Cast => self.cast_selection(sink.purpose, &cards, cast_types, linked_types),
@@ -589,7 +667,7 @@ impl Context<'_> {
         summary_field: &str,
     ) -> Result<(), String> {
         let dir = self.path(dir_template, self.unit)?;
-        for card in self.load_cards(&dir)? {
+        for card in self.load_cards(&dir, sink.out)? {
             let key = format!("{}#index", card.path);
             let rule = self.schemas.rule(&card.type_name, summary_field);
             let summary = card
@@ -656,6 +734,21 @@ impl Context<'_> {
         }
         for library in &self.bindings.libraries {
             let dir = format!("{}/{library}", self.recipe.libraries_dir);
+            if let Some(closed) = self.project.closed_library_of(&dir) {
+                // A bound name that leads into an unbound library (a
+                // symlink) would open what the bindings keep closed.
+                sink.out.omitted.push(Omitted {
+                    source: dir.clone(),
+                    reason: Reason::NotAuthorized,
+                    count: None,
+                    detail: format!(
+                        "bound in {}, but leads into {closed}, which is not bound; not opened",
+                        self.bindings_path
+                    ),
+                    items: Vec::new(),
+                });
+                continue;
+            }
             if !self.project.resolve(&dir).is_ok_and(|p| p.is_dir()) {
                 sink.out.warnings.push(format!(
                     "library '{library}' is bound in {} but {dir} does not exist",
@@ -663,7 +756,7 @@ impl Context<'_> {
                 ));
                 continue;
             }
-            let cards = self.load_cards(&dir)?;
+            let cards = self.load_cards(&dir, sink.out)?;
             let matching: Vec<usize> = (0..cards.len())
                 .filter(|&i| {
                     cards[i]
@@ -771,6 +864,40 @@ impl Context<'_> {
             }
         }
         ordered
+    }
+}
+
+/// What reading a file a source may do without gave.
+enum Read {
+    Text(String),
+    Missing,
+    /// Refused or unreadable; already reported.
+    Skipped,
+}
+
+/// What reading and parsing a document a source may do without gave.
+enum Parsed {
+    Doc(Doc),
+    Missing,
+    /// Refused, unreadable or unparsable; already reported.
+    Skipped,
+}
+
+/// The report line of a file that could not be read or parsed.
+fn unreadable(path: &str, why: impl std::fmt::Display) -> Omitted {
+    let why = why.to_string();
+    let prefix = format!("{path}: ");
+    Omitted {
+        source: path.to_string(),
+        reason: Reason::Unreadable,
+        count: None,
+        detail: format!(
+            "{}; skipped",
+            why.strip_prefix(&prefix)
+                .unwrap_or(&why)
+                .trim_end_matches("; skipped")
+        ),
+        items: Vec::new(),
     }
 }
 

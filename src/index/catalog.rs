@@ -73,6 +73,20 @@ impl Catalog {
             .ok()
     }
 
+    /// Files read without problems that are not notes or role files: the
+    /// notes the privacy policy keeps out.
+    pub fn private_notes(&self) -> usize {
+        self.files
+            .iter()
+            .filter(|f| {
+                !f.is_note
+                    && f.problems.is_empty()
+                    && f.hash != [0; 32]
+                    && !crate::vault::walk::ROLE_FILES.contains(&f.path.as_str())
+            })
+            .count()
+    }
+
     pub fn file(&self, path: &str) -> Option<&FileEntry> {
         self.files
             .binary_search_by(|f| f.path.as_str().cmp(path))

@@ -36,7 +36,7 @@ use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Tantivy
 
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
-use crate::parse::parse_note;
+use crate::privacy::Policy;
 use crate::retrieve::frontmatter::MatchKeys;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
@@ -103,6 +103,9 @@ struct Payload {
     catalog: String,
     links: String,
     backlinks: String,
+    /// The privacy policy's fingerprint the notes were read under.
+    #[serde(default)]
+    policy: String,
 }
 
 /// How to open an index.
@@ -114,6 +117,9 @@ pub struct IndexConfig {
     pub max_file_bytes: u64,
     /// Folders left out of the index (see `VaultOptions::hidden`).
     pub hidden: Vec<String>,
+    /// What of each note may be indexed at all; an index built under
+    /// another policy is rebuilt.
+    pub policy: Arc<Policy>,
 }
 
 impl IndexConfig {
@@ -123,6 +129,7 @@ impl IndexConfig {
             progress: true,
             max_file_bytes: MAX_FILE_BYTES,
             hidden: Vec::new(),
+            policy: Arc::new(Policy::default()),
         }
     }
 }
@@ -187,28 +194,30 @@ impl VaultIndex {
                 let _ = lock.unlock();
                 result
             }
-            Err(fs::TryLockError::WouldBlock) => match Self::open_committed(root, &config.dir) {
-                Ok(index) => Ok((
-                    index,
-                    UpdateReport {
-                        busy: true,
-                        ..UpdateReport::default()
-                    },
-                )),
-                Err(_) => {
-                    // Nothing usable yet: wait for the other process's build.
-                    lock.lock().context("wait for the index lock")?;
-                    let result = Self::open_as_writer(root, config);
-                    let _ = lock.unlock();
-                    result
+            Err(fs::TryLockError::WouldBlock) => {
+                match Self::open_committed(root, &config.dir, &config.policy) {
+                    Ok(index) => Ok((
+                        index,
+                        UpdateReport {
+                            busy: true,
+                            ..UpdateReport::default()
+                        },
+                    )),
+                    Err(_) => {
+                        // Nothing usable yet: wait for the other process's build.
+                        lock.lock().context("wait for the index lock")?;
+                        let result = Self::open_as_writer(root, config);
+                        let _ = lock.unlock();
+                        result
+                    }
                 }
-            },
+            }
             Err(fs::TryLockError::Error(err)) => Err(err).context("lock the index"),
         }
     }
 
     /// Opens the last committed state without updating it.
-    pub fn open_committed(root: &Path, dir: &Path) -> Result<VaultIndex> {
+    pub fn open_committed(root: &Path, dir: &Path, policy: &Policy) -> Result<VaultIndex> {
         let (schema, fields) = schema();
         let index = Index::open_in_dir(dir.join(TANTIVY_DIR))
             .map_err(|err| anyhow!("cannot open the full-text index: {err}"))?;
@@ -229,6 +238,9 @@ impl VaultIndex {
                 "the index is in format {}, this ctxpack reads format {FORMAT_VERSION}",
                 payload.format
             );
+        }
+        if payload.policy != policy.fingerprint() {
+            bail!("the index was built under another privacy policy");
         }
         let catalog: Catalog = catalog::load_blob(dir, "catalog", &payload.catalog)?;
         if Path::new(&catalog.root) != root {
@@ -255,7 +267,7 @@ impl VaultIndex {
         // The walk and the catalog decode are the two costs of a no-op
         // update, and they are independent.
         let (opened, walked) = rayon::join(
-            || Self::open_committed(root, &config.dir),
+            || Self::open_committed(root, &config.dir, &config.policy),
             || walk::walk(root, &config.hidden),
         );
         match opened {
@@ -265,7 +277,7 @@ impl VaultIndex {
                     drop(index);
                     let mut report = Self::build(root, config)?;
                     report.rebuilt = Some(format!("the update failed: {err:#}"));
-                    let index = Self::open_committed(root, &config.dir)?;
+                    let index = Self::open_committed(root, &config.dir, &config.policy)?;
                     Ok((index, report))
                 }
             },
@@ -277,7 +289,7 @@ impl VaultIndex {
                 };
                 let mut report = Self::build(root, config)?;
                 report.rebuilt = (!reason.is_empty()).then_some(reason);
-                let index = Self::open_committed(root, &config.dir)?;
+                let index = Self::open_committed(root, &config.dir, &config.policy)?;
                 Ok((index, report))
             }
         }
@@ -294,7 +306,7 @@ impl VaultIndex {
         lock.lock().context("wait for the index lock")?;
         let mut report = Self::build(root, config)?;
         report.rebuilt = Some("requested".into());
-        let index = Self::open_committed(root, &config.dir)?;
+        let index = Self::open_committed(root, &config.dir, &config.policy)?;
         let _ = lock.unlock();
         Ok((index, report))
     }
@@ -334,7 +346,10 @@ impl VaultIndex {
             .register(analyzer::ANALYZER, analyzer::analyzer());
         let mut writer: IndexWriter = index.writer_with_num_threads(2, WRITER_MEMORY)?;
         writer.delete_all_documents()?;
-        let mut state = IndexState::default();
+        let mut state = IndexState {
+            policy: Arc::clone(&config.policy),
+            ..IndexState::default()
+        };
         let walked = walk::walk(root, &config.hidden);
         state.walk_problems = walk_diagnostics(walked.problems);
         let work: Vec<Pending> = walked
@@ -422,6 +437,7 @@ impl VaultIndex {
         let links = self.link_table().cloned().unwrap_or_default();
         let mut state = IndexState {
             walk_problems,
+            policy: Arc::clone(&config.policy),
             ..IndexState::default()
         };
         for file in kept {
@@ -454,7 +470,7 @@ impl VaultIndex {
         let root = self.root.clone();
         finish(&root, &dir, &mut writer, state)?;
         drop(writer);
-        *self = Self::open_committed(&root, &dir)?;
+        *self = Self::open_committed(&root, &dir, &config.policy)?;
         Ok(report)
     }
 
@@ -874,6 +890,7 @@ impl RawLink {
 /// What a build or update accumulates before its commit.
 #[derive(Default)]
 struct IndexState {
+    policy: Arc<Policy>,
     files: Vec<FileEntry>,
     metas: Vec<NoteMeta>,
     raw_links: Vec<Vec<RawLink>>,
@@ -913,7 +930,7 @@ fn index_files(
     for batch in work.chunks(BATCH) {
         let parsed: Vec<(FileEntry, Option<Note>)> = batch
             .par_iter()
-            .map(|item| read_and_parse(item, config.max_file_bytes))
+            .map(|item| read_and_parse(item, config.max_file_bytes, &config.policy))
             .collect();
         for (item, (mut entry, note)) in batch.iter().zip(parsed) {
             let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
@@ -939,7 +956,7 @@ fn index_files(
     Ok(identical)
 }
 
-fn read_and_parse(item: &Pending, max_bytes: u64) -> (FileEntry, Option<Note>) {
+fn read_and_parse(item: &Pending, max_bytes: u64, policy: &Policy) -> (FileEntry, Option<Note>) {
     let rel = &item.found.rel_path;
     let (size, mtime_ns) = item.stat.unwrap_or((0, 0));
     let mut entry = FileEntry {
@@ -957,12 +974,21 @@ fn read_and_parse(item: &Pending, max_bytes: u64) -> (FileEntry, Option<Note>) {
     }
     match walk::read_text(&item.found.read_path, max_bytes) {
         Ok((text, mtime)) => {
-            entry.hash = *blake3::hash(text.as_bytes()).as_bytes();
+            // The policy is part of what a note's content is: under another
+            // policy the same file reads differently (and is re-embedded).
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(policy.fingerprint().as_bytes());
+            hasher.update(text.as_bytes());
+            entry.hash = *hasher.finalize().as_bytes();
             let mtime = mtime.map(chrono::DateTime::<chrono::Utc>::from);
-            let (note, problems) = parse_note(rel, &text, mtime);
-            entry.problems = problems;
+            // A private note is remembered as a file (so it is not read again
+            // until it changes) and never indexed.
+            let Some(prepared) = policy.prepare(rel, &text, mtime) else {
+                return (entry, None);
+            };
+            entry.problems = prepared.problems;
             entry.is_note = !is_role;
-            (entry, (!is_role).then_some(note))
+            (entry, (!is_role).then_some(prepared.note))
         }
         Err(problem) => {
             entry.problems.push(problem);
@@ -1080,6 +1106,7 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
 /// set of notes, writes the blobs and commits with a payload naming them.
 fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) -> Result<()> {
     let IndexState {
+        policy,
         mut files,
         metas,
         raw_links,
@@ -1135,13 +1162,14 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
             .collect(),
     };
     let metas_sorted = Arc::new(metas_sorted);
-    let role_vault = Vault::from_metas(
+    let mut role_vault = Vault::from_metas(
         root.to_path_buf(),
         Arc::clone(&metas_sorted),
         HashMap::new(),
         Vec::new(),
         Vec::new(),
     );
+    role_vault.set_policy(Arc::clone(&policy));
     let (index_descriptions, hot) = role_vault.read_role_files();
     let mut index_descriptions: Vec<(u32, String)> = index_descriptions
         .into_iter()
@@ -1182,6 +1210,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         catalog: catalog_hash.clone(),
         links: links_hash.clone(),
         backlinks: backlinks_hash.clone(),
+        policy: policy.fingerprint().to_string(),
     })?;
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);

@@ -177,8 +177,8 @@ fn render(
             }
             continue;
         }
-        let in_block: Vec<usize> = all.by_block[index].clone().collect();
-        let kept: Vec<usize> = chosen.range(all.by_block[index].clone()).copied().collect();
+        let in_block = all.by_block[index].clone();
+        let kept: Vec<usize> = chosen.range(in_block.clone()).copied().collect();
         if kept.is_empty() {
             match duplicates.get(&index) {
                 Some(other) => {
@@ -217,7 +217,7 @@ fn render(
         for &i in &kept {
             let piece = &pieces[i];
             match previous {
-                None if in_block.first() != Some(&i) => text.push_str(&format!("{OMITTED} ")),
+                None if in_block.start != i => text.push_str(&format!("{OMITTED} ")),
                 Some(prev) if prev + 1 != i => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
                     let next = if gap.contains('\n') { "\n" } else { " " };
@@ -239,7 +239,7 @@ fn render(
             text.push_str(&out.text[piece.range.clone()]);
             previous = Some(i);
         }
-        if in_block.last() != kept.last() {
+        if in_block.end.checked_sub(1) != kept.last().copied() {
             text.push_str(&format!(" {OMITTED}"));
         }
         blocks.push(OutBlock::content(text));

@@ -165,6 +165,10 @@ pub struct PackedPage {
     /// Backlink entries printed under the body.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backlinks: Vec<String>,
+    /// Secrets the privacy policy replaced in this note (line and kind,
+    /// never the secret).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<crate::privacy::Redaction>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -603,6 +607,7 @@ impl<'a> Packer<'a> {
             // one needed: the base shrinks past a short note's length.
             let chars: usize = (0..page.len()).map(|i| page.text(i).chars().count()).sum();
             let length_share = (SHORT_PAGE_CHARS as f64 / chars.max(1) as f64).min(1.0);
+            let mut offered: Vec<(f64, usize, Option<usize>)> = Vec::new();
             for (piece, &distance) in distance.iter().enumerate() {
                 if dedup_key(page.text(piece)) == summary_key {
                     continue;
@@ -610,8 +615,15 @@ impl<'a> Packer<'a> {
                 let d = distance.min(1000) as f64;
                 let base = BASE_VALUE * best * length_share * (1.0 - NEARNESS * d / (d + 1.0));
                 let relevance = base + page.score(piece).max(0.0);
-                order.push((weight * relevance, rank, Some(piece)));
+                offered.push((weight * relevance, rank, Some(piece)));
             }
+            // Each piece taken re-renders its page, so a huge page offers
+            // only its best pieces; the rest show as gaps (`[…]`).
+            if offered.len() > MAX_PIECES_PER_PAGE {
+                offered.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+                offered.truncate(MAX_PIECES_PER_PAGE);
+            }
+            order.extend(offered);
         }
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
 
@@ -1165,6 +1177,7 @@ impl<'a> Packer<'a> {
                 })
                 .unwrap_or_default(),
             backlinks: chosen.backlinks.clone(),
+            redactions: self.vault.note(chosen.candidate.note).redactions.clone(),
         }
     }
 }
@@ -1204,6 +1217,10 @@ const MIN_DEDUP_CHARS: usize = 24;
 /// A piece never adds fewer tokens to its page than its own count minus
 /// this; a cheap check before the exact one.
 const PIECE_SLACK: usize = 4;
+/// The most pieces (sentences, lines, blocks) one page offers the packer:
+/// bounds the work of a pack over a huge note (about 50,000 tokens of
+/// sentences, more than a page needs below the largest budgets).
+const MAX_PIECES_PER_PAGE: usize = 3_000;
 
 /// For each piece, how many pieces away the nearest one with a query term
 /// is (`usize::MAX / 2` when none has one): context is taken nearest first.
@@ -1245,6 +1262,9 @@ fn duplicate_blocks(
     duplicates: &BTreeMap<usize, String>,
 ) -> BTreeMap<usize, String> {
     let mut blocks: BTreeMap<usize, String> = BTreeMap::new();
+    if duplicates.is_empty() {
+        return blocks;
+    }
     let mut partial: BTreeSet<usize> = BTreeSet::new();
     for piece in 0..page.len() {
         let block = page.block(piece);

@@ -131,6 +131,7 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         blocks: analysis.blocks,
         links: analysis.links,
         body,
+        redactions: Vec::new(),
     };
     (note, problems)
 }

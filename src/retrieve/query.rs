@@ -10,6 +10,22 @@ const STOP_WORDS: &[&str] = &[
     "why", "will", "with", "your", "的", "了", "和", "与", "及", "是", "在",
 ];
 
+/// The longest query (topic, subquery, search) a caller may give, in
+/// characters: enough for a pasted paragraph, and it bounds what one call
+/// can cost (every term is matched against every note).
+pub const MAX_QUERY_CHARS: usize = 4096;
+
+/// Refuses a query longer than [`MAX_QUERY_CHARS`], naming what it was.
+pub fn check_query_length(what: &str, text: &str) -> Result<(), String> {
+    let chars = text.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(format!(
+            "{what} is {chars} characters long; at most {MAX_QUERY_CHARS} are accepted"
+        ));
+    }
+    Ok(())
+}
+
 /// A topic and the terms the relevance pass matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {

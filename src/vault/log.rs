@@ -25,15 +25,22 @@ pub fn log_line(pack: &Pack, timestamp: &str) -> String {
 
 /// Appends `line` to `<root>/log.md` under an exclusive lock, creating the
 /// file with a `# Wiki Log` header if it is absent. Refuses to follow a
-/// symlink, so the write cannot land outside the vault.
+/// symlink, so the write cannot land outside the vault, and never blocks on
+/// a FIFO put in its place.
 pub fn append(root: &Path, line: &str) -> io::Result<()> {
     let path = root.join(LOG_FILE);
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
         .create(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "log.md is not a regular file; nothing written",
+        ));
+    }
     file.lock()?;
     let len = file.metadata()?.len();
     let mut text = String::new();

@@ -17,7 +17,7 @@ pub use resolve::LinkResolver;
 
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::Link;
-use crate::parse::parse_note;
+use crate::privacy::Policy;
 use crate::retrieve::frontmatter::MatchKeys;
 use crate::text::collapse_whitespace;
 
@@ -30,6 +30,8 @@ pub struct VaultOptions {
     /// Folders (relative, `/`-separated) that are not part of the vault:
     /// never listed, indexed or read.
     pub hidden: Vec<String>,
+    /// What of each note may be seen at all.
+    pub policy: Arc<Policy>,
 }
 
 impl Default for VaultOptions {
@@ -37,6 +39,7 @@ impl Default for VaultOptions {
         VaultOptions {
             max_file_bytes: MAX_FILE_BYTES,
             hidden: Vec::new(),
+            policy: Arc::new(Policy::default()),
         }
     }
 }
@@ -53,6 +56,7 @@ pub struct Vault {
     max_file_bytes: u64,
     /// Folders never read (see [`VaultOptions::hidden`]).
     hidden: Vec<String>,
+    policy: Arc<Policy>,
     /// The description beside each note's entry in `index.md`.
     pub index_descriptions: HashMap<usize, String>,
     /// Notes linked from `hot.md`, in the order of their first link.
@@ -86,7 +90,7 @@ impl Vault {
 
         let read: Vec<(Option<Note>, Vec<Diagnostic>)> = note_files
             .par_iter()
-            .map(|found| read_note(found, options.max_file_bytes))
+            .map(|found| read_note(found, options.max_file_bytes, &options.policy))
             .collect();
         let mut notes = Vec::with_capacity(read.len());
         for (note, problems) in read {
@@ -99,19 +103,29 @@ impl Vault {
             if found.rel_path == log::LOG_FILE {
                 continue;
             }
-            let (role_note, problems) = read_note(&found, options.max_file_bytes);
+            let (role_note, problems) = read_note(&found, options.max_file_bytes, &options.policy);
             diagnostics.extend(problems);
             roles.extend(role_note);
         }
         let mut vault = Vault::assemble(root, notes, roles, diagnostics);
         vault.max_file_bytes = options.max_file_bytes;
         vault.hidden = options.hidden.clone();
+        vault.policy = Arc::clone(&options.policy);
         Ok(vault)
     }
 
     /// Builds a vault from texts in memory (`(relative path, text)` pairs),
     /// as if they had been read from `root`: for tests and embedders.
     pub fn from_texts(root: PathBuf, files: &[(String, String)]) -> Vault {
+        Vault::from_texts_with(root, files, Arc::new(Policy::default()))
+    }
+
+    /// [`from_texts`](Self::from_texts) under `policy`.
+    pub fn from_texts_with(
+        root: PathBuf,
+        files: &[(String, String)],
+        policy: Arc<Policy>,
+    ) -> Vault {
         let mut notes = Vec::new();
         let mut roles = Vec::new();
         let mut diagnostics = Vec::new();
@@ -121,18 +135,22 @@ impl Vault {
             if path == log::LOG_FILE {
                 continue;
             }
-            let (note, problems) = parse_note(path, text, None);
-            diagnostics.extend(problems.into_iter().map(|message| Diagnostic {
+            let Some(prepared) = policy.prepare(path, text, None) else {
+                continue;
+            };
+            diagnostics.extend(prepared.problems.into_iter().map(|message| Diagnostic {
                 path: path.clone(),
                 message,
             }));
             if walk::ROLE_FILES.contains(&path.as_str()) {
-                roles.push(note);
+                roles.push(prepared.note);
             } else {
-                notes.push(note);
+                notes.push(prepared.note);
             }
         }
-        Vault::assemble(root, notes, roles, diagnostics)
+        let mut vault = Vault::assemble(root, notes, roles, diagnostics);
+        vault.policy = policy;
+        vault
     }
 
     fn assemble(
@@ -186,6 +204,7 @@ impl Vault {
             notes,
             max_file_bytes: MAX_FILE_BYTES,
             hidden: Vec::new(),
+            policy: Arc::new(Policy::default()),
             index_descriptions: HashMap::new(),
             hot: Vec::new(),
             diagnostics,
@@ -200,8 +219,10 @@ impl Vault {
         self.notes[idx]
             .get_or_init(|| {
                 let meta = &self.metas[idx];
-                let text = self.read_inside(&meta.path).unwrap_or_default();
-                let (mut note, _) = parse_note(&meta.path, &text, None);
+                let mut note = match self.read_prepared(&meta.path) {
+                    Some(prepared) => prepared.note,
+                    None => crate::parse::parse_note(&meta.path, "", None).0,
+                };
                 note.meta = meta.clone();
                 Arc::new(note)
             })
@@ -211,10 +232,7 @@ impl Vault {
     /// Reads `index.md` and `hot.md` from disk: the description of each
     /// note's index entry, and the notes linked from `hot.md`.
     pub fn read_role_files(&self) -> (HashMap<usize, String>, Vec<usize>) {
-        let read = |name: &str| {
-            self.read_inside(name)
-                .map(|text| parse_note(name, &text, None).0)
-        };
+        let read = |name: &str| self.read_prepared(name).map(|prepared| prepared.note);
         let descriptions = read("index.md")
             .map(|note| self.read_index(&note))
             .unwrap_or_default();
@@ -238,13 +256,29 @@ impl Vault {
         if target != rel_path && !self.is_listed(&target) {
             return None;
         }
-        walk::read_text(&path, self.max_file_bytes)
-            .ok()
-            .map(|(text, _)| text)
+        let (text, _) = walk::read_text(&path, self.max_file_bytes).ok()?;
+        Some(text)
+    }
+
+    /// A note's text and parse as the privacy policy lets them be seen
+    /// (`None` for a private, unlisted or unreadable note).
+    pub fn read_prepared(&self, rel_path: &str) -> Option<crate::privacy::Prepared> {
+        let raw = self.read_inside(rel_path)?;
+        self.policy.prepare(rel_path, &raw, None)
+    }
+
+    /// The privacy policy every read goes through.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Reads this vault's notes under `policy` from now on.
+    pub fn set_policy(&mut self, policy: Arc<Policy>) {
+        self.policy = policy;
     }
 
     /// Whether `rel_path` is a note of this vault or one of its role files.
-    fn is_listed(&self, rel_path: &str) -> bool {
+    pub fn is_listed(&self, rel_path: &str) -> bool {
         let is_note = self
             .metas
             .binary_search_by(|m| m.path.as_str().cmp(rel_path))
@@ -347,7 +381,11 @@ impl Vault {
     }
 }
 
-fn read_note(found: &walk::Found, max_bytes: u64) -> (Option<Note>, Vec<Diagnostic>) {
+fn read_note(
+    found: &walk::Found,
+    max_bytes: u64,
+    policy: &Policy,
+) -> (Option<Note>, Vec<Diagnostic>) {
     let diagnostic = |message: String| Diagnostic {
         path: found.rel_path.clone(),
         message,
@@ -355,8 +393,13 @@ fn read_note(found: &walk::Found, max_bytes: u64) -> (Option<Note>, Vec<Diagnost
     match walk::read_text(&found.read_path, max_bytes) {
         Ok((text, mtime)) => {
             let mtime = mtime.map(DateTime::<Utc>::from);
-            let (note, problems) = parse_note(&found.rel_path, &text, mtime);
-            (Some(note), problems.into_iter().map(diagnostic).collect())
+            match policy.prepare(&found.rel_path, &text, mtime) {
+                Some(prepared) => (
+                    Some(prepared.note),
+                    prepared.problems.into_iter().map(diagnostic).collect(),
+                ),
+                None => (None, Vec::new()),
+            }
         }
         Err(message) => (None, vec![diagnostic(message)]),
     }

@@ -135,7 +135,9 @@ impl Listing<'_> {
                     }
                     match builder.build() {
                         Ok(matcher) => ignores.push(Arc::new(matcher)),
-                        Err(err) => self.problems.push((rel_okignore, format!("ignored: {err}"))),
+                        Err(err) => self
+                            .problems
+                            .push((rel_okignore, format!("ignored: {err}"))),
                     }
                 }
                 Err(message) => self.problems.push((rel_okignore, message)),
@@ -150,6 +152,13 @@ impl Listing<'_> {
                 ));
                 continue;
             };
+            if name.chars().any(char::is_control) {
+                self.problems.push((
+                    join(&rel_dir, &name.escape_debug().to_string()),
+                    "file name contains control characters; skipped".into(),
+                ));
+                continue;
+            }
             // Hidden files, and the vault's own log, which ctxpack appends
             // to and never reads (tracking it would make every pack look
             // like a change to the vault).
@@ -181,8 +190,11 @@ impl Listing<'_> {
                 match fs::canonicalize(&path) {
                     Ok(target) if target.starts_with(self.root) => {
                         let inside = target.strip_prefix(self.root).unwrap_or(&target);
-                        self.links
-                            .push((rel_path, inside.to_string_lossy().replace('\\', "/"), target));
+                        self.links.push((
+                            rel_path,
+                            inside.to_string_lossy().replace('\\', "/"),
+                            target,
+                        ));
                     }
                     Ok(_) => self
                         .problems

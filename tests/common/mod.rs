@@ -153,3 +153,4 @@ pub fn ok(output: &Output) -> String {
     assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(output));
     stdout(output)
 }
+pub mod mcp_client;

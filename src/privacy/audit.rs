@@ -1,0 +1,189 @@
+//! `ctxpack audit`: what the policy keeps out of every output, per file and
+//! line, with each secret masked, so a user can check a vault before
+//! pointing an agent at it.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::{Policy, comments, secrets};
+use crate::parse::{frontmatter, parse_note};
+use crate::vault::{MAX_FILE_BYTES, walk};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AuditReport {
+    /// Notes the walk found.
+    pub notes: usize,
+    /// Notes the policy keeps out whole.
+    pub private_notes: usize,
+    pub redactions: usize,
+    pub comments: usize,
+    pub private_sections: usize,
+    /// Every file with something kept out, sorted by path.
+    pub files: Vec<FileAudit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FileAudit {
+    pub path: String,
+    /// Why the whole note is kept out, if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<AuditedSecret>,
+    /// Lines where a comment starts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<u32>,
+    /// Private sections cut: the heading and its line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub private_sections: Vec<AuditedSection>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditedSecret {
+    pub line: u32,
+    pub kind: String,
+    /// The secret's first characters (at most 4) and `…`.
+    pub masked: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditedSection {
+    pub line: u32,
+    pub heading: String,
+}
+
+/// Audits every note the walk of `root` (canonical) finds.
+pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
+    let walked = walk::walk(root, hidden);
+    let notes: Vec<&walk::Found> = walked
+        .files
+        .iter()
+        .filter(|f| f.rel_path != crate::vault::log::LOG_FILE)
+        .collect();
+    let mut files: Vec<FileAudit> = notes
+        .par_iter()
+        .filter_map(|found| {
+            let (text, _) = walk::read_text(&found.read_path, MAX_FILE_BYTES).ok()?;
+            audit_text(policy, &found.rel_path, &text)
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    AuditReport {
+        notes: notes.len(),
+        private_notes: files.iter().filter(|f| f.private.is_some()).count(),
+        redactions: files.iter().map(|f| f.redactions.len()).sum(),
+        comments: files.iter().map(|f| f.comments.len()).sum(),
+        private_sections: files.iter().map(|f| f.private_sections.len()).sum(),
+        files,
+    }
+}
+
+/// What `policy` keeps out of the file at `path`, or `None` when nothing.
+pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
+    let mut file = FileAudit {
+        path: path.to_string(),
+        private: None,
+        redactions: Vec::new(),
+        comments: Vec::new(),
+        private_sections: Vec::new(),
+    };
+    let (note, _) = parse_note(path, raw, None);
+    file.private = policy.private_reason(&note);
+    let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;
+    file.redactions = policy
+        .findings(raw)
+        .into_iter()
+        .map(|finding| AuditedSecret {
+            line: line_of(raw, finding.range.start),
+            kind: finding.kind.to_string(),
+            masked: secrets::mask(&raw[finding.range]),
+        })
+        .collect();
+    if file.private.is_none() {
+        let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+        let body = frontmatter::split(text).body;
+        let body_line = line_of(text, text.len() - body.len()) - 1;
+        let rules = &policy.file.strip;
+        file.comments = comments::find(body, rules.obsidian_comments, rules.html_comments)
+            .into_iter()
+            .map(|range| body_line + line_of(body, range.start))
+            .collect();
+        file.private_sections = note
+            .headings
+            .iter()
+            .filter(|heading| policy.is_private_heading(&heading.text))
+            .map(|heading| AuditedSection {
+                line: body_line + line_of(&note.body, heading.range.start),
+                heading: heading.text.clone(),
+            })
+            .collect();
+    }
+    let empty = file.private.is_none()
+        && file.redactions.is_empty()
+        && file.comments.is_empty()
+        && file.private_sections.is_empty();
+    (!empty).then_some(file)
+}
+
+/// The report as text: one line per finding.
+pub fn render(report: &AuditReport) -> String {
+    let mut out = String::new();
+    for file in &report.files {
+        if let Some(reason) = &file.private {
+            out.push_str(&format!(
+                "{}: private ({reason}); never read into any output\n",
+                file.path
+            ));
+        }
+        for secret in &file.redactions {
+            out.push_str(&format!(
+                "{}:{}: secret {} {} redacted\n",
+                file.path, secret.line, secret.kind, secret.masked
+            ));
+        }
+        for line in &file.comments {
+            out.push_str(&format!("{}:{line}: comment left out\n", file.path));
+        }
+        for section in &file.private_sections {
+            out.push_str(&format!(
+                "{}:{}: private section '{}' cut\n",
+                file.path, section.line, section.heading
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "{} notes: {} private, {} secrets redacted, {} comments and {} private sections left out\n",
+        report.notes,
+        report.private_notes,
+        report.redactions,
+        report.comments,
+        report.private_sections
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_lists_what_is_kept_out_with_lines() {
+        let policy = Policy::default();
+        let raw = "---\ntitle: K\n---\n# K\n\nsee %%note to self%%\n\n## Private\n\ndiary\n";
+        let audited = audit_text(&policy, "k.md", raw).unwrap();
+        assert_eq!(audited.private, None);
+        assert_eq!(audited.comments, [6]);
+        assert_eq!(
+            audited.private_sections,
+            [AuditedSection {
+                line: 8,
+                heading: "Private".into()
+            }]
+        );
+        let private = audit_text(&policy, "p.md", "---\nai: false\n---\nx").unwrap();
+        assert_eq!(private.private.as_deref(), Some("frontmatter 'ai'"));
+        assert_eq!(audit_text(&policy, "plain.md", "# Plain\n\ntext\n"), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! Comments a reader never sees: Obsidian's `%%…%%` and HTML's `<!-- … -->`,
+//! hidden in reading view, are left out of everything ctxpack shows. Code
+//! keeps them: `%%` in a code span or block is code, not a comment.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use pulldown_cmark::{Event, Options, Parser, Tag};
+
+/// `body` without its comments (outside code); an unclosed comment runs to
+/// the end, as Obsidian shows it.
+pub fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
+    let comments = find(body, obsidian, html);
+    if comments.is_empty() {
+        return Cow::Borrowed(body);
+    }
+    let mut out = String::with_capacity(body.len());
+    let mut cursor = 0;
+    for range in comments {
+        out.push_str(&body[cursor..range.start]);
+        // A comment alone on its lines leaves no blank lines behind.
+        let line_start = out.rfind('\n').map_or(0, |i| i + 1);
+        cursor = if out[line_start..].trim().is_empty() && body[range.end..].starts_with('\n') {
+            range.end + 1
+        } else {
+            range.end
+        };
+    }
+    out.push_str(&body[cursor.min(body.len())..]);
+    Cow::Owned(out)
+}
+
+/// The byte ranges of the comments in `body` (outside code), in order.
+pub fn find(body: &str, obsidian: bool, html: bool) -> Vec<Range<usize>> {
+    let mut comments = Vec::new();
+    if !((obsidian && body.contains("%%")) || (html && body.contains("<!--"))) {
+        return comments;
+    }
+    let code = code_ranges(body);
+    let mut code_iter = code.iter().peekable();
+    let mut at = 0;
+    while at < body.len() {
+        while code_iter.peek().is_some_and(|r| r.end <= at) {
+            code_iter.next();
+        }
+        if let Some(range) = code_iter.peek()
+            && range.start <= at
+        {
+            at = range.end;
+            continue;
+        }
+        let rest = &body[at..];
+        let (open, close) = if obsidian && rest.starts_with("%%") {
+            ("%%", "%%")
+        } else if html && rest.starts_with("<!--") {
+            ("<!--", "-->")
+        } else {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        let end = rest[open.len()..]
+            .find(close)
+            .map_or(body.len(), |found| at + open.len() + found + close.len());
+        comments.push(at..end);
+        at = end;
+    }
+    comments
+}
+
+/// Byte ranges of code spans and code blocks, in order.
+fn code_ranges(body: &str) -> Vec<Range<usize>> {
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for (event, range) in Parser::new_ext(body, Options::ENABLE_TABLES).into_offset_iter() {
+        let is_code = matches!(event, Event::Start(Tag::CodeBlock(_)) | Event::Code(_));
+        if is_code && ranges.last().is_none_or(|last| last.end <= range.start) {
+            ranges.push(range);
+        }
+    }
+    ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_are_removed_outside_code() {
+        assert_eq!(strip("a %%hidden%% b", true, true), "a  b");
+        assert_eq!(strip("a <!-- hidden --> b", true, true), "a  b");
+        assert_eq!(
+            strip("one\n%%\nblock\ncomment\n%%\ntwo\n", true, true),
+            "one\ntwo\n"
+        );
+        assert_eq!(
+            strip("keep `printf(\"%%d\")` %%x%%", true, true),
+            "keep `printf(\"%%d\")` "
+        );
+        assert_eq!(
+            strip(
+                "```\n%% code %%\n<!-- code -->\n```\n%%gone%%\n",
+                true,
+                true
+            ),
+            "```\n%% code %%\n<!-- code -->\n```\n"
+        );
+        assert_eq!(
+            strip("open %% to the end\nstill hidden", true, true),
+            "open "
+        );
+        assert_eq!(strip("共识 %%秘密%% 算法", true, true), "共识  算法");
+    }
+
+    #[test]
+    fn each_kind_can_be_kept() {
+        assert_eq!(strip("a %%x%% <!--y--> b", false, true), "a %%x%%  b");
+        assert_eq!(strip("a %%x%% <!--y--> b", true, false), "a  <!--y--> b");
+        assert!(matches!(strip("plain", true, true), Cow::Borrowed(_)));
+    }
+}

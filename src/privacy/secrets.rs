@@ -1,0 +1,1461 @@
+//! Finding and redacting credentials (and, on request, personal data) in text.
+//!
+//! Each detector is a provider's documented token format or a `name = value`
+//! shape with checks on the value. One case-insensitive Aho-Corasick pass over
+//! the text finds the literal each detector needs, so a text with none of them
+//! costs that one pass; only the detectors whose literal occurs run their regex.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::Regex;
+
+/// One secret found in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Byte range of the secret itself (not its key name) in the text.
+    pub range: Range<usize>,
+    /// One of [`KINDS`].
+    pub kind: &'static str,
+}
+
+/// What to look for besides credentials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DetectorOptions {
+    /// Also find e-mail addresses and phone numbers.
+    pub personal_data: bool,
+}
+
+/// How a detector finds its candidates.
+enum Matcher {
+    /// The secret is the first capture group that took part in the match, or the whole match.
+    Pattern {
+        pattern: &'static str,
+        accept: fn(&str, &Range<usize>) -> bool,
+    },
+    /// A `-----BEGIN … PRIVATE KEY-----` block up to its END line.
+    PrivateKeyBlock,
+}
+
+struct Detector {
+    kind: &'static str,
+    /// Literals of which one must occur for the detector to run; empty = always.
+    triggers: &'static [&'static str],
+    /// Whether the triggers must match in case too (a provider's prefix) or in any case (a key name).
+    exact_triggers: bool,
+    /// The byte before the match must not be `[A-Za-z0-9_]`.
+    left_bounded: bool,
+    /// The byte after the secret must not be `[A-Za-z0-9_]`.
+    right_bounded: bool,
+    personal: bool,
+    matcher: Matcher,
+}
+
+/// A detector whose key name may sit at the end of a longer name (`DB_PASSWORD`, `MY_AWS_SECRET_ACCESS_KEY`).
+const fn named(
+    kind: &'static str,
+    triggers: &'static [&'static str],
+    pattern: &'static str,
+    accept: fn(&str, &Range<usize>) -> bool,
+) -> Detector {
+    Detector {
+        kind,
+        triggers,
+        exact_triggers: false,
+        left_bounded: false,
+        right_bounded: true,
+        personal: false,
+        matcher: Matcher::Pattern { pattern, accept },
+    }
+}
+
+const fn pattern(
+    kind: &'static str,
+    triggers: &'static [&'static str],
+    pattern: &'static str,
+    accept: fn(&str, &Range<usize>) -> bool,
+) -> Detector {
+    Detector {
+        kind,
+        triggers,
+        exact_triggers: true,
+        left_bounded: true,
+        right_bounded: true,
+        personal: false,
+        matcher: Matcher::Pattern { pattern, accept },
+    }
+}
+
+/// Every detector; on equal ranges the earlier (more specific) one names the finding.
+static DETECTORS: &[Detector] = &[
+    Detector {
+        kind: "private_key",
+        triggers: &["PRIVATE KEY"],
+        exact_triggers: true,
+        left_bounded: false,
+        right_bounded: false,
+        personal: false,
+        matcher: Matcher::PrivateKeyBlock,
+    },
+    pattern(
+        "aws_access_key_id",
+        &[
+            "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA",
+            "ASCA", "A3T",
+        ],
+        r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA|A3T[A-Z0-9])[A-Z0-9]{16}",
+        accept_uppercase_token,
+    ),
+    named(
+        "aws_secret_access_key",
+        &[
+            "secret_access_key",
+            "secretaccesskey",
+            "aws_secret",
+            "awssecret",
+            "secret-access-key",
+        ],
+        r#"(?i:aws[_-]?secret[_-]?access[_-]?key|aws[_-]?secret[_-]?key|secret[_-]?access[_-]?key)["']?[ \t]*(?:=|:=|:|=>)[ \t]*["']?([A-Za-z0-9/+]{40})"#,
+        accept_aws_secret,
+    ),
+    pattern(
+        "google_api_key",
+        &["AIza"],
+        r"AIza[0-9A-Za-z_-]{35}",
+        accept_token_body,
+    ),
+    pattern(
+        "google_oauth_client_secret",
+        &["GOCSPX-"],
+        r"GOCSPX-[0-9A-Za-z_-]{28}",
+        accept_token_body,
+    ),
+    named(
+        "azure_storage_key",
+        &["accountkey=", "sharedaccesskey=", "sig="],
+        r"(?:(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{30,100}={0,2})|[?&]sig=([A-Za-z0-9%+/]{40,120}(?:=|%3[Dd]){0,2}))",
+        accept_token_body,
+    ),
+    pattern(
+        "github_token",
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{60,250})",
+        accept_token_body,
+    ),
+    pattern(
+        "gitlab_token",
+        &[
+            "glpat-",
+            "gldt-",
+            "glrt-",
+            "glptt-",
+            "glft-",
+            "glsoat-",
+            "glcbt-",
+            "gloas-",
+            "glimt-",
+            "glagent-",
+            "glffct-",
+            "glwt-",
+            "GR1348941",
+        ],
+        r"(?:gl(?:pat|dt|rt|ptt|ft|soat|cbt|oas|imt|agent|ffct|wt)-[0-9A-Za-z_-]{20,250}(?:\.[0-9A-Za-z_-]{2,80}){0,3}|GR1348941[0-9A-Za-z_-]{20,250})",
+        accept_token_body,
+    ),
+    pattern(
+        "slack_webhook_url",
+        &["hooks.slack.com"],
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/+-]{20,250})",
+        accept_token_body,
+    ),
+    pattern(
+        "slack_token",
+        &[
+            "xoxa-", "xoxb-", "xoxe", "xoxo-", "xoxp-", "xoxr-", "xoxs-", "xapp-",
+        ],
+        r"(?:xoxe\.)?(?:xox[abeoprs]|xapp)-[0-9A-Za-z-]{10,250}",
+        accept_slack_token,
+    ),
+    pattern(
+        "stripe_secret_key",
+        &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
+        r"(?:[rs]k_(?:live|test)_[0-9A-Za-z]{16,247}|whsec_[A-Za-z0-9+/=]{32,100})",
+        accept_token_body,
+    ),
+    pattern(
+        "anthropic_api_key",
+        &["sk-ant-"],
+        r"sk-ant-[a-z]{2,10}[0-9]{0,3}-[A-Za-z0-9_-]{20,250}",
+        accept_token_body,
+    ),
+    pattern(
+        "openai_api_key",
+        &["sk-"],
+        r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,250}",
+        accept_openai_key,
+    ),
+    pattern(
+        "huggingface_token",
+        &["hf_", "api_org_"],
+        r"(?:hf|api_org)_[A-Za-z0-9]{30,40}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "groq_api_key",
+        &["gsk_"],
+        r"gsk_[A-Za-z0-9]{40,60}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "replicate_api_token",
+        &["r8_"],
+        r"r8_[A-Za-z0-9]{30,40}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "xai_api_key",
+        &["xai-"],
+        r"xai-[A-Za-z0-9]{60,100}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "perplexity_api_key",
+        &["pplx-"],
+        r"pplx-[A-Za-z0-9]{40,60}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "npm_token",
+        &["npm_"],
+        r"npm_[A-Za-z0-9]{36}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "sendgrid_api_key",
+        &["SG."],
+        r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}",
+        accept_token_body,
+    ),
+    pattern(
+        "twilio_api_key",
+        &["SK"],
+        r"SK[0-9a-f]{32}",
+        accept_token_body,
+    ),
+    pattern(
+        "telegram_bot_token",
+        &[":AA"],
+        r"[0-9]{8,10}:AA[0-9A-Za-z_-]{33}",
+        accept_token_body,
+    ),
+    pattern(
+        "jwt",
+        &["eyJ"],
+        r"eyJ[A-Za-z0-9_-]{8,4000}\.(?:eyJ[A-Za-z0-9_-]{8,8000}\.[A-Za-z0-9_-]{0,2000}|[A-Za-z0-9_-]{8,8000}\.[A-Za-z0-9_-]{8,2000})",
+        accept_jwt,
+    ),
+    named(
+        "url_password",
+        &["://"],
+        r"[A-Za-z][A-Za-z0-9+.-]{1,30}://[\x21-\x7E&&[^:/?#@\[\]<>()'`]]{0,100}:([\x21-\x7E&&[^/?#@<>'`]]{1,200})@[A-Za-z0-9\[]",
+        accept_url_password,
+    ),
+    Detector {
+        kind: "http_authorization",
+        triggers: &["bearer", "authorization"],
+        exact_triggers: false,
+        left_bounded: true,
+        right_bounded: true,
+        personal: false,
+        matcher: Matcher::Pattern {
+            pattern: r"(?i:bearer|authorization:[ \t]*basic)[ \t]+([A-Za-z0-9._~+/-]{16,2000}=*)",
+            accept: accept_authorization,
+        },
+    },
+    named(
+        "password_assignment",
+        &["pass", "pwd"],
+        r#"(?i:passwd|password|passphrase|pwd|pass)[A-Za-z0-9_.-]{0,40}["']?[ \t]*(?:=|:=|:|=>)[ \t]*(?:"([^"\r\n]{1,200})"|'([^'\r\n]{1,200})'|([\x21-\x7E&&[^"'`,;]]{1,200}))"#,
+        accept_password_value,
+    ),
+    named(
+        "secret_assignment",
+        &["secret", "token", "key", "credential", "salt", "auth"],
+        r#"(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}|salt|auth|key)["']?[ \t]*(?:=|:=|:|=>)[ \t]*(?:"([^"\r\n]{1,300})"|'([^'\r\n]{1,300})'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        accept_secret_value,
+    ),
+    Detector {
+        kind: "email",
+        triggers: &["@"],
+        exact_triggers: true,
+        left_bounded: false,
+        right_bounded: false,
+        personal: true,
+        matcher: Matcher::Pattern {
+            pattern: r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}",
+            accept: accept_email,
+        },
+    },
+    Detector {
+        kind: "phone",
+        triggers: &[],
+        exact_triggers: true,
+        left_bounded: false,
+        right_bounded: false,
+        personal: true,
+        matcher: Matcher::Pattern {
+            pattern: r"(?:\+[1-9][0-9]{0,2}(?:[ .-]?\(0\))?(?:[ .-]?\(?[0-9]{1,5}\)?){1,6}|\(0?[0-9]{2,4}\)[ .-]?[0-9]{3,4}[ .-]?[0-9]{3,4}|0[0-9]{1,4}[ /.-][0-9]{2,4}(?:[ .-][0-9]{2,4}){1,3}|0[0-9]{1,4}[ /-][0-9]{5,8}|[2-9][0-9]{2}[.-][0-9]{3}[.-][0-9]{4})",
+            accept: accept_phone,
+        },
+    },
+];
+
+/// Every kind a [`Finding`] can have, most specific first.
+pub const KINDS: &[&str] = &[
+    "private_key",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "google_api_key",
+    "google_oauth_client_secret",
+    "azure_storage_key",
+    "github_token",
+    "gitlab_token",
+    "slack_webhook_url",
+    "slack_token",
+    "stripe_secret_key",
+    "anthropic_api_key",
+    "openai_api_key",
+    "huggingface_token",
+    "groq_api_key",
+    "replicate_api_token",
+    "xai_api_key",
+    "perplexity_api_key",
+    "npm_token",
+    "sendgrid_api_key",
+    "twilio_api_key",
+    "telegram_bot_token",
+    "jwt",
+    "url_password",
+    "http_authorization",
+    "password_assignment",
+    "secret_assignment",
+    "email",
+    "phone",
+];
+
+struct Compiled {
+    /// Per detector, its regex (None for the block matcher).
+    regexes: Vec<Option<Regex>>,
+    /// Every detector's triggers in one automaton, matched in any case (one pass over the text).
+    triggers: AhoCorasick,
+    /// Trigger pattern index → (detector index, the literal when it must match in case too).
+    trigger_detector: Vec<(usize, Option<&'static str>)>,
+}
+
+static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let regexes = DETECTORS
+        .iter()
+        .map(|detector| match detector.matcher {
+            Matcher::Pattern { pattern, .. } => {
+                Some(Regex::new(pattern).expect("detector patterns are valid"))
+            }
+            Matcher::PrivateKeyBlock => None,
+        })
+        .collect();
+    let mut literals = Vec::new();
+    let mut trigger_detector = Vec::new();
+    for (index, detector) in DETECTORS.iter().enumerate() {
+        for literal in detector.triggers {
+            literals.push(*literal);
+            trigger_detector.push((index, detector.exact_triggers.then_some(*literal)));
+        }
+    }
+    let triggers = AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .build(&literals)
+        .expect("trigger literals are valid");
+    Compiled {
+        regexes,
+        triggers,
+        trigger_detector,
+    }
+});
+
+/// The secrets in `text`, sorted by start and non-overlapping; where candidates
+/// overlap, the longest wins, then the most specific kind.
+pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
+    let compiled = &*COMPILED;
+    let mut triggered = vec![false; DETECTORS.len()];
+    for (index, detector) in DETECTORS.iter().enumerate() {
+        triggered[index] = detector.triggers.is_empty();
+    }
+    for found in compiled.triggers.find_overlapping_iter(text) {
+        let (detector, exact) = compiled.trigger_detector[found.pattern().as_usize()];
+        if exact.is_none_or(|literal| &text[found.range()] == literal) {
+            triggered[detector] = true;
+        }
+    }
+    let mut candidates: Vec<(Range<usize>, usize)> = Vec::new();
+    for (index, detector) in DETECTORS.iter().enumerate() {
+        if !triggered[index] || (detector.personal && !options.personal_data) {
+            continue;
+        }
+        match (&detector.matcher, &compiled.regexes[index]) {
+            (Matcher::Pattern { accept, .. }, Some(regex)) => {
+                collect_pattern(text, detector, regex, *accept, index, &mut candidates);
+            }
+            _ => collect_private_keys(text, index, &mut candidates),
+        }
+    }
+    resolve_overlaps(candidates)
+}
+
+fn collect_pattern(
+    text: &str,
+    detector: &Detector,
+    regex: &Regex,
+    accept: fn(&str, &Range<usize>) -> bool,
+    index: usize,
+    candidates: &mut Vec<(Range<usize>, usize)>,
+) {
+    let bytes = text.as_bytes();
+    for captures in regex.captures_iter(text) {
+        let whole = captures.get(0).expect("group 0 always matches");
+        let secret = captures
+            .iter()
+            .skip(1)
+            .flatten()
+            .next()
+            .unwrap_or(whole)
+            .range();
+        if (detector.left_bounded && is_word_byte_at(bytes, whole.start().wrapping_sub(1)))
+            || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
+        {
+            continue;
+        }
+        if secret.is_empty() || !accept(text, &secret) {
+            continue;
+        }
+        candidates.push((secret, index));
+    }
+}
+
+static PRIVATE_KEY_BEGIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"-----BEGIN ((?:[A-Z0-9]+ ){0,4})PRIVATE KEY(?: BLOCK)?-----")
+        .expect("valid pattern")
+});
+
+/// A BEGIN line up to its matching END line, or, without one, over the lines that still look like key material.
+fn collect_private_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usize>, usize)>) {
+    let mut search_from = 0;
+    // Labels with no END line left in the text, so that many BEGIN lines do not each scan to the end.
+    let mut labels_without_end: Vec<&str> = Vec::new();
+    while let Some(captures) = PRIVATE_KEY_BEGIN.captures_at(text, search_from) {
+        let begin = captures.get(0).expect("group 0 always matches");
+        let label = captures.get(1).map_or("", |label| label.as_str());
+        let end_marker = format!("-----END {label}PRIVATE KEY");
+        let end_offset = if labels_without_end.contains(&label) {
+            None
+        } else {
+            let found = text[begin.end()..].find(&end_marker);
+            if found.is_none() {
+                labels_without_end.push(label);
+            }
+            found
+        };
+        let end = match end_offset {
+            Some(offset) => {
+                let marker_end = begin.end() + offset + end_marker.len();
+                let rest = &text[marker_end..];
+                let closing = rest
+                    .strip_prefix(" BLOCK-----")
+                    .map(|_| " BLOCK-----".len())
+                    .or_else(|| rest.strip_prefix("-----").map(|_| "-----".len()))
+                    .unwrap_or(0);
+                marker_end + closing
+            }
+            None => end_of_key_material(text, begin.end()),
+        };
+        candidates.push((begin.start()..end, index));
+        search_from = end.max(begin.end());
+    }
+}
+
+fn end_of_key_material(text: &str, from: usize) -> usize {
+    let bytes = text.as_bytes();
+    let is_material = |byte: u8| byte.is_ascii_alphanumeric() || b"+/=\\".contains(&byte);
+    let mut end = from;
+    while end < bytes.len() && is_material(bytes[end]) {
+        end += 1;
+    }
+    if end < bytes.len() && bytes[end] != b'\n' && bytes[end] != b'\r' {
+        return end;
+    }
+    loop {
+        let line_start = match text[end..].find('\n') {
+            Some(offset) => end + offset + 1,
+            None => return end,
+        };
+        let line_end = text[line_start..]
+            .find('\n')
+            .map_or(text.len(), |offset| line_start + offset);
+        let line = text[line_start..line_end].trim_end_matches('\r');
+        let is_header = line.split_once(": ").is_some_and(|(name, _)| {
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+        if line.is_empty() || !(is_header || line.bytes().all(is_material)) {
+            return end;
+        }
+        end = line_start + line.len();
+    }
+}
+
+/// Longest first, then the most specific; kept when it overlaps nothing kept already.
+fn resolve_overlaps(mut candidates: Vec<(Range<usize>, usize)>) -> Vec<Finding> {
+    candidates.sort_by(|(a, a_detector), (b, b_detector)| {
+        let a_personal = DETECTORS[*a_detector].personal;
+        let b_personal = DETECTORS[*b_detector].personal;
+        a_personal
+            .cmp(&b_personal)
+            .then((b.end - b.start).cmp(&(a.end - a.start)))
+            .then(a_detector.cmp(b_detector))
+            .then(a.start.cmp(&b.start))
+    });
+    let mut kept: BTreeMap<usize, (usize, &'static str)> = BTreeMap::new();
+    for (range, detector) in candidates {
+        let overlaps_before = kept
+            .range(..range.end)
+            .next_back()
+            .is_some_and(|(_, (end, _))| *end > range.start);
+        if !overlaps_before {
+            kept.insert(range.start, (range.end, DETECTORS[detector].kind));
+        }
+    }
+    kept.into_iter()
+        .map(|(start, (end, kind))| Finding {
+            range: start..end,
+            kind,
+        })
+        .collect()
+}
+
+/// `text` with each secret replaced by `[REDACTED:<kind>]`, and the findings (ranges in the original `text`).
+pub fn redact(text: &str, options: &DetectorOptions) -> (String, Vec<Finding>) {
+    let findings = find(text, options);
+    let mut redacted = String::with_capacity(text.len());
+    let mut copied_up_to = 0;
+    for finding in &findings {
+        redacted.push_str(&text[copied_up_to..finding.range.start]);
+        redacted.push_str("[REDACTED:");
+        redacted.push_str(finding.kind);
+        redacted.push(']');
+        copied_up_to = finding.range.end;
+    }
+    redacted.push_str(&text[copied_up_to..]);
+    (redacted, findings)
+}
+
+/// A secret shortened for an audit listing: its first characters (at most 4, a quarter of it at most) and `…`.
+pub fn mask(secret: &str) -> String {
+    let shown = (secret.chars().count() / 4).min(4);
+    let mut masked: String = secret.chars().take(shown).collect();
+    masked.push('…');
+    masked
+}
+
+fn is_word_byte_at(bytes: &[u8], index: usize) -> bool {
+    bytes
+        .get(index)
+        .is_some_and(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+}
+
+/// Shannon entropy of the characters, in bits per character.
+fn entropy(value: &str) -> f64 {
+    let mut counts: BTreeMap<char, usize> = BTreeMap::new();
+    let mut total = 0usize;
+    for character in value.chars() {
+        *counts.entry(character).or_default() += 1;
+        total += 1;
+    }
+    if total == 0 {
+        return 0.0;
+    }
+    counts
+        .values()
+        .map(|count| {
+            let share = *count as f64 / total as f64;
+            -share * share.log2()
+        })
+        .sum()
+}
+
+fn distinct_chars(value: &str) -> usize {
+    let mut seen: Vec<char> = value.chars().collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// Documentation fillers such as `ghp_xxxx…` or keys ending in `EXAMPLE`.
+fn is_filler(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    distinct_chars(value) < 6
+        || [
+            "xxxx", "****", "....", "…", "example", "0000000", "1234567", "abcdef", "your",
+        ]
+        .iter()
+        .any(|filler| lower.contains(filler))
+}
+
+fn accept_token_body(text: &str, range: &Range<usize>) -> bool {
+    !is_filler(&text[range.clone()])
+}
+
+/// An AWS id is base32 and nearly always holds a digit; a run of capitals alone is more often an acronym-heavy word.
+fn accept_uppercase_token(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    value[4..].bytes().any(|b| b.is_ascii_digit()) && !is_filler(value)
+}
+
+fn has_letter_and_digit(value: &str) -> bool {
+    value.bytes().any(|b| b.is_ascii_alphabetic()) && value.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// Bodies of random mixed-case characters (Hugging Face tokens may hold no digit).
+fn accept_mixed_token(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let body = value
+        .rsplit_once(['_', '-'])
+        .map_or(value, |(_, body)| body);
+    entropy(body) >= 3.5
+        && body.bytes().any(|b| b.is_ascii_uppercase())
+        && body.bytes().any(|b| b.is_ascii_lowercase())
+        && !is_filler(value)
+}
+
+fn accept_aws_secret(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    has_letter_and_digit(value) && entropy(value) >= 3.5 && !is_filler(value)
+}
+
+fn accept_slack_token(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    value.bytes().filter(u8::is_ascii_digit).count() >= 4 && !is_filler(value)
+}
+
+fn accept_openai_key(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let body = &value[3..];
+    !body.starts_with("ant-")
+        && has_letter_and_digit(body)
+        && body.bytes().any(|b| b.is_ascii_uppercase())
+        && entropy(body) >= 3.5
+        && !is_filler(value)
+}
+
+fn accept_jwt(text: &str, range: &Range<usize>) -> bool {
+    entropy(&text[range.clone()]) >= 3.5
+}
+
+fn accept_url_password(text: &str, range: &Range<usize>) -> bool {
+    let password = &text[range.clone()];
+    !is_placeholder(password)
+}
+
+fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    has_letter_and_digit(value) && entropy(value) >= 3.0 && !is_placeholder(value)
+}
+
+/// Values that stand for a secret rather than being one: `changeme`, `<your-token>`, `${VAR}`, `xxxx`, `****`.
+fn is_placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    const STANDS_FOR: &[&str] = &[
+        "xxxx",
+        "****",
+        "...",
+        "…",
+        "${",
+        "{{",
+        "<",
+        ">",
+        "%(",
+        "$(",
+        "change_me",
+        "changeme",
+        "change-me",
+        "example",
+        "placeholder",
+        "your",
+        "redacted",
+        "dummy",
+        "sample",
+        "todo",
+        "fixme",
+        "replace",
+        "insert",
+        "secret",
+        "password",
+        "passwd",
+        "token",
+        "fake",
+    ];
+    const KEYWORDS: &[&str] = &[
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "undefined",
+        "string",
+        "str",
+        "required",
+        "optional",
+        "env",
+        "empty",
+    ];
+    lower.starts_with(['$', '%', '!', '&', '*', '@', '[', '(', '{', '#'])
+        || STANDS_FOR.iter().any(|filler| lower.contains(filler))
+        || KEYWORDS.contains(&lower.as_str())
+        || distinct_chars(value) <= 3
+}
+
+/// Code and configuration that name where a secret lives rather than holding it.
+fn is_reference(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let next = text.as_bytes().get(range.end).copied();
+    matches!(next, Some(b'(' | b'[' | b'{'))
+        || value.contains("://")
+        || value.starts_with(['/', '~', '.', '='])
+        || value.contains("==")
+        || value.ends_with(['(', ')', ':', '.'])
+        || value.starts_with("process.env")
+        || value.starts_with("os.")
+        || value.starts_with("env.")
+        || value.starts_with("secrets.")
+        || value.starts_with("vault:")
+}
+
+fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let has_letter = value.bytes().any(|b| b.is_ascii_alphabetic());
+    let has_other = value.bytes().any(|b| !b.is_ascii_alphabetic());
+    value.chars().count() >= 6
+        && !value.contains(char::is_whitespace)
+        && has_letter
+        && has_other
+        && !is_placeholder(value)
+        && !is_reference(text, range)
+        && !is_identifier_words(value)
+}
+
+fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    value.len() >= 16
+        && !value.contains(char::is_whitespace)
+        && has_letter_and_digit(value)
+        && entropy(value) >= 3.0
+        && !is_placeholder(value)
+        && !is_reference(text, range)
+        && !is_identifier_words(value)
+}
+
+/// `snake_case`, `kebab-case` or dotted names whose parts are words or small numbers, like `o200k_base` or `my-app-2024`.
+fn is_identifier_words(value: &str) -> bool {
+    let parts: Vec<&str> = value.split(['_', '-', '.', '/']).collect();
+    parts.len() >= 2
+        && parts.iter().all(|part| {
+            part.bytes().all(|b| b.is_ascii_lowercase())
+                || part.bytes().all(|b| b.is_ascii_uppercase())
+                || part.len() <= 4
+        })
+}
+
+/// File names like `icon@2x.png` and `git@host` remotes are not addresses of people.
+fn accept_email(text: &str, range: &Range<usize>) -> bool {
+    let address = &text[range.clone()];
+    let bytes = text.as_bytes();
+    let Some((local, domain)) = address.split_once('@') else {
+        return false;
+    };
+    let tld = domain.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    const FILE_EXTENSIONS: &[&str] = &[
+        "png", "jpg", "jpeg", "gif", "svg", "webp", "md", "js", "ts", "css", "html", "json", "py",
+        "rs", "txt", "pdf", "zip",
+    ];
+    let domain_lower = domain.to_ascii_lowercase();
+    let reserved = ["example.com", "example.org", "example.net", "localhost"]
+        .iter()
+        .any(|name| domain_lower == *name || domain_lower.ends_with(&format!(".{name}")))
+        || [".example", ".test", ".invalid", ".local"]
+            .iter()
+            .any(|suffix| domain_lower.ends_with(suffix));
+    !local.starts_with('.')
+        && local != "git"
+        && !reserved
+        && !FILE_EXTENSIONS.contains(&tld.as_str())
+        && !is_word_byte_at(bytes, range.end)
+        && (!matches!(bytes.get(range.start.wrapping_sub(1)), Some(b'/' | b':'))
+            || text[..range.start].ends_with("mailto:"))
+}
+
+fn accept_phone(text: &str, range: &Range<usize>) -> bool {
+    let number = &text[range.clone()];
+    let bytes = text.as_bytes();
+    let before = bytes.get(range.start.wrapping_sub(1)).copied();
+    let after = bytes.get(range.end).copied();
+    let after_next = bytes.get(range.end + 1).copied();
+    if before.is_some_and(|b| b.is_ascii_alphanumeric() || b"._-/+=,".contains(&b))
+        || after.is_some_and(|b| b.is_ascii_alphanumeric())
+        || (matches!(after, Some(b'.' | b'-' | b'/' | b','))
+            && after_next.is_some_and(|b| b.is_ascii_digit()))
+    {
+        return false;
+    }
+    // A number that goes on past a single space (`330 000-701 200`) is a figure, not a phone number.
+    let continues_left = before == Some(b' ')
+        && bytes
+            .get(range.start.wrapping_sub(2))
+            .is_some_and(u8::is_ascii_digit);
+    let continues_right = after == Some(b' ') && after_next.is_some_and(|b| b.is_ascii_digit());
+    if continues_left || continues_right || number.starts_with("00") {
+        return false;
+    }
+    let digits = number.bytes().filter(u8::is_ascii_digit).count();
+    let groups: Vec<&str> = number
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|group| !group.is_empty())
+        .collect();
+    let looks_like_date =
+        groups.len() == 3 && groups[2].len() == 4 && groups[0].len() <= 2 && groups[1].len() <= 2;
+    let international = number.starts_with('+');
+    let enough_digits = if international {
+        (8..=15).contains(&digits)
+    } else {
+        (9..=12).contains(&digits)
+    };
+    enough_digits && !looks_like_date
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const PERSONAL: DetectorOptions = DetectorOptions {
+        personal_data: true,
+    };
+
+    /// (kind, text before the secret, the secret, text after it); every string here is made up.
+    const SAMPLES: &[(&str, &str, &str, &str)] = &[
+        (
+            "private_key",
+            "",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAiliIusX2bzg+YJY1nlXsSDqD+o1g0ZCw7+KAfQW24a2DLw\nad68OVS+Lr81fsljsQQBu8IHMgWVtPRifaIA4a+pHCwm2OzKHpIQo58qBlq67svd\n-----END RSA PRIVATE KEY-----",
+            "",
+        ),
+        (
+            "private_key",
+            "",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEqP/zI2adXGjx+shjt0Xn//ICxwPs\nSEvDAwTfeOXS==\n-----END OPENSSH PRIVATE KEY-----",
+            "",
+        ),
+        (
+            "private_key",
+            "",
+            "-----BEGIN PRIVATE KEY-----\r\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQ\r\n-----END PRIVATE KEY-----",
+            "",
+        ),
+        (
+            "private_key",
+            "",
+            "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIGx0Q7kBCvZnZQP5GwI1pMCIuHLt5Et9pFBY2CK08Z8CoAoGCCqGSM49\n-----END EC PRIVATE KEY-----",
+            "",
+        ),
+        (
+            "private_key",
+            "",
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\nComment: made up for a test\n\nlQOYBGmOR69pYamt7uzPVZDo7uR60dIRqITxh7BmiGAj4uDPuhV1C1vVsw98\n=Ab12\n-----END PGP PRIVATE KEY BLOCK-----",
+            "",
+        ),
+        (
+            "private_key",
+            "\"private_key\": \"",
+            r"-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQC7\n-----END PRIVATE KEY-----",
+            "\\n\",",
+        ),
+        ("aws_access_key_id", "", "AKIANACKPBDJXPHV5WRZ", ""),
+        (
+            "aws_access_key_id",
+            "aws_access_key_id = ",
+            "ASIAQWONWUOT2O527F5X",
+            "",
+        ),
+        (
+            "aws_secret_access_key",
+            "aws_secret_access_key = ",
+            "4O5Zi/czrwcK+tmoYgj7LZDwTkENNvOX8R4jI8so",
+            "",
+        ),
+        (
+            "aws_secret_access_key",
+            "AWS_SECRET_ACCESS_KEY=",
+            "tmoYgj7LZDwTkEN4O5Zi/czrwcK+NvOX8R4jI8so",
+            "",
+        ),
+        (
+            "aws_secret_access_key",
+            "\"SecretAccessKey\": \"",
+            "Zi/czrwcK+tmoYgj7LZDwTkENNvOX8R4jI8so4O5",
+            "\"",
+        ),
+        (
+            "google_api_key",
+            "",
+            "AIza-XWbHlKif5hGu-9-fh8k7D5GkbhQW3ShM5N",
+            "",
+        ),
+        (
+            "google_oauth_client_secret",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "azure_storage_key",
+            "DefaultEndpointsProtocol=https;AccountName=notes7;AccountKey=",
+            "mOR69pYamt7uzPVZDo7uR60dIRqITxh7BmiGAj4uDPuhV1C1vVsw9877v3i2J4Fd5QZvea64dR57HX64ZpvO59==",
+            ";EndpointSuffix=core.windows.net",
+        ),
+        (
+            "azure_storage_key",
+            "Endpoint=sb://notes7.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=",
+            "Q7kBCvZnZQP5GwI1pMCIuHLt5Et9pFBY2CK08Z8CPWT=",
+            "",
+        ),
+        (
+            "azure_storage_key",
+            "https://notes7.blob.core.windows.net/c/a.txt?sv=2024-05-04&sr=b&sig=",
+            "vyvQvgXiFo9RVoKQ0elSHStqnpFqF2l1p1ZF7xk4%2BHPQn87J2IM%3D",
+            "",
+        ),
+        (
+            "github_token",
+            "",
+            "ghp_XOYTvNhZMcqXdocw2zvHsLOL6uuxAPJ7OyWa",
+            "",
+        ),
+        (
+            "github_token",
+            "",
+            "gho_62E4V1KOoASeQ6kBihdNfcOyVMIZBwjmIw60",
+            "",
+        ),
+        (
+            "github_token",
+            "",
+            "ghs_f8idwH8q4H9GdCGbjaLCY8EoSjRkGNypYUoT",
+            "",
+        ),
+        (
+            "github_token",
+            "",
+            "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",
+            "",
+        ),
+        ("gitlab_token", "", "glpat-creV2k9QvUh6h_QvEZU4", ""),
+        ("gitlab_token", "", "glrt-9L4zRX18xyejrR5NpNhg", ""),
+        (
+            "gitlab_token",
+            "",
+            "glptt-enznueBwnc0UySmBJUAbKY2PbWajf8g8EulHAT1D",
+            "",
+        ),
+        (
+            "slack_token",
+            "",
+            "xoxb-80116202744-8455798312465-I3FOBrHltC8soaxyQ81ozxO9",
+            "",
+        ),
+        (
+            "slack_token",
+            "",
+            "xoxp-41031504834-00222099535-149280398021-866d94740a140842a46b3c52157856a5",
+            "",
+        ),
+        (
+            "slack_webhook_url",
+            "https://hooks.slack.com/services/",
+            "TDD2HLY7E/B5P6UOOYITQ/KhtrNIS2pXFxF7w7B0IEMDF7",
+            "",
+        ),
+        (
+            "stripe_secret_key",
+            "",
+            "sk_live_QCmXnGvNCwqsKvexBADqM5jU",
+            "",
+        ),
+        (
+            "stripe_secret_key",
+            "",
+            "sk_test_byuM2pbaD91G6Z05d7cBVGDi",
+            "",
+        ),
+        (
+            "stripe_secret_key",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "stripe_secret_key",
+            "",
+            "whsec_FwRKZ9rZ95tG3reecqMfVOpeJ7c7r5eT",
+            "",
+        ),
+        (
+            "anthropic_api_key",
+            "",
+            "sk-ant-api03-aG4xD9IvTlXrDCwGSZHmZ_NJiUHm33xAZuAqKQ2Nc7ZDIc6bb61i_Fawhs57AoUc9yBgTB2yhhC2rqB3zJE4rkdXaeGLyAA",
+            "",
+        ),
+        (
+            "openai_api_key",
+            "",
+            "sk-proj-mk-Rr2Uep_XCx-6-kDs_5EzTrwPm__6DWY9m-LbWpQRYYnhfaMI0xzHfC8Ul5LdqDJqSlQNAzXu4JdeDiHVm3gN5wIBCTpIGCRX2QjMyeOGmaPrwUrqaIkroPt3Ll_18ffqGsMv58w-SS3pA-qDszgo2qPQC",
+            "",
+        ),
+        (
+            "openai_api_key",
+            "",
+            "sk-t6j7bWXZOmsZkniopfEZWECRcwj80bPTrt6oJucmRvDDi507",
+            "",
+        ),
+        (
+            "openai_api_key",
+            "",
+            "sk-svcacct-WIHcQjsuIa4Xjn-llbPFnIoGHp3YguHf8xTTWI_91m8Apbu8eIyH8ZIz1L9C",
+            "",
+        ),
+        (
+            "huggingface_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "huggingface_token",
+            "",
+            "hf_ZHmXuHfNl5KxPxSTmrHhHBJLl82LMRtaDN",
+            "",
+        ),
+        (
+            "groq_api_key",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "replicate_api_token",
+            "",
+            "r8_Bn2Fed8kcpbcBTC2T9NC1xdLDwEa3zgYEqGr9",
+            "",
+        ),
+        (
+            "xai_api_key",
+            "",
+            "xai-wp0MwGufpeks4085ZqKmtzNPJ7qoRo4aQPvb9A5eOwtcn4wrGfcr5190l5C5TUTMzZKDXtBcBWqHr5gD",
+            "",
+        ),
+        (
+            "perplexity_api_key",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "npm_token",
+            "",
+            "npm_wMEKUz13ta1QwcIKRPuTWOaBz0wexahhXzxj",
+            "",
+        ),
+        (
+            "sendgrid_api_key",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "twilio_api_key",
+            "",
+            "SK27bed097af7e05c72a6554b7c34ddc2e",
+            "",
+        ),
+        (
+            "telegram_bot_token",
+            "",
+            "8412686625:AACU5-vI_xDN-tbNmBWIwdXr3CpLE7E8nwt",
+            "",
+        ),
+        (
+            "jwt",
+            "",
+            "eyJhbGciOiAiSFMyNTYiLCAidHlwIjogIkpXVCJ9.eyJzdWIiOiAiNDgyMSIsICJuYW1lIjogIk1pcmEgSG9sbSIsICJpYXQiOiAxNzY0MDAwMDAwfQ.pdwpB4u3APP67oK3Shf-DzBqWYpYxJABJ3nxzcFy1Fg",
+            "",
+        ),
+        (
+            "url_password",
+            "postgres://app_user:",
+            "Vq7rT2pLx9mK",
+            "@db.internal:5432/notes",
+        ),
+        (
+            "url_password",
+            "redis://:",
+            "h8Kq2wZx5Lm3",
+            "@cache.local:6379",
+        ),
+        (
+            "url_password",
+            "https://mira:",
+            "w1nter%21Bay",
+            "@git.example.net/repo.git",
+        ),
+        (
+            "http_authorization",
+            "Authorization: Bearer ",
+            "qP/zI2adXGjx+shjt0Xn//ICxwPsSEvDAwTfeOXS",
+            "",
+        ),
+        (
+            "http_authorization",
+            "Authorization: Basic ",
+            "bWlyYTp3MW50ZXIhQmF5OTI=",
+            "",
+        ),
+        ("password_assignment", "password: ", "m4ple#Crane!92", ""),
+        ("password_assignment", "DB_PASSWORD=", "Vq7!rT2@pLx9", ""),
+        ("password_assignment", "\"passwd\": \"", "hK8$wq2Lz0", "\""),
+        ("password_assignment", "pwd='", "s3Lk#94Qa", "'"),
+        (
+            "secret_assignment",
+            "api_key = \"",
+            "X61PLIUDKGJ3478Ns1IM",
+            "\"",
+        ),
+        (
+            "secret_assignment",
+            "export AUTH_TOKEN=",
+            "WQyBQhuIVAAL6XU-sI_Keh0K",
+            "",
+        ),
+        (
+            "secret_assignment",
+            "\"client_secret\": \"",
+            "e8c1e8503040a7b2a4fe1e9cbec2a265",
+            "\"",
+        ),
+        (
+            "secret_assignment",
+            "SIGNING_KEY: ",
+            "iliIusX2bzg+YJY1nlXsSDqD+o1g0ZCw7+KAfQW24a2DLwzdXN34VOicJ+f8bQB3",
+            "",
+        ),
+        ("email", "", "mira.holm@holm-family.org", ""),
+        ("email", "", "ops+alerts@notes-lab.co.uk", ""),
+        ("phone", "", "+49 30 1234567", ""),
+        ("phone", "", "+1 (415) 555-0132", ""),
+        ("phone", "", "+44 20 7946 0958", ""),
+        ("phone", "", "(415) 555-0132", ""),
+        ("phone", "", "030 12345678", ""),
+        ("phone", "", "06 12 34 56 78", ""),
+        ("phone", "", "415-555-0132", ""),
+    ];
+
+    /// (name, text with `{}` where the sample goes); a sample that spans lines skips the one-line ones.
+    const CONTEXTS: &[(&str, &str, bool)] = &[
+        ("alone", "{}", true),
+        (
+            "prose",
+            "Here is the one we rotated: {} and nothing else.",
+            true,
+        ),
+        ("line start", "{}\nThe next line of the note.", true),
+        ("line end", "The first line of the note\nand then {}", true),
+        ("double quotes", "The value \"{}\" was pasted.", true),
+        ("single quotes", "The value '{}' was pasted.", true),
+        (
+            "frontmatter",
+            "---\ntitle: Deploy notes\nnote: {}\ntags: [ops]\n---\n# Deploy\n",
+            true,
+        ),
+        (
+            "table cell",
+            "| service | value |\n|---|---|\n| api | {} |\n",
+            false,
+        ),
+        ("cjk", "部署说明：{}，请勿外传。", true),
+    ];
+
+    fn planted(before: &str, secret: &str, after: &str, context: &str) -> (String, Range<usize>) {
+        let (head, tail) = context.split_once("{}").expect("context has a slot");
+        let start = head.len() + before.len();
+        let text = format!("{head}{before}{secret}{after}{tail}");
+        (text, start..start + secret.len())
+    }
+
+    #[test]
+    fn kinds_list_every_detector_in_order() {
+        let kinds: Vec<&str> = DETECTORS.iter().map(|detector| detector.kind).collect();
+        assert_eq!(kinds, KINDS);
+        assert!(KINDS.len() >= 15);
+    }
+
+    #[test]
+    fn every_kind_has_a_sample() {
+        for kind in KINDS {
+            assert!(
+                SAMPLES.iter().any(|(sample_kind, ..)| sample_kind == kind),
+                "no sample for {kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_sample_is_found_exactly_in_every_context() {
+        let mut misses = Vec::new();
+        for (kind, before, secret, after) in SAMPLES {
+            for (context_name, context, multi_line_ok) in CONTEXTS {
+                if secret.contains('\n') && !multi_line_ok {
+                    continue;
+                }
+                let (text, range) = planted(before, secret, after, context);
+                let findings = find(&text, &PERSONAL);
+                let expected = Finding {
+                    range: range.clone(),
+                    kind,
+                };
+                if !findings.contains(&expected) {
+                    misses.push(format!(
+                        "{kind} in {context_name}: {secret:?} -> {findings:?}"
+                    ));
+                }
+            }
+        }
+        assert!(misses.is_empty(), "missed:\n{}", misses.join("\n"));
+    }
+
+    #[test]
+    fn personal_data_is_found_only_when_asked() {
+        let text = "Write to mira.holm@holm-family.org or call +49 30 1234567.";
+        assert_eq!(find(text, &DetectorOptions::default()), vec![]);
+        let kinds: Vec<&str> = find(text, &PERSONAL).iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, ["email", "phone"]);
+    }
+
+    #[test]
+    fn negatives_are_not_findings() {
+        let negatives = [
+            "Fixed in commit 9fceb02d0ae598e95dc970b74767f19372d61af8 last week.",
+            "See 9fceb02 and a1b2c3d4e5f6 for the revert.",
+            "The id is 123e4567-e89b-12d3-a456-426614174000 in the table.",
+            "![chart](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
+            "The ratio $\\frac{a}{b}$ and \\begin{equation} x^2 + y^2 = z^2 \\end{equation}",
+            "分布式系统中的一致性协议，例如 Raft 和 Paxos，保证多数派达成共识。",
+            "Use ConcurrentHashMapBuilderFactory with AbstractSingletonProxyFactoryBeanConfiguration.",
+            "Docs live at https://docs.example.com:8443/guide?page=2#auth and http://localhost:3000/api.",
+            "password: use the one in the vault",
+            "The password is stored in 1Password, ask Mira.",
+            "Password: see the team manager",
+            "Colours: #ff8800, #1e90ff and #abc.",
+            "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b4c8a08f4b24f3e1c4f6a8b9c",
+            "| key | value |\n|---|---|\n| timeout | 30 |\n| retries | 5 |",
+            "Call get_token() then refresh_api_key(session) before parse_secret_value.",
+            "Upgrade from v1.2.3 to 2.10.0-rc.1 (build 2024.11.05).",
+            "ISBN 978-3-16-148410-0 and ISBN 0-306-40615-2.",
+            "Meeting on 2024-11-05 at 14:30, then 05.12.2024 and 12/31/2023 09:15:00.",
+            "password: ${DB_PASSWORD}",
+            "api_key: <your-token>",
+            "token = \"xxxxxxxxxxxxxxxxxxxxxxxx\"",
+            "secret: '****************'",
+            "PASSWORD=changeme",
+            "token = os.environ[\"API_TOKEN\"]",
+            "tokenizer: o200k_base",
+            "max_tokens: 4096",
+            "The p-value was 0.001 (95% CI 0.12-0.45, n = 1024).",
+            "pk_live_51Hb2qQ7kBCvZnZQP5GwI1pMCIuHLt5Et9pFBY2CK08Z8CPWT is the publishable key.",
+            "An identifier sk-learn-style-names-are-fine-here in prose.",
+            "  - keyutils=1.6.1=h166bdaf_0\n  - fmt==11.1.4=h07f6e7f_1",
+            "A total of 576 900 (330 000-701 200) years of life were lost.",
+            "Mail you@example.com or admin@wiki.test for access.",
+            "The risk-adjusted-return-on-capital-model was used.",
+        ];
+        for text in negatives {
+            assert_eq!(find(text, &PERSONAL), vec![], "false positive in {text:?}");
+        }
+    }
+
+    #[test]
+    fn redact_replaces_only_the_secret() {
+        let text = "Connect with postgres://app:Vq7rT2pLx9mK@db.internal/notes and\nexport GITHUB_TOKEN=ghp_XOYTvNhZMcqXdocw2zvHsLOL6uuxAPJ7OyWa # rotate monthly\n";
+        let (redacted, findings) = redact(text, &DetectorOptions::default());
+        assert_eq!(
+            redacted,
+            "Connect with postgres://app:[REDACTED:url_password]@db.internal/notes and\nexport GITHUB_TOKEN=[REDACTED:github_token] # rotate monthly\n"
+        );
+        assert_eq!(&text[findings[0].range.clone()], "Vq7rT2pLx9mK");
+        assert_eq!(
+            &text[findings[1].range.clone()],
+            "ghp_XOYTvNhZMcqXdocw2zvHsLOL6uuxAPJ7OyWa"
+        );
+    }
+
+    #[test]
+    fn redact_removes_a_whole_private_key_block() {
+        let text = "Key below.\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEqP\n-----END OPENSSH PRIVATE KEY-----\nDone: 密钥已轮换。";
+        let (redacted, _) = redact(text, &DetectorOptions::default());
+        assert_eq!(
+            redacted,
+            "Key below.\n[REDACTED:private_key]\nDone: 密钥已轮换。"
+        );
+    }
+
+    #[test]
+    fn a_private_key_without_its_end_line_is_redacted_to_the_last_key_line() {
+        let text = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAiliIusX2bzg\nad68OVS+Lr81fsljsQQBu8\n\nThe rest was cut off.";
+        let (redacted, _) = redact(text, &DetectorOptions::default());
+        assert_eq!(redacted, "[REDACTED:private_key]\n\nThe rest was cut off.");
+    }
+
+    #[test]
+    fn the_specific_kind_names_a_value_that_an_assignment_also_matches() {
+        let text = "OPENAI_API_KEY=\"sk-t6j7bWXZOmsZkniopfEZWECRcwj80bPTrt6oJucmRvDDi507\"";
+        let (redacted, _) = redact(text, &DetectorOptions::default());
+        assert_eq!(redacted, "OPENAI_API_KEY=\"[REDACTED:openai_api_key]\"");
+    }
+
+    #[test]
+    fn mask_shows_at_most_four_characters() {
+        assert_eq!(mask("ghp_XOYTvNhZMcqXdocw2zvHsLOL6uuxAPJ7OyWa"), "ghp_…");
+        assert_eq!(mask("s3Lk#94Qa"), "s3…");
+        assert_eq!(mask("abc"), "…");
+        assert_eq!(mask("密钥密钥密钥密钥"), "密钥…");
+    }
+
+    fn assert_well_formed(text: &str, findings: &[Finding]) {
+        let mut previous_end = 0;
+        for finding in findings {
+            assert!(
+                finding.range.start >= previous_end,
+                "sorted, non-overlapping"
+            );
+            assert!(finding.range.start < finding.range.end);
+            assert!(text.is_char_boundary(finding.range.start));
+            assert!(text.is_char_boundary(finding.range.end));
+            assert!(KINDS.contains(&finding.kind));
+            previous_end = finding.range.end;
+        }
+    }
+
+    #[test]
+    fn find_handles_a_huge_text_with_many_candidates() {
+        let unit = "password=Vq7!rT2@pLx9 sk- AKIA -----BEGIN RSA PRIVATE KEY----- eyJ 中文 +49 ";
+        let text = unit.repeat(20_000);
+        let findings = find(&text, &PERSONAL);
+        assert_well_formed(&text, &findings);
+        assert_eq!(
+            findings
+                .iter()
+                .filter(|f| f.kind == "password_assignment")
+                .count(),
+            20_000
+        );
+    }
+
+    fn filler() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9 ,.!?()#*|:=中文字の\t-]{0,40}"
+    }
+
+    proptest! {
+        #[test]
+        fn planted_secrets_are_all_redacted_and_the_rest_kept(
+            pieces in proptest::collection::vec((filler(), 0..SAMPLES.len()), 1..8),
+            tail in filler(),
+        ) {
+            let mut text = String::new();
+            let mut secrets = Vec::new();
+            for (before_text, sample) in &pieces {
+                let (_, before, secret, after) = SAMPLES[*sample];
+                text.push_str(before_text);
+                text.push('\n');
+                text.push_str(before);
+                let start = text.len();
+                text.push_str(secret);
+                secrets.push((start..text.len(), secret));
+                text.push_str(after);
+                text.push('\n');
+            }
+            text.push_str(&tail);
+            let (redacted, findings) = redact(&text, &PERSONAL);
+            assert_well_formed(&text, &findings);
+            // A window also found in the text around the secrets (a shared `https://`) may rightly stay.
+            let mut around_secrets = text.clone().into_bytes();
+            for (range, _) in &secrets {
+                around_secrets[range.clone()].fill(0);
+            }
+            for (range, secret) in &secrets {
+                prop_assert!(
+                    findings.iter().any(|f| f.range.start <= range.start && range.end <= f.range.end),
+                    "planted {secret:?} not covered by {findings:?}"
+                );
+                let bytes = secret.as_bytes();
+                for window in bytes.windows(8) {
+                    if around_secrets.windows(8).any(|w| w == window) {
+                        continue;
+                    }
+                    prop_assert!(
+                        !redacted.as_bytes().windows(8).any(|w| w == window),
+                        "a piece of {secret:?} survived"
+                    );
+                }
+            }
+            let mut rest = redacted.as_str();
+            let mut copied_up_to = 0;
+            for finding in &findings {
+                let kept = &text[copied_up_to..finding.range.start];
+                prop_assert!(rest.starts_with(kept));
+                rest = &rest[kept.len()..];
+                let placeholder = format!("[REDACTED:{}]", finding.kind);
+                prop_assert!(rest.starts_with(&placeholder));
+                rest = &rest[placeholder.len()..];
+                copied_up_to = finding.range.end;
+            }
+            prop_assert_eq!(rest, &text[copied_up_to..]);
+        }
+
+        #[test]
+        fn find_never_panics_and_ranges_are_well_formed(text in any::<String>()) {
+            assert_well_formed(&text, &find(&text, &PERSONAL));
+        }
+
+        #[test]
+        fn find_is_well_formed_on_trigger_soup(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("sk-".to_string()), Just("AKIA".to_string()), Just("password=".to_string()),
+                    Just("-----BEGIN RSA PRIVATE KEY-----\n".to_string()), Just("-----END RSA PRIVATE KEY-----".to_string()),
+                    Just("eyJ".to_string()), Just("://u:".to_string()), Just("@".to_string()), Just("+4".to_string()),
+                    Just(".".to_string()), Just("\n".to_string()), Just("密".to_string()),
+                    "[A-Za-z0-9+/=_-]{0,30}", "\\PC{0,10}", "[\\x00-\\x1f]{0,3}",
+                ],
+                0..40,
+            )
+        ) {
+            let text: String = parts.concat();
+            assert_well_formed(&text, &find(&text, &PERSONAL));
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! What the privacy policy hides never leaves: private notes, comments,
+//! private sections and secrets, planted into random vaults (packs of every
+//! counter and mode, searches) and into a vault every command and MCP tool
+//! runs over.
+
+mod common;
+
+use std::path::Path;
+
+use chrono::{TimeZone, Utc};
+use common::World;
+use common::mcp_client::Client;
+use ctxpack::privacy::Policy;
+use ctxpack::retrieve::RankOptions;
+use ctxpack::session::{PackRequest, Ranker, SearchRequest, Session};
+use ctxpack::{PackMode, PackOptions, Tokenizer, Vault};
+use proptest::prelude::*;
+use serde_json::json;
+
+/// Secrets in the documented formats of their providers, made up here: one
+/// or more of every kind the detectors know.
+const SECRETS: &[&str] = &[
+    "AKIAQWERTYUIOPASDFGH",
+    "ASIAZXCVBNMLKJHGFDSA",
+    "aws_secret_access_key = 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",
+    "AIzaSyD3x4mPl3K3yN0tR3aLat4llF0rT3st1ng",
+    "GOCSPX-AbCdEfGhIjKlMnOpQrStUvWxYz12",
+    "DefaultEndpointsProtocol=https;AccountName=acct01;AccountKey=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5d2FsZG8xMjM0NTY3ODkwYWJjZA==;EndpointSuffix=core.windows.net",
+    "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghij",
+    "glpat-Xy9Zq2Wv8Ut7Sr6Qp5On",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "https://hooks.slack.com/services/T0ABCDEFG/B0HIJKLMN/qwertyuiopasdfghjklzxcvb",
+    "sk_live_51HqLyjWDarjtT1zdp7dcXYZabcdEFGHijklMNOP",
+    "rk_live_51HqLyjWDarjtT1zdp7dcXYZabcdEFGHijkl",
+    "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6lMn9o",
+    "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQ-AbCdEfAA",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh",
+    "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IlRlc3QifQ.c2lnbmF0dXJlX2J5dGVzX2hlcmVfMTIzNDU2Nzg",
+    "postgres://admin:Sup3rS3cretPassw0rd@db.internal:5432/app",
+    "password = \"h8Kq2vZ9xW4mT7rB3nY6\"",
+];
+
+/// The part of each planted secret that must never be printed.
+fn secret_core(secret: &str) -> &str {
+    match secret.split_once(['=', ':']) {
+        Some((_, value)) if secret.starts_with("password") || secret.starts_with("aws_") => {
+            value.trim().trim_matches('"')
+        }
+        _ if secret.starts_with("postgres://") => "Sup3rS3cretPassw0rd",
+        _ if secret.starts_with("DefaultEndpoints") => {
+            "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5d2FsZG8xMjM0NTY3ODkwYWJjZA=="
+        }
+        _ => secret,
+    }
+}
+
+const WORDS: &[&str] = &[
+    "raft",
+    "paxos",
+    "leader",
+    "quorum",
+    "log",
+    "replica",
+    "commit",
+    "分布式",
+    "共识",
+    "the",
+];
+
+/// Markers of text the policy hides (never a secret format).
+const HIDDEN_MARKERS: &[&str] = &[
+    "PRIVATENOTEMARK",
+    "OBSIDIANCOMMENTMARK",
+    "HTMLCOMMENTMARK",
+    "PRIVATESECTIONMARK",
+];
+
+#[derive(Debug, Clone)]
+enum Hidden {
+    Nothing,
+    PrivateField,
+    PrivateTag,
+    PrivateFolder,
+    Comments,
+    PrivateSection,
+}
+
+fn words(count: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(WORDS), count).prop_map(|w| w.join(" "))
+}
+
+fn hidden() -> impl Strategy<Value = Hidden> {
+    prop_oneof![
+        Just(Hidden::Nothing),
+        Just(Hidden::PrivateField),
+        Just(Hidden::PrivateTag),
+        Just(Hidden::PrivateFolder),
+        Just(Hidden::Comments),
+        Just(Hidden::PrivateSection),
+    ]
+}
+
+/// A note with planted secrets (in the body, a frontmatter value and a
+/// table cell) and one kind of hidden text.
+fn note(
+    index: usize,
+    body: &str,
+    secrets: &[usize],
+    hidden: &Hidden,
+    place: usize,
+) -> (String, String) {
+    let planted: Vec<&str> = secrets
+        .iter()
+        .map(|&s| SECRETS[s % SECRETS.len()])
+        .collect();
+    let mut front = format!("title: Note {index} raft\n");
+    let mut text = String::new();
+    let folder = if matches!(hidden, Hidden::PrivateFolder) {
+        "journal/"
+    } else {
+        ""
+    };
+    match hidden {
+        Hidden::PrivateField => front.push_str("private: true\n"),
+        Hidden::PrivateTag => front.push_str("tags: [private/diary]\n"),
+        _ => {}
+    }
+    if let Some(first) = planted.first() {
+        front.push_str(&format!("api: \"{}\"\n", first.replace('"', "'")));
+    }
+    text.push_str(&format!("---\n{front}---\n# Note {index}\n\n{body}\n\n"));
+    for (i, secret) in planted.iter().enumerate() {
+        match (place + i) % 3 {
+            0 => text.push_str(&format!("raft leader uses {secret} here.\n\n")),
+            1 => text.push_str(&format!(
+                "| key | value |\n|---|---|\n| raft | {secret} |\n\n"
+            )),
+            _ => text.push_str(&format!("{secret}\n\n")),
+        }
+    }
+    match hidden {
+        Hidden::PrivateField | Hidden::PrivateTag | Hidden::PrivateFolder => {
+            text.push_str("raft leader PRIVATENOTEMARK quorum\n")
+        }
+        Hidden::Comments => text.push_str(
+            "raft %%OBSIDIANCOMMENTMARK%% leader <!-- HTMLCOMMENTMARK --> quorum\n\n%%\nOBSIDIANCOMMENTMARK block\n%%\n",
+        ),
+        Hidden::PrivateSection => text.push_str(
+            "## Private\n\nraft PRIVATESECTIONMARK leader\n\n### Deeper\n\nPRIVATESECTIONMARK quorum\n\n## After\n\nraft after\n",
+        ),
+        Hidden::Nothing => {}
+    }
+    let name = if index % 4 == 3 {
+        format!("{folder}daily/2026-05-{:02}.md", index + 1)
+    } else {
+        format!("{folder}n{index}.md")
+    };
+    (name, text)
+}
+
+fn vault_strategy() -> impl Strategy<Value = (Vec<(String, String)>, Vault)> {
+    prop::collection::vec(
+        (
+            words(3..30),
+            prop::collection::vec(0usize..SECRETS.len(), 0..3),
+            hidden(),
+            0usize..3,
+        ),
+        1..10,
+    )
+    .prop_map(|specs| {
+        let mut files: Vec<(String, String)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, (body, secrets, hidden, place))| note(i, body, secrets, hidden, place + i))
+            .collect();
+        files.push((
+            "index.md".into(),
+            (0..specs.len())
+                .map(|i| format!("- [[n{i}]] — raft {}\n", SECRETS[i % SECRETS.len()]))
+                .collect(),
+        ));
+        let policy = Policy::parse("private:\n  folders: [\"journal/\"]\n").unwrap();
+        let vault = Vault::from_texts_with("/vault".into(), &files, policy.into());
+        (files, vault)
+    })
+}
+
+fn assert_nothing_hidden(output: &str) -> Result<(), TestCaseError> {
+    for marker in HIDDEN_MARKERS {
+        prop_assert!(!output.contains(marker), "{marker} leaked:\n{output}");
+    }
+    for secret in SECRETS {
+        let core = secret_core(secret);
+        prop_assert!(!output.contains(core), "secret {core} leaked:\n{output}");
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn nothing_hidden_reaches_a_pack_or_a_search(
+        (_files, vault) in vault_strategy(),
+        topic in prop::option::of(words(1..3)),
+        subqueries in prop::collection::vec(words(1..2), 0..2),
+        dailies in 0usize..3,
+        budget in prop_oneof![50usize..400, 400usize..4000, Just(100_000usize)],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+        ranker in prop::sample::select(&[Ranker::Hybrid, Ranker::Frontmatter][..]),
+    ) {
+        let session = Session::without_index(vault);
+        let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+        let (mode, subqueries) = match (&topic, ranker) {
+            (Some(topic), Ranker::Hybrid) => (PackMode::Topic(topic.clone()), subqueries),
+            (Some(topic), _) => (PackMode::Topic(topic.clone()), Vec::new()),
+            (None, _) => (PackMode::Recent, Vec::new()),
+        };
+        let pack = session.pack(&PackRequest {
+            mode,
+            ranker,
+            rank: RankOptions::new(now),
+            options: PackOptions { dailies, ..PackOptions::new(budget, tokenizer, now) },
+            subqueries,
+            backlinks: true,
+        });
+        prop_assert!(tokenizer.count(&pack.bundle) <= budget);
+        assert_nothing_hidden(&pack.bundle)?;
+        assert_nothing_hidden(&serde_json::to_string(&pack).unwrap())?;
+        let results = session.search(&SearchRequest {
+            query: topic.unwrap_or_else(|| "raft".into()),
+            limit: 50,
+            folder: None,
+            tag: None,
+            rank: RankOptions::new(now),
+        });
+        assert_nothing_hidden(&serde_json::to_string(&results).unwrap())?;
+        for meta in session.vault.metas.iter() {
+            prop_assert!(!meta.path.starts_with("journal/"), "{} is listed", meta.path);
+        }
+    }
+}
+
+/// The vault every command and tool runs over: one of each hidden thing and
+/// every secret, in notes that match the queries.
+fn planted_vault(world: &World) -> std::path::PathBuf {
+    let mut files: Vec<(String, String)> = vec![
+        (
+            ".ctxpack.yaml".into(),
+            "private:\n  folders: [\"journal/\"]\n  headings: [Private, Secret Plans]\n".into(),
+        ),
+        (
+            "journal/2026-05-01.md".into(),
+            "# Diary\n\nraft leader PRIVATENOTEMARK\n".into(),
+        ),
+        (
+            "private-field.md".into(),
+            "---\nvisibility: private\n---\nraft leader PRIVATENOTEMARK\n".into(),
+        ),
+        (
+            "tagged.md".into(),
+            "# Tagged\n\nraft #private/therapy PRIVATENOTEMARK [[open]]\n".into(),
+        ),
+        (
+            "open.md".into(),
+            "---\ntitle: Open raft\n---\n# Open\n\nraft leader %%OBSIDIANCOMMENTMARK%% quorum <!-- HTMLCOMMENTMARK -->\n\n\
+             ## Secret Plans\n\nPRIVATESECTIONMARK raft\n\n## Public\n\nraft is public. [[tagged]]\n"
+                .into(),
+        ),
+    ];
+    for (i, secret) in SECRETS.iter().enumerate() {
+        files.push((
+            format!("keys/k{i:02}.md"),
+            format!("# Key {i}\n\nThe raft leader config uses {secret} for access.\n"),
+        ));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    world.vault("vault", &files)
+}
+
+fn assert_clean(what: &str, text: &str) {
+    for marker in HIDDEN_MARKERS {
+        assert!(!text.contains(marker), "{what}: {marker} leaked:\n{text}");
+    }
+    for secret in SECRETS {
+        let core = secret_core(secret);
+        assert!(
+            !text.contains(core),
+            "{what}: secret {core} leaked:\n{text}"
+        );
+    }
+}
+
+fn run(world: &World, vault: &Path, args: &[&str]) -> String {
+    let output = world
+        .cmd()
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+    assert_clean(&format!("{args:?} stdout"), &stdout);
+    assert_clean(&format!("{args:?} stderr"), &stderr);
+    stdout
+}
+
+#[test]
+fn no_command_or_tool_prints_what_the_policy_hides() {
+    let world = World::new();
+    let vault = planted_vault(&world);
+    run(&world, &vault, &["index"]);
+    let found = run(
+        &world,
+        &vault,
+        &["search", "raft", "--limit", "100", "--format", "files"],
+    );
+    assert!(
+        found.contains("open.md") && found.contains("keys/k00.md"),
+        "{found}"
+    );
+    for private in ["journal/", "private-field.md", "tagged.md"] {
+        assert!(!found.contains(private), "{private} searched: {found}");
+    }
+    run(
+        &world,
+        &vault,
+        &["search", "raft", "--limit", "100", "--explain"],
+    );
+    run(
+        &world,
+        &vault,
+        &["search", "PRIVATENOTEMARK", "--format", "json"],
+    );
+    for tokenizer in ["chars4", "o200k", "cl100k"] {
+        for format in ["markdown", "json"] {
+            let pack = run(
+                &world,
+                &vault,
+                &[
+                    "pack",
+                    "raft leader",
+                    "--budget",
+                    "100000",
+                    "--tokenizer",
+                    tokenizer,
+                    "--format",
+                    format,
+                    "--subquery",
+                    "access config",
+                    "--dailies",
+                    "5",
+                    "--no-log",
+                ],
+            );
+            assert!(pack.contains("[REDACTED:"), "{pack}");
+        }
+    }
+    let json = run(
+        &world,
+        &vault,
+        &["pack", "raft", "--format", "json", "--no-log"],
+    );
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let listed = value["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|page| page["redactions"].as_array().is_some_and(|r| !r.is_empty()))
+        .count();
+    assert!(listed > 0, "{json}");
+    run(
+        &world,
+        &vault,
+        &["pack", "--recent", "--dailies", "5", "--no-log"],
+    );
+    run(
+        &world,
+        &vault,
+        &["pack", "raft", "--ranker", "frontmatter", "--no-log"],
+    );
+    let status = run(&world, &vault, &["status", "--format", "json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["privacy"]["private_notes"], 3, "{status}");
+    assert_eq!(status["privacy"]["policy"], ".ctxpack.yaml");
+    let audit = run(&world, &vault, &["audit", "--format", "json"]);
+    let audit: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    assert_eq!(audit["private_notes"], 3, "{audit}");
+    assert_eq!(audit["private_sections"], 1, "{audit}");
+    assert_eq!(audit["comments"], 2, "{audit}");
+    let redacted = audit["redactions"].as_u64().unwrap() as usize;
+    assert!(
+        redacted >= SECRETS.len(),
+        "{redacted} of {}: {audit}",
+        SECRETS.len()
+    );
+    run(&world, &vault, &["audit"]);
+    let log = std::fs::read_to_string(vault.join("log.md")).unwrap_or_default();
+    assert_clean("log.md", &log);
+
+    let mut client = Client::start(&world, &vault);
+    let mut answers = String::new();
+    for (tool, arguments) in [
+        (
+            "search",
+            json!({"query": "raft leader", "limit": 100, "explain": true}),
+        ),
+        ("search", json!({"query": "PRIVATENOTEMARK"})),
+        (
+            "context_pack",
+            json!({"query": "raft", "budget_tokens": 100000, "format": "json"}),
+        ),
+        (
+            "context_pack",
+            json!({"recent": true, "recent_dailies": 5, "tokenizer": "o200k"}),
+        ),
+        ("get_note", json!({"path": "open.md"})),
+        (
+            "get_note",
+            json!({"path": "open.md", "heading": "Secret Plans"}),
+        ),
+        ("get_note", json!({"path": "keys/k00.md", "lines": "1-5"})),
+        ("get_note", json!({"path": "journal/2026-05-01.md"})),
+        ("get_note", json!({"path": "private-field.md"})),
+        ("get_note", json!({"path": ".ctxpack.yaml"})),
+        ("mark_useful", json!({"path": "tagged.md", "useful": true})),
+        ("status", json!({})),
+    ] {
+        let (_, text) = client.call(tool, arguments.clone());
+        assert_clean(&format!("{tool} {arguments}"), &text);
+        answers.push_str(&text);
+    }
+    assert!(answers.contains("[REDACTED:"), "{answers}");
+}
+
+#[test]
+fn a_policy_that_does_not_parse_stops_every_command() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", "raft\n"),
+            (".ctxpack.yaml", "private:\n  tagz: [private]\n"),
+        ],
+    );
+    for args in [
+        &["search", "raft"][..],
+        &["pack", "raft", "--no-log"],
+        &["index"],
+        &["status"],
+        &["audit"],
+    ] {
+        let output = world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(world.path().join("index"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(".ctxpack.yaml") && stderr.contains("tagz"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn changing_the_policy_rebuilds_what_the_index_holds() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[("a.md", "# A\n\nraft leader\n"), ("b.md", "# B\n\nraft\n")],
+    );
+    let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
+    assert_eq!(found, "a.md\nb.md\n");
+    common::write(
+        &vault.join(".ctxpack.yaml"),
+        b"private:\n  folders: [\"a.md\"]\n",
+    );
+    let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
+    assert_eq!(found, "b.md\n");
+}
