@@ -481,6 +481,16 @@ fn wheel() {
     fuzz("wheel", strategy);
 }
 
+fn model_seed() -> Vec<u8> {
+    let [(_, config), (_, tensors), (_, tokenizer)] = tiny_model::files();
+    ctxpack::fuzz::model_input(&config, &tokenizer, &tensors)
+}
+
+#[test]
+fn model() {
+    fuzz("model", inputs(vec![model_seed()], COMMON));
+}
+
 /// Fragments of MCP tool arguments.
 const MCP_ARGUMENTS: &[&str] = &[
     "{",
@@ -559,7 +569,7 @@ fn privacy() {
 #[test]
 fn every_target_has_a_smoke_pass() {
     let smoked = [
-        "note", "pack", "env", "okignore", "recipe", "schema", "template", "wheel", "mcp",
+        "note", "pack", "env", "okignore", "recipe", "schema", "template", "wheel", "model", "mcp",
         "privacy",
     ];
     let targets: Vec<&str> = ctxpack::fuzz::TARGETS.iter().map(|t| t.name).collect();
@@ -596,6 +606,7 @@ fn write_afl_seeds() {
             vec![b"works/{work}/\xe6\xad\xa3/{unit:03}.md".to_vec()],
         ),
         ("wheel", vec![stored.clone(), tiny_model::wheel(true)]),
+        ("model", vec![model_seed()]),
     ];
     for (target, seeds) in sets {
         let dir = out.join(target);
