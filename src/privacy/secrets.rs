@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::Regex;
@@ -346,8 +346,10 @@ pub const KINDS: &[&str] = &[
 ];
 
 struct Compiled {
-    /// Per detector, its regex (None for the block matcher).
-    regexes: Vec<Option<Regex>>,
+    /// Per detector, its regex (None for the block matcher), compiled the
+    /// first time its trigger appears: most runs need few of them, and
+    /// compiling all would cost every process milliseconds.
+    regexes: Vec<OnceLock<Option<Regex>>>,
     /// Every detector's triggers in one automaton, matched in any case (one pass over the text).
     triggers: AhoCorasick,
     /// Trigger pattern index → (detector index, the literal when it must match in case too).
@@ -355,15 +357,7 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let regexes = DETECTORS
-        .iter()
-        .map(|detector| match detector.matcher {
-            Matcher::Pattern { pattern, .. } => {
-                Some(Regex::new(pattern).expect("detector patterns are valid"))
-            }
-            Matcher::PrivateKeyBlock => None,
-        })
-        .collect();
+    let regexes = DETECTORS.iter().map(|_| OnceLock::new()).collect();
     let mut literals = Vec::new();
     let mut trigger_detector = Vec::new();
     for (index, detector) in DETECTORS.iter().enumerate() {
@@ -403,7 +397,13 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
         if !triggered[index] || (detector.personal && !options.personal_data) {
             continue;
         }
-        match (&detector.matcher, &compiled.regexes[index]) {
+        let regex = compiled.regexes[index].get_or_init(|| match detector.matcher {
+            Matcher::Pattern { pattern, .. } => {
+                Some(Regex::new(pattern).expect("detector patterns are valid"))
+            }
+            Matcher::PrivateKeyBlock => None,
+        });
+        match (&detector.matcher, regex) {
             (Matcher::Pattern { accept, .. }, Some(regex)) => {
                 collect_pattern(text, detector, regex, *accept, index, &mut candidates);
             }
