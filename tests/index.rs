@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -458,9 +458,9 @@ fn files_an_update_writes(world: &World, root: &Path, index: &Path) -> Vec<Strin
         .collect()
 }
 
-#[test]
-fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
-    let world = World::new();
+/// A two-note vault indexed, then one note edited: the vault root, the
+/// index folder and its config, with an update pending.
+fn indexed_then_edited(world: &World) -> (PathBuf, PathBuf, IndexConfig) {
     let vault = world.vault(
         "vault",
         &[
@@ -480,6 +480,13 @@ fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
         note("Alpha", "The zebra crossing is now blue."),
     )
     .unwrap();
+    (root, index, config)
+}
+
+#[test]
+fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
+    let world = World::new();
+    let (root, index, config) = indexed_then_edited(&world);
     // What a writer killed just before its commit leaves: the delete file
     // it wrote for the old segment (under the very name the next update
     // writes), and segment files of its own.
@@ -502,25 +509,7 @@ fn files_a_killed_update_left_behind_do_not_stop_the_next_one() {
 #[test]
 fn an_update_that_still_fails_rebuilds_the_index() {
     let world = World::new();
-    let vault = world.vault(
-        "vault",
-        &[
-            (
-                "a.md",
-                &note("Alpha", "The zebra crossing is painted white."),
-            ),
-            ("b.md", &note("Beta", "Giraffes eat acacia leaves.")),
-        ],
-    );
-    let root = vault.canonicalize().unwrap();
-    let index = world.path().join("index");
-    let config = IndexConfig::new(index.clone());
-    VaultIndex::open(&root, &config).unwrap();
-    fs::write(
-        vault.join("a.md"),
-        note("Alpha", "The zebra crossing is now blue."),
-    )
-    .unwrap();
+    let (root, index, config) = indexed_then_edited(&world);
     // A folder where the update writes its delete file is not removed as a
     // leftover (it is no file tantivy writes), so the update fails.
     let written = files_an_update_writes(&world, &root, &index);

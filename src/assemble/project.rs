@@ -202,16 +202,7 @@ impl Project {
     /// leads into a closed library (the refusal is recorded).
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, ReadError> {
         let real = self.canonical(rel)?;
-        if let Some(library) = self.closed_library(&real) {
-            let library = library.to_string();
-            if let Ok(mut refused) = self.refused.lock() {
-                refused.push((rel.to_string(), library.clone()));
-            }
-            return Err(ReadError::NotAuthorized {
-                path: rel.to_string(),
-                library,
-            });
-        }
+        self.refuse_if_closed(rel, &real)?;
         Ok(real)
     }
 
@@ -263,6 +254,22 @@ impl Project {
         Ok(Some(prepared.text))
     }
 
+    /// Refuses (and records) `rel` when its canonical path `real` lies in a
+    /// closed library.
+    fn refuse_if_closed(&self, rel: &str, real: &Path) -> Result<(), ReadError> {
+        let Some(library) = self.closed_library(real) else {
+            return Ok(());
+        };
+        let library = library.to_string();
+        if let Ok(mut refused) = self.refused.lock() {
+            refused.push((rel.to_string(), library.clone()));
+        }
+        Err(ReadError::NotAuthorized {
+            path: rel.to_string(),
+            library,
+        })
+    }
+
     /// Checks where the opened file really is: a symlink swapped in after
     /// `resolve` looked would otherwise lead the read around the gate.
     fn check_opened(&self, rel: &str, file: &fs::File) -> Result<(), ReadError> {
@@ -275,16 +282,7 @@ impl Project {
                         "path '{rel}' leads outside the project root"
                     )));
                 }
-                if let Some(library) = self.closed_library(&real) {
-                    let library = library.to_string();
-                    if let Ok(mut refused) = self.refused.lock() {
-                        refused.push((rel.to_string(), library.clone()));
-                    }
-                    return Err(ReadError::NotAuthorized {
-                        path: rel.to_string(),
-                        library,
-                    });
-                }
+                self.refuse_if_closed(rel, &real)?;
             }
         }
         #[cfg(not(target_os = "linux"))]
