@@ -1179,6 +1179,19 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         Err(why) => why,
     };
     let private_notes = index.catalog.private_notes();
+    let mut diagnostics = diagnostics;
+    // A hand-edited feedback file whose counters are left out says so here.
+    if let Ok(feedback) = crate::index::feedback::FeedbackStore::load(&config.dir) {
+        diagnostics.extend(
+            feedback
+                .problems
+                .into_iter()
+                .map(|message| crate::note::Diagnostic {
+                    path: "feedback.json (index folder)".into(),
+                    message,
+                }),
+        );
+    }
     let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
         crate::privacy::POLICY_FILE
     } else {

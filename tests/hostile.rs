@@ -477,3 +477,30 @@ fn fifos_in_config_files_are_refused_without_blocking() {
     command.args(["search", "alpha", "--vault"]).arg(&vault);
     check("search --vault", &bounded(command), &[0]);
 }
+
+#[test]
+fn a_hand_edited_feedback_file_is_named_by_status() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nalpha\n")]);
+    let index = world.path().join("index");
+    let status = || {
+        let mut command = world.cmd();
+        command
+            .args(["status", "--format", "json", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index);
+        check("status", &bounded(command), &[0])
+    };
+    status();
+    fs::write(
+        index.join("feedback.json"),
+        r#"{"notes": {"a.md": {"useful": -3, "not_useful": 1}}}"#,
+    )
+    .unwrap();
+    let text = status();
+    assert!(
+        text.contains("the counts of 'a.md' are not non-negative integers"),
+        "{text}"
+    );
+}

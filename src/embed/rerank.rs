@@ -33,8 +33,15 @@ impl CrossEncoder {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` of a
     /// BERT sequence-classification model from `dir`.
     pub fn load(dir: &Path) -> Result<CrossEncoder, String> {
+        // Read like any model file: regular files only, within the limits.
         let read = |f: &str| {
-            std::fs::read(dir.join(f))
+            let limit = if f.ends_with(".safetensors") {
+                super::MAX_WEIGHTS_BYTES
+            } else {
+                super::MAX_OTHER_FILE_BYTES
+            };
+            crate::safe_fs::read_bytes(&dir.join(f), limit)
+                .map(|(bytes, _)| bytes)
                 .map_err(|err| format!("reranker {}: cannot read {f}: {err}", dir.display()))
         };
         let config_bytes = read("config.json")?;
