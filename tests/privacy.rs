@@ -448,6 +448,33 @@ fn no_command_or_tool_prints_what_the_policy_hides() {
 }
 
 #[test]
+fn a_link_into_a_private_folder_is_private_too() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
+            ("journal/day.md", "# Day\n\nraft PRIVATENOTEMARK\n"),
+            ("open.md", "# Open\n\nraft in the open\n"),
+        ],
+    );
+    std::os::unix::fs::symlink(vault.join("journal/day.md"), vault.join("alias.md")).unwrap();
+    let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
+    assert_eq!(found, "open.md\n");
+    run(
+        &world,
+        &vault,
+        &["pack", "raft", "--budget", "100000", "--no-log"],
+    );
+    let audit = run(&world, &vault, &["audit", "--format", "json"]);
+    assert!(audit.contains("\"path\": \"alias.md\""), "{audit}");
+    let mut client = Client::start(&world, &vault);
+    let (is_error, text) = client.call("get_note", json!({"path": "alias.md"}));
+    assert!(is_error, "{text}");
+    assert_clean("get_note alias.md", &text);
+}
+
+#[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();
     let vault = world.vault(

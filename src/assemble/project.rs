@@ -237,7 +237,15 @@ impl Project {
         if !rel.ends_with(".md") {
             return Ok(Some(text));
         }
-        let Some(prepared) = self.policy.prepare(rel, &text, None) else {
+        let target = path
+            .strip_prefix(&self.root)
+            .map(|t| t.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
+        let Some(prepared) = self
+            .policy
+            .prepare(rel, &text, None)
+            .filter(|_| !self.policy.is_private_path(&target))
+        else {
             return Err(ReadError::Private {
                 path: rel.to_string(),
             });

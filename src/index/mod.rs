@@ -983,7 +983,15 @@ fn read_and_parse(item: &Pending, max_bytes: u64, policy: &Policy) -> (FileEntry
             let mtime = mtime.map(chrono::DateTime::<chrono::Utc>::from);
             // A private note is remembered as a file (so it is not read again
             // until it changes) and never indexed.
-            let Some(prepared) = policy.prepare(rel, &text, mtime) else {
+            let target_private = item
+                .found
+                .target
+                .as_deref()
+                .is_some_and(|target| policy.is_private_path(target));
+            let Some(prepared) = policy
+                .prepare(rel, &text, mtime)
+                .filter(|_| !target_private)
+            else {
                 return (entry, None);
             };
             entry.problems = prepared.problems;

@@ -66,7 +66,16 @@ pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
         .par_iter()
         .filter_map(|found| {
             let (text, _) = walk::read_text(&found.read_path, MAX_FILE_BYTES).ok()?;
-            audit_text(policy, &found.rel_path, &text)
+            let mut audited = audit_text(policy, &found.rel_path, &text);
+            if let Some(target) = found
+                .target
+                .as_deref()
+                .filter(|t| policy.is_private_path(t))
+            {
+                let file = audited.get_or_insert_with(|| FileAudit::new(&found.rel_path));
+                file.private = Some(format!("a link to {target}, in a private folder"));
+            }
+            audited
         })
         .collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -80,15 +89,21 @@ pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
     }
 }
 
+impl FileAudit {
+    fn new(path: &str) -> FileAudit {
+        FileAudit {
+            path: path.to_string(),
+            private: None,
+            redactions: Vec::new(),
+            comments: Vec::new(),
+            private_sections: Vec::new(),
+        }
+    }
+}
+
 /// What `policy` keeps out of the file at `path`, or `None` when nothing.
 pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
-    let mut file = FileAudit {
-        path: path.to_string(),
-        private: None,
-        redactions: Vec::new(),
-        comments: Vec::new(),
-        private_sections: Vec::new(),
-    };
+    let mut file = FileAudit::new(path);
     let (note, _) = parse_note(path, raw, None);
     file.private = policy.private_reason(&note);
     let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;

@@ -264,6 +264,15 @@ impl Vault {
     /// (`None` for a private, unlisted or unreadable note).
     pub fn read_prepared(&self, rel_path: &str) -> Option<crate::privacy::Prepared> {
         let raw = self.read_inside(rel_path)?;
+        let target = self.root.join(rel_path).canonicalize().ok()?;
+        let target = target
+            .strip_prefix(&self.root)
+            .ok()?
+            .to_string_lossy()
+            .replace('\\', "/");
+        if self.policy.is_private_path(&target) {
+            return None;
+        }
         self.policy.prepare(rel_path, &raw, None)
     }
 
@@ -393,7 +402,14 @@ fn read_note(
     match walk::read_text(&found.read_path, max_bytes) {
         Ok((text, mtime)) => {
             let mtime = mtime.map(DateTime::<Utc>::from);
-            match policy.prepare(&found.rel_path, &text, mtime) {
+            let target_private = found
+                .target
+                .as_deref()
+                .is_some_and(|target| policy.is_private_path(target));
+            match policy
+                .prepare(&found.rel_path, &text, mtime)
+                .filter(|_| !target_private)
+            {
                 Some(prepared) => (
                     Some(prepared.note),
                     prepared.problems.into_iter().map(diagnostic).collect(),

@@ -29,6 +29,9 @@ pub struct Found {
     pub rel_path: String,
     /// Where to read it: the file itself, or the in-vault target of a symlink.
     pub read_path: PathBuf,
+    /// For a symlink, its target's relative path (a policy that makes the
+    /// target private makes every link to it private too).
+    pub target: Option<String>,
     /// Size in bytes and modification time in nanoseconds since the epoch.
     pub stat: Option<(u64, i128)>,
 }
@@ -78,6 +81,7 @@ pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
             linked.push(Found {
                 rel_path,
                 read_path: target,
+                target: Some(target_rel),
                 stat: None,
             });
         } else if !is_hidden(&target_rel, hidden) {
@@ -213,6 +217,7 @@ impl Listing<'_> {
             self.files.push(Found {
                 rel_path,
                 read_path: path,
+                target: None,
                 stat: None,
             });
         }
