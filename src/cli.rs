@@ -13,7 +13,6 @@ use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
-use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::{self, PackMode, PackOptions};
@@ -68,6 +67,14 @@ struct Cli {
     /// size); converts what is stored. Default: as stored (f32 when new).
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     vectors: Option<VectorsArg>,
+    /// A PostgreSQL store (postgres://USER@HOST/DB) to index into and read
+    /// from instead of the embedded index; also CTXPACK_STORE, or a
+    /// CTXPACK_STORE= line in the vault's config.
+    #[arg(long, global = true, value_name = "URL", env = "CTXPACK_STORE", hide_env_values = true)]
+    store: Option<String>,
+    /// The vault's id in the store (default: the vault folder's name).
+    #[arg(long, global = true, value_name = "ID", env = "CTXPACK_VAULT_ID")]
+    vault_id: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -764,6 +771,20 @@ fn vault_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
 /// Opens the vault and its index (updated), reporting what happened on
 /// stderr.
 fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
+    if let Some(target) = store_target(cli, name)? {
+        let session = Session::open(
+            Path::new(""),
+            &IndexChoice {
+                model: model_choice(cli),
+                reranker: reranker_choice(cli),
+                store: Some(target),
+                ..IndexChoice::default()
+            },
+        )
+        .map_err(store_failure)?;
+        report_open(cli, &session);
+        return Ok(session);
+    }
     let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?;
     let session = Session::open(
         &resolved.vault,
@@ -776,10 +797,68 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             ann: ann_choice(cli),
             vectors: vector_format(cli),
             hidden: Vec::new(),
+            store: None,
         },
     )?;
     report_open(cli, &session);
     Ok(session)
+}
+
+/// The PostgreSQL store and vault id asked for: `--store` or
+/// `CTXPACK_STORE`, else a `CTXPACK_STORE=` line in the vault's config;
+/// the id from `--vault-id`, else the vault folder's name. `None` without a
+/// store (the embedded index). The vault folder need not exist.
+fn store_target(
+    cli: &Cli,
+    name: Option<&str>,
+) -> Result<Option<crate::session::StoreTarget>, Failure> {
+    let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process());
+    let url = match (&cli.store, &resolved) {
+        (Some(url), _) => url.clone(),
+        (None, Ok(resolved)) => match resolved.vars.get(STORE_KEY) {
+            Some(url) => url.clone(),
+            None => return Ok(None),
+        },
+        (None, Err(_)) => return Ok(None),
+    };
+    if url.trim().is_empty() {
+        return Ok(None);
+    }
+    let url: crate::store::postgres::StoreUrl = url
+        .parse()
+        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let folder = cli.vault.clone().or_else(|| {
+        config::resolve(None, name, &Environment::from_process())
+            .ok()
+            .map(|r| r.vault)
+    });
+    let vault = match (&cli.vault_id, folder) {
+        (Some(id), _) => id.trim().to_string(),
+        (None, Some(folder)) => folder
+            .canonicalize()
+            .unwrap_or(folder)
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        (None, None) => String::new(),
+    };
+    if vault.is_empty() || vault.len() > 200 || vault.chars().any(char::is_control) {
+        return Err(Failure::Usage(
+            "name the vault in the store with --vault-id ID (or give --vault PATH)".into(),
+        ));
+    }
+    Ok(Some(crate::session::StoreTarget { url, vault }))
+}
+
+/// The config-file key naming a store.
+const STORE_KEY: &str = "CTXPACK_STORE";
+
+/// A store that cannot be used: configuration problems are usage errors.
+fn store_failure(err: anyhow::Error) -> Failure {
+    match err.downcast_ref::<crate::store::postgres::StoreError>() {
+        Some(store) => Failure::Usage(store.to_string()),
+        None => Failure::Runtime(err),
+    }
 }
 
 /// QMD's settings from the resolved config, the process environment
@@ -920,9 +999,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         PackFormat::Json => to_json(&pack)?,
     };
     write_stdout(&output)?;
-    if !args.no_log {
+    // A vault read from a store is not this process's to write into.
+    if !args.no_log && !session.is_from_store() {
         let timestamp = generated_at.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if let Err(err) = log::append(&session.root, &log::log_line(&pack, &timestamp)) {
+        if let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp)) {
             eprintln!(
                 "ctxpack: warning: could not append to {}: {err} (the pack was still printed)",
                 session.root.join(log::LOG_FILE).display()
@@ -1067,6 +1147,9 @@ fn describe_update(report: &UpdateReport) -> String {
 fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
+    if let Some(target) = store_target(cli, name)? {
+        return sync_store(cli, args, &root, &config, &target);
+    }
     let started = std::time::Instant::now();
     let (index, report) = if args.rebuild {
         VaultIndex::rebuild(&root, &config)?
@@ -1108,6 +1191,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                 },
                 vectors: vector_format(cli),
                 hidden: Vec::new(),
+                store: None,
             },
         )?;
         println!("semantic: {}", session.semantic_status);
@@ -1118,8 +1202,73 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     Ok(())
 }
 
+/// `index --store`: syncs the vault into the store (then, with
+/// `--watch`, after each burst of changes).
+fn sync_store(
+    cli: &Cli,
+    args: &IndexArgs,
+    root: &Path,
+    config: &IndexConfig,
+    target: &crate::session::StoreTarget,
+) -> Result<(), Failure> {
+    use crate::store::postgres::sync::{SyncOptions, sync};
+    let options = SyncOptions::new(target.vault.clone(), std::sync::Arc::clone(&config.policy));
+    let run = || -> Result<(), Failure> {
+        let started = std::time::Instant::now();
+        let report = sync(&target.url, root, &options).map_err(store_failure)?;
+        println!(
+            "{} (vault '{}'): {} in {:.2}s",
+            target.url,
+            target.vault,
+            describe_update(&report),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    };
+    run()?;
+    if args.rebuild {
+        eprintln!("ctxpack: a store is synced by content hash; --rebuild has nothing more to do");
+    }
+    if model_choice(cli)
+        .resolve(embed::store_dir().as_deref())
+        .is_ok()
+    {
+        let session = Session::open(
+            root,
+            &IndexChoice {
+                progress: !cli.quiet,
+                model: model_choice(cli),
+                store: Some(target.clone()),
+                ..IndexChoice::default()
+            },
+        )
+        .map_err(store_failure)?;
+        println!("semantic: {}", session.semantic_status);
+    }
+    if args.watch {
+        watch_with(root, &mut || match run() {
+            Ok(()) => {}
+            Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
+            Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
+        })?;
+    }
+    Ok(())
+}
+
 /// Re-indexes after each burst of changes (debounced), until interrupted.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
+    watch_with(root, &mut || match VaultIndex::open(root, config) {
+        Ok((_, report)) if report.changed_anything() => {
+            println!("updated: {}", describe_update(&report));
+        }
+        Ok(_) => {}
+        Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
+    })
+}
+
+/// Calls `on_change` after each burst of changes to the vault's notes
+/// (debounced), until interrupted.
+fn watch_with(root: &Path, on_change: &mut dyn FnMut()) -> Result<(), Failure> {
     use notify::{RecursiveMode, Watcher};
     use std::sync::mpsc;
     use std::time::Duration;
@@ -1142,13 +1291,7 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
         }
         // Debounce: wait until no event has arrived for the quiet period.
         while let Ok(_event) = events.recv_timeout(quiet_period) {}
-        match VaultIndex::open(root, config) {
-            Ok((_, report)) if report.changed_anything() => {
-                println!("updated: {}", describe_update(&report));
-            }
-            Ok(_) => {}
-            Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
-        }
+        on_change();
     }
     Ok(())
 }
@@ -1157,15 +1300,18 @@ fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Fail
     let root = canonical_root(cli, name)?;
     let policy =
         crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?;
-    let report = crate::privacy::audit::audit(&root, &policy, &[]);
+    let report = crate::audit::audit(&root, &policy, &[]);
     let out = match args.format {
-        StatusFormat::Text => crate::privacy::audit::render(&report),
+        StatusFormat::Text => crate::audit::render(&report),
         StatusFormat::Json => to_json(&report)?,
     };
     write_stdout(&out)
 }
 
 fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {
+    if store_target(cli, name)?.is_some() {
+        return store_status(cli, args, name);
+    }
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
     let (index, report) = VaultIndex::open(&root, &config)?;
@@ -1240,28 +1386,62 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     write_stdout(&output)
 }
 
+/// `status` of a vault in a PostgreSQL store.
+fn store_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {
+    let session = open_session(cli, name)?;
+    let Some(store) = session.store.as_deref() else {
+        return Err(Failure::Usage("no store".into()));
+    };
+    let value = serde_json::json!({
+        "vault": session.root,
+        "store": store.describe(),
+        "notes": session.vault.metas.len(),
+        "sections": store.section_count(),
+        "arms": session.arm_names(),
+        "semantic": session.semantic_status,
+        "feedback_notes": session.feedback.notes.len(),
+        "diagnostics": session.vault.diagnostics,
+    });
+    let output = match args.format {
+        StatusFormat::Json => to_json(&value)?,
+        StatusFormat::Text => format!(
+            "vault:        {} (as last synced)\nstore:        {}\nnotes:        {}\nsections:     {}\narms:         {}\nsemantic:     {}\ndiagnostics:  {}\n",
+            session.root.display(),
+            store.describe(),
+            session.vault.metas.len(),
+            store.section_count(),
+            session.arm_names().join(", "),
+            session.semantic_status,
+            session.vault.diagnostics.len(),
+        ),
+    };
+    write_stdout(&output)
+}
+
 fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failure> {
-    let root = canonical_root(cli, name)?;
-    let config = index_config(cli, &root)?;
     let path = args.path.trim_start_matches("./").replace('\\', "/");
-    let (index, _) = VaultIndex::open(&root, &config)?;
+    let session = open_session(cli, name)?;
     let with_md = if path.ends_with(".md") {
         path.clone()
     } else {
         format!("{path}.md")
     };
-    let Some(note) = index
-        .catalog
-        .note_index(&with_md)
-        .or_else(|| index.catalog.note_index(&path))
+    let find = |path: &str| {
+        session
+            .vault
+            .metas
+            .binary_search_by(|m| m.path.as_str().cmp(path))
+            .ok()
+    };
+    let (Some(note), Some(store)) = (find(&with_md).or_else(|| find(&path)), &session.store)
     else {
         return Err(Failure::Usage(format!(
             "no note '{}' in the vault (give its path relative to the vault, e.g. concepts/raft.md)",
             args.path
         )));
     };
-    let note_path = index.catalog.metas[note].path.clone();
-    let counts = FeedbackStore::record(&config.dir, &note_path, !args.not_useful)?;
+    let note_path = session.vault.metas[note].path.clone();
+    let counts = store.record_feedback(&note_path, !args.not_useful)?;
     println!(
         "{note_path}: useful {}, not useful {} (feedback score {:.3})",
         counts.useful,
@@ -1272,11 +1452,21 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 }
 
 fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
-    let root = canonical_root(cli, name)?;
-    // A project whose recipe is broken is refused before anything is served.
-    assemble::unbound_libraries(&root).map_err(Failure::Usage)?;
-    let vars = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
+    let store = store_target(cli, name)?;
+    let (root, vars) = match &store {
+        // Served from a store, the vault's folder is never read.
+        Some(_) => (PathBuf::new(), BTreeMap::new()),
+        None => {
+            let root = canonical_root(cli, name)?;
+            // A project whose recipe is broken is refused before anything is served.
+            assemble::unbound_libraries(&root).map_err(Failure::Usage)?;
+            let vars =
+                config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
+            (root, vars)
+        }
+    };
     let options = crate::mcp::ServeOptions {
+        store,
         root,
         index_dir: cli.index_dir.clone(),
         model: model_choice(cli),
@@ -1366,6 +1556,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             ann: ann_choice(cli),
             vectors: vector_format(cli),
             hidden: Vec::new(),
+            store: None,
         },
     )?;
     report_open(cli, &session);

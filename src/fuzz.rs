@@ -169,6 +169,7 @@ pub fn mcp(data: &[u8]) {
                 ann: Default::default(),
                 vectors: None,
                 limits: crate::mcp::ServeLimits::default(),
+                store: None,
             })
             .expect("a server over the fuzz vault");
             (dir, server)
@@ -187,7 +188,7 @@ pub fn privacy(data: &[u8]) {
             assert!(redaction.line >= 1, "lines count from 1");
         }
     }
-    let _ = crate::privacy::audit::audit_text(&policy, "fuzz/private.md", &text);
+    let _ = crate::audit::audit_text(&policy, "fuzz/private.md", &text);
     let _ = crate::privacy::Policy::parse(&text);
 }
 

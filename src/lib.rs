@@ -17,6 +17,7 @@
 //! ```
 
 pub mod assemble;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod embed;
@@ -31,6 +32,7 @@ pub mod privacy;
 pub mod retrieve;
 pub mod safe_fs;
 pub mod session;
+pub mod store;
 pub mod text;
 pub mod tokens;
 pub mod vault;

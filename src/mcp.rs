@@ -22,7 +22,6 @@ use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router}
 use serde::Deserialize;
 
 use crate::assemble::AssembleRequest;
-use crate::index::feedback::FeedbackStore;
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
 use crate::retrieve::query::check_query_length;
@@ -48,6 +47,8 @@ pub struct ServeOptions {
     /// How the vectors are stored (`None`: as they are).
     pub vectors: Option<crate::index::vectors::VectorFormat>,
     pub limits: ServeLimits,
+    /// Serve a vault from a PostgreSQL store (the folder is never read).
+    pub store: Option<crate::session::StoreTarget>,
 }
 
 /// What one client may cost the server.
@@ -252,10 +253,19 @@ struct State {
 
 impl State {
     fn session(&self) -> Arc<Session> {
-        self.session
+        let current = self
+            .session
             .read()
             .map(|s| Arc::clone(&s))
-            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()))
+            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()));
+        // A store another process synced: every call sees its last commit.
+        if current.is_stale() {
+            match self.reopen() {
+                Ok(()) => return self.session.read().map(|s| Arc::clone(&s)).unwrap_or(current),
+                Err(err) => eprintln!("ctxpack: warning: cannot reopen the store: {err:#}"),
+            }
+        }
+        current
     }
 
     fn reopen(&self) -> Result<()> {
@@ -280,8 +290,12 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             vectors: options.vectors,
             // Served over a writing project, the vault tools see what some
             // work may read, never a library no work binds.
-            hidden: crate::assemble::unbound_libraries(&options.root)
-                .map_err(anyhow::Error::msg)?,
+            hidden: match options.store {
+                Some(_) => Vec::new(),
+                None => crate::assemble::unbound_libraries(&options.root)
+                    .map_err(anyhow::Error::msg)?,
+            },
+            store: options.store.clone(),
         },
     )
 }
@@ -501,6 +515,10 @@ impl CtxpackServer {
     /// swapped in. Calls in flight keep the session they started with.
     pub fn watch(&self) {
         use notify::{RecursiveMode, Watcher};
+        if self.state.options.store.is_some() {
+            // A store's changes are seen by generation, on every call.
+            return;
+        }
         let state = Arc::clone(&self.state);
         std::thread::spawn(move || {
             let (sender, events) = std::sync::mpsc::channel();
@@ -681,7 +699,9 @@ impl State {
             backlinks: args.include_backlinks.unwrap_or(true),
         });
         let timestamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if let Err(err) = log::append(&session.root, &log::log_line(&pack, &timestamp)) {
+        if !session.is_from_store()
+            && let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp))
+        {
             eprintln!("ctxpack: warning: could not append to log.md: {err}");
         }
         if json {
@@ -784,10 +804,10 @@ impl State {
         {
             return tool_error(format!("no note '{relative}' in the vault"));
         }
-        let Some(dir) = session.index_dir.clone() else {
-            return tool_error("no index folder to keep feedback in");
+        let Some(store) = session.store.as_deref() else {
+            return tool_error("no index to keep feedback in");
         };
-        match FeedbackStore::record(&dir, &relative, args.useful) {
+        match store.record_feedback(&relative, args.useful) {
             Ok(counts) => json_result(&serde_json::json!({
                 "path": relative,
                 "useful": counts.useful,
@@ -800,13 +820,13 @@ impl State {
 
     fn status(&self) -> CallToolResult {
         let session = self.session();
-        let index = session.index.as_ref();
+        let store = session.store.as_deref();
         json_result(&serde_json::json!({
             "vault": session.root,
-            "index": session.index_dir,
+            "index": store.map(|s| s.describe()),
             "notes": session.vault.metas.len(),
-            "sections": index.map(|i| i.catalog.sections),
-            "index_bytes": index.map(|i| i.size_bytes()),
+            "sections": store.map(|s| s.section_count()),
+            "index_bytes": store.and_then(|s| s.embedded()).map(|i| i.size_bytes()),
             "arms": session.arm_names(),
             "index_error": session.index_error,
             "diagnostics": session.vault.diagnostics,
@@ -897,6 +917,7 @@ mod tests {
             ann: Default::default(),
             vectors: None,
             limits: ServeLimits::default(),
+            store: None,
         })
         .unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

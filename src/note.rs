@@ -203,3 +203,34 @@ impl fmt::Display for Diagnostic {
         write!(f, "{}: {}", self.path, self.message)
     }
 }
+
+/// A note's fields as the relevance pass compares them: folded once.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchKeys {
+    /// Title, then aliases.
+    pub names: Vec<String>,
+    pub tags: Vec<String>,
+    /// The `summary:` field (empty when the summary came from the body:
+    /// the rule reads the field, and the full-text arm covers the body).
+    pub summary: String,
+    /// The note's `index.md` entry description.
+    pub description: String,
+}
+
+impl MatchKeys {
+    pub fn new(note: &NoteMeta, description: Option<&str>) -> MatchKeys {
+        MatchKeys {
+            names: std::iter::once(&note.title)
+                .chain(&note.aliases)
+                .map(|name| crate::text::fold(name))
+                .collect(),
+            tags: note.tags.iter().map(|t| crate::text::fold(t)).collect(),
+            summary: match note.summary_source {
+                SummarySource::Frontmatter => crate::text::fold(&note.summary),
+                _ => String::new(),
+            },
+            description: description.map(crate::text::fold).unwrap_or_default(),
+        }
+    }
+}
+

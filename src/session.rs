@@ -14,8 +14,9 @@ use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
+use crate::store::Store;
 use crate::note::Tier;
-use crate::pack::{Backlinks, Pack, PackMode, PackOptions, Relevance, build_pack_from};
+use crate::pack::{Backlinks, QueryTrace, ResearchTrace, Pack, PackMode, PackOptions, Relevance, build_pack_from};
 use crate::privacy::Policy;
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::qmd::QmdConfig;
@@ -49,6 +50,17 @@ pub struct IndexChoice {
     /// listed, indexed or read. A view with hidden folders has an index of
     /// its own, beside the whole vault's.
     pub hidden: Vec<String>,
+    /// A PostgreSQL store to read the vault from instead of the folder and
+    /// the embedded index.
+    pub store: Option<StoreTarget>,
+}
+
+/// A vault in a PostgreSQL store.
+#[derive(Clone, Debug)]
+pub struct StoreTarget {
+    pub url: crate::store::postgres::StoreUrl,
+    /// The vault's id in the store.
+    pub vault: String,
 }
 
 /// The embedding model of the semantic arm.
@@ -115,7 +127,8 @@ impl Ranker {
 pub struct Session {
     pub root: PathBuf,
     pub vault: Vault,
-    pub index: Option<VaultIndex>,
+    /// The index the arms query: embedded or PostgreSQL.
+    pub store: Option<Box<dyn Store>>,
     pub index_dir: Option<PathBuf>,
     /// What opening the index did.
     pub update: Option<UpdateReport>,
@@ -139,6 +152,9 @@ impl Session {
     /// cannot be opened or built, the vault is read directly and searches
     /// go on without the BM25 arm, saying why.
     pub fn open(root: &Path, choice: &IndexChoice) -> Result<Session> {
+        if let Some(target) = &choice.store {
+            return Session::open_store(target, choice);
+        }
         let root = root
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
@@ -155,16 +171,12 @@ impl Session {
             }
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
         };
-        let feedback = index_dir
-            .as_deref()
-            .and_then(|dir| FeedbackStore::load(dir).ok())
-            .unwrap_or_default();
-        let (vault, index, update, index_error) = match opened {
+        let (vault, store, update, index_error) = match opened {
             Ok((index, report)) => {
                 let mut vault = index.vault();
                 vault.set_hidden(choice.hidden.clone());
                 vault.set_policy(Arc::clone(&policy));
-                (vault, Some(index), Some(report), None)
+                (vault, Some(Box::new(index) as Box<dyn Store>), Some(report), None)
             }
             Err(error) => (
                 Vault::load(
@@ -180,10 +192,14 @@ impl Session {
                 Some(error),
             ),
         };
+        let feedback = store
+            .as_ref()
+            .and_then(|store| store.feedback().ok())
+            .unwrap_or_default();
         let mut session = Session {
             vault,
             root,
-            index,
+            store,
             index_dir,
             update,
             index_error,
@@ -199,6 +215,49 @@ impl Session {
         session.open_semantic(&choice.model, choice.ann, choice.vectors);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
+    }
+
+    /// Opens a vault in a PostgreSQL store: metadata, texts, postings,
+    /// backlinks, vectors and feedback all come from the store (the vault's
+    /// folder is never read, and need not exist here). A store that cannot
+    /// be opened is an error, not a fallback: a server must not answer
+    /// from nothing.
+    pub fn open_store(target: &StoreTarget, choice: &IndexChoice) -> Result<Session> {
+        let store = crate::store::postgres::PgStore::open(&target.url, &target.vault)?;
+        let root = store.root();
+        let vault = crate::store::Store::vault(&store);
+        let feedback = crate::store::Store::feedback(&store)?;
+        let mut session = Session {
+            vault,
+            root,
+            store: Some(Box::new(store)),
+            index_dir: None,
+            update: None,
+            index_error: None,
+            feedback,
+            semantic: None,
+            semantic_status: String::new(),
+            semantic_error: None,
+            qmd: None,
+            reranker: None,
+            rerank_status: String::new(),
+            rerank_error: None,
+        };
+        session.open_semantic(&choice.model, choice.ann, choice.vectors);
+        session.open_reranker(choice.reranker.clone());
+        Ok(session)
+    }
+
+    /// Whether the vault was read from a PostgreSQL store (its folder is
+    /// then never read or written).
+    pub fn is_from_store(&self) -> bool {
+        self.store.as_ref().is_some_and(|store| store.embedded().is_none())
+    }
+
+    /// Whether the index has changed under this session (a PostgreSQL
+    /// store synced since it was opened): a server then opens a new one.
+    pub fn is_stale(&self) -> bool {
+        self.store.as_ref().is_some_and(|store| store.is_stale())
     }
 
     /// Loads the cross-encoder asked for; without one, reranking is off
@@ -252,7 +311,8 @@ impl Session {
             let store =
                 store.ok_or("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR")?;
             let embedder = crate::embed::load(&store, &name)?;
-            let (Some(index), Some(dir)) = (&self.index, &self.index_dir) else {
+            let index = self.store.as_ref().and_then(|store| store.embedded());
+            let (Some(index), Some(dir)) = (index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
             };
             let mut vectors =
@@ -292,7 +352,7 @@ impl Session {
         Session {
             root: vault.root.clone(),
             vault,
-            index: None,
+            store: None,
             index_dir: None,
             update: None,
             index_error: Some("no index".into()),
@@ -310,7 +370,7 @@ impl Session {
     /// The names of the arms this session can run.
     pub fn arm_names(&self) -> Vec<&'static str> {
         let mut names = vec!["frontmatter"];
-        if self.index.is_some() {
+        if self.store.is_some() {
             names.push("bm25");
         }
         if self.semantic.is_some() {
@@ -327,7 +387,10 @@ impl Session {
         keep: &dyn Fn(usize) -> bool,
     ) -> Ranking {
         let frontmatter = FrontmatterArm { vault: &self.vault };
-        let bm25 = self.index.as_ref().map(|index| Bm25Arm { index });
+        let bm25 = self.store.as_deref().map(|store| Bm25Arm {
+            store,
+            notes: self.vault.metas.len(),
+        });
         let semantic = self.semantic.as_ref().map(|s| SemanticArm {
             embedder: s.embedder.as_ref(),
             index: &s.index,
@@ -418,10 +481,10 @@ impl Session {
             .map(|h| self.vault.metas[h.note].path.as_str())
             .collect();
         let best_sections = self
-            .index
+            .store
             .as_ref()
-            .and_then(|index| {
-                index
+            .and_then(|store| {
+                store
                     .search_sections(&request.query, &paths, paths.len() * 8)
                     .ok()
             })
@@ -688,30 +751,12 @@ fn coverage_slots(
     (candidates, trace)
 }
 
-/// How a pack with subqueries was gathered.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ResearchTrace {
-    pub strategy: &'static str,
-    pub queries: Vec<QueryTrace>,
-    /// Queries that found nothing.
-    pub no_hits: Vec<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct QueryTrace {
-    pub query: String,
-    /// The query's own best five notes.
-    pub top: Vec<String>,
-    /// The notes in the pack's candidate list that this query brought in.
-    pub contributed: Vec<String>,
-}
-
 impl Session {
     /// The backlinks of the pack's candidates, looked up in the index.
     fn backlinks(&self, candidates: &[Candidate], limit: usize) -> Option<Backlinks> {
-        let index = self.index.as_ref()?;
+        let store = self.store.as_ref()?;
         let targets: Vec<usize> = candidates.iter().take(limit).map(|c| c.note).collect();
-        let found = index.backlinks_of(&self.vault, &targets, crate::pack::BACKLINKS_PER_PAGE);
+        let found = store.backlinks_of(&self.vault, &targets, crate::pack::BACKLINKS_PER_PAGE);
         Some(Backlinks(Arc::new(move |note| {
             found.get(&note).cloned().unwrap_or_default()
         })))
@@ -721,8 +766,8 @@ impl Session {
     /// the index's sections) of the query terms a text contains.
     pub fn relevance(&self, query: &str) -> Relevance {
         let terms = crate::index::query_terms(query);
-        let weights = match &self.index {
-            Some(index) => index.section_idf(&terms),
+        let weights = match &self.store {
+            Some(store) => store.section_idf(&terms),
             None => vec![1.0; terms.len()],
         };
         let weighted: Vec<(String, f64)> = terms.into_iter().zip(weights).collect();

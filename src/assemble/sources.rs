@@ -818,6 +818,7 @@ impl Context<'_> {
             ann: Default::default(),
             vectors: None,
             hidden: Vec::new(),
+            store: None,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

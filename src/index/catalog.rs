@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::note::{Diagnostic, NoteMeta};
-use crate::retrieve::frontmatter::MatchKeys;
+use crate::note::MatchKeys;
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -37,7 +37,7 @@ use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Tantivy
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
-use crate::retrieve::frontmatter::MatchKeys;
+use crate::note::MatchKeys;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
@@ -687,7 +687,7 @@ impl VaultIndex {
 
 /// True when a link's sentence has words besides its links (a bare list of
 /// links makes a useless backlink entry).
-fn says_something(context: &str) -> bool {
+pub(crate) fn says_something(context: &str) -> bool {
     let mut rest = context;
     let mut words = 0;
     while !rest.is_empty() {
@@ -854,19 +854,19 @@ impl tantivy::query::Bm25StatisticsProvider for KindStatistics {
 }
 
 /// A file to (re)index.
-struct Pending {
-    found: walk::Found,
-    stat: Option<(u64, i128)>,
-    previous_hash: Option<[u8; 32]>,
+pub(crate) struct Pending {
+    pub found: walk::Found,
+    pub stat: Option<(u64, i128)>,
+    pub previous_hash: Option<[u8; 32]>,
 }
 
 /// A link as parsed, kept so it can be resolved again after other notes
 /// change.
 #[derive(Clone, Debug)]
-struct RawLink {
-    target: String,
-    markdown: bool,
-    context: (u32, u32),
+pub(crate) struct RawLink {
+    pub target: String,
+    pub markdown: bool,
+    pub context: (u32, u32),
 }
 
 impl RawLink {
@@ -897,7 +897,7 @@ struct IndexState {
     walk_problems: Vec<Diagnostic>,
 }
 
-fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
+pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
     let mut diagnostics: Vec<Diagnostic> = problems
         .into_iter()
         .map(|(path, message)| Diagnostic { path, message })
@@ -930,7 +930,10 @@ fn index_files(
     for batch in work.chunks(BATCH) {
         let parsed: Vec<(FileEntry, Option<Note>)> = batch
             .par_iter()
-            .map(|item| read_and_parse(item, config.max_file_bytes, &config.policy))
+            .map(|item| {
+                let (entry, prepared) = read_and_parse(item, config.max_file_bytes, &config.policy);
+                (entry, prepared.map(|p| p.note))
+            })
             .collect();
         for (item, (mut entry, note)) in batch.iter().zip(parsed) {
             let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
@@ -956,7 +959,11 @@ fn index_files(
     Ok(identical)
 }
 
-fn read_and_parse(item: &Pending, max_bytes: u64, policy: &Policy) -> (FileEntry, Option<Note>) {
+pub(crate) fn read_and_parse(
+    item: &Pending,
+    max_bytes: u64,
+    policy: &Policy,
+) -> (FileEntry, Option<crate::privacy::Prepared>) {
     let rel = &item.found.rel_path;
     let (size, mtime_ns) = item.stat.unwrap_or((0, 0));
     let mut entry = FileEntry {
@@ -994,9 +1001,9 @@ fn read_and_parse(item: &Pending, max_bytes: u64, policy: &Policy) -> (FileEntry
             else {
                 return (entry, None);
             };
-            entry.problems = prepared.problems;
+            entry.problems = prepared.problems.clone();
             entry.is_note = !is_role;
-            (entry, (!is_role).then_some(prepared.note))
+            (entry, (!is_role).then_some(prepared))
         }
         Err(problem) => {
             entry.problems.push(problem);
@@ -1005,8 +1012,9 @@ fn read_and_parse(item: &Pending, max_bytes: u64, policy: &Policy) -> (FileEntry
     }
 }
 
-/// The note-level document: path and the weighted text of the note.
-fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
+/// The note-level text, part by part in [`FIELD_REPEATS`] order: what
+/// every store indexes for a note, each part repeated as that table says.
+pub fn note_text_parts(note: &Note) -> [String; 6] {
     let meta = &note.meta;
     let title_key = crate::text::fold(&meta.title);
     let headings: Vec<&str> = note
@@ -1026,17 +1034,32 @@ fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
         crate::note::SummarySource::Frontmatter => meta.summary.clone(),
         _ => String::new(),
     };
-    let parts = [
+    [
         meta.title.clone(),
         meta.aliases.join("\n"),
         meta.tags.join("\n"),
         summary,
         headings.join("\n"),
         body.join("\n\n"),
-    ];
+    ]
+}
+
+/// Each section's heading path (`A > B`, if it has a heading) and text.
+pub fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
+    note.sections()
+        .into_iter()
+        .map(|section| {
+            let heading = section.heading.map(|h| note.heading_path(h).join(" > "));
+            (heading, &note.body[section.range])
+        })
+        .collect()
+}
+
+/// The note-level document: path and the weighted text of the note.
+fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
-    doc.add_text(fields.path, &meta.path);
-    for (part, (_, repeats)) in parts.iter().zip(FIELD_REPEATS) {
+    doc.add_text(fields.path, &note.meta.path);
+    for (part, (_, repeats)) in note_text_parts(note).iter().zip(FIELD_REPEATS) {
         if !part.is_empty() {
             for _ in 0..repeats {
                 doc.add_text(fields.text, part);
@@ -1050,21 +1073,21 @@ fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
 /// number of sections.
 fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u64> {
     writer.add_document(note_document(fields, note))?;
-    let sections = note.sections();
-    for (ordinal, section) in sections.iter().enumerate() {
+    let sections = section_texts(note);
+    for (ordinal, (heading, text)) in sections.iter().enumerate() {
         let mut doc = TantivyDocument::default();
         doc.add_text(fields.path, &note.meta.path);
         doc.add_u64(fields.section, ordinal as u64);
-        if let Some(h) = section.heading {
-            doc.add_text(fields.sec_heading, note.heading_path(h).join(" > "));
+        if let Some(heading) = heading {
+            doc.add_text(fields.sec_heading, heading);
         }
-        doc.add_text(fields.sec_body, &note.body[section.range.clone()]);
+        doc.add_text(fields.sec_body, text);
         writer.add_document(doc)?;
     }
     Ok(sections.len() as u64)
 }
 
-fn raw_links(note: &Note) -> Vec<RawLink> {
+pub(crate) fn raw_links(note: &Note) -> Vec<RawLink> {
     note.links
         .iter()
         .filter(|l| l.kind != LinkKind::Embed && !l.target.is_empty())

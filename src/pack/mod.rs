@@ -118,7 +118,7 @@ pub struct Pack {
     pub semantic: String,
     /// With subqueries: which query found what.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub research: Option<crate::session::ResearchTrace>,
+    pub research: Option<ResearchTrace>,
     pub budget: usize,
     /// The token count of `bundle` under `counter`.
     pub actual: usize,
@@ -1334,4 +1334,35 @@ fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
         x = next;
     }
     largest
+}
+
+/// How a pack with subqueries was gathered.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResearchTrace {
+    pub strategy: &'static str,
+    pub queries: Vec<QueryTrace>,
+    /// Queries that found nothing.
+    pub no_hits: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryTrace {
+    pub query: String,
+    /// The query's own best five notes.
+    pub top: Vec<String>,
+    /// The notes in the pack's candidate list that this query brought in.
+    pub contributed: Vec<String>,
+}
+
+/// The seed's Step 6 line for a pack.
+pub fn log_line(pack: &Pack, timestamp: &str) -> String {
+    let topic = pack.topic.as_deref().unwrap_or("Recent Activity");
+    let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
+    format!(
+        "- [{timestamp}] CONTEXT_PACK topic=\"{topic}\" budget={} actual_tokens={} pages_included={} pages_dropped={}",
+        pack.budget,
+        pack.actual,
+        pack.pages.len(),
+        pack.pages_dropped
+    )
 }

@@ -3,7 +3,6 @@
 //! after it is read, before it is parsed, indexed, embedded, counted or shown,
 //! so nothing downstream ever holds what the policy hides.
 
-pub mod audit;
 pub mod comments;
 pub mod policy;
 pub mod secrets;

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::embed::Embedder;
-use crate::index::VaultIndex;
+use crate::store::Store;
 use crate::index::vectors::SemanticIndex;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::qmd::{self, QmdConfig};
@@ -52,7 +52,9 @@ impl Arm for FrontmatterArm<'_> {
 /// BM25 over the full-text index (title, aliases, tags, summary, headings,
 /// body).
 pub struct Bm25Arm<'a> {
-    pub index: &'a VaultIndex,
+    pub store: &'a dyn Store,
+    /// How many notes the store holds (no more can be fetched).
+    pub notes: usize,
 }
 
 impl Arm for Bm25Arm<'_> {
@@ -63,7 +65,7 @@ impl Arm for Bm25Arm<'_> {
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
         let mut fetch = limit;
         loop {
-            let hits = self.index.search_notes(query, fetch)?;
+            let hits = self.store.search_notes(query, fetch)?;
             let exhausted = hits.len() < fetch;
             let kept: Vec<ArmHit> = hits
                 .into_iter()
@@ -75,7 +77,7 @@ impl Arm for Bm25Arm<'_> {
                     rules: Vec::new(),
                 })
                 .collect();
-            if kept.len() >= limit || exhausted || fetch >= self.index.catalog.metas.len() {
+            if kept.len() >= limit || exhausted || fetch >= self.notes {
                 return Ok(kept);
             }
             fetch = fetch.saturating_mul(4);

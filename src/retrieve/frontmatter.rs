@@ -1,10 +1,8 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
-use serde::{Deserialize, Serialize};
-
-use crate::note::{NoteMeta, SummarySource};
+pub use crate::note::MatchKeys;
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
-use crate::text::{WordFinder, fold};
+use crate::text::WordFinder;
 use crate::vault::Vault;
 
 /// Scores every note against the query's terms and returns those scoring
@@ -67,36 +65,6 @@ fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
             .then(na.tier.cmp(&nb.tier))
             .then(na.path.cmp(&nb.path))
     });
-}
-
-/// A note's fields as the relevance pass compares them: folded once.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MatchKeys {
-    /// Title, then aliases.
-    pub names: Vec<String>,
-    pub tags: Vec<String>,
-    /// The `summary:` field (empty when the summary came from the body:
-    /// the rule reads the field, and the full-text arm covers the body).
-    pub summary: String,
-    /// The note's `index.md` entry description.
-    pub description: String,
-}
-
-impl MatchKeys {
-    pub fn new(note: &NoteMeta, description: Option<&str>) -> MatchKeys {
-        MatchKeys {
-            names: std::iter::once(&note.title)
-                .chain(&note.aliases)
-                .map(|name| fold(name))
-                .collect(),
-            tags: note.tags.iter().map(|t| fold(t)).collect(),
-            summary: match note.summary_source {
-                SummarySource::Frontmatter => fold(&note.summary),
-                _ => String::new(),
-            },
-            description: description.map(fold).unwrap_or_default(),
-        }
-    }
 }
 
 /// `finders` are the query's terms, prepared.

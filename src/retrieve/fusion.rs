@@ -10,24 +10,7 @@ use crate::index::feedback::FeedbackStore;
 use crate::retrieve::{Arm, RuleHit};
 use crate::vault::Vault;
 
-/// The semantic arm's default fusion weight (the lexical arms have 1).
-/// Measured on SciFact and CMRC with the 64-dimension static model, any
-/// larger weight lowers nDCG@10 (0.05: 0.704 → 0.681): the arm breaks ties
-/// and answers queries the lexical arms cannot (another language), and a
-/// stronger model should be given a larger weight with `--weight`.
-pub const SEMANTIC_WEIGHT: f64 = 0.01;
-
-/// How the arms' lists become one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fusion {
-    /// Weighted reciprocal rank fusion: an arm adds `weight / (k + rank)`.
-    Rrf,
-    /// Weighted score fusion: an arm adds `weight` times its score
-    /// min-max-normalised over its own list (0 for notes not on it). Keeps
-    /// how far apart an arm's hits are, which rank fusion throws away.
-    Score,
-}
+pub use crate::embed::{Fusion, Reranker, SEMANTIC_WEIGHT};
 
 /// How results are ranked.
 #[derive(Clone, Debug)]
@@ -108,12 +91,6 @@ pub struct Explanation {
     pub feedback: Option<Adjustment>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank: Option<Rerank>,
-}
-
-/// Scores (query, passage) pairs: a cross-encoder.
-pub trait Reranker: Send + Sync {
-    fn name(&self) -> &str;
-    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String>;
 }
 
 /// How many fused hits a reranker re-scores.

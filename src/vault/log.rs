@@ -5,23 +5,8 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::pack::Pack;
-
 pub const LOG_FILE: &str = "log.md";
 const LOG_HEADER: &str = "# Wiki Log\n\n";
-
-/// The seed's Step 6 line for a pack.
-pub fn log_line(pack: &Pack, timestamp: &str) -> String {
-    let topic = pack.topic.as_deref().unwrap_or("Recent Activity");
-    let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
-    format!(
-        "- [{timestamp}] CONTEXT_PACK topic=\"{topic}\" budget={} actual_tokens={} pages_included={} pages_dropped={}",
-        pack.budget,
-        pack.actual,
-        pack.pages.len(),
-        pack.pages_dropped
-    )
-}
 
 /// Appends `line` to `<root>/log.md` under an exclusive lock, creating the
 /// file with a `# Wiki Log` header if it is absent. Refuses to follow a

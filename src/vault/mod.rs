@@ -18,7 +18,7 @@ pub use resolve::LinkResolver;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::Link;
 use crate::privacy::Policy;
-use crate::retrieve::frontmatter::MatchKeys;
+use crate::note::MatchKeys;
 use crate::text::collapse_whitespace;
 
 /// Files larger than this are skipped with a diagnostic.
@@ -44,6 +44,20 @@ impl Default for VaultOptions {
     }
 }
 
+/// A note's text from somewhere other than the vault folder (a store that
+/// holds it), with the privacy policy already applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourcedText {
+    pub text: String,
+    pub redactions: Vec<crate::privacy::Redaction>,
+}
+
+/// Where a vault whose folder is elsewhere reads its notes' texts.
+pub trait NoteSource: Send + Sync + std::fmt::Debug {
+    /// The texts of the notes at `paths` (`None` for one it does not have).
+    fn fetch(&self, paths: &[&str]) -> Vec<Option<SourcedText>>;
+}
+
 /// A vault: the metadata of every packable note (sorted by path), and
 /// the notes themselves, parsed on first use.
 #[derive(Debug)]
@@ -64,6 +78,8 @@ pub struct Vault {
     pub diagnostics: Vec<Diagnostic>,
     resolver: OnceLock<LinkResolver>,
     match_keys: OnceLock<Arc<Vec<MatchKeys>>>,
+    /// Set when the notes' texts come from a store, not the folder.
+    source: Option<Arc<dyn NoteSource>>,
 }
 
 impl Vault {
@@ -210,6 +226,7 @@ impl Vault {
             diagnostics,
             resolver: OnceLock::new(),
             match_keys: OnceLock::new(),
+            source: None,
         }
     }
 
@@ -219,6 +236,10 @@ impl Vault {
         self.notes[idx]
             .get_or_init(|| {
                 let meta = &self.metas[idx];
+                if let Some(source) = &self.source {
+                    let text = source.fetch(&[meta.path.as_str()]).pop().flatten();
+                    return Arc::new(self.sourced_note(idx, text));
+                }
                 let mut note = match self.read_prepared(&meta.path) {
                     Some(prepared) => prepared.note,
                     None => crate::parse::parse_note(&meta.path, "", None).0,
@@ -227,6 +248,42 @@ impl Vault {
                 Arc::new(note)
             })
             .clone()
+    }
+
+    /// Reads the texts of the notes at `indexes` in one batch, when they
+    /// come from a store (from the folder, each is read when first used).
+    pub fn preload(&self, indexes: &[usize]) {
+        let Some(source) = &self.source else {
+            return;
+        };
+        let wanted: Vec<usize> = indexes
+            .iter()
+            .copied()
+            .filter(|&idx| self.notes.get(idx).is_some_and(|n| n.get().is_none()))
+            .collect();
+        let paths: Vec<&str> = wanted.iter().map(|&i| self.metas[i].path.as_str()).collect();
+        for (idx, text) in wanted.iter().zip(source.fetch(&paths)) {
+            let _ = self.notes[*idx].set(Arc::new(self.sourced_note(*idx, text)));
+        }
+    }
+
+    fn sourced_note(&self, idx: usize, text: Option<SourcedText>) -> Note {
+        let meta = &self.metas[idx];
+        let (mut note, redactions) = match text {
+            Some(text) => (
+                crate::parse::parse_note(&meta.path, &text.text, None).0,
+                text.redactions,
+            ),
+            None => (crate::parse::parse_note(&meta.path, "", None).0, Vec::new()),
+        };
+        note.meta = meta.clone();
+        note.redactions = redactions;
+        note
+    }
+
+    /// Makes `source` where this vault's notes are read from.
+    pub fn set_source(&mut self, source: Arc<dyn NoteSource>) {
+        self.source = Some(source);
     }
 
     /// Reads `index.md` and `hot.md` from disk: the description of each
@@ -250,6 +307,10 @@ impl Vault {
         if !self.is_listed(rel_path) {
             return None;
         }
+        if self.source.is_some() {
+            // Never the folder: on a server it may be another vault's.
+            return self.read_prepared(rel_path).map(|prepared| prepared.text);
+        }
         let path = self.root.join(rel_path).canonicalize().ok()?;
         let target = path.strip_prefix(&self.root).ok()?;
         let target = target.to_string_lossy().replace('\\', "/");
@@ -263,6 +324,20 @@ impl Vault {
     /// A note's text and parse as the privacy policy lets them be seen
     /// (`None` for a private, unlisted or unreadable note).
     pub fn read_prepared(&self, rel_path: &str) -> Option<crate::privacy::Prepared> {
+        if let Some(source) = &self.source {
+            // A store holds notes only, each as the policy let it be seen.
+            let idx = self
+                .metas
+                .binary_search_by(|m| m.path.as_str().cmp(rel_path))
+                .ok()?;
+            let text = source.fetch(&[rel_path]).pop().flatten()?;
+            let note = self.sourced_note(idx, Some(text.clone()));
+            return Some(crate::privacy::Prepared {
+                text: text.text,
+                note,
+                problems: Vec::new(),
+            });
+        }
         let raw = self.read_inside(rel_path)?;
         let target = self.root.join(rel_path).canonicalize().ok()?;
         let target = target

@@ -7,7 +7,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Policy, comments, secrets};
+use crate::privacy::{Policy, comments, secrets};
 use crate::parse::{frontmatter, parse_note};
 use crate::vault::{MAX_FILE_BYTES, walk};
 

@@ -1,0 +1,690 @@
+//! `ctxpack index --store`: brings one vault's rows in the store up to date
+//! with its folder, in one transaction under the vault's advisory lock.
+//!
+//! Files are compared by size and mtime, confirmed by content hash (the
+//! policy's fingerprint included, as the embedded index does); only changed
+//! notes are parsed, and only the terms they touch are rewritten. Killed at
+//! any point, the transaction rolls back and the store keeps the last
+//! complete sync; a second sync of the same vault waits for the first.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow};
+use rayon::prelude::*;
+use tokio_postgres::Transaction;
+
+use super::connection::{Connection, StoreUrl, describe};
+use super::terms::{NoteTerms, decode_postings, encode_postings};
+use super::{Roles, SCHEMA_VERSION};
+use crate::index::catalog::BACKLINKS_KEPT;
+use crate::index::{Pending, UpdateReport, raw_links, read_and_parse, walk_diagnostics};
+use crate::note::{Diagnostic, NoteMeta};
+use crate::privacy::Policy;
+use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
+
+/// Rows written per statement.
+const BATCH: usize = 2_000;
+
+/// What to sync, and under which name.
+#[derive(Clone, Debug)]
+pub struct SyncOptions {
+    /// The vault's id in the store.
+    pub name: String,
+    /// Folders outside the vault's view (never read).
+    pub hidden: Vec<String>,
+    pub policy: Arc<Policy>,
+    pub max_file_bytes: u64,
+}
+
+impl SyncOptions {
+    pub fn new(name: String, policy: Arc<Policy>) -> SyncOptions {
+        SyncOptions {
+            name,
+            hidden: Vec::new(),
+            policy,
+            max_file_bytes: MAX_FILE_BYTES,
+        }
+    }
+}
+
+/// A file row as stored.
+struct StoredFile {
+    size: i64,
+    mtime_ns: i64,
+    hash: Vec<u8>,
+    is_note: bool,
+}
+
+/// A note to write.
+struct NewNote {
+    path: String,
+    meta: NoteMeta,
+    body: String,
+    redactions: Vec<u8>,
+    terms: NoteTerms,
+    links: Vec<(String, bool, u32, u32)>,
+}
+
+/// A file row to write.
+struct FileRow {
+    path: String,
+    size: i64,
+    mtime_ns: i64,
+    hash: Vec<u8>,
+    is_note: bool,
+    problems: String,
+}
+
+/// Syncs the vault at `root` (canonical) into the store at `url`.
+pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
+    let connection = Connection::open(url, 1)?;
+    connection.migrate()?;
+    let walked = walk::walk(root, &options.hidden);
+    let root = root.to_path_buf();
+    let options = options.clone();
+    let shown = connection.shown().to_string();
+    connection.run_with(move |mut client| async move {
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|err| anyhow!("store {shown}: {}", describe(&err)))?;
+        let report = sync_in(&tx, &root, &options, walked)
+            .await
+            .with_context(|| format!("cannot sync into the store {shown}"))?;
+        tx.commit()
+            .await
+            .map_err(|err| anyhow!("store {shown}: cannot commit the sync: {}", describe(&err)))?;
+        Ok(report)
+    })
+}
+
+async fn sync_in(
+    tx: &Transaction<'_>,
+    root: &Path,
+    options: &SyncOptions,
+    walked: walk::WalkResult,
+) -> Result<UpdateReport> {
+    let name = options.name.as_str();
+    let root_text = root.to_string_lossy().to_string();
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&format!("ctxpack vault {name}")],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO ctxpack_vaults (name, root) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        &[&name, &root_text],
+    )
+    .await?;
+    let vault = tx
+        .query_one(
+            "SELECT id, policy, next_note_id, notes, sections, text_tokens, heading_tokens, \
+             body_tokens, roles, root FROM ctxpack_vaults WHERE name = $1 FOR UPDATE",
+            &[&name],
+        )
+        .await?;
+    let vault_id: i32 = vault.get(0);
+    let stored_policy: String = vault.get(1);
+    let mut next_id: i32 = vault.get(2);
+    let mut totals = Totals {
+        notes: i64::from(vault.get::<_, i32>(3)),
+        sections: vault.get(4),
+        text_tokens: vault.get(5),
+        heading_tokens: vault.get(6),
+        body_tokens: vault.get(7),
+    };
+    let stored_roles: Vec<u8> = vault.get(8);
+    let stored_roles: Roles = postcard::from_bytes(&stored_roles).unwrap_or_default();
+    let stored_root: String = vault.get(9);
+    let policy_changed = stored_policy != options.policy.fingerprint();
+
+    let mut stored: HashMap<String, StoredFile> = HashMap::new();
+    for row in tx
+        .query(
+            "SELECT path, size, mtime_ns, hash, is_note FROM ctxpack_files WHERE vault = $1",
+            &[&vault_id],
+        )
+        .await?
+    {
+        stored.insert(
+            row.get(0),
+            StoredFile {
+                size: row.get(1),
+                mtime_ns: row.get(2),
+                hash: row.get(3),
+                is_note: row.get(4),
+            },
+        );
+    }
+
+    let walk_problems = walk_diagnostics(walked.problems);
+    let mut report = UpdateReport::default();
+    let mut pending = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(walked.files.len());
+    for found in &walked.files {
+        seen.insert(found.rel_path.as_str());
+        let old = stored.get(&found.rel_path);
+        match (old, found.stat) {
+            (Some(old), Some((size, mtime)))
+                if !policy_changed
+                    && old.size == size as i64
+                    && old.mtime_ns == clamp_ns(mtime) =>
+            {
+                report.unchanged += 1;
+            }
+            (old, stat) => pending.push(Pending {
+                found: found.clone(),
+                stat,
+                previous_hash: old.and_then(|o| <[u8; 32]>::try_from(o.hash.as_slice()).ok()),
+            }),
+        }
+    }
+    let removed_files: Vec<String> = stored
+        .keys()
+        .filter(|path| !seen.contains(path.as_str()))
+        .cloned()
+        .collect();
+    let root_moved = stored_root != root_text;
+    if pending.is_empty()
+        && removed_files.is_empty()
+        && walk_problems == stored_roles.walk_problems
+        && !root_moved
+    {
+        return Ok(report);
+    }
+
+    // Read and parse what may have changed (file-system and CPU work, off
+    // the async workers' hands).
+    let policy = Arc::clone(&options.policy);
+    let max_bytes = options.max_file_bytes;
+    let parsed = tokio::task::block_in_place(|| {
+        let mut analyzer = crate::index::analyzer::analyzer();
+        let read: Vec<_> = pending
+            .par_iter()
+            .map(|item| read_and_parse(item, max_bytes, &policy))
+            .collect();
+        read.into_iter()
+            .zip(&pending)
+            .map(|((entry, prepared), item)| {
+                let note = prepared.map(|prepared| {
+                    let terms = NoteTerms::of(&mut analyzer, &prepared.note);
+                    let links = raw_links(&prepared.note)
+                        .into_iter()
+                        .map(|l| (l.target, l.markdown, l.context.0, l.context.1))
+                        .collect();
+                    NewNote {
+                        path: prepared.note.meta.path.clone(),
+                        redactions: postcard::to_allocvec(&prepared.note.redactions)
+                            .unwrap_or_default(),
+                        meta: prepared.note.meta,
+                        body: prepared.text,
+                        terms,
+                        links,
+                    }
+                });
+                (entry, note, item.previous_hash)
+            })
+            .collect::<Vec<_>>()
+    });
+
+    let mut file_rows = Vec::new();
+    let mut new_notes = Vec::new();
+    // Notes whose stored version goes: changed, removed, or no longer notes.
+    let mut gone: Vec<String> = Vec::new();
+    for (entry, note, previous) in parsed {
+        let same = previous == Some(entry.hash) && entry.hash != [0; 32];
+        let was_note = stored.get(&entry.path).is_some_and(|f| f.is_note);
+        if same && entry.is_note == was_note {
+            report.unchanged += 1;
+        } else {
+            if previous.is_some() {
+                report.changed += 1;
+            } else {
+                report.added += 1;
+            }
+            if was_note {
+                gone.push(entry.path.clone());
+            }
+            new_notes.extend(note);
+        }
+        file_rows.push(FileRow {
+            path: entry.path.clone(),
+            size: entry.size as i64,
+            mtime_ns: clamp_ns(entry.mtime_ns),
+            hash: entry.hash.to_vec(),
+            is_note: entry.is_note,
+            problems: entry.problems.join("\n"),
+        });
+    }
+    for path in &removed_files {
+        if stored.get(path).is_some_and(|f| f.is_note) {
+            gone.push(path.clone());
+        }
+    }
+    report.removed = removed_files.len();
+
+    // The old versions' terms leave the statistics and posting lists.
+    let mut ids: HashMap<String, i32> = HashMap::new();
+    let mut deltas: BTreeMap<String, TermDelta> = BTreeMap::new();
+    for chunk in gone.chunks(BATCH) {
+        let chunk = chunk.to_vec();
+        for row in tx
+            .query(
+                "SELECT path, id, terms FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
+                &[&vault_id, &chunk],
+            )
+            .await?
+        {
+            let path: String = row.get(0);
+            let id: i32 = row.get(1);
+            let bytes: Vec<u8> = row.get(2);
+            let terms: NoteTerms = postcard::from_bytes(&bytes)
+                .with_context(|| format!("the stored terms of {path} do not decode"))?;
+            totals.apply(&terms, -1);
+            for (term, _) in &terms.text.terms {
+                deltas.entry(term.clone()).or_default().removed.push(id as u32);
+            }
+            section_df(&terms, -1, &mut deltas);
+            ids.insert(path, id);
+        }
+    }
+    let mut new_ids = Vec::with_capacity(new_notes.len());
+    for note in &new_notes {
+        let id = match ids.get(&note.path) {
+            Some(&id) => id,
+            None => {
+                let id = next_id;
+                next_id = next_id
+                    .checked_add(1)
+                    .context("the store has run out of note ids: rebuild this vault")?;
+                id
+            }
+        };
+        new_ids.push(id);
+        totals.apply(&note.terms, 1);
+        for (term, tf) in &note.terms.text.terms {
+            deltas
+                .entry(term.clone())
+                .or_default()
+                .added
+                .push((id as u32, *tf));
+        }
+        section_df(&note.terms, 1, &mut deltas);
+    }
+
+    // Notes and files.
+    for chunk in gone.chunks(BATCH) {
+        let chunk = chunk.to_vec();
+        tx.execute(
+            "DELETE FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
+            &[&vault_id, &chunk],
+        )
+        .await?;
+    }
+    for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
+        write_notes(tx, vault_id, chunk, ids).await?;
+    }
+    for chunk in removed_files.chunks(BATCH) {
+        let chunk = chunk.to_vec();
+        tx.execute(
+            "DELETE FROM ctxpack_files WHERE vault = $1 AND path = ANY($2)",
+            &[&vault_id, &chunk],
+        )
+        .await?;
+    }
+    for chunk in file_rows.chunks(BATCH) {
+        write_files(tx, vault_id, chunk).await?;
+    }
+
+    // Terms: read the touched rows, apply the changes, write them back.
+    let touched: Vec<String> = deltas.keys().cloned().collect();
+    let mut current: HashMap<String, (Vec<(u32, u32)>, i64, i64)> = HashMap::new();
+    if !stored.is_empty() {
+        for chunk in touched.chunks(BATCH * 5) {
+            let chunk = chunk.to_vec();
+            for row in tx
+                .query(
+                    "SELECT term, postings, heading_df, body_df FROM ctxpack_terms \
+                     WHERE vault = $1 AND term = ANY($2)",
+                    &[&vault_id, &chunk],
+                )
+                .await?
+            {
+                let term: String = row.get(0);
+                let bytes: Vec<u8> = row.get(1);
+                let postings = decode_postings(&bytes)
+                    .with_context(|| format!("the stored postings of '{term}' do not decode"))?;
+                current.insert(
+                    term,
+                    (
+                        postings,
+                        i64::from(row.get::<_, i32>(2)),
+                        i64::from(row.get::<_, i32>(3)),
+                    ),
+                );
+            }
+        }
+    }
+    let mut upserts: Vec<(String, Vec<u8>, i32, i32, i32)> = Vec::new();
+    let mut deletes: Vec<String> = Vec::new();
+    for (term, delta) in deltas {
+        let (mut postings, heading_df, body_df) = current.remove(&term).unwrap_or_default();
+        if !delta.removed.is_empty() {
+            let removed: HashSet<u32> = delta.removed.into_iter().collect();
+            postings.retain(|(id, _)| !removed.contains(id));
+        }
+        postings.extend(delta.added);
+        postings.sort_unstable();
+        let heading_df = (heading_df + delta.heading_df).max(0);
+        let body_df = (body_df + delta.body_df).max(0);
+        if postings.is_empty() && heading_df == 0 && body_df == 0 {
+            deletes.push(term);
+        } else {
+            upserts.push((
+                term,
+                encode_postings(&postings),
+                postings.len() as i32,
+                heading_df as i32,
+                body_df as i32,
+            ));
+        }
+    }
+    for chunk in deletes.chunks(BATCH * 5) {
+        let chunk = chunk.to_vec();
+        tx.execute(
+            "DELETE FROM ctxpack_terms WHERE vault = $1 AND term = ANY($2)",
+            &[&vault_id, &chunk],
+        )
+        .await?;
+    }
+    for chunk in upserts.chunks(BATCH * 5) {
+        write_terms(tx, vault_id, chunk).await?;
+    }
+
+    // Links resolve against the final set of notes, so a change anywhere
+    // can move any backlink: recompute them all, write what differs.
+    let roles = relink(tx, vault_id, root, &options.policy, walk_problems).await?;
+
+    let updated_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    tx.execute(
+        "UPDATE ctxpack_vaults SET generation = generation + 1, policy = $2, next_note_id = $3, \
+         notes = $4, sections = $5, text_tokens = $6, heading_tokens = $7, body_tokens = $8, \
+         roles = $9, root = $10, updated_at = $11 WHERE id = $1",
+        &[
+            &vault_id,
+            &options.policy.fingerprint(),
+            &next_id,
+            &(totals.notes as i32),
+            &totals.sections,
+            &totals.text_tokens,
+            &totals.heading_tokens,
+            &totals.body_tokens,
+            &postcard::to_allocvec(&roles)?,
+            &root_text,
+            &updated_at,
+        ],
+    )
+    .await?;
+    let _ = SCHEMA_VERSION;
+    Ok(report)
+}
+
+/// Nanoseconds since the epoch as a database `bigint` (good until 2262).
+fn clamp_ns(ns: i128) -> i64 {
+    ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+#[derive(Default)]
+struct TermDelta {
+    removed: Vec<u32>,
+    added: Vec<(u32, u32)>,
+    heading_df: i64,
+    body_df: i64,
+}
+
+/// The vault-wide counts BM25 needs.
+struct Totals {
+    notes: i64,
+    sections: i64,
+    text_tokens: i64,
+    heading_tokens: i64,
+    body_tokens: i64,
+}
+
+impl Totals {
+    fn apply(&mut self, terms: &NoteTerms, sign: i64) {
+        self.notes += sign;
+        self.sections += sign * terms.sections.len() as i64;
+        self.text_tokens += sign * i64::from(terms.text.tokens);
+        self.heading_tokens += sign * terms.heading_tokens() as i64;
+        self.body_tokens += sign * terms.body_tokens() as i64;
+    }
+}
+
+/// Counts, per term, the sections whose heading and whose body hold it.
+fn section_df(terms: &NoteTerms, sign: i64, deltas: &mut BTreeMap<String, TermDelta>) {
+    for section in &terms.sections {
+        for (term, _) in &section.heading.terms {
+            deltas.entry(term.clone()).or_default().heading_df += sign;
+        }
+        for (term, _) in &section.body.terms {
+            deltas.entry(term.clone()).or_default().body_df += sign;
+        }
+    }
+}
+
+async fn write_notes(
+    tx: &Transaction<'_>,
+    vault: i32,
+    notes: &[NewNote],
+    ids: &[i32],
+) -> Result<()> {
+    let mut paths = Vec::with_capacity(notes.len());
+    let mut metas = Vec::with_capacity(notes.len());
+    let mut bodies = Vec::with_capacity(notes.len());
+    let mut redactions = Vec::with_capacity(notes.len());
+    let mut norms = Vec::with_capacity(notes.len());
+    let mut terms = Vec::with_capacity(notes.len());
+    let mut links = Vec::with_capacity(notes.len());
+    for note in notes {
+        paths.push(note.path.clone());
+        metas.push(postcard::to_allocvec(&note.meta)?);
+        bodies.push(note.body.clone());
+        redactions.push(note.redactions.clone());
+        norms.push(i16::from(note.terms.text.norm_id()));
+        terms.push(postcard::to_allocvec(&note.terms)?);
+        links.push(postcard::to_allocvec(&note.links)?);
+    }
+    let ids = ids.to_vec();
+    tx.execute(
+        "INSERT INTO ctxpack_notes (vault, path, id, meta, body, redactions, norm, terms, links) \
+         SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::bytea[], $5::text[], $6::bytea[], \
+         $7::int2[], $8::bytea[], $9::bytea[]) \
+         ON CONFLICT (vault, path) DO UPDATE SET id = excluded.id, meta = excluded.meta, \
+         body = excluded.body, redactions = excluded.redactions, norm = excluded.norm, \
+         terms = excluded.terms, links = excluded.links",
+        &[
+            &vault,
+            &paths,
+            &ids,
+            &metas,
+            &bodies,
+            &redactions,
+            &norms,
+            &terms,
+            &links,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn write_files(tx: &Transaction<'_>, vault: i32, files: &[FileRow]) -> Result<()> {
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let sizes: Vec<i64> = files.iter().map(|f| f.size).collect();
+    let mtimes: Vec<i64> = files.iter().map(|f| f.mtime_ns).collect();
+    let hashes: Vec<&[u8]> = files.iter().map(|f| f.hash.as_slice()).collect();
+    let notes: Vec<bool> = files.iter().map(|f| f.is_note).collect();
+    let problems: Vec<&str> = files.iter().map(|f| f.problems.as_str()).collect();
+    tx.execute(
+        "INSERT INTO ctxpack_files (vault, path, size, mtime_ns, hash, is_note, problems) \
+         SELECT $1, * FROM unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[], $6::bool[], \
+         $7::text[]) \
+         ON CONFLICT (vault, path) DO UPDATE SET size = excluded.size, \
+         mtime_ns = excluded.mtime_ns, hash = excluded.hash, is_note = excluded.is_note, \
+         problems = excluded.problems",
+        &[&vault, &paths, &sizes, &mtimes, &hashes, &notes, &problems],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn write_terms(
+    tx: &Transaction<'_>,
+    vault: i32,
+    rows: &[(String, Vec<u8>, i32, i32, i32)],
+) -> Result<()> {
+    let terms: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    let postings: Vec<&[u8]> = rows.iter().map(|r| r.1.as_slice()).collect();
+    let note_df: Vec<i32> = rows.iter().map(|r| r.2).collect();
+    let heading_df: Vec<i32> = rows.iter().map(|r| r.3).collect();
+    let body_df: Vec<i32> = rows.iter().map(|r| r.4).collect();
+    tx.execute(
+        "INSERT INTO ctxpack_terms (vault, term, postings, note_df, heading_df, body_df) \
+         SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::int4[], $5::int4[], $6::int4[]) \
+         ON CONFLICT (vault, term) DO UPDATE SET postings = excluded.postings, \
+         note_df = excluded.note_df, heading_df = excluded.heading_df, body_df = excluded.body_df",
+        &[&vault, &terms, &postings, &note_df, &heading_df, &body_df],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Resolves every note's links against the notes now in the store, writes
+/// the backlink rows that changed, and reads the role files (`index.md`,
+/// `hot.md`) as the embedded index does.
+async fn relink(
+    tx: &Transaction<'_>,
+    vault_id: i32,
+    root: &Path,
+    policy: &Arc<Policy>,
+    walk_problems: Vec<Diagnostic>,
+) -> Result<Roles> {
+    let rows = tx
+        .query(
+            "SELECT path, meta, links FROM ctxpack_notes WHERE vault = $1",
+            &[&vault_id],
+        )
+        .await?;
+    let mut notes: Vec<(NoteMeta, Vec<(String, bool, u32, u32)>)> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let path: String = row.get(0);
+        let meta: Vec<u8> = row.get(1);
+        let links: Vec<u8> = row.get(2);
+        let meta: NoteMeta = postcard::from_bytes(&meta)
+            .with_context(|| format!("the stored record of {path} does not decode"))?;
+        let links = postcard::from_bytes(&links)
+            .with_context(|| format!("the stored links of {path} do not decode"))?;
+        notes.push((meta, links));
+    }
+    notes.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    let (metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
+    let (backlinks, roles) = tokio::task::block_in_place(|| {
+        let resolver = LinkResolver::new(&metas);
+        let mut incoming: Vec<Vec<(String, u32, u32)>> = vec![Vec::new(); metas.len()];
+        let mut sources: Vec<Vec<usize>> = vec![Vec::new(); metas.len()];
+        for (source, links) in links.iter().enumerate() {
+            let from = &metas[source].path;
+            for (target, markdown, start, end) in links {
+                let Some(target) = resolver.resolve_target(&metas, from, target, *markdown) else {
+                    continue;
+                };
+                if target == source
+                    || incoming[target].len() >= BACKLINKS_KEPT
+                    || sources[target].contains(&source)
+                {
+                    continue;
+                }
+                incoming[target].push((from.clone(), *start, *end));
+                sources[target].push(source);
+            }
+        }
+        let metas = Arc::new(metas);
+        let mut role_vault = Vault::from_metas(
+            root.to_path_buf(),
+            Arc::clone(&metas),
+            HashMap::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        role_vault.set_policy(Arc::clone(policy));
+        let (descriptions, hot) = role_vault.read_role_files();
+        let mut descriptions: Vec<(String, String)> = descriptions
+            .into_iter()
+            .map(|(idx, d)| (metas[idx].path.clone(), d))
+            .collect();
+        descriptions.sort();
+        let roles = Roles {
+            descriptions,
+            hot: hot.into_iter().map(|idx| metas[idx].path.clone()).collect(),
+            walk_problems,
+        };
+        let backlinks: BTreeMap<String, Vec<u8>> = incoming
+            .into_iter()
+            .enumerate()
+            .filter(|(_, list)| !list.is_empty())
+            .map(|(target, list)| {
+                (
+                    metas[target].path.clone(),
+                    postcard::to_allocvec(&list).unwrap_or_default(),
+                )
+            })
+            .collect();
+        (backlinks, roles)
+    });
+    let mut stored: HashMap<String, Vec<u8>> = HashMap::new();
+    for row in tx
+        .query(
+            "SELECT target, entries FROM ctxpack_backlinks WHERE vault = $1",
+            &[&vault_id],
+        )
+        .await?
+    {
+        stored.insert(row.get(0), row.get(1));
+    }
+    let stale: Vec<String> = stored
+        .keys()
+        .filter(|target| !backlinks.contains_key(*target))
+        .cloned()
+        .collect();
+    let changed: Vec<(&String, &Vec<u8>)> = backlinks
+        .iter()
+        .filter(|(target, entries)| stored.get(*target) != Some(entries))
+        .collect();
+    for chunk in stale.chunks(BATCH * 5) {
+        let chunk = chunk.to_vec();
+        tx.execute(
+            "DELETE FROM ctxpack_backlinks WHERE vault = $1 AND target = ANY($2)",
+            &[&vault_id, &chunk],
+        )
+        .await?;
+    }
+    for chunk in changed.chunks(BATCH * 5) {
+        let targets: Vec<&str> = chunk.iter().map(|c| c.0.as_str()).collect();
+        let entries: Vec<&[u8]> = chunk.iter().map(|c| c.1.as_slice()).collect();
+        tx.execute(
+            "INSERT INTO ctxpack_backlinks (vault, target, entries) \
+             SELECT $1, * FROM unnest($2::text[], $3::bytea[]) \
+             ON CONFLICT (vault, target) DO UPDATE SET entries = excluded.entries",
+            &[&vault_id, &targets, &entries],
+        )
+        .await?;
+    }
+    Ok(roles)
+}
