@@ -7,8 +7,8 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::privacy::{Policy, comments, secrets};
 use crate::parse::{frontmatter, parse_note};
+use crate::privacy::{Policy, comments, secrets};
 use crate::vault::{MAX_FILE_BYTES, walk};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

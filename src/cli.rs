@@ -70,7 +70,13 @@ struct Cli {
     /// A PostgreSQL store (postgres://USER@HOST/DB) to index into and read
     /// from instead of the embedded index; also CTXPACK_STORE, or a
     /// CTXPACK_STORE= line in the vault's config.
-    #[arg(long, global = true, value_name = "URL", env = "CTXPACK_STORE", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "CTXPACK_STORE",
+        hide_env_values = true
+    )]
     store: Option<String>,
     /// The vault's id in the store (default: the vault folder's name).
     #[arg(long, global = true, value_name = "ID", env = "CTXPACK_VAULT_ID")]
@@ -1433,8 +1439,7 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
             .binary_search_by(|m| m.path.as_str().cmp(path))
             .ok()
     };
-    let (Some(note), Some(store)) = (find(&with_md).or_else(|| find(&path)), &session.store)
-    else {
+    let (Some(note), Some(store)) = (find(&with_md).or_else(|| find(&path)), &session.store) else {
         return Err(Failure::Usage(format!(
             "no note '{}' in the vault (give its path relative to the vault, e.g. concepts/raft.md)",
             args.path

@@ -261,7 +261,13 @@ impl State {
         // A store another process synced: every call sees its last commit.
         if current.is_stale() {
             match self.reopen() {
-                Ok(()) => return self.session.read().map(|s| Arc::clone(&s)).unwrap_or(current),
+                Ok(()) => {
+                    return self
+                        .session
+                        .read()
+                        .map(|s| Arc::clone(&s))
+                        .unwrap_or(current);
+                }
                 Err(err) => eprintln!("ctxpack: warning: cannot reopen the store: {err:#}"),
             }
         }
@@ -292,8 +298,9 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             // work may read, never a library no work binds.
             hidden: match options.store {
                 Some(_) => Vec::new(),
-                None => crate::assemble::unbound_libraries(&options.root)
-                    .map_err(anyhow::Error::msg)?,
+                None => {
+                    crate::assemble::unbound_libraries(&options.root).map_err(anyhow::Error::msg)?
+                }
             },
             store: options.store.clone(),
         },

@@ -14,9 +14,10 @@ use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
-use crate::store::Store;
 use crate::note::Tier;
-use crate::pack::{Backlinks, QueryTrace, ResearchTrace, Pack, PackMode, PackOptions, Relevance, build_pack_from};
+use crate::pack::{
+    Backlinks, Pack, PackMode, PackOptions, QueryTrace, Relevance, ResearchTrace, build_pack_from,
+};
 use crate::privacy::Policy;
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::qmd::QmdConfig;
@@ -25,6 +26,7 @@ use crate::retrieve::{
     Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, QmdArm, Query, RankOptions, Ranking,
     Reranker, SemanticArm, SignalError, rank, rerank,
 };
+use crate::store::Store;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
@@ -176,7 +178,12 @@ impl Session {
                 let mut vault = index.vault();
                 vault.set_hidden(choice.hidden.clone());
                 vault.set_policy(Arc::clone(&policy));
-                (vault, Some(Box::new(index) as Box<dyn Store>), Some(report), None)
+                (
+                    vault,
+                    Some(Box::new(index) as Box<dyn Store>),
+                    Some(report),
+                    None,
+                )
             }
             Err(error) => (
                 Vault::load(
@@ -251,7 +258,9 @@ impl Session {
     /// Whether the vault was read from a PostgreSQL store (its folder is
     /// then never read or written).
     pub fn is_from_store(&self) -> bool {
-        self.store.as_ref().is_some_and(|store| store.embedded().is_none())
+        self.store
+            .as_ref()
+            .is_some_and(|store| store.embedded().is_none())
     }
 
     /// Whether the index has changed under this session (a PostgreSQL

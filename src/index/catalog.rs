@@ -11,8 +11,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::note::{Diagnostic, NoteMeta};
 use crate::note::MatchKeys;
+use crate::note::{Diagnostic, NoteMeta};
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

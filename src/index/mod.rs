@@ -34,10 +34,10 @@ use tantivy::schema::{
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
-use crate::note::MatchKeys;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 

@@ -3,11 +3,11 @@
 use anyhow::Result;
 
 use crate::embed::Embedder;
-use crate::store::Store;
 use crate::index::vectors::SemanticIndex;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::qmd::{self, QmdConfig};
 use crate::retrieve::{Query, RuleHit};
+use crate::store::Store;
 use crate::vault::Vault;
 
 /// A hit as one arm sees it.

@@ -15,10 +15,10 @@ use rayon::prelude::*;
 
 pub use resolve::LinkResolver;
 
+use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::Link;
 use crate::privacy::Policy;
-use crate::note::MatchKeys;
 use crate::text::collapse_whitespace;
 
 /// Files larger than this are skipped with a diagnostic.
@@ -261,7 +261,10 @@ impl Vault {
             .copied()
             .filter(|&idx| self.notes.get(idx).is_some_and(|n| n.get().is_none()))
             .collect();
-        let paths: Vec<&str> = wanted.iter().map(|&i| self.metas[i].path.as_str()).collect();
+        let paths: Vec<&str> = wanted
+            .iter()
+            .map(|&i| self.metas[i].path.as_str())
+            .collect();
         for (idx, text) in wanted.iter().zip(source.fetch(&paths)) {
             let _ = self.notes[*idx].set(Arc::new(self.sourced_note(*idx, text)));
         }

@@ -73,7 +73,9 @@ impl World {
             .env_remove("CTXPACK_MODELS_DIR")
             .env_remove("CTXPACK_MODEL")
             .env_remove("CTXPACK_RERANKER")
-            .env_remove("CTXPACK_INDEX_DIR");
+            .env_remove("CTXPACK_INDEX_DIR")
+            .env_remove("CTXPACK_STORE")
+            .env_remove("CTXPACK_VAULT_ID");
         cmd
     }
 
@@ -154,3 +156,4 @@ pub fn ok(output: &Output) -> String {
     stdout(output)
 }
 pub mod mcp_client;
+pub mod pg;

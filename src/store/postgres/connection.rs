@@ -15,7 +15,8 @@ use tokio_postgres::config::Host;
 use super::SCHEMA_VERSION;
 
 /// The migrations, in order: `(version, SQL)`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/postgres/001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] =
+    &[(1, include_str!("../../../migrations/postgres/001_init.sql"))];
 
 /// Store problems the user fixes in their configuration (exit code 2).
 #[derive(Debug)]
@@ -102,7 +103,10 @@ impl FromStr for StoreUrl {
 
 /// `postgres://user@host:port/db`: what a message may say of a store.
 fn shown(config: &tokio_postgres::Config) -> String {
-    let user = config.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(host)) => host.clone(),
         Some(Host::Unix(path)) => path.display().to_string(),
@@ -245,7 +249,8 @@ impl Connection {
         let shown = self.shown.to_string();
         let shown_for_error = shown.clone();
         self.run_with(move |mut client| async move {
-            let fail = |err: tokio_postgres::Error| anyhow::anyhow!("store {shown}: {}", describe(&err));
+            let fail =
+                |err: tokio_postgres::Error| anyhow::anyhow!("store {shown}: {}", describe(&err));
             let tx = client.transaction().await.map_err(fail)?;
             tx.execute("SELECT pg_advisory_xact_lock(7164083150126535)", &[])
                 .await
@@ -259,11 +264,16 @@ impl Connection {
                 .map_err(fail)?
                 .get::<_, bool>(0);
             if !has_vector
-                && let Err(err) = tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector").await
+                && let Err(err) = tx
+                    .batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    .await
             {
-                let missing = err
-                    .as_db_error()
-                    .is_some_and(|db| db.message().contains("extension \"vector\""));
+                let missing = err.as_db_error().is_some_and(|db| {
+                    db.message().contains("is not available")
+                        || db
+                            .message()
+                            .contains("could not open extension control file")
+                });
                 if missing {
                     return Err(StoreError::NoVectorExtension(shown.clone()).into());
                 }

@@ -12,7 +12,6 @@ mod connection;
 pub mod sync;
 pub mod terms;
 
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -201,7 +200,11 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
     } else {
         postcard::from_bytes(&roles).context("the store's vault record does not decode")?
     };
-    let index_of = |path: &str| metas.binary_search_by(|m: &NoteMeta| m.path.as_str().cmp(path)).ok();
+    let index_of = |path: &str| {
+        metas
+            .binary_search_by(|m: &NoteMeta| m.path.as_str().cmp(path))
+            .ok()
+    };
     let descriptions = roles
         .descriptions
         .iter()
@@ -569,4 +572,3 @@ impl NoteSource for StoredTexts {
             .collect()
     }
 }
-

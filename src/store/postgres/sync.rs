@@ -285,7 +285,11 @@ async fn sync_in(
                 .with_context(|| format!("the stored terms of {path} do not decode"))?;
             totals.apply(&terms, -1);
             for (term, _) in &terms.text.terms {
-                deltas.entry(term.clone()).or_default().removed.push(id as u32);
+                deltas
+                    .entry(term.clone())
+                    .or_default()
+                    .removed
+                    .push(id as u32);
             }
             section_df(&terms, -1, &mut deltas);
             ids.insert(path, id);

