@@ -804,6 +804,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             vectors: vector_format(cli),
             hidden: Vec::new(),
             store: None,
+            embed_into_store: false,
         },
     )?;
     report_open(cli, &session);
@@ -1198,6 +1199,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                 vectors: vector_format(cli),
                 hidden: Vec::new(),
                 store: None,
+                embed_into_store: false,
             },
         )?;
         println!("semantic: {}", session.semantic_status);
@@ -1245,6 +1247,7 @@ fn sync_store(
                 progress: !cli.quiet,
                 model: model_choice(cli),
                 store: Some(target.clone()),
+                embed_into_store: true,
                 ..IndexChoice::default()
             },
         )
@@ -1562,6 +1565,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             vectors: vector_format(cli),
             hidden: Vec::new(),
             store: None,
+            embed_into_store: false,
         },
     )?;
     report_open(cli, &session);

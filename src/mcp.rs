@@ -303,6 +303,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
                 }
             },
             store: options.store.clone(),
+            embed_into_store: false,
         },
     )
 }

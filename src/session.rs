@@ -55,6 +55,9 @@ pub struct IndexChoice {
     /// A PostgreSQL store to read the vault from instead of the folder and
     /// the embedded index.
     pub store: Option<StoreTarget>,
+    /// Embed the notes whose vectors the store lacks (`index --store`; a
+    /// server, perhaps read-only, never writes).
+    pub embed_into_store: bool,
 }
 
 /// A vault in a PostgreSQL store.
@@ -104,7 +107,7 @@ impl ModelChoice {
 /// The semantic arm's model and the vault's vectors.
 pub struct Semantic {
     pub embedder: Box<dyn Embedder>,
-    pub index: SemanticIndex,
+    pub index: Box<dyn crate::store::VectorSearch>,
 }
 
 /// Which ranking a pack uses.
@@ -219,7 +222,12 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(&choice.model, choice.ann, choice.vectors);
+        session.open_semantic(
+            &choice.model,
+            choice.ann,
+            choice.vectors,
+            choice.embed_into_store,
+        );
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -250,7 +258,12 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(&choice.model, choice.ann, choice.vectors);
+        session.open_semantic(
+            &choice.model,
+            choice.ann,
+            choice.vectors,
+            choice.embed_into_store,
+        );
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -307,6 +320,7 @@ impl Session {
         choice: &ModelChoice,
         ann: AnnChoice,
         format: Option<VectorFormat>,
+        embed_into_store: bool,
     ) {
         let store = crate::embed::store_dir();
         let name = match choice.resolve(store.as_deref()) {
@@ -316,10 +330,36 @@ impl Session {
                 return;
             }
         };
-        let opened = (|| -> Result<(Semantic, &str), String> {
+        let opened = (|| -> Result<(Semantic, String), String> {
             let store =
                 store.ok_or("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR")?;
             let embedder = crate::embed::load(&store, &name)?;
+            if let Some(pg) = self.store.as_ref().and_then(|store| store.postgres()) {
+                let vectors = crate::store::postgres::vectors::PgVectors::open(
+                    pg,
+                    &self.vault,
+                    embedder.as_ref(),
+                    embed_into_store,
+                )
+                .map_err(|err| format!("cannot read the store's vectors: {err:#}"))?;
+                let missing = match vectors.stale {
+                    0 => String::new(),
+                    n => format!(
+                        ", {n} notes without vectors: run `ctxpack index --store` with this model"
+                    ),
+                };
+                let status = format!(
+                    "{} chunks, {} embedded now, pgvector{missing}",
+                    vectors.chunks, vectors.embedded
+                );
+                return Ok((
+                    Semantic {
+                        embedder,
+                        index: Box::new(vectors),
+                    },
+                    status,
+                ));
+            }
             let index = self.store.as_ref().and_then(|store| store.embedded());
             let (Some(index), Some(dir)) = (index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
@@ -333,20 +373,21 @@ impl Session {
                 Ok(false) => ", exact",
                 Err(_) => ", exact: the HNSW graph failed",
             };
+            let status = format!(
+                "{} chunks, {} embedded now{search}",
+                vectors.chunks, vectors.embedded
+            );
             Ok((
                 Semantic {
                     embedder,
-                    index: vectors,
+                    index: Box::new(vectors),
                 },
-                search,
+                status,
             ))
         })();
         match opened {
-            Ok((semantic, search)) => {
-                self.semantic_status = format!(
-                    "on ({}, {} chunks, {} embedded now{search})",
-                    name, semantic.index.chunks, semantic.index.embedded
-                );
+            Ok((semantic, status)) => {
+                self.semantic_status = format!("on ({name}, {status})");
                 self.semantic = Some(semantic);
             }
             Err(error) => {
@@ -402,7 +443,7 @@ impl Session {
         });
         let semantic = self.semantic.as_ref().map(|s| SemanticArm {
             embedder: s.embedder.as_ref(),
-            index: &s.index,
+            index: s.index.as_ref(),
         });
         let mut arms: Vec<&dyn Arm> = vec![&frontmatter];
         if let Some(bm25) = &bm25 {

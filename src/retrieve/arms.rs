@@ -3,11 +3,10 @@
 use anyhow::Result;
 
 use crate::embed::Embedder;
-use crate::index::vectors::SemanticIndex;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::qmd::{self, QmdConfig};
 use crate::retrieve::{Query, RuleHit};
-use crate::store::Store;
+use crate::store::{Store, VectorSearch};
 use crate::vault::Vault;
 
 /// A hit as one arm sees it.
@@ -89,7 +88,7 @@ impl Arm for Bm25Arm<'_> {
 /// scoring as its best chunk.
 pub struct SemanticArm<'a> {
     pub embedder: &'a dyn Embedder,
-    pub index: &'a SemanticIndex,
+    pub index: &'a dyn VectorSearch,
 }
 
 impl Arm for SemanticArm<'_> {

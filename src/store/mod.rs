@@ -60,6 +60,33 @@ pub trait Store: Send + Sync {
     fn embedded(&self) -> Option<&VaultIndex> {
         None
     }
+    /// The PostgreSQL store behind this one (its vectors live there).
+    fn postgres(&self) -> Option<&postgres::PgStore> {
+        None
+    }
+}
+
+/// Nearest notes to a query vector, a note scoring as its best chunk.
+pub trait VectorSearch: Send + Sync {
+    /// Notes by similarity to `query`, best first, at most `limit`, among
+    /// those `keep` accepts.
+    fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)>;
+}
+
+impl VectorSearch for crate::index::vectors::SemanticIndex {
+    fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        crate::index::vectors::SemanticIndex::search(self, query, limit, keep)
+    }
 }
 
 impl Store for VaultIndex {

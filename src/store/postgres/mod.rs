@@ -11,6 +11,7 @@
 mod connection;
 pub mod sync;
 pub mod terms;
+pub mod vectors;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -484,6 +485,10 @@ impl crate::store::Store for PgStore {
             useful: row.get::<_, i64>(0).max(0) as u64,
             not_useful: row.get::<_, i64>(1).max(0) as u64,
         })
+    }
+
+    fn postgres(&self) -> Option<&PgStore> {
+        Some(self)
     }
 
     fn is_stale(&self) -> bool {

@@ -58,6 +58,12 @@ struct StoredFile {
     is_note: bool,
 }
 
+/// A link as stored: raw target, written as a Markdown link, sentence range.
+type StoredLink = (String, bool, u32, u32);
+
+/// A term's row: postings, heading and body document frequencies.
+type TermState = (Vec<(u32, u32)>, i64, i64);
+
 /// A note to write.
 struct NewNote {
     path: String,
@@ -65,7 +71,7 @@ struct NewNote {
     body: String,
     redactions: Vec<u8>,
     terms: NoteTerms,
-    links: Vec<(String, bool, u32, u32)>,
+    links: Vec<StoredLink>,
 }
 
 /// A file row to write.
@@ -345,7 +351,7 @@ async fn sync_in(
 
     // Terms: read the touched rows, apply the changes, write them back.
     let touched: Vec<String> = deltas.keys().cloned().collect();
-    let mut current: HashMap<String, (Vec<(u32, u32)>, i64, i64)> = HashMap::new();
+    let mut current: HashMap<String, TermState> = HashMap::new();
     if !stored.is_empty() {
         for chunk in touched.chunks(BATCH * 5) {
             let chunk = chunk.to_vec();
@@ -586,7 +592,7 @@ async fn relink(
             &[&vault_id],
         )
         .await?;
-    let mut notes: Vec<(NoteMeta, Vec<(String, bool, u32, u32)>)> = Vec::with_capacity(rows.len());
+    let mut notes: Vec<(NoteMeta, Vec<StoredLink>)> = Vec::with_capacity(rows.len());
     for row in rows {
         let path: String = row.get(0);
         let meta: Vec<u8> = row.get(1);
