@@ -1553,6 +1553,18 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| scratch.path().join("index"));
     let started = std::time::Instant::now();
+    // With a store, the corpus is synced into it and ranked from it.
+    let store = store_target(cli, None)?;
+    if let Some(target) = &store {
+        let root = root
+            .canonicalize()
+            .map_err(|err| Failure::Usage(format!("cannot open vault {}: {err}", root.display())))?;
+        let policy = std::sync::Arc::new(
+            crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?,
+        );
+        let options = crate::store::postgres::sync::SyncOptions::new(target.vault.clone(), policy);
+        crate::store::postgres::sync::sync(&target.url, &root, &options).map_err(store_failure)?;
+    }
     let session = Session::open(
         &root,
         &IndexChoice {
@@ -1564,10 +1576,11 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             ann: ann_choice(cli),
             vectors: vector_format(cli),
             hidden: Vec::new(),
-            store: None,
-            embed_into_store: false,
+            embed_into_store: store.is_some(),
+            store,
         },
-    )?;
+    )
+    .map_err(store_failure)?;
     report_open(cli, &session);
     let indexed = started.elapsed();
     let rank = args.rank.options(Utc::now())?;
