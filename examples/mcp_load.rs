@@ -13,8 +13,16 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 const WORDS: &[&str] = &[
-    "kalo mine", "vozi quasto", "derruru samon", "talmon linka", "stopra gor", "benqua sapra",
-    "mine vozi", "quasto talmon", "linka benqua", "gor derruru",
+    "kalo mine",
+    "vozi quasto",
+    "derruru samon",
+    "talmon linka",
+    "stopra gor",
+    "benqua sapra",
+    "mine vozi",
+    "quasto talmon",
+    "linka benqua",
+    "gor derruru",
 ];
 
 /// One request on a fresh connection: the response's head and body.
@@ -25,12 +33,16 @@ fn post(address: &str, session: Option<&str>, body: &str, wanted: &str) -> Strin
         body.len()
     );
     if let Some(session) = session {
-        request.push_str(&format!("Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n"));
+        request.push_str(&format!(
+            "Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n"
+        ));
     }
     request.push_str("\r\n");
     request.push_str(body);
     let mut stream = TcpStream::connect(address).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = Vec::new();
     let mut buffer = [0u8; 65536];

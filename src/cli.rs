@@ -661,6 +661,7 @@ fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
         recipe: args.recipe.clone(),
         index_dir: cli.index_dir.clone(),
         write_review: !args.no_write,
+        store: project_store(cli, &root)?,
     };
     let assembly = assemble::assemble(&root, &request).map_err(|err| match err {
         AssembleError::Usage(message) => Failure::Usage(message),
@@ -852,6 +853,34 @@ fn store_target(
     if vault.is_empty() || vault.len() > 200 || vault.chars().any(char::is_control) {
         return Err(Failure::Usage(
             "name the vault in the store with --vault-id ID (or give --vault PATH)".into(),
+        ));
+    }
+    Ok(Some(crate::session::StoreTarget { url, vault }))
+}
+
+/// The store `assemble` ranks a project's libraries from: `--store` (or
+/// `CTXPACK_STORE`), under the id `--vault-id` or the project folder's name.
+fn project_store(
+    cli: &Cli,
+    project: &Path,
+) -> Result<Option<crate::session::StoreTarget>, Failure> {
+    let Some(url) = cli.store.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let url = url
+        .parse()
+        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let vault = match &cli.vault_id {
+        Some(id) => id.trim().to_string(),
+        None => project
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+            .unwrap_or_default(),
+    };
+    if vault.is_empty() {
+        return Err(Failure::Usage(
+            "name the project in the store with --vault-id ID".into(),
         ));
     }
     Ok(Some(crate::session::StoreTarget { url, vault }))
@@ -1556,9 +1585,9 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
     // With a store, the corpus is synced into it and ranked from it.
     let store = store_target(cli, None)?;
     if let Some(target) = &store {
-        let root = root
-            .canonicalize()
-            .map_err(|err| Failure::Usage(format!("cannot open vault {}: {err}", root.display())))?;
+        let root = root.canonicalize().map_err(|err| {
+            Failure::Usage(format!("cannot open vault {}: {err}", root.display()))
+        })?;
         let policy = std::sync::Arc::new(
             crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?,
         );

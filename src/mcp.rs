@@ -744,6 +744,7 @@ impl State {
             recipe: None,
             index_dir: None,
             write_review: true,
+            store: None,
         };
         match crate::assemble::assemble(&self.options.root, &request) {
             Ok(assembly) if json => json_result(&assembly),

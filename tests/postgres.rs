@@ -627,3 +627,56 @@ fn the_semantic_arm_reads_its_vectors_from_the_store() {
     let status = ok(&run(&["status"], true));
     assert!(status.contains("0 embedded now, pgvector)"), "{status}");
 }
+
+#[test]
+fn assemble_ranks_library_cards_from_the_store() {
+    let Some(pg) = Pg::fresh("assemble") else {
+        return;
+    };
+    let world = World::new();
+    let project = world.example("novel");
+    let libraries: Vec<String> = std::fs::read_dir(project.join("knowledge"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(!libraries.is_empty());
+    let assemble = |store: Option<&str>| {
+        let mut cmd = world.cmd();
+        cmd.current_dir(&project).args([
+            "assemble",
+            "--work",
+            "青灯录",
+            "--scenario",
+            "continuation",
+            "--chapter",
+            "9",
+            "--intent",
+            "写这一章，节奏紧一些",
+            "--no-write",
+            "--format",
+            "json",
+        ]);
+        if let Some(url) = store {
+            cmd.args(["--store", url]);
+        }
+        cmd.output().unwrap()
+    };
+    // Not synced yet: ranked without the store, and said so.
+    let unsynced = ok(&assemble(Some(&pg.url)));
+    assert!(unsynced.contains("search unavailable"), "{unsynced}");
+    for library in &libraries {
+        ok(&world
+            .cmd()
+            .args(["index", "--store", &pg.url, "--model", "none", "--vault"])
+            .arg(project.join("knowledge").join(library))
+            .args(["--vault-id", &format!("novel/knowledge/{library}")])
+            .output()
+            .unwrap());
+    }
+    let from_store = ok(&assemble(Some(&pg.url)));
+    let embedded = ok(&assemble(None));
+    assert!(!from_store.contains("search unavailable"), "{from_store}");
+    assert_eq!(from_store, embedded);
+}

@@ -58,6 +58,9 @@ pub struct AssembleRequest {
     pub index_dir: Option<PathBuf>,
     /// Write the pack to the recipe's review file.
     pub write_review: bool,
+    /// Rank library cards from a PostgreSQL store, where each library is
+    /// synced under `<vault id>/<library folder>`.
+    pub store: Option<crate::session::StoreTarget>,
 }
 
 /// Why assembly failed: the request (exit 2) or the project (exit 1).
@@ -332,6 +335,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         candidate: request.candidate.as_deref(),
         references: &request.references,
         library_index_dir: request.index_dir.as_deref(),
+        store: request.store.as_ref(),
         separator: &recipe.labels.separator,
         colon: &recipe.labels.colon,
     };

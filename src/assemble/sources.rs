@@ -109,6 +109,7 @@ pub struct Context<'a> {
     pub candidate: Option<&'a str>,
     pub references: &'a [String],
     pub library_index_dir: Option<&'a Path>,
+    pub store: Option<&'a crate::session::StoreTarget>,
     pub separator: &'a str,
     pub colon: &'a str,
 }
@@ -818,7 +819,10 @@ impl Context<'_> {
             ann: Default::default(),
             vectors: None,
             hidden: Vec::new(),
-            store: None,
+            store: self.store.map(|target| crate::session::StoreTarget {
+                url: target.url.clone(),
+                vault: format!("{}/{dir}", target.vault),
+            }),
             embed_into_store: false,
         };
         let mut ordered: Vec<usize> = Vec::new();
