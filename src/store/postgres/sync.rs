@@ -207,16 +207,12 @@ async fn sync_in(
     let policy = Arc::clone(&options.policy);
     let max_bytes = options.max_file_bytes;
     let parsed = tokio::task::block_in_place(|| {
-        let mut analyzer = crate::index::analyzer::analyzer();
-        let read: Vec<_> = pending
+        pending
             .par_iter()
-            .map(|item| read_and_parse(item, max_bytes, &policy))
-            .collect();
-        read.into_iter()
-            .zip(&pending)
-            .map(|((entry, prepared), item)| {
+            .map_init(crate::index::analyzer::analyzer, |analyzer, item| {
+                let (entry, prepared) = read_and_parse(item, max_bytes, &policy);
                 let note = prepared.map(|prepared| {
-                    let terms = NoteTerms::of(&mut analyzer, &prepared.note);
+                    let terms = NoteTerms::of(analyzer, &prepared.note);
                     let links = raw_links(&prepared.note)
                         .into_iter()
                         .map(|l| (l.target, l.markdown, l.context.0, l.context.1))
@@ -274,7 +270,7 @@ async fn sync_in(
 
     // The old versions' terms leave the statistics and posting lists.
     let mut ids: HashMap<String, i32> = HashMap::new();
-    let mut deltas: BTreeMap<String, TermDelta> = BTreeMap::new();
+    let mut deltas: HashMap<String, TermDelta> = HashMap::new();
     for chunk in gone.chunks(BATCH) {
         let chunk = chunk.to_vec();
         for row in tx
@@ -291,11 +287,7 @@ async fn sync_in(
                 .with_context(|| format!("the stored terms of {path} do not decode"))?;
             totals.apply(&terms, -1);
             for (term, _) in &terms.text.terms {
-                deltas
-                    .entry(term.clone())
-                    .or_default()
-                    .removed
-                    .push(id as u32);
+                delta_of(&mut deltas, term).removed.push(id as u32);
             }
             section_df(&terms, -1, &mut deltas);
             ids.insert(path, id);
@@ -316,11 +308,7 @@ async fn sync_in(
         new_ids.push(id);
         totals.apply(&note.terms, 1);
         for (term, tf) in &note.terms.text.terms {
-            deltas
-                .entry(term.clone())
-                .or_default()
-                .added
-                .push((id as u32, *tf));
+            delta_of(&mut deltas, term).added.push((id as u32, *tf));
         }
         section_df(&note.terms, 1, &mut deltas);
     }
@@ -350,7 +338,10 @@ async fn sync_in(
     }
 
     // Terms: read the touched rows, apply the changes, write them back.
-    let touched: Vec<String> = deltas.keys().cloned().collect();
+    // Sorted, so the same change writes the same statements in the same order.
+    let mut deltas: Vec<(String, TermDelta)> = deltas.into_iter().collect();
+    deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let touched: Vec<&str> = deltas.iter().map(|(term, _)| term.as_str()).collect();
     let mut current: HashMap<String, TermState> = HashMap::new();
     if !stored.is_empty() {
         for chunk in touched.chunks(BATCH * 5) {
@@ -478,15 +469,23 @@ impl Totals {
 }
 
 /// Counts, per term, the sections whose heading and whose body hold it.
-fn section_df(terms: &NoteTerms, sign: i64, deltas: &mut BTreeMap<String, TermDelta>) {
+fn section_df(terms: &NoteTerms, sign: i64, deltas: &mut HashMap<String, TermDelta>) {
     for section in &terms.sections {
         for (term, _) in &section.heading.terms {
-            deltas.entry(term.clone()).or_default().heading_df += sign;
+            delta_of(deltas, term).heading_df += sign;
         }
         for (term, _) in &section.body.terms {
-            deltas.entry(term.clone()).or_default().body_df += sign;
+            delta_of(deltas, term).body_df += sign;
         }
     }
+}
+
+/// The delta of `term`, allocating its key only the first time.
+fn delta_of<'a>(deltas: &'a mut HashMap<String, TermDelta>, term: &str) -> &'a mut TermDelta {
+    if !deltas.contains_key(term) {
+        deltas.insert(term.to_string(), TermDelta::default());
+    }
+    deltas.get_mut(term).expect("inserted above")
 }
 
 async fn write_notes(

@@ -4,6 +4,8 @@
 //! parts, tokens longer than tantivy's limit dropped), and the posting
 //! lists that join them, compactly encoded.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::Bm25Weight;
@@ -48,46 +50,51 @@ pub struct NoteTerms {
     pub sections: Vec<SectionTerms>,
 }
 
-/// Counts `values` (the values of one field of one document) the way
-/// tantivy's indexer does.
-fn count(analyzer: &mut TextAnalyzer, values: &[&str]) -> FieldTerms {
-    let mut counts: std::collections::BTreeMap<String, u32> = Default::default();
+/// Counts `values` (the values of one field of one document, each with how
+/// many times the document repeats it) the way tantivy's indexer does: a
+/// repeated value counts its tokens once per repeat.
+fn count(analyzer: &mut TextAnalyzer, values: &[(&str, u32)]) -> FieldTerms {
+    let mut counts: HashMap<String, u32> = HashMap::new();
     let mut tokens = 0u32;
-    for value in values {
+    for &(value, repeats) in values {
         let mut stream = analyzer.token_stream(value);
         while stream.advance() {
             let token = stream.token();
             if token.text.len() > MAX_TOKEN_LEN {
                 continue;
             }
-            tokens += 1;
-            *counts.entry(token.text.clone()).or_default() += 1;
+            tokens += repeats;
+            match counts.get_mut(token.text.as_str()) {
+                Some(count) => *count += repeats,
+                None => {
+                    counts.insert(token.text.clone(), repeats);
+                }
+            }
         }
     }
-    FieldTerms {
-        tokens,
-        terms: counts.into_iter().collect(),
-    }
+    let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
+    terms.sort_unstable();
+    FieldTerms { tokens, terms }
 }
 
 impl NoteTerms {
     pub fn of(analyzer: &mut TextAnalyzer, note: &Note) -> NoteTerms {
         let parts = note_text_parts(note);
-        let mut values: Vec<&str> = Vec::new();
-        for (part, (_, repeats)) in parts.iter().zip(FIELD_REPEATS) {
-            if !part.is_empty() {
-                values.extend(std::iter::repeat_n(part.as_str(), repeats));
-            }
-        }
+        let values: Vec<(&str, u32)> = parts
+            .iter()
+            .zip(FIELD_REPEATS)
+            .filter(|(part, _)| !part.is_empty())
+            .map(|(part, (_, repeats))| (part.as_str(), repeats as u32))
+            .collect();
         let text = count(analyzer, &values);
         let sections = section_texts(note)
             .into_iter()
             .map(|(heading, body)| SectionTerms {
                 heading: heading
                     .as_deref()
-                    .map(|h| count(analyzer, &[h]))
+                    .map(|h| count(analyzer, &[(h, 1)]))
                     .unwrap_or_default(),
-                body: count(analyzer, &[body]),
+                body: count(analyzer, &[(body, 1)]),
             })
             .collect();
         NoteTerms { text, sections }
