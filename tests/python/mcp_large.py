@@ -113,7 +113,8 @@ async def functional_checks(binary, vault, index, expected):
     updated = asyncio.Queue()
 
     async def on_message(message):
-        root = getattr(message, "root", None)
+        # SDK 1.x wraps notifications in a root model, 2.x does not.
+        root = getattr(message, "root", message)
         if getattr(root, "method", None) == "notifications/resources/updated":
             await updated.put(str(root.params.uri))
 
