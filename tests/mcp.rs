@@ -28,7 +28,9 @@ fn tools_are_listed_with_schemas() {
             "assemble",
             "context_pack",
             "get_note",
+            "grep_pack",
             "mark_useful",
+            "read_pack",
             "search",
             "status"
         ]
@@ -553,4 +555,51 @@ fn a_slow_call_stalls_no_other_and_is_abandoned_at_the_timeout() {
     // The server goes on answering.
     let (is_error, text) = client.call("search", json!({"query": "alpha"}));
     assert!(!is_error && text.contains("short.md"), "{text}");
+}
+
+/// A pack over `--max-result-tokens` comes in parts that join to the CLI's
+/// pack; each part within the limit and ending at a line end.
+#[test]
+fn a_large_pack_is_read_back_in_parts() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let expected = common::ok(&world.pack(&vault, &["raft consensus", "--budget", "6000"]));
+    let mut client = Client::start_with(&world, &vault, &["--max-result-tokens", "1000"]);
+    let arguments = json!({
+        "query": "raft consensus",
+        "budget_tokens": 6000,
+        "generated_at": common::GENERATED_AT,
+    });
+    let response = client.request(
+        "tools/call",
+        json!({"name": "context_pack", "arguments": arguments}),
+    );
+    let mut content = response["result"]["content"].as_array().unwrap().clone();
+    let mut whole = String::new();
+    let mut parts = 0;
+    loop {
+        let part = content[0]["text"].as_str().unwrap();
+        assert!(part.chars().count().div_ceil(4) <= 1000);
+        assert!(part.ends_with('\n'));
+        whole.push_str(part);
+        parts += 1;
+        let note: Value = serde_json::from_str(content[1]["text"].as_str().unwrap()).unwrap();
+        let Some(offset) = note["next_offset"].as_u64() else {
+            break;
+        };
+        let handle = note["pack_handle"].as_str().unwrap();
+        let response = client.request(
+            "tools/call",
+            json!({"name": "read_pack", "arguments": {"pack_handle": handle, "offset": offset}}),
+        );
+        content = response["result"]["content"].as_array().unwrap().clone();
+    }
+    assert!(parts >= 3, "{parts}");
+    assert_eq!(whole, expected);
+    let (error, message) = client.call(
+        "read_pack",
+        json!({"pack_handle": "pack-7-0000000000000000", "offset": 0}),
+    );
+    assert!(error);
+    assert!(message.contains("unknown or expired"), "{message}");
 }
