@@ -603,3 +603,71 @@ fn a_large_pack_is_read_back_in_parts() {
     assert!(error);
     assert!(message.contains("unknown or expired"), "{message}");
 }
+
+/// Notes are resources read like `get_note`: nothing hidden, skipped or
+/// outside the vault comes back through a resource URI.
+#[test]
+fn resources_and_the_prompt() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    std::fs::write(world.path().join("outside.md"), "SECRET-OUTSIDE").unwrap();
+    let mut client = Client::start(&world, &vault);
+    let listed = client.request("resources/list", json!({}));
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris.len(), 20, "{uris:?}");
+    assert!(uris.contains(&"ctxpack://note/concepts/raft.md"));
+    assert!(
+        !uris
+            .iter()
+            .any(|u| u.contains("_raw") || u.contains("AGENTS"))
+    );
+    let read = client.request(
+        "resources/read",
+        json!({"uri": "ctxpack://note/concepts/raft.md"}),
+    );
+    let (_, note) = client.call("get_note", json!({"path": "concepts/raft.md"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"].as_str(),
+        Some(note.as_str())
+    );
+    for uri in [
+        "ctxpack://note/%2E%2E/outside.md",
+        "ctxpack://note/../outside.md",
+        "ctxpack://note/_raw/raft-paper-notes.md",
+        "ctxpack://note/AGENTS.md",
+        "ctxpack://note/%2Fetc%2Fpasswd",
+        "ctxpack://pack/pack-1-0000000000000000",
+        "file:///etc/passwd",
+    ] {
+        let response = client.request("resources/read", json!({"uri": uri}));
+        assert!(response["error"].is_object(), "{uri}: {response}");
+        assert!(!response.to_string().contains("SECRET-OUTSIDE"));
+    }
+    let prompt = client.request(
+        "prompts/get",
+        json!({"name": "context_pack", "arguments": {"topic": "raft consensus", "budget": "500"}}),
+    );
+    let message = &prompt["result"]["messages"][0];
+    assert_eq!(message["role"], "user");
+    let text = message["content"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("# Context Pack: raft consensus\n"),
+        "{text}"
+    );
+    assert!(text.chars().count().div_ceil(4) <= 500);
+    let refused = client.request(
+        "prompts/get",
+        json!({"name": "context_pack", "arguments": {}}),
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs a topic")
+    );
+}
