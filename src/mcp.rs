@@ -86,6 +86,9 @@ impl Default for ServeLimits {
     }
 }
 
+/// Changed paths remembered per burst for resource-change notifications.
+const MAX_CHANGED_PATHS: usize = 10_000;
+
 /// Below the ~25,000 tokens at which a popular client truncates results.
 pub const DEFAULT_MAX_RESULT_TOKENS: usize = 20_000;
 
@@ -600,7 +603,11 @@ impl CtxpackServer {
                 }
                 let mut changed: Vec<PathBuf> = Vec::new();
                 let mut note = |event: notify::Result<notify::Event>| {
-                    if let Ok(event) = event {
+                    // A storm of events (a sync tool rewriting the vault)
+                    // keeps memory bounded; notes past the bound go unannounced.
+                    if let Ok(event) = event
+                        && changed.len() < MAX_CHANGED_PATHS
+                    {
                         changed.extend(event.paths);
                     }
                 };
