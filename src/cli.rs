@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -15,6 +16,8 @@ use crate::embed;
 use crate::eval;
 use crate::index::vectors::{AnnChoice, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
+use crate::pack::style::{Shape, Style};
+use crate::pack::template::PackTemplate;
 use crate::pack::{self, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
@@ -246,9 +249,18 @@ struct PackArgs {
     /// frontmatter (the seed's relevance pass alone).
     #[arg(long, value_enum, default_value_t = RankerArg::Hybrid)]
     ranker: RankerArg,
-    /// Output format.
+    /// Output format: markdown (the pack as printed in --style) or json
+    /// (a report of the pack, its `bundle` the printed text).
     #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
     format: PackFormat,
+    /// Layout of the printed pack: markdown, xml, plain or json; every
+    /// style keeps the budget.
+    #[arg(long, value_name = "STYLE", default_value = "markdown", value_parser = parse_style)]
+    style: Style,
+    /// Print the pack through this minijinja template (its data: the pack's
+    /// JSON model); the template's own text counts against the budget.
+    #[arg(long, value_name = "FILE", conflicts_with = "style")]
+    template: Option<PathBuf>,
     /// Fix the pack's timestamp (ISO 8601), for reproducible output;
     /// SOURCE_DATE_EPOCH is honoured too.
     #[arg(long, value_name = "ISO")]
@@ -333,6 +345,10 @@ struct ServeArgs {
     /// Open HTTP sessions at most; a new session past this gets 503.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10000), requires = "http")]
     max_sessions: u32,
+    /// A context_pack or assemble result larger than this many tokens
+    /// returns its first part and a pack handle (read on with read_pack).
+    #[arg(long, value_name = "N", default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1000..=1_000_000))]
+    max_result_tokens: u32,
 }
 
 #[derive(Debug, Args)]
@@ -487,6 +503,10 @@ fn parse_arm_weight(text: &str) -> Result<(String, f64), String> {
 }
 
 fn parse_tokenizer(text: &str) -> Result<Tokenizer, String> {
+    text.parse()
+}
+
+fn parse_style(text: &str) -> Result<Style, String> {
     text.parse()
 }
 
@@ -999,6 +1019,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     }
     let generated_at = generated_at(args.generated_at.as_deref())?;
     let rank = args.rank.options(Utc::now())?;
+    let shape = match &args.template {
+        Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
+        None => Shape::Style(args.style),
+    };
     let session = open_session(cli, vault_name)?;
     let request = PackRequest {
         mode,
@@ -1014,7 +1038,9 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         subqueries: args.subqueries.clone(),
         backlinks: !args.no_backlinks,
     };
-    let pack = session.pack(&request);
+    let pack = session
+        .pack_shaped(&request, &shape)
+        .map_err(Failure::Usage)?;
     for warning in &pack.warnings {
         eprintln!("ctxpack: warning: {warning}");
     }
@@ -1515,6 +1541,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
             concurrent_calls: args.max_concurrent_calls.into(),
             call_timeout: std::time::Duration::from_secs(args.call_timeout.into()),
             max_sessions: args.max_sessions as usize,
+            max_result_tokens: args.max_result_tokens as usize,
         },
     };
     match args.http {

@@ -16,12 +16,20 @@ use chrono::{SecondsFormat, Utc};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock as Content, Implementation, ServerCapabilities, ServerConfig,
+    CallToolResult, ContentBlock as Content, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, Role, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{
+    ErrorData as McpError, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
+};
 use serde::Deserialize;
 
 use crate::assemble::AssembleRequest;
+use crate::pack::style::{Shape, Style};
 use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
 use crate::retrieve::query::check_query_length;
@@ -32,6 +40,8 @@ use crate::tokens::Tokenizer;
 use crate::vault::log;
 
 mod http_hosts;
+pub mod packs;
+mod resources;
 mod stdio;
 
 /// What the server serves.
@@ -60,6 +70,9 @@ pub struct ServeLimits {
     pub call_timeout: Duration,
     /// Open HTTP sessions; a new one past this is refused (503).
     pub max_sessions: usize,
+    /// A tool result larger than this (under the pack's counter) returns
+    /// its first part and a pack handle.
+    pub max_result_tokens: usize,
 }
 
 impl Default for ServeLimits {
@@ -68,9 +81,16 @@ impl Default for ServeLimits {
             concurrent_calls: 8,
             call_timeout: Duration::from_secs(60),
             max_sessions: 64,
+            max_result_tokens: DEFAULT_MAX_RESULT_TOKENS,
         }
     }
 }
+
+/// Changed paths remembered per burst for resource-change notifications.
+const MAX_CHANGED_PATHS: usize = 10_000;
+
+/// Below the ~25,000 tokens at which a popular client truncates results.
+pub const DEFAULT_MAX_RESULT_TOKENS: usize = 20_000;
 
 /// An incoming JSON-RPC line longer than this is answered with an error
 /// and dropped (a tool's arguments are far smaller).
@@ -249,6 +269,10 @@ struct State {
     session: RwLock<Arc<Session>>,
     /// Turns on the blocking pool: one per call running at once.
     turns: Arc<tokio::sync::Semaphore>,
+    /// Packs too large for one result, read on by handle.
+    packs: packs::PackStore,
+    /// Notes clients subscribed to, told when the watcher sees them change.
+    subscriptions: resources::Subscriptions,
 }
 
 impl State {
@@ -372,8 +396,32 @@ pub struct ContextPackArgs {
     pub tokenizer: Option<String>,
     #[schemars(description = "markdown (default): the pack itself; json: the pack as data")]
     pub format: Option<String>,
+    #[schemars(
+        description = "Layout of the pack: markdown (default), xml, plain or json; all keep the budget"
+    )]
+    pub style: Option<String>,
     #[schemars(description = "Fix the pack's timestamp (ISO 8601) for reproducible output")]
     pub generated_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReadPackArgs {
+    #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
+    pub pack_handle: String,
+    #[schemars(description = "Byte offset to read from: the next_offset of the last part")]
+    pub offset: usize,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct GrepPackArgs {
+    #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
+    pub pack_handle: String,
+    #[schemars(
+        description = "A regular expression matched against each line (prefix (?i) to ignore case)"
+    )]
+    pub pattern: String,
+    #[schemars(description = "Lines of context before and after each match (0-20, default 2)")]
+    pub context: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -452,6 +500,8 @@ impl CtxpackServer {
                 options,
                 session: RwLock::new(Arc::new(session)),
                 turns,
+                packs: packs::PackStore::default(),
+                subscriptions: resources::Subscriptions::default(),
             }),
             tool_router: Self::tool_router(),
         })
@@ -513,6 +563,8 @@ impl CtxpackServer {
             "get_note" => decode(arguments).map(|args| state.get_note(args)),
             "mark_useful" => decode(arguments).map(|args| state.mark_useful(args)),
             "status" => decode::<StatusArgs>(arguments).map(|_| state.status()),
+            "read_pack" => decode(arguments).map(|args| state.read_pack(args)),
+            "grep_pack" => decode(arguments).map(|args| state.grep_pack(args)),
             other => Err(tool_error(format!("no tool '{other}'"))),
         };
         result.unwrap_or_else(|error| error)
@@ -528,6 +580,8 @@ impl CtxpackServer {
             return;
         }
         let state = Arc::clone(&self.state);
+        // Change notifications are sent from the server's runtime.
+        let runtime = tokio::runtime::Handle::try_current().ok();
         std::thread::spawn(move || {
             let (sender, events) = std::sync::mpsc::channel();
             let Ok(mut watcher) = notify::recommended_watcher(move |event| {
@@ -547,9 +601,25 @@ impl CtxpackServer {
                 if !crate::index::is_vault_change(&root, &first) {
                     continue;
                 }
-                while events.recv_timeout(Duration::from_millis(300)).is_ok() {}
+                let mut changed: Vec<PathBuf> = Vec::new();
+                let mut note = |event: notify::Result<notify::Event>| {
+                    // A storm of events (a sync tool rewriting the vault)
+                    // keeps memory bounded; notes past the bound go unannounced.
+                    if let Ok(event) = event
+                        && changed.len() < MAX_CHANGED_PATHS
+                    {
+                        changed.extend(event.paths);
+                    }
+                };
+                note(first);
+                while let Ok(event) = events.recv_timeout(Duration::from_millis(300)) {
+                    note(event);
+                }
                 if let Err(err) = state.reopen() {
                     eprintln!("ctxpack: warning: index update failed: {err:#}");
+                }
+                if let Some(runtime) = &runtime {
+                    state.subscriptions.notify(runtime, &root, &changed);
                 }
             }
         });
@@ -599,6 +669,22 @@ impl CtxpackServer {
     )]
     async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> CallToolResult {
         self.call("status", move |state| state.status()).await
+    }
+
+    #[tool(
+        description = "Read the next part of a pack too large for one result, by the pack_handle and next_offset the last part gave. Parts end at line ends."
+    )]
+    async fn read_pack(&self, Parameters(args): Parameters<ReadPackArgs>) -> CallToolResult {
+        self.call("read_pack", move |state| state.read_pack(args))
+            .await
+    }
+
+    #[tool(
+        description = "Find the lines of a large pack (by pack_handle) matching a regular expression, with context lines; each match gives an offset read_pack can start from."
+    )]
+    async fn grep_pack(&self, Parameters(args): Parameters<GrepPackArgs>) -> CallToolResult {
+        self.call("grep_pack", move |state| state.grep_pack(args))
+            .await
     }
 }
 
@@ -694,8 +780,12 @@ impl State {
                 }
             },
         };
+        let style = match args.style.as_deref().unwrap_or("markdown").parse::<Style>() {
+            Ok(style) => style,
+            Err(message) => return tool_error(message),
+        };
         let session = self.session();
-        let pack = session.pack(&PackRequest {
+        let request = PackRequest {
             mode,
             ranker: Ranker::Hybrid,
             rank: RankOptions::new(now),
@@ -705,17 +795,89 @@ impl State {
             },
             subqueries,
             backlinks: args.include_backlinks.unwrap_or(true),
-        });
+        };
+        let pack = match session.pack_shaped(&request, &Shape::Style(style)) {
+            Ok(pack) => pack,
+            Err(message) => return tool_error(message),
+        };
         let timestamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
         if !session.is_from_store()
             && let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp))
         {
             eprintln!("ctxpack: warning: could not append to log.md: {err}");
         }
-        if json {
-            json_result(&pack)
+        let text = if json {
+            match serde_json::to_string_pretty(&pack) {
+                Ok(text) => text,
+                Err(err) => return tool_error(format!("cannot encode the result: {err}")),
+            }
         } else {
-            CallToolResult::success(vec![Content::text(pack.bundle)])
+            pack.bundle
+        };
+        self.sized_result(text, tokenizer)
+    }
+
+    /// `text` as a tool result, or, when it is over the result limit, its
+    /// first part and a handle to read the rest by.
+    fn sized_result(&self, text: String, tokenizer: Tokenizer) -> CallToolResult {
+        let limit = self.options.limits.max_result_tokens;
+        let total_tokens = tokenizer.count(&text);
+        if total_tokens <= limit {
+            return CallToolResult::success(vec![Content::text(text)]);
+        }
+        let total_bytes = text.len();
+        let (first, next) = match packs::part_at(&text, 0, tokenizer, limit) {
+            Ok((first, next)) => (first.to_string(), next),
+            Err(message) => return tool_error(message),
+        };
+        let handle = self.packs.put(text, tokenizer);
+        let continuation = packs::Continuation {
+            pack_handle: &handle,
+            total_bytes,
+            total_tokens,
+            next_offset: (next < total_bytes).then_some(next),
+            hint: packs::READ_ON,
+        };
+        match serde_json::to_string_pretty(&continuation) {
+            Ok(note) => CallToolResult::success(vec![Content::text(first), Content::text(note)]),
+            Err(err) => tool_error(format!("cannot encode the result: {err}")),
+        }
+    }
+
+    fn read_pack(&self, args: ReadPackArgs) -> CallToolResult {
+        let (text, tokenizer) = match self.packs.get(&args.pack_handle) {
+            Ok(found) => found,
+            Err(message) => return tool_error(message),
+        };
+        let limit = self.options.limits.max_result_tokens;
+        let (part, next) = match packs::part_at(&text, args.offset, tokenizer, limit) {
+            Ok(found) => found,
+            Err(message) => return tool_error(message),
+        };
+        let done = next >= text.len();
+        let continuation = packs::Continuation {
+            pack_handle: &args.pack_handle,
+            total_bytes: text.len(),
+            total_tokens: tokenizer.count(&text),
+            next_offset: (!done).then_some(next),
+            hint: if done { packs::DONE } else { packs::READ_ON },
+        };
+        match serde_json::to_string_pretty(&continuation) {
+            Ok(note) => {
+                CallToolResult::success(vec![Content::text(part.to_string()), Content::text(note)])
+            }
+            Err(err) => tool_error(format!("cannot encode the result: {err}")),
+        }
+    }
+
+    fn grep_pack(&self, args: GrepPackArgs) -> CallToolResult {
+        let (text, _) = match self.packs.get(&args.pack_handle) {
+            Ok(found) => found,
+            Err(message) => return tool_error(message),
+        };
+        match packs::grep(&text, &args.pattern, args.context.unwrap_or(2)) {
+            Ok(found) => json_result(&found),
+            Err(message) => tool_error(message),
         }
     }
 
@@ -747,33 +909,42 @@ impl State {
             store: None,
         };
         match crate::assemble::assemble(&self.options.root, &request) {
-            Ok(assembly) if json => json_result(&assembly),
-            Ok(assembly) => CallToolResult::success(vec![Content::text(assembly.text)]),
+            Ok(assembly) if json => match serde_json::to_string_pretty(&assembly) {
+                Ok(text) => self.sized_result(text, tokenizer),
+                Err(err) => tool_error(format!("cannot encode the result: {err}")),
+            },
+            Ok(assembly) => self.sized_result(assembly.text, tokenizer),
             Err(err) => tool_error(err.to_string()),
         }
     }
 
-    fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
-        let session = self.session();
-        let relative = match inside_vault(&session.root, &args.path) {
-            Ok(relative) => relative,
-            Err(message) => return tool_error(message),
-        };
+    /// A note's path (checked to stay inside the vault) and its text as
+    /// the privacy policy prepares it; the tool and the resources share it.
+    fn note_text(&self, session: &Session, path: &str) -> Result<(String, String), String> {
+        let relative = inside_vault(&session.root, path)?;
         // One message for a missing note and a file never read, so the
         // answer does not tell whether a hidden file exists.
         let not_a_note = || {
-            tool_error(format!(
+            format!(
                 "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
                  agent files, log.md, ignored and non-Markdown files are never read)"
-            ))
+            )
         };
         if !session.vault.is_listed(&relative) {
-            return not_a_note();
+            return Err(not_a_note());
         }
         let Some(prepared) = session.vault.read_prepared(&relative) else {
-            return not_a_note();
+            return Err(not_a_note());
         };
-        let text = prepared.text;
+        Ok((relative, prepared.text))
+    }
+
+    fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
+        let session = self.session();
+        let (relative, text) = match self.note_text(&session, &args.path) {
+            Ok(found) => found,
+            Err(message) => return tool_error(message),
+        };
         if let Some(heading) = args.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
             let wanted = crate::text::fold(&heading);
@@ -827,6 +998,57 @@ impl State {
         }
     }
 
+    /// The text of a resource: a note (as `get_note` reads it) or a kept
+    /// pack.
+    fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, String> {
+        let contents = match resources::parse_uri(uri)? {
+            resources::Target::Note(path) => {
+                let session = self.session();
+                let (_, text) = self.note_text(&session, &path)?;
+                ResourceContents::text(text, uri).with_mime_type("text/markdown")
+            }
+            resources::Target::Pack(handle) => {
+                let (text, _) = self.packs.get(&handle)?;
+                ResourceContents::text(text.to_string(), uri).with_mime_type("text/plain")
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]))
+    }
+
+    /// The `context_pack` prompt: the markdown pack for `topic`.
+    fn prompt_pack(
+        &self,
+        arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<String, String> {
+        let argument = |name: &str| arguments.and_then(|a| a.get(name));
+        let topic = match argument("topic") {
+            Some(serde_json::Value::String(topic)) if !topic.trim().is_empty() => topic.trim(),
+            _ => return Err("the context_pack prompt needs a topic".into()),
+        };
+        check_query_length("topic", topic)?;
+        // Prompt arguments arrive as strings; a number is taken too.
+        let budget = match argument("budget") {
+            None | Some(serde_json::Value::Null) => crate::pack::DEFAULT_BUDGET,
+            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as usize,
+            Some(serde_json::Value::String(text)) if text.trim().is_empty() => {
+                crate::pack::DEFAULT_BUDGET
+            }
+            Some(serde_json::Value::String(text)) => text.trim().parse().unwrap_or(0),
+            Some(_) => 0,
+        };
+        if !(1..=MAX_BUDGET).contains(&budget) {
+            return Err(format!(
+                "budget must be a whole number between 1 and {MAX_BUDGET}"
+            ));
+        }
+        let now = Utc::now();
+        let request = PackRequest::new(
+            PackMode::Topic(topic.to_string()),
+            PackOptions::new(budget, Tokenizer::Chars4, now),
+        );
+        Ok(self.session().pack(&request).bundle)
+    }
+
     fn status(&self) -> CallToolResult {
         let session = self.session();
         let store = session.store.as_deref();
@@ -843,15 +1065,141 @@ impl State {
     }
 }
 
+impl CtxpackServer {
+    /// Runs `body` on the blocking pool (a note read, a pack build) for a
+    /// request that is not a tool call.
+    async fn blocking<T, F>(&self, body: F) -> Result<T, McpError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&State) -> Result<T, String> + Send + 'static,
+    {
+        let state = Arc::clone(&self.state);
+        match tokio::task::spawn_blocking(move || body(&state)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(message)) => Err(McpError::invalid_params(message, None)),
+            Err(_) => Err(McpError::internal_error(
+                "the request failed unexpectedly",
+                None,
+            )),
+        }
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CtxpackServer {
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        self.blocking(move |state| resources::list(&state.session().vault, cursor.as_deref()))
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.blocking(move |state| state.read_resource(&request.uri))
+            .await
+            .map(ReadResourceResponse::from)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "context_pack",
+            Some(
+                "A token-budgeted context pack of the vault's notes on a topic, as a user message",
+            ),
+            Some(vec![
+                PromptArgument::new("topic")
+                    .with_description("The topic or question to pack context for")
+                    .with_required(true),
+                PromptArgument::new("budget")
+                    .with_description("Token budget (1-100000, default 8000)")
+                    .with_required(false),
+            ]),
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "context_pack" {
+            return Err(McpError::invalid_params(
+                format!(
+                    "no prompt '{}' (the server has context_pack)",
+                    crate::text::truncate_chars(&request.name, 80)
+                ),
+                None,
+            ));
+        }
+        let arguments = request.arguments;
+        let text = self
+            .blocking(move |state| state.prompt_pack(arguments.as_ref()))
+            .await?;
+        let mut result = GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]);
+        result.description = Some("Context pack".into());
+        Ok(GetPromptResponse::from(result))
+    }
+
+    // The SDK keeps resources/subscribe for clients of the protocol
+    // versions before 2026-07-28, which are the clients in use.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        // Only a note the client could read may be watched.
+        let checked = uri.clone();
+        self.blocking(move |state| match resources::parse_uri(&checked)? {
+            resources::Target::Note(path) => {
+                let session = state.session();
+                state.note_text(&session, &path).map(|_| ())
+            }
+            resources::Target::Pack(_) => Err("a pack does not change; subscribe to notes".into()),
+        })
+        .await?;
+        self.state
+            .subscriptions
+            .add(uri, context.peer)
+            .map_err(|message| McpError::invalid_params(message, None))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.subscriptions.remove(&request.uri, &context.peer);
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("ctxpack", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "ctxpack serves a Markdown knowledge vault: search it, read notes, and build \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new("ctxpack", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "ctxpack serves a Markdown knowledge vault: search it, read notes, and build \
                  token-budgeted context packs for a topic.",
-            )
+        )
     }
 }
 

@@ -611,6 +611,22 @@ impl Session {
         (snippet, highlights)
     }
 
+    /// The pack printed in `shape`, within the request's budget whatever
+    /// the layout costs (see [`crate::pack::style`]); an error is a
+    /// template's.
+    pub fn pack_shaped(
+        &self,
+        request: &PackRequest,
+        shape: &crate::pack::style::Shape,
+    ) -> Result<Pack, String> {
+        let options = &request.options;
+        crate::pack::style::shape_pack(shape, options.budget, options.tokenizer, |budget| {
+            let mut request = request.clone();
+            request.options.budget = budget;
+            self.pack(&request)
+        })
+    }
+
     pub fn pack(&self, request: &PackRequest) -> Pack {
         let vault = &self.vault;
         match (&request.mode, request.ranker) {

@@ -28,7 +28,9 @@ fn tools_are_listed_with_schemas() {
             "assemble",
             "context_pack",
             "get_note",
+            "grep_pack",
             "mark_useful",
+            "read_pack",
             "search",
             "status"
         ]
@@ -553,4 +555,119 @@ fn a_slow_call_stalls_no_other_and_is_abandoned_at_the_timeout() {
     // The server goes on answering.
     let (is_error, text) = client.call("search", json!({"query": "alpha"}));
     assert!(!is_error && text.contains("short.md"), "{text}");
+}
+
+/// A pack over `--max-result-tokens` comes in parts that join to the CLI's
+/// pack; each part within the limit and ending at a line end.
+#[test]
+fn a_large_pack_is_read_back_in_parts() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let expected = common::ok(&world.pack(&vault, &["raft consensus", "--budget", "6000"]));
+    let mut client = Client::start_with(&world, &vault, &["--max-result-tokens", "1000"]);
+    let arguments = json!({
+        "query": "raft consensus",
+        "budget_tokens": 6000,
+        "generated_at": common::GENERATED_AT,
+    });
+    let response = client.request(
+        "tools/call",
+        json!({"name": "context_pack", "arguments": arguments}),
+    );
+    let mut content = response["result"]["content"].as_array().unwrap().clone();
+    let mut whole = String::new();
+    let mut parts = 0;
+    loop {
+        let part = content[0]["text"].as_str().unwrap();
+        assert!(part.chars().count().div_ceil(4) <= 1000);
+        assert!(part.ends_with('\n'));
+        whole.push_str(part);
+        parts += 1;
+        let note: Value = serde_json::from_str(content[1]["text"].as_str().unwrap()).unwrap();
+        let Some(offset) = note["next_offset"].as_u64() else {
+            break;
+        };
+        let handle = note["pack_handle"].as_str().unwrap();
+        let response = client.request(
+            "tools/call",
+            json!({"name": "read_pack", "arguments": {"pack_handle": handle, "offset": offset}}),
+        );
+        content = response["result"]["content"].as_array().unwrap().clone();
+    }
+    assert!(parts >= 3, "{parts}");
+    assert_eq!(whole, expected);
+    let (error, message) = client.call(
+        "read_pack",
+        json!({"pack_handle": "pack-7-0000000000000000", "offset": 0}),
+    );
+    assert!(error);
+    assert!(message.contains("unknown or expired"), "{message}");
+}
+
+/// Notes are resources read like `get_note`: nothing hidden, skipped or
+/// outside the vault comes back through a resource URI.
+#[test]
+fn resources_and_the_prompt() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    std::fs::write(world.path().join("outside.md"), "SECRET-OUTSIDE").unwrap();
+    let mut client = Client::start(&world, &vault);
+    let listed = client.request("resources/list", json!({}));
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris.len(), 20, "{uris:?}");
+    assert!(uris.contains(&"ctxpack://note/concepts/raft.md"));
+    assert!(
+        !uris
+            .iter()
+            .any(|u| u.contains("_raw") || u.contains("AGENTS"))
+    );
+    let read = client.request(
+        "resources/read",
+        json!({"uri": "ctxpack://note/concepts/raft.md"}),
+    );
+    let (_, note) = client.call("get_note", json!({"path": "concepts/raft.md"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"].as_str(),
+        Some(note.as_str())
+    );
+    for uri in [
+        "ctxpack://note/%2E%2E/outside.md",
+        "ctxpack://note/../outside.md",
+        "ctxpack://note/_raw/raft-paper-notes.md",
+        "ctxpack://note/AGENTS.md",
+        "ctxpack://note/%2Fetc%2Fpasswd",
+        "ctxpack://pack/pack-1-0000000000000000",
+        "file:///etc/passwd",
+    ] {
+        let response = client.request("resources/read", json!({"uri": uri}));
+        assert!(response["error"].is_object(), "{uri}: {response}");
+        assert!(!response.to_string().contains("SECRET-OUTSIDE"));
+    }
+    let prompt = client.request(
+        "prompts/get",
+        json!({"name": "context_pack", "arguments": {"topic": "raft consensus", "budget": "500"}}),
+    );
+    let message = &prompt["result"]["messages"][0];
+    assert_eq!(message["role"], "user");
+    let text = message["content"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("# Context Pack: raft consensus\n"),
+        "{text}"
+    );
+    assert!(text.chars().count().div_ceil(4) <= 500);
+    let refused = client.request(
+        "prompts/get",
+        json!({"name": "context_pack", "arguments": {}}),
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs a topic")
+    );
 }

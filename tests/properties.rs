@@ -2,6 +2,8 @@
 //! printed size is its true size, and it is deterministic.
 
 use chrono::{TimeZone, Utc};
+use ctxpack::pack::style::{Shape, Style};
+use ctxpack::pack::template::PackTemplate;
 use ctxpack::retrieve::RankOptions;
 use ctxpack::session::{PackRequest, Ranker, Session};
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
@@ -267,6 +269,10 @@ fn markdownish() -> impl Strategy<Value = String> {
             Just("> "),
             Just("1. "),
             Just("\u{feff}"),
+            Just("</document>"),
+            Just("]]>"),
+            Just("&amp;"),
+            Just("\u{1}"),
         ],
         0..60,
     )
@@ -293,6 +299,69 @@ proptest! {
             let counted = tokenizer.count(&pack.bundle);
             prop_assert!(counted <= budget);
             prop_assert_eq!(counted, pack.actual);
+        }
+        let session = Session::without_index(vault);
+        let request = PackRequest::new(PackMode::Topic("raft".into()), options(budget, tokenizer));
+        let pack = session.pack_shaped(&request, &Shape::Style(Style::Xml)).unwrap();
+        prop_assert!(tokenizer.count(&pack.bundle) <= budget);
+        if !pack.bundle.is_empty() {
+            let parsed = roxmltree::Document::parse(&pack.bundle);
+            prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), pack.bundle);
+        }
+    }
+}
+
+/// A template with text of its own and per page, as a user would write.
+const TEMPLATE: &str = "<context size=\"{{ actual }}\">\n{% for page in pages %}\n## {{ page.title }} [{{ page.label }}]\n{{ page.shown_summary }}\n{{ page.content }}\n{% endfor %}\n{% for page in dailies %}\n## {{ page.path }}\n{{ page.content }}\n{% endfor %}\n</context>\n";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Every style and a template: never over budget, `actual` is the true
+    /// size, XML parses, the same input prints the same bytes.
+    #[test]
+    fn every_style_and_template_keeps_the_budget(
+        vault in vault_strategy(),
+        topic in prop::option::of(words(1..4)),
+        dailies in 0usize..3,
+        budget in prop_oneof![1usize..300, 300usize..3000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let session = Session::without_index(vault);
+        let mode = match topic {
+            Some(topic) => PackMode::Topic(topic),
+            None => PackMode::Recent,
+        };
+        let request = PackRequest::new(mode, PackOptions { dailies, ..options(budget, tokenizer) });
+        let template = PackTemplate::parse("t", TEMPLATE.to_string()).unwrap();
+        let shapes = Style::ALL
+            .into_iter()
+            .map(Shape::Style)
+            .chain([Shape::Template(std::sync::Arc::new(template))]);
+        for shape in shapes {
+            let pack = session.pack_shaped(&request, &shape).unwrap();
+            let counted = tokenizer.count(&pack.bundle);
+            prop_assert!(counted <= budget, "{shape:?} {counted} > {budget}\n{}", pack.bundle);
+            prop_assert_eq!(counted, pack.actual, "{:?}", shape);
+            prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
+            let again = session.pack_shaped(&request, &shape).unwrap();
+            prop_assert_eq!(&again.bundle, &pack.bundle);
+            if matches!(shape, Shape::Style(Style::Xml)) && !pack.bundle.is_empty() {
+                let parsed = roxmltree::Document::parse(&pack.bundle);
+                prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), pack.bundle);
+                let documents = parsed.unwrap().root_element().children().filter(|n| n.has_tag_name("document")).count();
+                prop_assert_eq!(documents, pack.pages.len() + pack.dailies.len());
+            }
+            let shows_pages = !(pack.pages.is_empty() && pack.dailies.is_empty());
+            if shows_pages && !matches!(shape, Shape::Style(Style::Markdown)) {
+                let printed = match &shape {
+                    Shape::Style(Style::Xml) => format!("actual=\"{counted}\""),
+                    Shape::Style(Style::Plain) => format!("Actual: {counted} tokens"),
+                    Shape::Style(Style::Json) => format!("\"actual\": {counted},"),
+                    _ => format!("<context size=\"{counted}\">"),
+                };
+                prop_assert!(pack.bundle.contains(&printed), "{:?}\n{}", shape, pack.bundle);
+            }
         }
     }
 }

@@ -10,6 +10,8 @@ pub mod compress;
 pub mod dedup;
 pub mod excerpt;
 pub mod render;
+pub mod style;
+pub mod template;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -169,6 +171,22 @@ pub struct PackedPage {
     /// never the secret).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<crate::privacy::Redaction>,
+    /// What the page block shows, kept for the other output styles (the
+    /// JSON report already carries the whole markdown bundle).
+    #[serde(skip)]
+    pub shown: ShownPage,
+}
+
+/// The text of a page block as printed: the styles render the same
+/// selection in other layouts.
+#[derive(Clone, Debug, Default)]
+pub struct ShownPage {
+    /// The tier, or `daily` for a recent daily note.
+    pub label: String,
+    /// The summary line shown (may be shortened from the note's).
+    pub summary: String,
+    /// The body, with its dedup markers and excerpt gaps, if any.
+    pub body: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -1178,6 +1196,11 @@ impl<'a> Packer<'a> {
                 .unwrap_or_default(),
             backlinks: chosen.backlinks.clone(),
             redactions: self.vault.note(chosen.candidate.note).redactions.clone(),
+            shown: ShownPage {
+                label: chosen.label.clone(),
+                summary: chosen.summary.clone(),
+                body: chosen.body.as_ref().map(|b| b.text.clone()),
+            },
         }
     }
 }
@@ -1322,7 +1345,7 @@ fn first_sentence(text: &str, max_chars: usize) -> String {
 /// The value `x` with `f(x) == x`, found by iteration from `f(0)`; if the
 /// iteration cycles, the largest value seen (the count only grows with the
 /// number's digits, so this settles within a few steps).
-fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
+pub(crate) fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
     let mut x = f(0);
     let mut largest = x;
     for _ in 0..16 {

@@ -64,7 +64,7 @@ async def checks(session):
     names = sorted(tool.name for tool in tools.tools)
     check(
         "tools are listed",
-        names == ["assemble", "context_pack", "get_note", "mark_useful", "search", "status"],
+        names == ["assemble", "context_pack", "get_note", "grep_pack", "mark_useful", "read_pack", "search", "status"],
         names,
     )
     for tool in tools.tools:
