@@ -48,6 +48,8 @@ impl fmt::Display for Tier {
 #[serde(rename_all = "snake_case")]
 pub enum TitleSource {
     Frontmatter,
+    /// Never produced since index format 4 (the file name wins over a
+    /// heading); kept so that records stored by older builds still decode.
     Heading,
     FileName,
 }
@@ -166,6 +168,15 @@ impl Note {
             });
         }
         sections
+    }
+
+    /// The first level-1 heading when it says something other than the
+    /// title: searchable (as a heading), never the title itself.
+    pub fn heading_title(&self) -> Option<&str> {
+        let h1 = self.headings.iter().find(|h| h.level == 1)?;
+        let differs = crate::text::fold(&h1.text) != crate::text::fold(&self.meta.title)
+            && !h1.text.trim().is_empty();
+        differs.then_some(h1.text.as_str())
     }
 
     /// The titles of the headings enclosing heading `idx`, outermost first,

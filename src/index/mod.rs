@@ -42,8 +42,9 @@ use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
-/// of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 3;
+/// of another version is rebuilt (4: a note without `title:` is titled by
+/// its file name, no longer by its first heading).
+pub const FORMAT_VERSION: u32 = 4;
 const LOCK_FILE: &str = "ctxpack.lock";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.

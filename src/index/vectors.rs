@@ -229,12 +229,14 @@ fn data_file(dir: &Path, fingerprint: &str, format: VectorFormat) -> PathBuf {
     dir.join(format!("vectors-{fingerprint}.{}", format.extension()))
 }
 
-/// The texts a note is embedded as: its title with aliases, tags and
-/// summary, then each section under its heading path.
+/// The texts a note is embedded as: its title with a differing first
+/// heading, aliases, tags and summary, then each section under its
+/// heading path.
 pub fn chunk_texts(note: &Note) -> Vec<String> {
     let meta = &note.meta;
     let mut head = meta.title.clone();
-    for extra in meta.aliases.iter().chain(&meta.tags) {
+    let heading = note.heading_title().map(str::to_string);
+    for extra in heading.iter().chain(&meta.aliases).chain(&meta.tags) {
         head.push_str(" · ");
         head.push_str(extra);
     }
@@ -624,7 +626,12 @@ mod tests {
             "# Raft\n\nraft leader\n\n## Log\n\nlogs\n",
         )
         .unwrap();
-        fs::write(root.join("b.md"), "# 共识\n\n共识 领导\n").unwrap();
+        // Titled by the field: the tiny model's ranking below rests on it.
+        fs::write(
+            root.join("b.md"),
+            "---\ntitle: 共识\n---\n# 共识\n\n共识 领导\n",
+        )
+        .unwrap();
         let embedder = tiny_embedder(tmp.path());
         let dir = tmp.path().join("index");
         let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();

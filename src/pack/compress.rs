@@ -12,9 +12,11 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
+use crate::note::TitleSource;
 use crate::note::{Note, SummarySource};
 use crate::pack::dedup::{DedupIndex, Fingerprint};
 use crate::parse::markdown::{Block, BlockKind, Link, LinkKind};
+use crate::parse::reader::reader_text;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::Vault;
 
@@ -38,6 +40,197 @@ const SOURCES_HEADINGS: &[&str] = &["sources", "来源", "参考来源", "参考
 pub struct PackState {
     pub shown_links: HashSet<String>,
     pub dedup: DedupIndex,
+    /// The notes the pack may show as pages (its candidates and dailies);
+    /// `None` when not known, and then every link is kept.
+    pub members: Option<HashSet<usize>>,
+    /// The most characters one expanded embed may add (0: the default,
+    /// [`EMBED_MAX_CHARS`]).
+    pub embed_limit: usize,
+}
+
+/// How deep embeds inside embedded text are expanded.
+pub const EMBED_MAX_DEPTH: usize = 3;
+/// How many embeds one page expands at most, at every depth together.
+pub const EMBED_MAX_COUNT: usize = 16;
+/// The default cap on the characters one expanded embed adds.
+pub const EMBED_MAX_CHARS: usize = 6000;
+
+/// What became of one `![[…]]` embed of a note in a pack.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EmbedReport {
+    /// The embed as written, e.g. `![[Raft#Safety]]`.
+    pub link: String,
+    /// The note it names, when it resolves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `expanded`, or why not: `not_found`, `no_such_section`, `cycle`,
+    /// `too_deep`, `too_large`, `too_many`.
+    pub status: &'static str,
+    /// How deep it sat (1: in the page itself).
+    pub depth: usize,
+}
+
+/// The embeds one page expands: bounded in depth, count and size, and
+/// never through a note already being expanded.
+struct Embeds {
+    /// The notes being expanded, outermost (the page) first.
+    stack: Vec<usize>,
+    expanded: usize,
+    limit: usize,
+    reports: Vec<EmbedReport>,
+}
+
+impl Embeds {
+    fn new(page: usize, limit: usize) -> Embeds {
+        Embeds {
+            stack: vec![page],
+            expanded: 0,
+            limit: if limit == 0 { EMBED_MAX_CHARS } else { limit },
+            reports: Vec::new(),
+        }
+    }
+
+    /// The text standing in place of `link` (an embed in `from`): the
+    /// embedded note, section or block as a reader sees it, or the link
+    /// itself with a marker saying why not. `None` for embeds of files
+    /// that are not notes (images, PDFs, Bases): they stay links.
+    fn expand(&mut self, vault: &Vault, from: &Note, link: &Link) -> Option<String> {
+        let written = &from.body[link.range.clone()];
+        let extension = link
+            .target
+            .rsplit('/')
+            .next()
+            .and_then(|name| name.rsplit_once('.'))
+            .map(|(_, ext)| ext.to_ascii_lowercase());
+        if extension.is_some_and(|ext| ext != "md") {
+            return None;
+        }
+        let depth = self.stack.len();
+        let target = vault.resolve(&from.meta.path, link);
+        // Reported in document order: the slot is taken before the
+        // embeds inside this one report theirs.
+        let slot = self.reports.len();
+        self.reports.push(EmbedReport {
+            link: written.to_string(),
+            path: target.map(|t| vault.metas[t].path.clone()),
+            status: "expanded",
+            depth,
+        });
+        let outcome = match target {
+            None => Err("not_found"),
+            Some(t) if self.stack.contains(&t) => Err("cycle"),
+            Some(_) if depth > EMBED_MAX_DEPTH => Err("too_deep"),
+            Some(_) if self.expanded >= EMBED_MAX_COUNT => Err("too_many"),
+            Some(t) => {
+                self.expanded += 1;
+                self.stack.push(t);
+                let text = self.embedded_text(vault, t, link);
+                self.stack.pop();
+                match text {
+                    Some(text) if text.chars().count() > self.limit => Err("too_large"),
+                    Some(text) => Ok(text),
+                    None => Err("no_such_section"),
+                }
+            }
+        };
+        let shown = match outcome {
+            Ok(text) => text,
+            Err(status) => {
+                self.reports[slot].status = status;
+                format!("{written} {}", embed_marker(status))
+            }
+        };
+        Some(shown)
+    }
+
+    /// The text of note `target` that `link` embeds: the whole body, the
+    /// section under the heading, or the block with the id; embeds in it
+    /// expanded in turn.
+    fn embedded_text(&mut self, vault: &Vault, target: usize, link: &Link) -> Option<String> {
+        let note = vault.note(target);
+        let blocks: Vec<&Block> = if let Some(id) = &link.block {
+            let found = note
+                .blocks
+                .iter()
+                .find(|b| has_block_id(note.block_text(b), id))?;
+            vec![found]
+        } else if let Some(heading) = &link.heading {
+            let wanted = fold(heading.rsplit('#').next().unwrap_or(heading));
+            let start = note.blocks.iter().position(|b| {
+                b.heading
+                    .and_then(|h| note.headings.get(h))
+                    .is_some_and(|h| fold(&h.text) == wanted)
+            })?;
+            note.blocks[start..section_end(&note, start)]
+                .iter()
+                .collect()
+        } else {
+            note.blocks.iter().collect()
+        };
+        let mut parts: Vec<String> = Vec::new();
+        for block in blocks {
+            if block.kind == BlockKind::Rule {
+                continue;
+            }
+            let mut text = String::new();
+            let mut cursor = block.range.start;
+            for inner in note.links.iter().filter(|l| {
+                l.kind == LinkKind::Embed
+                    && l.range.start >= block.range.start
+                    && l.range.end <= block.range.end
+            }) {
+                if let Some(shown) = self.expand(vault, &note, inner) {
+                    text.push_str(&note.body[cursor..inner.range.start]);
+                    text.push_str(&shown);
+                    cursor = inner.range.end;
+                }
+            }
+            text.push_str(&note.body[cursor..block.range.end]);
+            if let Some(id) = &link.block
+                && block.kind == BlockKind::List
+                && let Some(line) = text.lines().find(|l| has_block_id(l, id))
+            {
+                // A block id in a list names one item: that line alone.
+                let item = line.trim_start();
+                let item = ["- ", "* ", "+ "]
+                    .iter()
+                    .find_map(|marker| item.strip_prefix(marker))
+                    .unwrap_or(item);
+                text = item.to_string();
+            }
+            let text = match block.kind {
+                BlockKind::Code => text,
+                _ => reader_text(&text),
+            };
+            if !text.trim().is_empty() {
+                parts.push(text);
+            }
+        }
+        Some(parts.join("\n\n"))
+    }
+}
+
+/// True when a line of `text` ends with the block id `^id`.
+fn has_block_id(text: &str, id: &str) -> bool {
+    let marker = format!("^{id}");
+    text.lines().any(|line| {
+        let line = line.trim_end();
+        line.strip_suffix(marker.as_str())
+            .is_some_and(|before| before.is_empty() || before.ends_with([' ', '\t']))
+    })
+}
+
+/// What follows an embed that stays a link.
+pub fn embed_marker(status: &str) -> String {
+    let why = match status {
+        "not_found" => "not found",
+        "no_such_section" => "no such heading or block",
+        "cycle" => "it embeds itself",
+        "too_deep" => "nested too deep",
+        "too_large" => "too large",
+        _ => "too many embeds",
+    };
+    format!("_(embed not expanded: {why})_")
 }
 
 /// A compressed body, block by block, and what it would add to the pack
@@ -48,6 +241,8 @@ pub struct CompressedBody {
     pub text: String,
     /// Pages named by `_(content also in …)_` markers, one per replaced block.
     pub duplicates_of: Vec<String>,
+    /// What became of each `![[note]]` embed in the body, in order.
+    pub embeds: Vec<EmbedReport>,
 }
 
 impl CompressedBody {
@@ -64,6 +259,7 @@ impl CompressedBody {
             blocks,
             text,
             duplicates_of,
+            embeds: Vec::new(),
         }
     }
 }
@@ -125,6 +321,7 @@ pub fn compress(
     let mut local_shown: HashSet<String> = HashSet::new();
     let mut skip_until: Option<usize> = None;
     let mut summary_skipped = false;
+    let mut embeds = Embeds::new(idx, state.embed_limit);
 
     for &block_idx in &selected {
         if skip_until.is_some_and(|end| block_idx < end) {
@@ -169,7 +366,7 @@ pub fn compress(
         if !summary_skipped
             && block.kind == BlockKind::Paragraph
             && note.meta.summary_source == SummarySource::FirstParagraph
-            && collapse_whitespace(text) == summary_line
+            && collapse_whitespace(&reader_text(text)) == summary_line
         {
             summary_skipped = true;
             continue;
@@ -191,7 +388,23 @@ pub fn compress(
             fingerprint = Some(print);
         }
         let mut links = Vec::new();
-        let rewritten = rewrite_links(vault, note, block, state, &mut local_shown, &mut links);
+        let rewritten = rewrite_links(
+            vault,
+            note,
+            block,
+            state,
+            &mut local_shown,
+            &mut links,
+            &mut embeds,
+        );
+        // Code is kept exactly; everything else as a reader sees it.
+        let rewritten = match block.kind {
+            BlockKind::Code => rewritten,
+            _ => reader_text(&rewritten),
+        };
+        if rewritten.trim().is_empty() {
+            continue;
+        }
         let mut block = OutBlock::content(rewritten);
         block.fingerprint = fingerprint;
         block.links = links;
@@ -199,7 +412,8 @@ pub fn compress(
     }
 
     let kept = drop_empty_headings(out);
-    let body = CompressedBody::from_blocks(kept, duplicates_of);
+    let mut body = CompressedBody::from_blocks(kept, duplicates_of);
+    body.embeds = embeds.reports;
     (!body.text.is_empty()).then_some(body)
 }
 
@@ -338,14 +552,41 @@ fn rewrite_links(
     state: &PackState,
     local_shown: &mut HashSet<String>,
     links: &mut Vec<String>,
+    embeds: &mut Embeds,
 ) -> String {
     let mut out = String::new();
     let mut cursor = block.range.start;
     for link in note.links.iter().filter(|l| {
-        l.kind == LinkKind::Wiki
+        matches!(l.kind, LinkKind::Wiki | LinkKind::Embed)
             && l.range.start >= block.range.start
             && l.range.end <= block.range.end
     }) {
+        if link.kind == LinkKind::Embed {
+            // Code blocks show embeds as written.
+            if block.kind != BlockKind::Code
+                && let Some(shown) = embeds.expand(vault, note, link)
+            {
+                out.push_str(&note.body[cursor..link.range.start]);
+                out.push_str(&shown);
+                cursor = link.range.end;
+            }
+            continue;
+        }
+        // An aliased link to a note the pack cannot show reads as its alias,
+        // as Obsidian shows it. Notes with a `title:` field (obsidian-wiki
+        // pages) keep the seed's links.
+        if link.alias.is_some()
+            && note.meta.title_source != TitleSource::Frontmatter
+            && let Some(members) = &state.members
+            && vault
+                .resolve(&note.meta.path, link)
+                .is_none_or(|target| !members.contains(&target))
+        {
+            out.push_str(&note.body[cursor..link.range.start]);
+            out.push_str(&link.display_text());
+            cursor = link.range.end;
+            continue;
+        }
         let key = link_key(vault, note, link);
         if state.shown_links.contains(&key) || local_shown.contains(&key) {
             out.push_str(&note.body[cursor..link.range.start]);

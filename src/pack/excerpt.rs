@@ -247,7 +247,10 @@ fn render(
     if skipped_content {
         push_omitted(&mut blocks);
     }
-    CompressedBody::from_blocks(blocks, duplicates_of)
+    let mut out = CompressedBody::from_blocks(blocks, duplicates_of);
+    // Embeds were expanded in the body the pieces come from.
+    out.embeds = body.embeds.clone();
+    out
 }
 
 /// Adds a `[…]` block unless the text before already ends with one.

@@ -167,6 +167,10 @@ pub struct PackedPage {
     /// Backlink entries printed under the body.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backlinks: Vec<String>,
+    /// The `![[note]]` embeds of the body: which were expanded in place,
+    /// and why the others stay links.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub embeds: Vec<compress::EmbedReport>,
     /// Secrets the privacy policy replaced in this note (line and kind,
     /// never the secret).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -367,6 +371,22 @@ struct Chosen<'a> {
 impl<'a> Packer<'a> {
     fn tokenizer(&self) -> Tokenizer {
         self.options.tokenizer
+    }
+
+    /// An empty pack state that knows which notes the pack may show.
+    fn new_state(&self) -> PackState {
+        PackState {
+            // One embed may take at most a quarter of the pack.
+            embed_limit: (self.tokenizer().capacity(self.options.budget) / 4).max(1),
+            members: Some(
+                self.candidates
+                    .iter()
+                    .chain(self.dailies)
+                    .map(|c| c.note)
+                    .collect(),
+            ),
+            ..PackState::default()
+        }
     }
 
     fn measure(&self, text: &str) -> usize {
@@ -580,7 +600,7 @@ impl<'a> Packer<'a> {
         summary_cost: &[usize],
     ) -> (Vec<Chosen<'a>>, usize, PackState) {
         let count = self.candidates.len();
-        let mut state = PackState::default();
+        let mut state = self.new_state();
         let summaries: Vec<String> = self
             .candidates
             .iter()
@@ -715,7 +735,7 @@ impl<'a> Packer<'a> {
         }
 
         let mut chosen: Vec<Chosen> = Vec::new();
-        let mut state = PackState::default();
+        let mut state = self.new_state();
         for (rank, candidate) in self.candidates.iter().enumerate() {
             let note = &self.vault.metas[candidate.note];
             let mut pick = Chosen {
@@ -919,7 +939,7 @@ impl<'a> Packer<'a> {
         }
 
         // Pass 2: in rank order, the full body if it fits, else the excerpt.
-        let mut state = PackState::default();
+        let mut state = self.new_state();
         let mut chosen: Vec<Chosen> = Vec::new();
         for (i, candidate) in self.candidates.iter().enumerate() {
             if !selected[i] {
@@ -1065,7 +1085,7 @@ impl<'a> Packer<'a> {
             self.vault,
             note,
             BodyMode::Full,
-            &PackState::default(),
+            &self.new_state(),
             &meta.summary,
         );
         self.measure(&render::page_head(
@@ -1195,6 +1215,11 @@ impl<'a> Packer<'a> {
                 })
                 .unwrap_or_default(),
             backlinks: chosen.backlinks.clone(),
+            embeds: chosen
+                .body
+                .as_ref()
+                .map(|b| b.embeds.clone())
+                .unwrap_or_default(),
             redactions: self.vault.note(chosen.candidate.note).redactions.clone(),
             shown: ShownPage {
                 label: chosen.label.clone(),

@@ -16,6 +16,8 @@ pub struct BodyAnalysis {
     pub blocks: Vec<Block>,
     pub links: Vec<Link>,
     pub inline_tags: Vec<String>,
+    /// Dataview inline fields (`key:: value`), in order.
+    pub inline_fields: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -182,6 +184,7 @@ pub fn analyze(body: &str) -> BodyAnalysis {
 
     excluded.extend(obsidian_comments(body));
     let excluded = merge_ranges(excluded);
+    analysis.inline_fields = super::reader::inline_fields(body, &excluded);
     let mut scanned = scan_wikilinks(body, &excluded);
     let mut with_links = excluded;
     with_links.extend(scanned.iter().map(|l| l.range.clone()));

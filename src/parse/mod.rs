@@ -4,6 +4,7 @@
 
 pub mod frontmatter;
 pub mod markdown;
+pub mod reader;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
@@ -38,12 +39,11 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         .next()
         .unwrap_or(path)
         .trim_end_matches(".md");
-    let (title, title_source) = if let Some(title) = field_text("title") {
-        (collapse_whitespace(&title), TitleSource::Frontmatter)
-    } else if let Some(h1) = analysis.headings.iter().find(|h| h.level == 1) {
-        (h1.text.clone(), TitleSource::Heading)
-    } else {
-        (stem.to_string(), TitleSource::FileName)
+    // Obsidian calls a note without `title:` by its file name (what links
+    // resolve to); a differing first H1 stays searchable as a heading.
+    let (title, title_source) = match field_text("title") {
+        Some(title) => (collapse_whitespace(&title), TitleSource::Frontmatter),
+        None => (stem.to_string(), TitleSource::FileName),
     };
 
     let aliases = field("aliases")
@@ -71,22 +71,24 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         }),
     };
 
-    let (summary, summary_source) =
-        match field_text("summary") {
-            Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-            None => match analysis.blocks.iter().find(|b| {
-                b.kind == markdown::BlockKind::Paragraph && has_prose(&body[b.range.clone()])
-            }) {
-                Some(block) => (
-                    truncate_chars(
-                        &collapse_whitespace(&body[block.range.clone()]),
-                        SUMMARY_FALLBACK_CHARS,
-                    ),
-                    SummarySource::FirstParagraph,
-                ),
-                None => (String::new(), SummarySource::None),
-            },
-        };
+    let (summary, summary_source) = match field_text("summary") {
+        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+        // The first paragraph a reader sees words in: badges, images
+        // without alt text and embeds alone do not count.
+        None => match analysis
+            .blocks
+            .iter()
+            .filter(|b| b.kind == markdown::BlockKind::Paragraph)
+            .map(|b| reader::reader_text(&body[b.range.clone()]))
+            .find(|text| has_prose(text))
+        {
+            Some(text) => (
+                truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
+                SummarySource::FirstParagraph,
+            ),
+            None => (String::new(), SummarySource::None),
+        },
+    };
 
     let mut dated = |key: &str| -> Option<DateTime<Utc>> {
         let raw = field_text(key)?;
@@ -126,7 +128,7 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
             updated_source,
             daily,
         },
-        frontmatter: fields.clone(),
+        frontmatter: with_inline_fields(fields.clone(), &analysis.inline_fields),
         headings: analysis.headings,
         blocks: analysis.blocks,
         links: analysis.links,
@@ -134,6 +136,22 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
         redactions: Vec::new(),
     };
     (note, problems)
+}
+
+/// The frontmatter plus the body's Dataview inline fields (`key:: value`),
+/// each under a key the frontmatter does not already have: usable as
+/// fields (by the privacy rules too), while the body keeps them as text.
+fn with_inline_fields(
+    mut fields: yaml_serde::Mapping,
+    inline: &[(String, String)],
+) -> yaml_serde::Mapping {
+    for (key, value) in inline {
+        let key = yaml_serde::Value::String(key.clone());
+        if !fields.contains_key(&key) {
+            fields.insert(key, yaml_serde::Value::String(value.clone()));
+        }
+    }
+    fields
 }
 
 /// The `YYYY-MM-DD` date that starts the file name or a folder name.
@@ -247,17 +265,30 @@ mod tests {
     }
 
     #[test]
-    fn falls_back_to_heading_then_file_name() {
-        let (note, _) = parse_note("a/b.md", "# From heading\n\ntext\n", None);
+    fn without_a_title_field_the_file_name_is_the_title() {
+        let (note, _) = parse_note("a/Raft elections.md", "# Overview\n\ntext\n", None);
         assert_eq!(
             (note.meta.title.as_str(), note.meta.title_source),
-            ("From heading", TitleSource::Heading)
+            ("Raft elections", TitleSource::FileName)
         );
+        assert_eq!(note.heading_title(), Some("Overview"));
         let (note, _) = parse_note("a/b.md", "text only\n", None);
         assert_eq!(
-            (note.meta.title.as_str(), note.meta.title_source),
-            ("b", TitleSource::FileName)
+            (
+                note.meta.title.as_str(),
+                note.meta.title_source,
+                note.heading_title()
+            ),
+            ("b", TitleSource::FileName, None)
         );
+        let (note, _) = parse_note("a/b.md", "---\ntitle: Field\n---\n# Heading\n", None);
+        assert_eq!(
+            (note.meta.title.as_str(), note.meta.title_source),
+            ("Field", TitleSource::Frontmatter)
+        );
+        // An H1 that only repeats the file name adds nothing.
+        let (note, _) = parse_note("a/Raft.md", "# raft\n\ntext\n", None);
+        assert_eq!(note.heading_title(), None);
     }
 
     #[test]
@@ -267,9 +298,30 @@ mod tests {
     }
 
     #[test]
+    fn summary_starts_at_the_first_paragraph_a_reader_sees() {
+        let text = "[![ci](https://img.shields.io/badge/ci-ok-green)](https://ci.example.org/x)\n\n\
+                    ![](cover.png)\n\nThe plugin syncs [notes](https://example.org/docs/plugins/sync/overview.html). ^intro\n";
+        let (note, _) = parse_note("x.md", text, None);
+        assert_eq!(note.meta.summary, "The plugin syncs notes.");
+        assert_eq!(note.meta.summary_source, SummarySource::FirstParagraph);
+    }
+
+    #[test]
+    fn inline_fields_count_as_fields_without_overriding_frontmatter() {
+        let text = "---\nrating: 5\n---\nrating:: 2\nstatus:: draft\n\nBody.\n";
+        let (note, _) = parse_note("x.md", text, None);
+        let get =
+            |key: &str| frontmatter::get(&note.frontmatter, key).and_then(frontmatter::scalar);
+        assert_eq!(get("rating").as_deref(), Some("5"));
+        assert_eq!(get("status").as_deref(), Some("draft"));
+        assert!(note.body.contains("status:: draft"));
+    }
+
+    #[test]
     fn broken_yaml_keeps_the_body() {
         let (note, problems) = parse_note("x.md", "---\ntitle: [oops\n---\n# Body title\n", None);
-        assert_eq!(note.meta.title, "Body title");
+        assert_eq!(note.meta.title, "x");
+        assert_eq!(note.heading_title(), Some("Body title"));
         assert_eq!(problems.len(), 1);
         assert!(problems[0].contains("broken YAML"));
     }

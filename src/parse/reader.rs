@@ -1,0 +1,476 @@
+//! A block as its reader sees it: what Obsidian's reading view shows of the
+//! source, without what costs an agent tokens and shows nothing.
+//!
+//! Applied to the text of one top-level block that is not a code block
+//! (code, fenced or inline, is kept exactly). pulldown-cmark finds images,
+//! links, HTML and code; the rest (block ids, callout fold markers) is
+//! Obsidian syntax found line by line outside code.
+
+use std::ops::Range;
+
+use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
+
+/// A Markdown link whose URL is longer than this (in bytes) is shown by its
+/// text: past this length a URL costs more tokens than it tells.
+pub const LONG_URL_BYTES: usize = 40;
+
+/// The reader's view of `text` (one non-code top-level block). The result
+/// may be empty: a block of badges or empty HTML shows nothing.
+pub fn reader_text(text: &str) -> String {
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES;
+    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    let mut code: Vec<Range<usize>> = Vec::new();
+    // Open images and links, innermost last.
+    let mut frames: Vec<Frame> = Vec::new();
+    for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) | Event::Code(_) => {
+                code.push(range.clone());
+                if let Event::Code(code_text) = event
+                    && let Some(frame) = frames.last_mut()
+                {
+                    frame.text.push_str(&code_text);
+                }
+            }
+            Event::Start(Tag::HtmlBlock) => {
+                edits.push((range.clone(), html_text(&text[range], true)));
+            }
+            Event::Start(Tag::Image { dest_url, .. }) => frames.push(Frame {
+                range,
+                url: dest_url.to_string(),
+                link_type: None,
+                text: String::new(),
+                images: 0,
+                shown_images: 0,
+            }),
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => frames.push(Frame {
+                range,
+                url: dest_url.to_string(),
+                link_type: Some(link_type),
+                text: String::new(),
+                images: 0,
+                shown_images: 0,
+            }),
+            Event::End(TagEnd::Image) => {
+                let Some(image) = frames.pop() else { continue };
+                let alt = image.text.trim().to_string();
+                let shown = if is_badge(&image.url) {
+                    String::new()
+                } else {
+                    alt
+                };
+                if let Some(parent) = frames.last_mut() {
+                    parent.images += 1;
+                    parent.shown_images += usize::from(!shown.is_empty());
+                    parent.text.push_str(&shown);
+                }
+                edits.push((image.range, shown));
+            }
+            Event::End(TagEnd::Link) => {
+                let Some(link) = frames.pop() else { continue };
+                let visible = link.text.trim().to_string();
+                if let Some(parent) = frames.last_mut() {
+                    parent.text.push_str(&visible);
+                }
+                let external = link.url.contains("://");
+                let bare = matches!(link.link_type, Some(LinkType::Autolink | LinkType::Email))
+                    || visible == link.url;
+                if !external || bare {
+                    continue;
+                }
+                if visible.is_empty() && link.images > 0 && link.shown_images == 0 {
+                    // A badge that links somewhere: nothing to read.
+                    edits.push((link.range, String::new()));
+                } else if !visible.is_empty() && link.url.len() > LONG_URL_BYTES {
+                    edits.push((link.range, visible));
+                }
+            }
+            Event::Text(part) => {
+                if let Some(frame) = frames.last_mut() {
+                    frame.text.push_str(&part);
+                }
+            }
+            Event::InlineHtml(html) => {
+                edits.push((range, html_text(&html, false)));
+            }
+            _ => {}
+        }
+    }
+    edits.extend(line_edits(text, &code));
+    apply(text, edits)
+}
+
+/// An image or link being read.
+struct Frame {
+    range: Range<usize>,
+    url: String,
+    /// `None` for an image.
+    link_type: Option<LinkType>,
+    /// The text shown inside (images already replaced by what they show).
+    text: String,
+    images: usize,
+    shown_images: usize,
+}
+
+/// Status badges: pictures of a build state or version that say nothing
+/// in a prompt.
+fn is_badge(url: &str) -> bool {
+    let url = url.to_ascii_lowercase();
+    let path = url.split(['?', '#']).next().unwrap_or(&url);
+    ["shields.io/", "badgen.net/", "badge.fury.io/"]
+        .iter()
+        .any(|host| path.contains(host))
+        || path
+            .rsplit('/')
+            .take(2)
+            .any(|segment| segment.starts_with("badge"))
+}
+
+/// Block ids (`text ^id` at a line's end, or `^id` alone on a line) and
+/// callout fold markers (`> [!note]- Title`), outside code.
+fn line_edits(text: &str, code: &[Range<usize>]) -> Vec<(Range<usize>, String)> {
+    let in_code = |pos: usize| code.iter().any(|r| r.contains(&pos));
+    let mut edits = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let content = line.trim_end_matches(['\n', '\r']);
+        let end = start + content.len();
+        if let Some(caret) = content.rfind('^') {
+            let id = &content[caret + 1..];
+            let before = &content[..caret];
+            let is_id = !id.is_empty()
+                && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && (before.is_empty() || before.ends_with([' ', '\t']));
+            if is_id && !in_code(start + caret) {
+                let cut = start + before.trim_end_matches([' ', '\t']).len();
+                edits.push((cut..end, String::new()));
+            }
+        }
+        let quoted = content.trim_start_matches([' ', '\t', '>']);
+        let markers = content.len() - quoted.len();
+        if content[..markers].contains('>')
+            && quoted.starts_with("[!")
+            && let Some(close) = quoted.find(']')
+            && quoted[close + 1..].starts_with(['+', '-'])
+            && !in_code(start + markers)
+        {
+            let at = start + markers + close + 1;
+            edits.push((at..at + 1, String::new()));
+        }
+        start += line.len();
+    }
+    edits
+}
+
+/// The text of an HTML fragment: tags out, `<img>` as its alt text (none
+/// for a badge), a few entities decoded, script and style dropped. In a
+/// block, line breaks follow block tags; inline, a tag leaves nothing (a
+/// `<br>` a space).
+fn html_text(html: &str, block: bool) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    let mut skip_until: Option<&str> = None;
+    while !rest.is_empty() {
+        let Some(open) = rest.find('<') else {
+            if skip_until.is_none() {
+                out.push_str(rest);
+            }
+            break;
+        };
+        if skip_until.is_none() {
+            out.push_str(&rest[..open]);
+        }
+        let tag_text = &rest[open..];
+        let Some(close) = tag_text.find('>') else {
+            if skip_until.is_none() {
+                out.push_str(tag_text);
+            }
+            break;
+        };
+        let tag = &tag_text[1..close];
+        rest = &tag_text[close + 1..];
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if let Some(end) = skip_until {
+            if tag.starts_with('/') && name == end {
+                skip_until = None;
+            }
+            continue;
+        }
+        match name.as_str() {
+            "script" | "style" if !tag.starts_with('/') => {
+                skip_until = Some(if name == "script" { "script" } else { "style" });
+            }
+            "img" => {
+                let src = attribute(tag, "src").unwrap_or_default();
+                if !is_badge(&src)
+                    && let Some(alt) = attribute(tag, "alt")
+                {
+                    out.push_str(alt.trim());
+                }
+            }
+            "br" => out.push(if block { '\n' } else { ' ' }),
+            "p" | "div" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "table"
+            | "ul" | "ol" | "details" | "summary" | "blockquote"
+                if block =>
+            {
+                out.push('\n');
+            }
+            _ => {}
+        }
+    }
+    let out = decode_entities(&out);
+    if !block {
+        return out;
+    }
+    out.lines()
+        .map(crate::text::collapse_whitespace)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The value of `name="…"` (or `'…'`) in a tag.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let lower = tag.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find(name) {
+        let at = from + found;
+        from = at + name.len();
+        let preceded = lower[..at].ends_with([' ', '\t', '\n']);
+        let rest = lower[from..].trim_start();
+        if !preceded || !rest.starts_with('=') {
+            continue;
+        }
+        let value_start = tag.len() - rest.len() + 1;
+        let value = tag[value_start..].trim_start();
+        let quote = value.chars().next()?;
+        if quote == '"' || quote == '\'' {
+            let body = &value[1..];
+            return Some(body[..body.find(quote).unwrap_or(body.len())].to_string());
+        }
+        let end = value.find([' ', '\t', '\n', '/']).unwrap_or(value.len());
+        return Some(value[..end].to_string());
+    }
+    None
+}
+
+fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    text.replace("&nbsp;", " ")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// `text` with the edits made (an edit inside an earlier one is dropped).
+/// Lines an edit left blank, or holding only list or quote markers, go;
+/// so do runs of blank lines.
+fn apply(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
+    if edits.is_empty() {
+        return text.to_string();
+    }
+    edits.sort_by_key(|(range, _)| (range.start, std::cmp::Reverse(range.end)));
+    let mut out = String::with_capacity(text.len());
+    let mut touched: Vec<usize> = Vec::new();
+    let mut cursor = 0;
+    for (range, replacement) in edits {
+        if range.start < cursor {
+            continue;
+        }
+        out.push_str(&text[cursor..range.start]);
+        touched.push(out.len());
+        out.push_str(&replacement);
+        cursor = range.end;
+    }
+    out.push_str(&text[cursor..]);
+
+    let mut lines: Vec<String> = Vec::new();
+    let mut start = 0;
+    let mut touched = touched.into_iter().peekable();
+    for line in out.split('\n') {
+        let end = start + line.len();
+        let mut edited = false;
+        while touched.peek().is_some_and(|&at| at <= end) {
+            touched.next();
+            edited = true;
+        }
+        start = end + 1;
+        if !edited {
+            lines.push(line.to_string());
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let tidy = format!(
+            "{}{}",
+            &line[..indent],
+            line[indent..]
+                .split(' ')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let bare = tidy
+            .trim()
+            .trim_start_matches(['>', ' '])
+            .trim_start_matches(['-', '*', '+'])
+            .trim();
+        let only_markers =
+            bare.is_empty() || bare.trim_end_matches(['.', ')']).parse::<u32>().is_ok();
+        if !only_markers {
+            lines.push(tidy.trim_end().to_string());
+        }
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(lines.len());
+    for line in lines {
+        let blank = line.trim().is_empty();
+        if blank && kept.last().is_none_or(|l: &String| l.trim().is_empty()) {
+            continue;
+        }
+        kept.push(line);
+    }
+    while kept.last().is_some_and(|l| l.trim().is_empty()) {
+        kept.pop();
+    }
+    kept.join("\n")
+}
+
+/// Dataview inline fields (`key:: value` on a line of its own, or after a
+/// list marker), outside code: readable text that also counts as a field.
+pub fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, String)> {
+    let mut fields = Vec::new();
+    if !body.contains("::") {
+        return fields;
+    }
+    let mut start = 0;
+    for line in body.split_inclusive('\n') {
+        let at = start;
+        start += line.len();
+        if code.iter().any(|r| r.contains(&at)) {
+            continue;
+        }
+        let content = line.trim();
+        let content = ["- ", "* ", "+ "]
+            .iter()
+            .find_map(|marker| content.strip_prefix(marker))
+            .unwrap_or(content);
+        let Some((key, value)) = content.split_once("::") else {
+            continue;
+        };
+        let key = key.trim();
+        let valid = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '));
+        if valid && !value.trim().is_empty() {
+            fields.push((key.to_string(), value.trim().to_string()));
+        }
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_become_their_alt_text_and_badges_nothing() {
+        assert_eq!(
+            reader_text("A ![diagram of the log](img/log.png) here."),
+            "A diagram of the log here."
+        );
+        assert_eq!(reader_text("A ![](img/log.png) here."), "A here.");
+        assert_eq!(
+            reader_text(
+                "[![build](https://img.shields.io/badge/build-passing-green)](https://ci.example.org/x) \
+                 ![version](https://badge.fury.io/js/x.svg)"
+            ),
+            ""
+        );
+    }
+
+    #[test]
+    fn long_urls_are_shown_by_their_text_short_and_bare_ones_kept() {
+        assert_eq!(
+            reader_text("See [the guide](https://example.org/a/very/long/path/to/the/guide.html)."),
+            "See the guide."
+        );
+        assert_eq!(
+            reader_text(
+                "See [site](https://x.org) and <https://example.org/a/very/long/path/to/x>."
+            ),
+            "See [site](https://x.org) and <https://example.org/a/very/long/path/to/x>."
+        );
+        let empty = "[](https://example.org/a/very/long/path/to/the/guide.html)";
+        assert_eq!(reader_text(empty), empty);
+        assert_eq!(reader_text("[notes](notes/a.md)"), "[notes](notes/a.md)");
+    }
+
+    #[test]
+    fn html_becomes_its_text() {
+        assert_eq!(
+            reader_text(
+                "<div align=\"center\">\n<a href=\"https://example.org/edit/very/long/url/x.md\">Edit</a> | \
+                 <a href=\"https://example.org/raw/y\">Download</a>\n<img src=\"https://img.shields.io/x\" alt=\"badge\">\n</div>"
+            ),
+            "Edit | Download"
+        );
+        assert_eq!(
+            reader_text("a <b>bold</b> word<br>next"),
+            "a bold word next"
+        );
+    }
+
+    #[test]
+    fn block_ids_and_fold_markers_go_code_stays() {
+        assert_eq!(reader_text("A claim. ^claim-1"), "A claim.");
+        assert_eq!(reader_text("- one ^a1\n- two"), "- one\n- two");
+        assert_eq!(reader_text("x^2 stays"), "x^2 stays");
+        assert_eq!(reader_text("`code ^abc`"), "`code ^abc`");
+        assert_eq!(
+            reader_text("> [!note]- Folded title\n> body"),
+            "> [!note] Folded title\n> body"
+        );
+        assert_eq!(
+            reader_text("> [!tip]+ Open\n> body"),
+            "> [!tip] Open\n> body"
+        );
+        assert_eq!(
+            reader_text("> [!info] Plain\n> body"),
+            "> [!info] Plain\n> body"
+        );
+        let list = "- item\n\n  ```\n  ![x](https://img.shields.io/a) ^notid\n  ```";
+        assert_eq!(reader_text(list), list);
+    }
+
+    #[test]
+    fn inline_fields_outside_code() {
+        let body = "rating:: 4\n- author:: [[Ann]]\nnot a field: x\n```\nk:: v\n```\n";
+        let code = vec![body.find("```").unwrap()..body.len()];
+        assert_eq!(
+            inline_fields(body, &code),
+            [
+                ("rating".to_string(), "4".to_string()),
+                ("author".to_string(), "[[Ann]]".to_string())
+            ]
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! Vaults as Obsidian users write them (no `title:` fields, block ids,
+//! callouts, badges, HTML, embeds): what a pack shows is what they read.
+
+mod common;
+
+use common::{World, ok};
+
+/// A small plugin-documentation vault with the noise real vaults carry.
+/// Written for these tests; no text comes from a real vault.
+const PLUGIN_VAULT: &[(&str, &str)] = &[
+    (
+        "plugins/Tidy Sync.md",
+        "# Overview\n\
+         \n\
+         [![build](https://img.shields.io/badge/build-passing-green)](https://ci.example.org/tidy-sync/builds/main) \
+         ![downloads](https://img.shields.io/badge/downloads-12k-blue)\n\
+         \n\
+         %% template: fill in the summary below %%\n\
+         \n\
+         Tidy Sync mirrors a vault to a [remote folder](https://docs.example.org/tidy-sync/guide/remote-folders.html) \
+         on a schedule. ^intro\n\
+         \n\
+         ![sync diagram](attachments/sync.png)\n\
+         \n\
+         status:: stable\n\
+         \n\
+         > [!warning]- Conflicts\n\
+         > Two edits of one note keep both copies. ^conflict\n\
+         \n\
+         ## Setup\n\
+         \n\
+         Install it from [[Community plugins|the plugin browser]] and read [[Sync basics|the basics]].\n\
+         Source at <https://code.example.org/tidy-sync> and [site](https://tidy.example).\n\
+         \n\
+         ```yaml\n\
+         interval: 15 ^keep\n\
+         url: https://img.shields.io/badge/x\n\
+         ```\n\
+         \n\
+         <div align=\"center\">\n\
+         <a href=\"https://code.example.org/tidy-sync/edit/main/docs/plugins/Tidy%20Sync.md\">Edit</a> | \
+         <a href=\"https://code.example.org/tidy-sync/raw/main/docs/plugins/Tidy%20Sync.md\">Download</a>\n\
+         </div>\n",
+    ),
+    (
+        "plugins/Sync basics.md",
+        "# Sync basics\n\nA sync copies a vault's notes to a remote folder on a schedule.\n",
+    ),
+];
+
+#[test]
+fn titles_come_from_file_names_and_noise_is_left_out() {
+    let world = World::new();
+    let vault = world.vault("plugins", PLUGIN_VAULT);
+    let out = ok(&world.pack(&vault, &["tidy sync schedule", "--budget", "2000"]));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn search_finds_a_note_by_its_first_heading() {
+    let world = World::new();
+    let vault = world.vault("plugins", PLUGIN_VAULT);
+    let out = ok(&world
+        .cmd()
+        .args(["search", "overview", "--format", "json", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &json["hits"][0];
+    assert_eq!(first["path"], "plugins/Tidy Sync.md", "{json}");
+    assert_eq!(first["title"], "Tidy Sync", "{json}");
+}
+
+/// Notes that embed each other: a heading, a block, a cycle, a missing
+/// note, an image, and one too large for a small pack.
+const EMBED_VAULT: &[(&str, &str)] = &[
+    (
+        "Hub.md",
+        "Embeds gathered on one page.\n\
+         \n\
+         ![[Glossary#Quorum]]\n\
+         \n\
+         - Claim: ![[Claims#^c2]]\n\
+         \n\
+         ![[Loop A]]\n\
+         \n\
+         ![[Nowhere]]\n\
+         \n\
+         ![[diagram.png]]\n\
+         \n\
+         ![[Long read]]\n",
+    ),
+    (
+        "Glossary.md",
+        "# Glossary\n\n## Quorum\n\nA quorum is a majority of voters.\n\n## Term\n\nA term numbers an election.\n",
+    ),
+    (
+        "Claims.md",
+        "- Leaders are elected by votes. ^c1\n- Entries commit at a quorum. ^c2\n",
+    ),
+    ("Loop A.md", "Loop A text.\n\n![[Loop B]]\n"),
+    ("Loop B.md", "Loop B text.\n\n![[Loop A]]\n"),
+];
+
+fn embed_vault(world: &World) -> std::path::PathBuf {
+    let long = format!("{}\n", "A long aside about elections. ".repeat(40));
+    let mut files: Vec<(&str, &str)> = EMBED_VAULT.to_vec();
+    files.push(("Long read.md", &long));
+    world.vault("embeds", &files)
+}
+
+#[test]
+fn embeds_are_expanded_in_place_within_bounds() {
+    let world = World::new();
+    let vault = embed_vault(&world);
+    let out = ok(&world.pack(
+        &vault,
+        &["embeds gathered", "--budget", "800", "--no-backlinks"],
+    ));
+    insta::assert_snapshot!(out);
+    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &[
+            "embeds gathered",
+            "--budget",
+            "800",
+            "--no-backlinks",
+            "--format",
+            "json",
+        ],
+    )))
+    .unwrap();
+    let hub = json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "Hub.md")
+        .unwrap();
+    let embeds: Vec<String> = hub["embeds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["depth"],
+                e["link"].as_str().unwrap(),
+                e["status"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        embeds,
+        [
+            "1 ![[Glossary#Quorum]] expanded",
+            "1 ![[Claims#^c2]] expanded",
+            "1 ![[Loop A]] expanded",
+            "2 ![[Loop B]] expanded",
+            "3 ![[Loop A]] cycle",
+            "1 ![[Nowhere]] not_found",
+            "1 ![[Long read]] too_large",
+        ]
+    );
+    assert!(json["actual"].as_u64().unwrap() <= 800);
+}
