@@ -464,7 +464,10 @@ mod tests {
     #[test]
     fn inline_fields_outside_code() {
         let body = "rating:: 4\n- author:: [[Ann]]\nnot a field: x\n```\nk:: v\n```\n";
-        let code = vec![body.find("```").unwrap()..body.len()];
+        let code = vec![std::ops::Range {
+            start: body.find("```").unwrap(),
+            end: body.len(),
+        }];
         assert_eq!(
             inline_fields(body, &code),
             [
