@@ -102,7 +102,7 @@ fn the_empty_pack_in_each_style() {
 
 /// A note whose text would break naive XML: closing tags, CDATA ends,
 /// entities and control characters.
-const HOSTILE: &str = "---\ntitle: \"Raft <b>&</b> \\\"quotes\\\"\"\ntags: [raft]\nsummary: \"raft ]]> and </summary>\"\n---\nRaft text </document> and </document_content></documents> here.\n\n<![CDATA[ raft ]]> &amp; &lt; \u{1}\u{8} raft\n\n```xml\n<document index=\"9\"><source>x</source></document>\n```\n";
+const HOSTILE: &str = "---\ntitle: \"Raft <b>&</b> \\\"quotes\\\"\"\ntags: [raft]\nsummary: \"raft ]]> and </summary>\"\n---\nRaft text `</document>` and </document_content> `</documents>` here.\n\n`<![CDATA[ raft ]]>` &amp; &lt; \u{1}\u{8} raft\n\n```xml\n<document index=\"9\"><source>x</source></document>\n```\n";
 
 #[test]
 fn xml_survives_notes_that_look_like_its_markup() {
@@ -140,8 +140,16 @@ fn xml_survives_notes_that_look_like_its_markup() {
     assert_eq!(child("title"), "Raft <b>&</b> \"quotes\"");
     assert_eq!(child("summary"), "raft ]]> and </summary>");
     let content = child("document_content");
-    assert!(content.contains("Raft text </document> and </document_content></documents> here."));
-    assert!(content.contains("<![CDATA[ raft ]]> &amp; &lt; \u{fffd}\u{fffd} raft"));
+    // Raw HTML is shown as a reader sees it (not at all), so the markup
+    // that must survive escaping sits in code spans and blocks.
+    assert!(
+        content.contains("Raft text `</document>` and </document_content> `</documents>` here."),
+        "{content}"
+    );
+    assert!(
+        content.contains("`<![CDATA[ raft ]]>` &amp; &lt; \u{fffd}\u{fffd} raft"),
+        "{content}"
+    );
     assert!(content.contains("<document index=\"9\"><source>x</source></document>"));
 }
 
