@@ -460,5 +460,16 @@ mod tests {
             ));
         }
         assert!(parse(&deep).is_err());
+        // An alias bomb is refused by the YAML reader, not expanded.
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (level, name) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().enumerate() {
+            let previous = ["a", "b", "c", "d", "e", "f", "g", "h"][level];
+            bomb.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{previous}"); 9].join(", ")
+            ));
+        }
+        bomb.push_str("views: *i\n");
+        assert!(parse(&bomb).is_err());
     }
 }
