@@ -60,7 +60,7 @@ pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
     let notes: Vec<&walk::Found> = walked
         .files
         .iter()
-        .filter(|f| f.rel_path != crate::vault::log::LOG_FILE)
+        .filter(|f| f.rel_path != crate::vault::log::LOG_FILE && !walk::is_base(&f.rel_path))
         .collect();
     let mut files: Vec<FileAudit> = notes
         .par_iter()

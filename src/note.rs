@@ -123,6 +123,10 @@ pub struct Note {
     pub meta: NoteMeta,
     /// Every frontmatter field, as parsed.
     pub frontmatter: yaml_serde::Mapping,
+    /// The frontmatter's other non-empty properties as a reader sees them
+    /// (`parse::properties`), in order: not the fields a pack shows in
+    /// its own lines, nor Dataview inline fields (the body shows those).
+    pub properties: Vec<(String, String)>,
     /// The text after the frontmatter.
     pub body: String,
     pub headings: Vec<Heading>,

@@ -44,7 +44,7 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
 /// its file name, no longer by its first heading).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 const LOCK_FILE: &str = "ctxpack.lock";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
@@ -490,6 +490,14 @@ impl VaultIndex {
             self.catalog.diagnostics(),
         );
         vault.set_match_keys(Arc::clone(&self.catalog.match_keys));
+        vault.set_bases(
+            self.catalog
+                .files
+                .iter()
+                .filter(|f| walk::is_base(&f.path))
+                .map(|f| f.path.clone())
+                .collect(),
+        );
         vault
     }
 
@@ -977,7 +985,9 @@ pub(crate) fn read_and_parse(
         sections: 0,
     };
     let is_role = walk::ROLE_FILES.contains(&rel.as_str());
-    if rel == crate::vault::log::LOG_FILE {
+    // Bases files are listed (so the vault knows them) but read only when
+    // a pack expands an embed of one.
+    if rel == crate::vault::log::LOG_FILE || walk::is_base(rel) {
         return (entry, None);
     }
     match walk::read_text(&item.found.read_path, max_bytes) {

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::note::TitleSource;
 use crate::note::{Note, SummarySource};
+use crate::pack::bases;
 use crate::pack::dedup::{DedupIndex, Fingerprint};
 use crate::parse::markdown::{Block, BlockKind, Link, LinkKind};
 use crate::parse::reader::reader_text;
@@ -64,10 +65,14 @@ pub struct EmbedReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// `expanded`, or why not: `not_found`, `no_such_section`, `cycle`,
-    /// `too_deep`, `too_large`, `too_many`.
+    /// `too_deep`, `too_large`, `too_many`; for a Bases view also
+    /// `unreadable`, `no_such_view`, `unsupported_filter`, `too_many_notes`.
     pub status: &'static str,
     /// How deep it sat (1: in the page itself).
     pub depth: usize,
+    /// For an expanded Bases view, how many notes it lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<usize>,
 }
 
 /// The embeds one page expands: bounded in depth, count and size, and
@@ -93,7 +98,8 @@ impl Embeds {
     /// The text standing in place of `link` (an embed in `from`): the
     /// embedded note, section or block as a reader sees it, or the link
     /// itself with a marker saying why not. `None` for embeds of files
-    /// that are not notes (images, PDFs, Bases): they stay links.
+    /// that are not notes (images, PDFs): they stay links. A Bases view
+    /// becomes the notes it lists.
     fn expand(&mut self, vault: &Vault, from: &Note, link: &Link) -> Option<String> {
         let written = &from.body[link.range.clone()];
         let extension = link
@@ -102,6 +108,9 @@ impl Embeds {
             .next()
             .and_then(|name| name.rsplit_once('.'))
             .map(|(_, ext)| ext.to_ascii_lowercase());
+        if extension.as_deref() == Some(crate::vault::walk::BASE_EXTENSION) {
+            return Some(self.expand_base(vault, from, link));
+        }
         if extension.is_some_and(|ext| ext != "md") {
             return None;
         }
@@ -115,6 +124,7 @@ impl Embeds {
             path: target.map(|t| vault.metas[t].path.clone()),
             status: "expanded",
             depth,
+            notes: None,
         });
         let outcome = match target {
             None => Err("not_found"),
@@ -141,6 +151,44 @@ impl Embeds {
             }
         };
         Some(shown)
+    }
+
+    /// An embedded Bases view: the notes it lists, or the link with a
+    /// marker saying why not.
+    fn expand_base(&mut self, vault: &Vault, from: &Note, link: &Link) -> String {
+        let written = &from.body[link.range.clone()];
+        let path = bases::resolve(vault, &from.meta.path, &link.target);
+        let mut report = EmbedReport {
+            link: written.to_string(),
+            path: path.clone(),
+            status: "expanded",
+            depth: self.stack.len(),
+            notes: None,
+        };
+        let outcome = match &path {
+            None => Err("not_found"),
+            Some(_) if self.expanded >= EMBED_MAX_COUNT => Err("too_many"),
+            Some(path) => {
+                self.expanded += 1;
+                match bases::render(vault, path, link.heading.as_deref(), from) {
+                    Ok(view) if view.text.chars().count() > self.limit => Err("too_large"),
+                    Ok(view) => {
+                        report.notes = Some(view.notes);
+                        Ok(view.text)
+                    }
+                    Err(status) => Err(status),
+                }
+            }
+        };
+        let shown = match outcome {
+            Ok(text) => text,
+            Err(status) => {
+                report.status = status;
+                format!("{written} {}", embed_marker(status))
+            }
+        };
+        self.reports.push(report);
+        shown
     }
 
     /// The text of note `target` that `link` embeds: the whole body, the
@@ -228,6 +276,10 @@ pub fn embed_marker(status: &str) -> String {
         "cycle" => "it embeds itself",
         "too_deep" => "nested too deep",
         "too_large" => "too large",
+        "unreadable" => "not a Bases file ctxpack can read",
+        "no_such_view" => "no such view",
+        "unsupported_filter" => "filters ctxpack cannot evaluate",
+        "too_many_notes" => "too many notes to evaluate",
         _ => "too many embeds",
     };
     format!("_(embed not expanded: {why})_")
@@ -313,10 +365,14 @@ pub fn compress(
 ) -> Option<CompressedBody> {
     let note = &*vault.note(idx);
     let selected = select_blocks(note, mode);
-    if selected.is_empty() {
+    let properties = match mode {
+        BodyMode::SummaryOnly => None,
+        _ => properties_block(vault, note),
+    };
+    if selected.is_empty() && properties.is_none() {
         return None;
     }
-    let mut out: Vec<OutBlock> = Vec::new();
+    let mut out: Vec<OutBlock> = properties.into_iter().collect();
     let mut duplicates_of = Vec::new();
     let mut local_shown: HashSet<String> = HashSet::new();
     let mut skip_until: Option<usize> = None;
@@ -415,6 +471,23 @@ pub fn compress(
     let mut body = CompressedBody::from_blocks(kept, duplicates_of);
     body.embeds = embeds.reports;
     (!body.text.is_empty()).then_some(body)
+}
+
+/// A note's other properties, one `key: value` line each, leading its
+/// body. Only notes without a `title:` field show them: obsidian-wiki
+/// pages (which have one) keep the seed's exact pages, their fields being
+/// the summary block's. Fields the privacy policy reads are never shown.
+fn properties_block(vault: &Vault, note: &Note) -> Option<OutBlock> {
+    if note.meta.title_source == TitleSource::Frontmatter {
+        return None;
+    }
+    let lines: Vec<String> = note
+        .properties
+        .iter()
+        .filter(|(key, _)| !vault.policy().is_policy_field(key))
+        .map(|(key, value)| format!("{key}: {value}"))
+        .collect();
+    (!lines.is_empty()).then(|| OutBlock::content(lines.join("\n")))
 }
 
 /// Indices of the blocks a mode starts from, in document order.

@@ -6,6 +6,7 @@
 //! the sum of the pieces is the size of the printed pack, which is checked
 //! once more at the end.
 
+pub mod bases;
 pub mod compress;
 pub mod dedup;
 pub mod excerpt;

@@ -2,8 +2,11 @@
 //!
 //! Parsing never fails: a note always comes back, with a list of problems.
 
+pub mod base;
+pub mod canvas;
 pub mod frontmatter;
 pub mod markdown;
+pub mod properties;
 pub mod reader;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
@@ -34,11 +37,11 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
     let field = |key: &str| frontmatter::get(&fields, key);
     let field_text = |key: &str| field(key).and_then(frontmatter::scalar);
 
-    let stem = path
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
-        .trim_end_matches(".md");
+    let stem = path.rsplit('/').next().unwrap_or(path);
+    let stem = stem
+        .strip_suffix(".md")
+        .or_else(|| stem.strip_suffix(".canvas"))
+        .unwrap_or(stem);
     // Obsidian calls a note without `title:` by its file name (what links
     // resolve to); a differing first H1 stays searchable as a heading.
     let (title, title_source) = match field_text("title") {
@@ -128,6 +131,7 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
             updated_source,
             daily,
         },
+        properties: properties::properties(&fields),
         frontmatter: with_inline_fields(fields.clone(), &analysis.inline_fields),
         headings: analysis.headings,
         blocks: analysis.blocks,

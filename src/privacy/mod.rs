@@ -43,15 +43,30 @@ impl Policy {
         if self.is_private_path(path) {
             return None;
         }
+        // A canvas is read as the Markdown of its nodes, and from there on
+        // as any note (so its text is redacted and stripped like one).
+        let mut canvas_problem = None;
+        let canvas_text;
+        let raw = if crate::parse::canvas::is_canvas(path) {
+            canvas_text = crate::parse::canvas::to_markdown(raw).unwrap_or_else(|problem| {
+                canvas_problem = Some(problem);
+                String::new()
+            });
+            canvas_text.as_str()
+        } else {
+            raw
+        };
         let (text, redactions) = self.redact(raw);
         let text = self.strip_comments(&text);
-        let (note, problems) = parse_note(path, &text, mtime);
+        let (note, mut problems) = parse_note(path, &text, mtime);
+        problems.extend(canvas_problem.clone());
         if self.is_private(&note) {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
             Some(cut) => {
-                let (cut_note, cut_problems) = parse_note(path, &cut, mtime);
+                let (cut_note, mut cut_problems) = parse_note(path, &cut, mtime);
+                cut_problems.extend(canvas_problem);
                 (cut, cut_note, cut_problems)
             }
             None => (text, note, problems),

@@ -212,6 +212,17 @@ impl Policy {
         })
     }
 
+    /// Whether `key` is a frontmatter field the policy reads to decide
+    /// privacy (`private`, `visibility`, `ai`, …): never shown as a
+    /// property.
+    pub fn is_policy_field(&self, key: &str) -> bool {
+        self.file
+            .private
+            .fields
+            .keys()
+            .any(|field| field.trim().eq_ignore_ascii_case(key.trim()))
+    }
+
     /// Whether `note` is private by its path, frontmatter or tags.
     pub fn is_private(&self, note: &Note) -> bool {
         self.private_reason(note).is_some()

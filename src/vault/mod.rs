@@ -75,6 +75,8 @@ pub struct Vault {
     pub index_descriptions: HashMap<usize, String>,
     /// Notes linked from `hot.md`, in the order of their first link.
     pub hot: Vec<usize>,
+    /// The Bases files the walk lists (sorted): read only as embeds.
+    bases: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
     resolver: OnceLock<LinkResolver>,
     match_keys: OnceLock<Arc<Vec<MatchKeys>>>,
@@ -99,8 +101,11 @@ impl Vault {
             .map(|(path, message)| Diagnostic { path, message })
             .collect();
 
-        let (role_files, note_files): (Vec<_>, Vec<_>) = walked
+        let (base_files, files): (Vec<_>, Vec<_>) = walked
             .files
+            .into_iter()
+            .partition(|f| walk::is_base(&f.rel_path));
+        let (role_files, note_files): (Vec<_>, Vec<_>) = files
             .into_iter()
             .partition(|f| walk::ROLE_FILES.contains(&f.rel_path.as_str()));
 
@@ -127,6 +132,7 @@ impl Vault {
         vault.max_file_bytes = options.max_file_bytes;
         vault.hidden = options.hidden.clone();
         vault.policy = Arc::clone(&options.policy);
+        vault.bases = base_files.into_iter().map(|f| f.rel_path).collect();
         Ok(vault)
     }
 
@@ -223,6 +229,7 @@ impl Vault {
             policy: Arc::new(Policy::default()),
             index_descriptions: HashMap::new(),
             hot: Vec::new(),
+            bases: Vec::new(),
             diagnostics,
             resolver: OnceLock::new(),
             match_keys: OnceLock::new(),
@@ -352,6 +359,42 @@ impl Vault {
             return None;
         }
         self.policy.prepare(rel_path, &raw, None)
+    }
+
+    /// The Bases files of the vault (sorted paths).
+    pub fn bases(&self) -> &[String] {
+        &self.bases
+    }
+
+    /// Makes `paths` (sorted, as the walk lists them) the vault's Bases files.
+    pub fn set_bases(&mut self, paths: Vec<String>) {
+        self.bases = paths;
+    }
+
+    /// Reads a Bases file the walk lists, with the checks of
+    /// [`read_inside`](Self::read_inside) and at most `max_bytes`; `None`
+    /// for any other path, a private one, or a vault read from a store.
+    pub fn read_base(&self, rel_path: &str, max_bytes: u64) -> Option<String> {
+        if self.source.is_some()
+            || self
+                .bases
+                .binary_search_by(|p| p.as_str().cmp(rel_path))
+                .is_err()
+            || walk::is_hidden(rel_path, &self.hidden)
+            || self.policy.is_private_path(rel_path)
+        {
+            return None;
+        }
+        let path = self.root.join(rel_path).canonicalize().ok()?;
+        let target = path.strip_prefix(&self.root).ok()?;
+        let target = target.to_string_lossy().replace('\\', "/");
+        if target != rel_path
+            && (self.bases.binary_search(&target).is_err() || self.policy.is_private_path(&target))
+        {
+            return None;
+        }
+        let (text, _) = walk::read_text(&path, max_bytes).ok()?;
+        Some(text)
     }
 
     /// The privacy policy every read goes through.

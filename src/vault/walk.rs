@@ -41,6 +41,27 @@ pub struct WalkResult {
     pub problems: Vec<(String, String)>,
 }
 
+/// The extension of Obsidian Bases files: listed, but only ever read as
+/// the target of an embed (never a note).
+pub const BASE_EXTENSION: &str = "base";
+
+/// Whether the walk lists a file of this name: Markdown notes, canvases
+/// (read as notes) and Bases files (read only when a note embeds one).
+fn is_listed_kind(name: &str) -> bool {
+    Path::new(name).extension().is_some_and(|ext| {
+        ext.eq_ignore_ascii_case("md")
+            || ext.eq_ignore_ascii_case(crate::parse::canvas::EXTENSION)
+            || ext.eq_ignore_ascii_case(BASE_EXTENSION)
+    })
+}
+
+/// Whether a listed file is a Bases file (not a note).
+pub fn is_base(rel_path: &str) -> bool {
+    rel_path
+        .rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(BASE_EXTENSION))
+}
+
 /// Whether `rel_path` is one of the `hidden` folders or lies inside one.
 pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
     hidden.iter().any(|folder| {
@@ -51,7 +72,7 @@ pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
     })
 }
 
-/// Lists the Markdown files of the vault at `root` (which must be canonical),
+/// Lists the Markdown, canvas and Bases files of the vault at `root` (which must be canonical),
 /// with their size and mtime, sorted by relative path, leaving out the
 /// `hidden` folders (relative, `/`-separated) and symlinks into them.
 /// Folders are listed first; the files are then stat-ed in parallel, since
@@ -183,10 +204,10 @@ impl Listing<'_> {
                 }
                 continue;
             }
-            let is_markdown = Path::new(name)
-                .extension()
-                .is_some_and(|ext| ext.eq_ignore_ascii_case("md"));
-            if !is_markdown || SKIPPED_FILES.contains(&name) || is_ignored(&ignores, &path, false) {
+            if !is_listed_kind(name)
+                || SKIPPED_FILES.contains(&name)
+                || is_ignored(&ignores, &path, false)
+            {
                 continue;
             }
             let rel_path = join(&rel_dir, name);

@@ -1,0 +1,187 @@
+//! A note's frontmatter properties as a reader sees them in Obsidian's
+//! properties view: one line each, links shown as the names they point
+//! to, lists joined.
+
+use yaml_serde::{Mapping, Value};
+
+use crate::text::{collapse_whitespace, truncate_chars};
+
+/// At most this many properties are kept per note.
+pub const MAX_PROPERTIES: usize = 12;
+/// A property's shown value is cut to this many characters.
+pub const MAX_VALUE_CHARS: usize = 200;
+/// A list property shows at most this many items.
+const MAX_LIST_ITEMS: usize = 20;
+/// Nested lists deeper than this are not shown (`[[x]]` unquoted in YAML
+/// is a list inside a list).
+const MAX_DEPTH: usize = 3;
+
+/// Fields a pack already shows in its own lines (title, tags, summary,
+/// tier) or that only style Obsidian's view.
+const SHOWN_ELSEWHERE: &[&str] = &[
+    "title",
+    "aliases",
+    "alias",
+    "tags",
+    "tag",
+    "summary",
+    "tier",
+    "cssclasses",
+    "cssclass",
+];
+
+/// The non-empty properties of `fields`, in frontmatter order, as
+/// `(key, shown value)`; nested mappings are left out.
+pub fn properties(fields: &Mapping) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, value) in fields {
+        if out.len() >= MAX_PROPERTIES {
+            break;
+        }
+        let Some(key) = key_text(key) else { continue };
+        if SHOWN_ELSEWHERE.iter().any(|k| k.eq_ignore_ascii_case(&key)) {
+            continue;
+        }
+        if let Some(shown) = shown_value(value) {
+            out.push((key, shown));
+        }
+    }
+    out
+}
+
+fn key_text(key: &Value) -> Option<String> {
+    let text = match key {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    let text = collapse_whitespace(&text.replace(|c: char| c.is_control(), " "));
+    (!text.is_empty()).then(|| truncate_chars(&text, 60))
+}
+
+/// A value as one line: `None` when empty or not shown.
+pub fn shown_value(value: &Value) -> Option<String> {
+    let mut items = Vec::new();
+    collect(value, 0, &mut items);
+    if items.is_empty() {
+        return None;
+    }
+    let more = items.len() > MAX_LIST_ITEMS;
+    items.truncate(MAX_LIST_ITEMS);
+    let mut joined = items.join(", ");
+    if more {
+        joined.push_str(", …");
+    }
+    Some(truncate_chars(&joined, MAX_VALUE_CHARS))
+}
+
+/// The scalar texts of `value`, flattening lists.
+pub fn collect(value: &Value, depth: usize, items: &mut Vec<String>) {
+    if depth > MAX_DEPTH || items.len() > MAX_LIST_ITEMS {
+        return;
+    }
+    match value {
+        Value::Sequence(seq) => {
+            // A redacted secret reads `[REDACTED:kind]`, which YAML takes
+            // for a one-item list.
+            if let [Value::String(s)] = seq.as_slice()
+                && s.starts_with("REDACTED:")
+            {
+                items.push(format!("[{s}]"));
+                return;
+            }
+            for item in seq {
+                collect(item, depth + 1, items);
+            }
+        }
+        Value::Tagged(tagged) => collect(&tagged.value, depth, items),
+        Value::Mapping(_) | Value::Null => {}
+        other => {
+            if let Some(text) = crate::parse::frontmatter::scalar(other) {
+                let text =
+                    collapse_whitespace(&links_as_names(&text).replace(char::is_control, " "));
+                if !text.is_empty() {
+                    items.push(text);
+                }
+            }
+        }
+    }
+}
+
+/// `[[folder/Name#h|alias]]` shown as `alias`, `[[folder/Name]]` as `Name`.
+pub fn links_as_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[[") {
+        let Some(len) = rest[start + 2..].find("]]") else {
+            break;
+        };
+        let inner = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&link_name(inner));
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The name a wikilink's inside `target#heading|alias` is shown as.
+pub fn link_name(inner: &str) -> String {
+    if let Some((_, alias)) = inner.split_once('|')
+        && !alias.trim().is_empty()
+    {
+        return alias.trim().to_string();
+    }
+    let target = inner.split(['|', '#']).next().unwrap_or(inner).trim();
+    let name = target.rsplit('/').next().unwrap_or(target);
+    name.strip_suffix(".md").unwrap_or(name).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_one_line_each_with_links_as_names() {
+        let fields = crate::parse::frontmatter::parse(
+            "title: T\ntags: [a]\nauthor:\n  - \"[[People/Kevin Kelly]]\"\n\
+             genre: [\"[[Futurism|futurism]]\", Nonfiction]\nyear: 1992\nempty:\nblank: ''\n\
+             list: []\nnested: {a: 1}\nunquoted: [[Raw]]\nsecret: [REDACTED:aws]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            properties(&fields),
+            [
+                ("author".to_string(), "Kevin Kelly".to_string()),
+                ("genre".to_string(), "futurism, Nonfiction".to_string()),
+                ("year".to_string(), "1992".to_string()),
+                ("unquoted".to_string(), "Raw".to_string()),
+                ("secret".to_string(), "[REDACTED:aws]".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn properties_are_bounded() {
+        let mut yaml = String::new();
+        for i in 0..40 {
+            yaml.push_str(&format!("k{i:02}: {}\n", "x".repeat(500)));
+        }
+        yaml.push_str(&format!("list: [{}]\n", vec!["a"; 100].join(", ")));
+        let shown = properties(&crate::parse::frontmatter::parse(&yaml).unwrap());
+        assert_eq!(shown.len(), MAX_PROPERTIES);
+        assert!(
+            shown
+                .iter()
+                .all(|(_, v)| v.chars().count() <= MAX_VALUE_CHARS)
+        );
+        let list =
+            crate::parse::frontmatter::parse(&format!("list: [{}]\n", vec!["a"; 100].join(", ")))
+                .unwrap();
+        assert_eq!(
+            properties(&list)[0].1,
+            format!("{}, …", vec!["a"; MAX_LIST_ITEMS].join(", "))
+        );
+    }
+}
