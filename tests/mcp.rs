@@ -374,7 +374,7 @@ fn a_note_pack_answers_like_the_command_line() {
             "leads outside the vault",
         ),
         (json!({"note": "leak.md"}), "leads outside the vault"),
-        (json!({"note": "/etc/passwd"}), "is absolute"),
+        (json!({"note": "/etc/passwd"}), "is not inside the vault"),
         (
             json!({"note": "missing.md"}),
             "no note 'missing.md' in the vault",
