@@ -18,10 +18,11 @@ use crate::index::vectors::{AnnChoice, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
-use crate::pack::{self, PackMode, PackOptions};
+use crate::pack::{self, NoteAnchor, PackMode, PackOptions};
 use crate::parse::parse_datetime;
 use crate::retrieve::RankOptions;
 use crate::retrieve::fusion::Fusion;
+use crate::retrieve::graph::{Direction, GraphOptions};
 use crate::retrieve::qmd::{self, QmdConfig};
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
@@ -277,6 +278,23 @@ struct PackArgs {
     /// A further question to gather evidence for (repeatable, at most 5).
     #[arg(long = "subquery", value_name = "Q")]
     subqueries: Vec<String>,
+    /// Pack the context around this note (a path in the vault): the note,
+    /// what it links to, what links to it, and notes similar to it.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["topic", "recent", "subqueries"])]
+    note: Option<String>,
+    /// Link hops around --note, default 1 (0: the note and similar notes
+    /// only).
+    #[arg(long, value_name = "N", value_parser = parse_graph_depth)]
+    depth: Option<usize>,
+    /// Leave the --note note itself out of the pack.
+    #[arg(long)]
+    no_self: bool,
+    /// Add linked neighbours of the top hits, up to N hops (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with_all = ["note", "recent"], value_parser = parse_graph_depth)]
+    graph_depth: usize,
+    /// Which links --graph-depth follows: out, in or both.
+    #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
+    graph_direction: Direction,
     #[command(flatten)]
     rank: RankArgs,
 }
@@ -393,6 +411,13 @@ struct EvalArgs {
     /// Token counter for `--evidence` packs.
     #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
     tokenizer: Tokenizer,
+    /// `--evidence` packs: add linked neighbours of the top hits, up to N
+    /// hops (as `pack --graph-depth`).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_graph_depth)]
+    graph_depth: usize,
+    /// Which links --graph-depth follows: out, in or both.
+    #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
+    graph_direction: Direction,
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
     #[command(flatten)]
@@ -464,6 +489,19 @@ fn parse_limit(text: &str) -> Result<usize, String> {
 
 fn parse_dailies(text: &str) -> Result<usize, String> {
     parse_whole(text, "dailies", "", 0..=30)
+}
+
+fn parse_graph_depth(text: &str) -> Result<usize, String> {
+    parse_whole(
+        text,
+        "depth",
+        "",
+        0..=crate::retrieve::graph::MAX_DEPTH as i64,
+    )
+}
+
+fn parse_direction(text: &str) -> Result<Direction, String> {
+    text.parse()
 }
 
 fn parse_unit(text: &str) -> Result<f64, String> {
@@ -990,6 +1028,13 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     crate::retrieve::query::check_query_length("the topic", &topic).map_err(Failure::Usage)?;
     let mode = if args.recent {
         PackMode::Recent
+    } else if let Some(path) = &args.note {
+        // Resolved once the vault is open.
+        PackMode::Note(NoteAnchor {
+            path: path.clone(),
+            depth: args.depth.unwrap_or(1),
+            include_self: !args.no_self,
+        })
     } else if topic.trim().is_empty() {
         let message = if args.topic.is_empty() {
             "a topic is required (or use --recent), e.g. ctxpack pack \"raft consensus\""
@@ -1017,6 +1062,14 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
             "--subquery needs a topic pack with the hybrid ranker".into(),
         ));
     }
+    if args.note.is_none() && (args.depth.is_some() || args.no_self) {
+        return Err(Failure::Usage("--depth and --no-self need --note".into()));
+    }
+    if (args.graph_depth > 0 || args.note.is_some()) && args.ranker == RankerArg::Frontmatter {
+        return Err(Failure::Usage(
+            "--graph-depth and --note need the hybrid ranker".into(),
+        ));
+    }
     let generated_at = generated_at(args.generated_at.as_deref())?;
     let rank = args.rank.options(Utc::now())?;
     let shape = match &args.template {
@@ -1024,6 +1077,13 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         None => Shape::Style(args.style),
     };
     let session = open_session(cli, vault_name)?;
+    let mode = match mode {
+        PackMode::Note(anchor) => PackMode::Note(NoteAnchor {
+            path: session.anchor_note(&anchor.path).map_err(Failure::Usage)?,
+            ..anchor
+        }),
+        other => other,
+    };
     let request = PackRequest {
         mode,
         ranker: match args.ranker {
@@ -1033,6 +1093,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         rank,
         options: PackOptions {
             dailies: args.dailies,
+            graph: GraphOptions {
+                depth: args.graph_depth,
+                direction: args.graph_direction,
+            },
             ..PackOptions::new(args.budget, args.tokenizer, generated_at)
         },
         subqueries: args.subqueries.clone(),
@@ -1651,6 +1715,10 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
             &args.budgets,
             args.tokenizer,
             &rank,
+            &GraphOptions {
+                depth: args.graph_depth,
+                direction: args.graph_direction,
+            },
         )
     });
     let output = match args.format {

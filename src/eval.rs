@@ -318,6 +318,7 @@ pub fn evaluate_packs(
     budgets: &[usize],
     tokenizer: crate::tokens::Tokenizer,
     options: &RankOptions,
+    graph: &crate::retrieve::graph::GraphOptions,
 ) -> Vec<PackEvalRow> {
     use crate::pack::{PackMode, PackOptions};
     use crate::session::{PackRequest, Ranker};
@@ -337,7 +338,10 @@ pub fn evaluate_packs(
                         mode: PackMode::Topic(text.clone()),
                         ranker: Ranker::Hybrid,
                         rank: options.clone(),
-                        options: PackOptions::new(budget, tokenizer, generated),
+                        options: PackOptions {
+                            graph: *graph,
+                            ..PackOptions::new(budget, tokenizer, generated)
+                        },
                         subqueries: Vec::new(),
                         backlinks: false,
                     });

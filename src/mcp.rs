@@ -7,7 +7,7 @@
 //! the new session in, so calls never wait for an update.
 
 use std::net::SocketAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -30,8 +30,9 @@ use serde::Deserialize;
 
 use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
-use crate::pack::{MAX_BUDGET, PackMode, PackOptions};
+use crate::pack::{MAX_BUDGET, NoteAnchor, PackMode, PackOptions};
 use crate::retrieve::RankOptions;
+use crate::retrieve::graph::{Direction, GraphOptions};
 use crate::retrieve::query::check_query_length;
 use crate::session::{
     IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, Session,
@@ -402,6 +403,22 @@ pub struct ContextPackArgs {
     pub style: Option<String>,
     #[schemars(description = "Fix the pack's timestamp (ISO 8601) for reproducible output")]
     pub generated_at: Option<String>,
+    #[schemars(
+        description = "Pack the context around this note instead of a query (its path in the vault): the note, what it links to, what links to it, and similar notes"
+    )]
+    pub note: Option<String>,
+    #[schemars(
+        description = "With note: link hops around it (0-3, default 1; 0: similar notes only)"
+    )]
+    pub depth: Option<usize>,
+    #[schemars(description = "With note: include the note itself (default true)")]
+    pub include_self: Option<bool>,
+    #[schemars(
+        description = "With query: add linked neighbours of the top hits, up to N hops (0-3, default 0)"
+    )]
+    pub graph_depth: Option<usize>,
+    #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
+    pub graph_direction: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -760,12 +777,51 @@ impl State {
                 Ok(choice) => choice,
                 Err(message) => return tool_error(message),
             };
-        let mode = if args.recent.unwrap_or(false) {
+        let max_depth = crate::retrieve::graph::MAX_DEPTH;
+        let depth = args.depth.unwrap_or(1);
+        let graph_depth = args.graph_depth.unwrap_or(0);
+        for (what, value) in [("depth", depth), ("graph_depth", graph_depth)] {
+            if value > max_depth {
+                return tool_error(format!(
+                    "{what} must be between 0 and {max_depth}, got {value}"
+                ));
+            }
+        }
+        let direction = match args
+            .graph_direction
+            .as_deref()
+            .unwrap_or("both")
+            .parse::<Direction>()
+        {
+            Ok(direction) => direction,
+            Err(message) => return tool_error(message),
+        };
+        let note_only = args.depth.is_some() || args.include_self.is_some();
+        if args.note.is_some() && (args.query.is_some() || args.recent.unwrap_or(false)) {
+            return tool_error("give one of note, query or recent=true");
+        }
+        if args.note.is_some() && (!subqueries.is_empty() || graph_depth > 0) {
+            return tool_error("subqueries and graph_depth are for query packs, not note");
+        }
+        if args.note.is_none() && note_only {
+            return tool_error("depth and include_self need a note");
+        }
+        let session = self.session();
+        let mode = if let Some(path) = &args.note {
+            match session.anchor_note(path) {
+                Ok(path) => PackMode::Note(NoteAnchor {
+                    path,
+                    depth,
+                    include_self: args.include_self.unwrap_or(true),
+                }),
+                Err(message) => return tool_error(message),
+            }
+        } else if args.recent.unwrap_or(false) {
             PackMode::Recent
         } else {
             match args.query.as_deref().map(str::trim) {
                 Some(query) if !query.is_empty() => PackMode::Topic(query.to_string()),
-                _ => return tool_error("query is required (or set recent=true)"),
+                _ => return tool_error("query is required (or give a note, or set recent=true)"),
             }
         };
         if !subqueries.is_empty() && mode == PackMode::Recent {
@@ -784,13 +840,19 @@ impl State {
             Ok(style) => style,
             Err(message) => return tool_error(message),
         };
-        let session = self.session();
+        if graph_depth > 0 && mode == PackMode::Recent {
+            return tool_error("graph_depth needs a query, not recent=true");
+        }
         let request = PackRequest {
             mode,
             ranker: Ranker::Hybrid,
             rank: RankOptions::new(now),
             options: PackOptions {
                 dailies,
+                graph: GraphOptions {
+                    depth: graph_depth,
+                    direction,
+                },
                 ..PackOptions::new(budget, tokenizer, now)
             },
             subqueries,
@@ -1203,40 +1265,7 @@ impl ServerHandler for CtxpackServer {
     }
 }
 
-/// A note path given by a client, checked to stay inside the vault: no
-/// absolute paths, no `..`, and (when it exists) no symlink leading out.
-pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
-    let path = Path::new(given.trim());
-    if given.trim().is_empty() {
-        return Err("path is empty".into());
-    }
-    if path.is_absolute() {
-        return Err(format!(
-            "'{given}' is absolute; give a path relative to the vault"
-        ));
-    }
-    let mut parts: Vec<String> = Vec::new();
-    for component in path.components() {
-        match component {
-            Component::Normal(part) => parts.push(
-                part.to_str()
-                    .ok_or_else(|| format!("'{given}' is not valid UTF-8"))?
-                    .to_string(),
-            ),
-            Component::CurDir => {}
-            // `..` inside the vault (`a/../a/b.md`) is fine; past its root is not.
-            Component::ParentDir if parts.pop().is_some() => {}
-            _ => return Err(format!("'{given}' leads outside the vault")),
-        }
-    }
-    let relative = parts.join("/");
-    if let Ok(real) = root.join(&relative).canonicalize()
-        && !real.starts_with(root)
-    {
-        return Err(format!("'{given}' leads outside the vault"));
-    }
-    Ok(relative)
-}
+pub use crate::vault::inside_vault;
 
 fn parse_line_range(text: &str) -> Option<(usize, usize)> {
     let (from, to) = text.split_once('-')?;
@@ -1250,7 +1279,7 @@ mod tests {
 
     #[test]
     fn paths_must_stay_inside_the_vault() {
-        let root = Path::new("/nonexistent-vault");
+        let root = std::path::Path::new("/nonexistent-vault");
         assert_eq!(inside_vault(root, "a/b.md").unwrap(), "a/b.md");
         assert_eq!(inside_vault(root, "./a/./b.md").unwrap(), "a/b.md");
         assert!(inside_vault(root, "../secret.md").is_err());

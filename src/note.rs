@@ -248,3 +248,48 @@ impl MatchKeys {
         }
     }
 }
+
+/// The resolved links of a vault as adjacency lists (sorted, without
+/// repeats or self-links), by note index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkGraph {
+    out: Vec<Vec<u32>>,
+    incoming: Vec<Vec<u32>>,
+}
+
+impl LinkGraph {
+    /// The graph of `notes` notes from `(source, target)` links; links
+    /// outside `0..notes` and self-links are ignored.
+    pub fn from_links(notes: usize, links: impl IntoIterator<Item = (usize, usize)>) -> LinkGraph {
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); notes];
+        let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); notes];
+        for (source, target) in links {
+            if source < notes && target < notes && source != target {
+                out[source].push(target as u32);
+                incoming[target].push(source as u32);
+            }
+        }
+        for list in out.iter_mut().chain(incoming.iter_mut()) {
+            list.sort_unstable();
+            list.dedup();
+        }
+        LinkGraph { out, incoming }
+    }
+
+    pub fn notes(&self) -> usize {
+        self.out.len()
+    }
+
+    pub fn links_to(&self, note: usize) -> &[u32] {
+        self.out.get(note).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn linked_from(&self, note: usize) -> &[u32] {
+        self.incoming.get(note).map_or(&[], Vec::as_slice)
+    }
+
+    /// Distinct notes linking to or linked from `note`.
+    pub fn degree(&self, note: usize) -> usize {
+        self.links_to(note).len() + self.linked_from(note).len()
+    }
+}

@@ -16,10 +16,12 @@ use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
 use crate::note::Tier;
 use crate::pack::{
-    Backlinks, Pack, PackMode, PackOptions, QueryTrace, Relevance, ResearchTrace, build_pack_from,
+    Backlinks, GraphNeighbour, GraphTrace, NoteAnchor, Pack, PackMode, PackOptions, QueryTrace,
+    Relevance, ResearchTrace, build_pack_from,
 };
 use crate::privacy::Policy;
 use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
+use crate::retrieve::graph::{self, Direction, GraphOptions};
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
@@ -630,6 +632,7 @@ impl Session {
     pub fn pack(&self, request: &PackRequest) -> Pack {
         let vault = &self.vault;
         match (&request.mode, request.ranker) {
+            (PackMode::Note(anchor), _) => self.note_pack(request, anchor),
             (PackMode::Recent, _) => build_pack_from(
                 vault,
                 &request.mode,
@@ -682,12 +685,17 @@ impl Session {
                     .collect();
                 let mut options = request.options.clone();
                 options.relevance = Some(self.relevance(&queries.join(" ")));
-                let signal_errors = rankings
+                let mut signal_errors = rankings
                     .first()
                     .map(|r| r.signal_errors.clone())
                     .unwrap_or_default();
-                let (candidates, trace) =
+                let (mut candidates, trace) =
                     coverage_slots(vault, &queries, rankings, request.rank.rrf_k);
+                let graph_trace = self.expand_topic_candidates(
+                    &mut candidates,
+                    &request.options.graph,
+                    &mut signal_errors,
+                );
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
                 }
@@ -702,10 +710,286 @@ impl Session {
                 if queries.len() > 1 {
                     pack.research = Some(trace);
                 }
+                pack.graph = graph_trace;
                 pack.semantic = self.semantic_status.clone();
                 pack
             }
         }
+    }
+
+    /// The note `given` names, for a note-anchored pack: a path relative
+    /// to the vault (`.md` may be left out), or an absolute path inside it.
+    /// A path leading outside the vault, and any file that is not a note
+    /// the vault lists (hidden, skipped, ignored, private by policy), is
+    /// refused, with one message for all of those.
+    pub fn anchor_note(&self, given: &str) -> Result<String, String> {
+        let trimmed = given.trim();
+        let relative_given = if Path::new(trimmed).is_absolute() {
+            let outside = || format!("'{given}' is not inside the vault {}", self.root.display());
+            let real = Path::new(trimmed).canonicalize().map_err(|_| outside())?;
+            let root = self
+                .root
+                .canonicalize()
+                .unwrap_or_else(|_| self.root.clone());
+            real.strip_prefix(&root)
+                .map_err(|_| outside())?
+                .to_str()
+                .ok_or_else(outside)?
+                .to_string()
+        } else {
+            trimmed.to_string()
+        };
+        let relative = crate::vault::inside_vault(&self.root, &relative_given)?;
+        [relative.clone(), format!("{relative}.md")]
+            .into_iter()
+            .find(|path| self.note_index(path).is_some())
+            .ok_or_else(|| {
+                format!(
+                    "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
+                     agent files, log.md, ignored, private and non-Markdown files are never packed)"
+                )
+            })
+    }
+
+    fn note_index(&self, path: &str) -> Option<usize> {
+        self.vault
+            .metas
+            .binary_search_by(|m| m.path.as_str().cmp(path))
+            .ok()
+    }
+
+    /// The context around one note: the note (unless left out), the notes
+    /// within `depth` link hops either way, and the notes most similar to
+    /// it (the hybrid ranking for its title and most distinctive words),
+    /// the two lists fused by reciprocal rank.
+    fn note_pack(&self, request: &PackRequest, anchor: &NoteAnchor) -> Pack {
+        let vault = &self.vault;
+        let mut options = request.options.clone();
+        let Some(anchor_note) = self.note_index(&anchor.path) else {
+            let mut pack = build_pack_from(
+                vault,
+                &request.mode,
+                Vec::new(),
+                "hybrid",
+                Vec::new(),
+                &options,
+            );
+            pack.warnings
+                .push(format!("no note '{}' in the vault", anchor.path));
+            return pack;
+        };
+        let note = vault.note(anchor_note);
+        let query = self.similarity_query(&note.meta.title, &note.body);
+        let ranking = self.rank(&query, &request.rank, &|n| n != anchor_note);
+        let mut signal_errors = ranking.signal_errors.clone();
+        let graph = self.store.as_deref().and_then(|store| store.link_graph());
+        let walk = match &graph {
+            Some(graph) if anchor.depth > 0 => {
+                graph.neighbourhood(&[(anchor_note, 1.0)], anchor.depth, Direction::Both, true)
+            }
+            None if anchor.depth > 0 => {
+                signal_errors.push(no_links_error(self));
+                Default::default()
+            }
+            _ => Default::default(),
+        };
+        let k = request.rank.rrf_k;
+        let linked: Vec<usize> = walk
+            .neighbours
+            .iter()
+            .take(graph::NOTE_NEIGHBOURS)
+            .map(|n| n.note)
+            .collect();
+        let mut fused: std::collections::BTreeMap<usize, f64> = Default::default();
+        for (rank, &note) in linked.iter().enumerate() {
+            *fused.entry(note).or_default() += 1.0 / (k + rank as f64 + 1.0);
+        }
+        for (rank, hit) in ranking.hits.iter().enumerate() {
+            *fused.entry(hit.note).or_default() += 1.0 / (k + rank as f64 + 1.0);
+        }
+        let mut order: Vec<usize> = fused.keys().copied().collect();
+        // Ties (one linked note against one similar note at the same rank)
+        // go to the linked note, then by path.
+        order.sort_by(|&a, &b| {
+            fused[&b]
+                .total_cmp(&fused[&a])
+                .then(linked.contains(&b).cmp(&linked.contains(&a)))
+                .then_with(|| vault.metas[a].path.cmp(&vault.metas[b].path))
+        });
+        let mut explanations: std::collections::BTreeMap<usize, Explanation> = ranking
+            .hits
+            .into_iter()
+            .map(|hit| (hit.note, hit.explanation))
+            .collect();
+        let mut candidates: Vec<Candidate> = Vec::new();
+        // The note itself scores as if first in both lists.
+        if anchor.include_self {
+            candidates.push(Candidate {
+                note: anchor_note,
+                score: 2.0 / (k + 1.0),
+                breakdown: Vec::new(),
+                explanation: None,
+            });
+        }
+        candidates.extend(order.into_iter().map(|note| {
+            let explanation = explanations.remove(&note);
+            Candidate {
+                note,
+                score: fused[&note],
+                breakdown: explanation
+                    .as_ref()
+                    .map(frontmatter_rules)
+                    .unwrap_or_default(),
+                explanation,
+            }
+        }));
+        options.relevance = Some(self.relevance(&query));
+        if request.backlinks {
+            options.backlinks = self.backlinks(&candidates, options.candidate_limit);
+        }
+        let position = |note: usize| candidates.iter().position(|c| c.note == note);
+        let trace = GraphTrace {
+            anchor: Some(anchor.path.clone()),
+            depth: anchor.depth,
+            direction: Direction::Both,
+            hub_threshold: graph.as_ref().map_or(0, |g| g.hub_threshold()),
+            hubs: walk
+                .hubs
+                .iter()
+                .map(|&n| vault.metas[n].path.clone())
+                .collect(),
+            neighbours: walk
+                .neighbours
+                .iter()
+                .take(graph::NOTE_NEIGHBOURS)
+                .filter_map(|n| {
+                    Some(GraphNeighbour {
+                        path: vault.metas[n.note].path.clone(),
+                        via: vault.metas[n.via].path.clone(),
+                        hops: n.hops,
+                        degree: n.degree,
+                        position: position(n.note)? + 1,
+                    })
+                })
+                .collect(),
+            similar_query: Some(query.clone()),
+        };
+        let mut pack = build_pack_from(
+            vault,
+            &request.mode,
+            candidates,
+            "hybrid",
+            signal_errors,
+            &options,
+        );
+        pack.query_terms = crate::index::query_terms(&query);
+        pack.graph = Some(trace);
+        pack.semantic = self.semantic_status.clone();
+        pack
+    }
+
+    /// A bounded query for the notes similar to one: its title and its
+    /// [`SIMILAR_TERMS`] most distinctive words (term frequency, damped,
+    /// times inverse document frequency over sections) among the first
+    /// [`SIMILAR_SCAN_BYTES`] of its body. Words that are only digits are
+    /// left out (they name, they do not describe).
+    fn similarity_query(&self, title: &str, body: &str) -> String {
+        use tantivy::tokenizer::TokenStream;
+        let mut end = body.len().min(SIMILAR_SCAN_BYTES);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &body[..end];
+        let mut analyzer = analyzer::analyzer();
+        let mut stream = analyzer.token_stream(text);
+        // term -> (count, the first word it came from)
+        let mut counts: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+        while stream.advance() {
+            let token = stream.token();
+            if token.text.chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            counts
+                .entry(token.text.clone())
+                .or_insert_with(|| (0, text[token.offset_from..token.offset_to].to_string()))
+                .0 += 1;
+        }
+        let terms: Vec<String> = counts.keys().cloned().collect();
+        let idf = match &self.store {
+            Some(store) => store.section_idf(&terms),
+            None => vec![1.0; terms.len()],
+        };
+        let mut scored: Vec<(f64, &String)> = terms
+            .iter()
+            .zip(idf)
+            .map(|(term, idf)| ((1.0 + (counts[term].0 as f64).ln()) * idf, term))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let title_terms = crate::index::query_terms(title);
+        let words: Vec<&str> = scored
+            .iter()
+            .filter(|(_, term)| !title_terms.contains(term))
+            .take(SIMILAR_TERMS)
+            .map(|(_, term)| counts[*term].1.as_str())
+            .collect();
+        let mut query = title.to_string();
+        for word in words {
+            query.push(' ');
+            query.push_str(word);
+        }
+        query
+    }
+
+    /// `--graph-depth`: the linked neighbours of a topic pack's top hits
+    /// added to its candidates (see [`graph::expand_candidates`]).
+    fn expand_topic_candidates(
+        &self,
+        candidates: &mut Vec<Candidate>,
+        options: &GraphOptions,
+        signal_errors: &mut Vec<SignalError>,
+    ) -> Option<GraphTrace> {
+        if options.depth == 0 {
+            return None;
+        }
+        let Some(graph) = self.store.as_deref().and_then(|store| store.link_graph()) else {
+            signal_errors.push(no_links_error(self));
+            return None;
+        };
+        let (added, hubs) = graph::expand_candidates(&graph, candidates, options);
+        let path = |note: usize| self.vault.metas[note].path.clone();
+        Some(GraphTrace {
+            anchor: None,
+            depth: options.depth,
+            direction: options.direction,
+            hub_threshold: graph.hub_threshold(),
+            hubs: hubs.into_iter().map(path).collect(),
+            neighbours: added
+                .into_iter()
+                .map(|a| GraphNeighbour {
+                    path: path(a.neighbour.note),
+                    via: path(a.neighbour.via),
+                    hops: a.neighbour.hops,
+                    degree: a.neighbour.degree,
+                    position: a.position + 1,
+                })
+                .collect(),
+            similar_query: None,
+        })
+    }
+}
+
+/// How many bytes of a note's body its similarity query is drawn from.
+pub const SIMILAR_SCAN_BYTES: usize = 64 * 1024;
+/// How many distinctive words the similarity query adds to the title.
+pub const SIMILAR_TERMS: usize = 12;
+
+fn no_links_error(session: &Session) -> SignalError {
+    SignalError {
+        arm: "graph".into(),
+        message: match &session.store {
+            Some(store) => format!("the store at {} keeps no link graph", store.describe()),
+            None => "links need the index".into(),
+        },
     }
 }
 

@@ -319,6 +319,107 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
 }
 
 #[test]
+fn a_note_pack_answers_like_the_command_line() {
+    let world = World::new();
+    let outside = world.vault("outside", &[("secret.md", "TOP SECRET")]);
+    let vault = world.example_vault("vault");
+    std::os::unix::fs::symlink(outside.join("secret.md"), vault.join("leak.md")).unwrap();
+    let mut client = Client::start(&world, &vault);
+    let (error, bundle) = client.call(
+        "context_pack",
+        json!({"note": "concepts/raft.md", "depth": 2, "include_self": false, "budget_tokens": 1500,
+               "format": "json", "generated_at": "2026-06-01T00:00:00Z"}),
+    );
+    assert!(!error, "{bundle}");
+    let pack: Value = serde_json::from_str(&bundle).unwrap();
+    assert_eq!(pack["mode"], "note");
+    assert_eq!(pack["graph"]["anchor"], "concepts/raft.md");
+    assert!(!pack["graph"]["neighbours"].as_array().unwrap().is_empty());
+    let out = world
+        .cmd()
+        .args([
+            "pack",
+            "--note",
+            "concepts/raft.md",
+            "--depth",
+            "2",
+            "--no-self",
+            "--budget",
+            "1500",
+            "--format",
+            "json",
+            "--no-log",
+            "--generated-at",
+            "2026-06-01T00:00:00Z",
+            "--vault",
+        ])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .output()
+        .unwrap();
+    let cli: Value = serde_json::from_str(&common::ok(&out)).unwrap();
+    assert_eq!(pack["bundle"], cli["bundle"]);
+    assert_eq!(pack["graph"], cli["graph"]);
+    assert!(
+        !pack["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["path"] == "concepts/raft.md")
+    );
+    for (arguments, message) in [
+        (
+            json!({"note": "../outside/secret.md"}),
+            "leads outside the vault",
+        ),
+        (json!({"note": "leak.md"}), "leads outside the vault"),
+        (json!({"note": "/etc/passwd"}), "is not inside the vault"),
+        (
+            json!({"note": "missing.md"}),
+            "no note 'missing.md' in the vault",
+        ),
+        (json!({"note": "log.md"}), "no note 'log.md' in the vault"),
+        (
+            json!({"note": "concepts/raft.md", "query": "raft"}),
+            "give one of note, query or recent",
+        ),
+        (
+            json!({"note": "concepts/raft.md", "depth": 4}),
+            "depth must be between 0 and 3",
+        ),
+        (
+            json!({"note": "concepts/raft.md", "graph_depth": 1}),
+            "not note",
+        ),
+        (
+            json!({"query": "raft", "depth": 1}),
+            "depth and include_self need a note",
+        ),
+        (
+            json!({"query": "raft", "graph_direction": "up"}),
+            "direction must be out, in or both",
+        ),
+        (
+            json!({"recent": true, "graph_depth": 1}),
+            "graph_depth needs a query",
+        ),
+    ] {
+        let (error, text) = client.call("context_pack", arguments.clone());
+        assert!(error, "{arguments} should fail");
+        assert!(text.contains(message), "{arguments}: {text}");
+        assert!(!text.contains("TOP SECRET"));
+    }
+    let (error, text) = client.call(
+        "context_pack",
+        json!({"query": "raft consensus", "graph_depth": 1, "format": "json"}),
+    );
+    assert!(!error, "{text}");
+    let pack: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(pack["graph"]["depth"], 1);
+}
+
+#[test]
 fn many_calls_in_flight_are_all_answered() {
     let world = World::new();
     let vault = world.example_vault("vault");

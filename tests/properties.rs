@@ -2,10 +2,11 @@
 //! printed size is its true size, and it is deterministic.
 
 use chrono::{TimeZone, Utc};
+use ctxpack::pack::NoteAnchor;
 use ctxpack::pack::style::{Shape, Style};
 use ctxpack::pack::template::PackTemplate;
 use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{PackRequest, Ranker, Session};
+use ctxpack::session::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
 use proptest::prelude::*;
 
@@ -121,7 +122,7 @@ fn render_note(spec: &NoteSpec, count: usize, shared: &str) -> String {
     text
 }
 
-fn vault_strategy() -> impl Strategy<Value = Vault> {
+fn files_strategy() -> impl Strategy<Value = Vec<(String, String)>> {
     (prop::collection::vec(note_spec(), 1..12), paragraph()).prop_map(|(specs, shared)| {
         let count = specs.len();
         let mut files: Vec<(String, String)> = specs
@@ -143,8 +144,12 @@ fn vault_strategy() -> impl Strategy<Value = Vault> {
                 .collect(),
         ));
         files.push(("hot.md".into(), "- [[n0]]\n".into()));
-        Vault::from_texts("/vault".into(), &files)
+        files
     })
+}
+
+fn vault_strategy() -> impl Strategy<Value = Vault> {
+    files_strategy().prop_map(|files| Vault::from_texts("/vault".into(), &files))
 }
 
 fn options(budget: usize, tokenizer: Tokenizer) -> PackOptions {
@@ -362,6 +367,60 @@ proptest! {
                 };
                 prop_assert!(pack.bundle.contains(&printed), "{:?}\n{}", shape, pack.bundle);
             }
+        }
+    }
+}
+
+proptest! {
+    // Each case writes a vault and builds its index (links need it).
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Note-anchored packs, at every depth, with and without the note
+    /// itself: never over budget, `actual` true, deterministic, the note
+    /// shown only when asked for.
+    #[test]
+    fn note_packs_never_exceed_the_budget(
+        files in files_strategy(),
+        anchor in 0usize..12,
+        depth in 0usize..=3,
+        include_self in any::<bool>(),
+        budget in prop_oneof![1usize..300, 300usize..3000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("vault");
+        for (path, text) in &files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let session = Session::open(
+            &root,
+            &IndexChoice {
+                dir: Some(dir.path().join("index")),
+                model: ModelChoice::Off,
+                ..IndexChoice::default()
+            },
+        )
+        .unwrap();
+        let notes = &session.vault.metas;
+        let path = notes[anchor % notes.len()].path.clone();
+        prop_assert_eq!(session.anchor_note(&path).unwrap(), path.clone());
+        let request = PackRequest::new(
+            PackMode::Note(NoteAnchor { path: path.clone(), depth, include_self }),
+            options(budget, tokenizer),
+        );
+        let pack = session.pack(&request);
+        let counted = tokenizer.count(&pack.bundle);
+        prop_assert!(counted <= budget, "{counted} > {budget}\n{}", pack.bundle);
+        prop_assert_eq!(counted, pack.actual);
+        prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
+        prop_assert_eq!(&session.pack(&request).bundle, &pack.bundle);
+        prop_assert!(pack.signal_errors.is_empty(), "{:?}", pack.signal_errors);
+        let shown = pack.pages.iter().any(|p| p.path == path);
+        prop_assert!(include_self || !shown);
+        if shown {
+            prop_assert_eq!(&pack.pages[0].path, &path);
         }
     }
 }

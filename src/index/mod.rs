@@ -173,6 +173,7 @@ pub struct VaultIndex {
     pub catalog: Catalog,
     links_hash: String,
     links: OnceLock<Option<LinkTable>>,
+    graph: OnceLock<Option<std::sync::Arc<crate::note::LinkGraph>>>,
     backlinks_hash: String,
 }
 
@@ -260,6 +261,7 @@ impl VaultIndex {
             catalog,
             links_hash: payload.links,
             links: OnceLock::new(),
+            graph: OnceLock::new(),
             backlinks_hash: payload.backlinks,
         })
     }
@@ -632,6 +634,23 @@ impl VaultIndex {
         self.links
             .get_or_init(|| catalog::load_blob(&self.dir, "links", &self.links_hash).ok())
             .as_ref()
+    }
+
+    /// Every resolved link of the vault as a graph (decoded from the link
+    /// table once per open index).
+    pub fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
+        self.graph
+            .get_or_init(|| {
+                let table = self.link_table()?;
+                let links = table.links.iter().enumerate().flat_map(|(source, links)| {
+                    links.iter().map(move |link| (source, link.target as usize))
+                });
+                Some(std::sync::Arc::new(crate::note::LinkGraph::from_links(
+                    self.catalog.metas.len(),
+                    links,
+                )))
+            })
+            .clone()
     }
 
     /// The notes linking to `path`, with the sentence around each link, in

@@ -39,6 +39,19 @@ pub const LARGE_BUDGET: usize = 50_000;
 pub enum PackMode {
     Topic(String),
     Recent,
+    /// The context around one note (`pack --note`).
+    Note(NoteAnchor),
+}
+
+/// A note-anchored pack's note and how far around it to look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoteAnchor {
+    /// The note's path in the vault (already checked to be a listed note).
+    pub path: String,
+    /// Link hops around the note: 0 the note and similar notes only.
+    pub depth: usize,
+    /// Whether the note itself is the first page.
+    pub include_self: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -58,6 +71,9 @@ pub struct PackOptions {
     pub backlinks: Option<Backlinks>,
     /// How many recent daily notes to add after the pages (0–30).
     pub dailies: usize,
+    /// Linked neighbours of the top hits added as candidates (hybrid
+    /// topic packs; depth 0, the default, adds none).
+    pub graph: crate::retrieve::graph::GraphOptions,
 }
 
 /// Looks up a note's backlinks.
@@ -102,6 +118,7 @@ impl PackOptions {
             relevance: None,
             backlinks: None,
             dailies: 0,
+            graph: Default::default(),
         }
     }
 }
@@ -122,6 +139,10 @@ pub struct Pack {
     /// With subqueries: which query found what.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub research: Option<ResearchTrace>,
+    /// Note-anchored packs and `--graph-depth`: the links walked, the
+    /// neighbours they brought in and the hubs not walked through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphTrace>,
     pub budget: usize,
     /// The token count of `bundle` under `counter`.
     pub actual: usize,
@@ -218,6 +239,19 @@ pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack
     let ranked = match mode {
         PackMode::Topic(topic) => relevance_pass(vault, &Query::parse(topic)),
         PackMode::Recent => recent_order(vault),
+        PackMode::Note(anchor) => vault
+            .metas
+            .binary_search_by(|m| m.path.as_str().cmp(&anchor.path))
+            .ok()
+            .filter(|_| anchor.include_self)
+            .map(|note| Candidate {
+                note,
+                score: 1.0,
+                breakdown: Vec::new(),
+                explanation: None,
+            })
+            .into_iter()
+            .collect(),
     };
     build_pack_from(vault, mode, ranked, "frontmatter", Vec::new(), options)
 }
@@ -238,13 +272,14 @@ pub fn build_pack_from(
             (Some(query.text), query.terms)
         }
         PackMode::Recent => (None, Vec::new()),
+        PackMode::Note(anchor) => (Some(note_pack_topic(vault, &anchor.path)), Vec::new()),
     };
     let matched = ranked.len();
     let mut ranked = ranked.into_iter();
     let mut candidates: Vec<Candidate> = ranked.by_ref().take(options.candidate_limit).collect();
     // Notes the ranking found beyond the candidates, listed up to a limit.
     let below: Vec<DroppedPage> = match mode {
-        PackMode::Topic(_) => ranked
+        PackMode::Topic(_) | PackMode::Note(_) => ranked
             .take(MAX_LISTED_BELOW_THRESHOLD)
             .map(|c| {
                 let meta = &vault.metas[c.note];
@@ -263,6 +298,7 @@ pub fn build_pack_from(
         mode: match mode {
             PackMode::Topic(_) => "topic",
             PackMode::Recent => "recent",
+            PackMode::Note(_) => "note",
         },
         topic,
         query_terms,
@@ -274,6 +310,7 @@ pub fn build_pack_from(
         signal_errors,
         semantic: String::new(),
         research: None,
+        graph: None,
         budget: options.budget,
         actual: 0,
         counter: options.tokenizer,
@@ -335,7 +372,7 @@ pub fn build_pack_from(
         fill(&mut pack, &candidates);
     }
     pack.pages_dropped = pack.candidates - pack.pages.len();
-    pack.below_threshold = if matches!(mode, PackMode::Topic(_)) {
+    pack.below_threshold = if !matches!(mode, PackMode::Recent) {
         matched - ranked_count
     } else {
         0
@@ -1383,6 +1420,52 @@ pub(crate) fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
         x = next;
     }
     largest
+}
+
+/// The title a note-anchored pack is printed under: the note's title and
+/// path.
+pub fn note_pack_topic(vault: &Vault, path: &str) -> String {
+    let title = vault
+        .metas
+        .binary_search_by(|m| m.path.as_str().cmp(path))
+        .map(|note| vault.metas[note].title.as_str())
+        .unwrap_or(path);
+    format!("around {title} ({path})")
+}
+
+/// The links a pack walked: a note-anchored pack's, or the neighbours
+/// `--graph-depth` added to a topic pack.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GraphTrace {
+    /// A note-anchored pack's note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    pub depth: usize,
+    pub direction: crate::retrieve::graph::Direction,
+    /// Notes linked from at least this many notes are hubs.
+    pub hub_threshold: usize,
+    /// Hubs met and not walked through.
+    pub hubs: Vec<String>,
+    /// The neighbours found, best first: in a topic pack the ones added to
+    /// (or moved up in) the candidates, in a note-anchored pack every
+    /// linked note ranked.
+    pub neighbours: Vec<GraphNeighbour>,
+    /// A note-anchored pack's similarity query (its title and most
+    /// distinctive words).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similar_query: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GraphNeighbour {
+    pub path: String,
+    /// The note it was reached from.
+    pub via: String,
+    pub hops: usize,
+    /// Distinct notes linking to it or linked from it.
+    pub degree: usize,
+    /// Its place in the candidate list (1-based).
+    pub position: usize,
 }
 
 /// How a pack with subqueries was gathered.

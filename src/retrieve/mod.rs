@@ -4,6 +4,7 @@
 pub mod arms;
 pub mod frontmatter;
 pub mod fusion;
+pub mod graph;
 pub mod qmd;
 pub mod query;
 pub mod recent;

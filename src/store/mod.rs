@@ -46,6 +46,11 @@ pub trait Store: Send + Sync {
         targets: &[usize],
         per_target: usize,
     ) -> HashMap<usize, Vec<(usize, String)>>;
+    /// Every resolved link between notes, for graph walks; `None` where
+    /// this store does not keep them.
+    fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
+        None
+    }
     /// The `mark-useful` votes.
     fn feedback(&self) -> Result<FeedbackStore>;
     /// Records one vote for the note at `path`.
@@ -126,6 +131,10 @@ impl Store for VaultIndex {
         per_target: usize,
     ) -> HashMap<usize, Vec<(usize, String)>> {
         VaultIndex::backlinks_of(self, vault, targets, per_target)
+    }
+
+    fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
+        VaultIndex::link_graph(self)
     }
 
     fn feedback(&self) -> Result<FeedbackStore> {

@@ -541,3 +541,38 @@ fn read_note(
         Err(message) => (None, vec![diagnostic(message)]),
     }
 }
+
+/// A note path given by a client, checked to stay inside the vault: no
+/// absolute paths, no `..`, and (when it exists) no symlink leading out.
+pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
+    let path = Path::new(given.trim());
+    if given.trim().is_empty() {
+        return Err("path is empty".into());
+    }
+    if path.is_absolute() {
+        return Err(format!(
+            "'{given}' is absolute; give a path relative to the vault"
+        ));
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::Normal(part) => parts.push(
+                part.to_str()
+                    .ok_or_else(|| format!("'{given}' is not valid UTF-8"))?
+                    .to_string(),
+            ),
+            std::path::Component::CurDir => {}
+            // `..` inside the vault (`a/../a/b.md`) is fine; past its root is not.
+            std::path::Component::ParentDir if parts.pop().is_some() => {}
+            _ => return Err(format!("'{given}' leads outside the vault")),
+        }
+    }
+    let relative = parts.join("/");
+    if let Ok(real) = root.join(&relative).canonicalize()
+        && !real.starts_with(root)
+    {
+        return Err(format!("'{given}' leads outside the vault"));
+    }
+    Ok(relative)
+}
