@@ -758,3 +758,49 @@ pub fn embed_passages(model: &E5, texts: &[&str]) -> Vec<Vec<f32>> {
         .flat_map_iter(|batch| model.embed(batch, false, false))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header (and nothing after it) for a model of this shape.
+    fn header(hidden: u32, layers: u32, heads: u32, pieces: u32) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        for value in [1, hidden, layers, heads, 4 * hidden, 1000, 512, 2] {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        bytes.extend_from_slice(&1e-12f32.to_le_bytes());
+        bytes.extend_from_slice(&32u32.to_le_bytes());
+        bytes.extend_from_slice(&pieces.to_le_bytes());
+        for special in [0u32, 2, 1, 3] {
+            bytes.extend_from_slice(&special.to_le_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn wrong_and_cut_files_are_errors_that_say_why() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (Vec::new(), "E5S1"),
+            (b"PK\x03\x04 a zip".to_vec(), "E5S1"),
+            (b"E5S1\x02\0\0\0".to_vec(), "version 2"),
+            (header(384, 12, 12, 250)[..20].to_vec(), "truncated"),
+            (header(384, 12, 7, 250), "shape"),
+            (header(100, 12, 10, 250), "shape"),
+            (header(384, 1000, 12, 250), "layer count"),
+            (header(384, 12, 12, 5000), "piece count"),
+            // Every number fits; the vocabulary it announces is not there.
+            (header(384, 12, 12, 250), "truncated"),
+        ];
+        for (bytes, expected) in cases {
+            let err = Layout::parse(&bytes).err().unwrap();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+        // Any cut of a plausible header is an error, never a panic.
+        let mut bytes = header(384, 12, 12, 4);
+        bytes.extend_from_slice(&4u64.to_le_bytes());
+        for cut in 0..bytes.len() {
+            assert!(Layout::parse(&bytes[..cut]).is_err());
+        }
+    }
+}
