@@ -196,14 +196,14 @@ fn batches_windows_and_threads_give_the_same_vectors() {
         let norm: f32 = vector.iter().map(|x| x * x).sum();
         assert!((norm - 1.0).abs() < 1e-4);
         for parallel in [false, true] {
-            let alone = model.embed(&[text], false, parallel).pop().unwrap();
+            let alone = model.embed(&[*text], false, parallel).pop().unwrap();
             assert!(cosine(&alone, vector) > 0.999_999, "{text:?}");
         }
     }
     // The long text is read whole: its windows' average differs from its
     // first window's vector.
     let first_window = "Raft keeps a replicated log consistent across a cluster. ".repeat(40);
-    let head = model.embed(&[&first_window], false, false).pop().unwrap();
+    let head = model.embed(&[first_window.as_str()], false, false).pop().unwrap();
     let whole = &together[1];
     assert!(cosine(&head, whole) < 0.999_999);
     assert!(cosine(&head, whole) > 0.9);

@@ -269,6 +269,7 @@ mod tests {
         assert_eq!(ys, vec![-1.5, 2.5]);
     }
 
+    #[cfg(feature = "bert")]
     #[test]
     fn strided_products_match_a_plain_loop() {
         // lhs 2×3, rhs as the transpose of a 4×3 row-major matrix.
