@@ -203,7 +203,10 @@ fn batches_windows_and_threads_give_the_same_vectors() {
     // The long text is read whole: its windows' average differs from its
     // first window's vector.
     let first_window = "Raft keeps a replicated log consistent across a cluster. ".repeat(40);
-    let head = model.embed(&[first_window.as_str()], false, false).pop().unwrap();
+    let head = model
+        .embed(&[first_window.as_str()], false, false)
+        .pop()
+        .unwrap();
     let whole = &together[1];
     assert!(cosine(&head, whole) < 0.999_999);
     assert!(cosine(&head, whole) > 0.9);
