@@ -190,6 +190,8 @@ fn batches_windows_and_threads_give_the_same_vectors() {
     let long = "Raft keeps a replicated log consistent across a cluster. ".repeat(120);
     assert!(model.token_count(&long, false) > 1000);
     let texts = ["raft", long.as_str(), "面包", ""];
+    // Agreement to 1e-4 (not bit-exact: the 4-bit products accumulate in
+    // a different order when run alone or in a batch).
     let together = model.embed(&texts, false, false);
     for (text, vector) in texts.iter().zip(&together) {
         assert_eq!(vector.len(), 384);
@@ -197,7 +199,7 @@ fn batches_windows_and_threads_give_the_same_vectors() {
         assert!((norm - 1.0).abs() < 1e-4);
         for parallel in [false, true] {
             let alone = model.embed(&[*text], false, parallel).pop().unwrap();
-            assert!(cosine(&alone, vector) > 0.999_999, "{text:?}");
+            assert!(cosine(&alone, vector) > 0.9999, "{text:?}");
         }
     }
     // The long text is read whole: its windows' average differs from its
