@@ -831,18 +831,11 @@ impl Session {
                 explanation: None,
             });
         }
-        candidates.extend(order.into_iter().map(|note| {
-            let explanation = explanations.remove(&note);
-            Candidate {
-                note,
-                score: fused[&note],
-                breakdown: explanation
-                    .as_ref()
-                    .map(frontmatter_rules)
-                    .unwrap_or_default(),
-                explanation,
-            }
-        }));
+        candidates.extend(
+            order
+                .into_iter()
+                .map(|note| fused_candidate(note, fused[&note], &mut explanations)),
+        );
         options.relevance = Some(self.relevance(&query));
         if request.backlinks {
             options.backlinks = self.backlinks(&candidates, options.candidate_limit);
@@ -1085,18 +1078,7 @@ fn coverage_slots(
     order.extend(rest);
     let candidates = order
         .into_iter()
-        .map(|note| {
-            let explanation = explanations.remove(&note);
-            Candidate {
-                note,
-                score: fused[&note],
-                breakdown: explanation
-                    .as_ref()
-                    .map(frontmatter_rules)
-                    .unwrap_or_default(),
-                explanation,
-            }
-        })
+        .map(|note| fused_candidate(note, fused[&note], &mut explanations))
         .collect();
     (candidates, trace)
 }
@@ -1129,6 +1111,25 @@ impl Session {
                 .map(|(_, weight)| weight)
                 .sum()
         }))
+    }
+}
+
+/// A fused note as a candidate, with its explanation (taken from
+/// `explanations`) and the frontmatter rules it matched.
+fn fused_candidate(
+    note: usize,
+    score: f64,
+    explanations: &mut std::collections::BTreeMap<usize, Explanation>,
+) -> Candidate {
+    let explanation = explanations.remove(&note);
+    Candidate {
+        note,
+        score,
+        breakdown: explanation
+            .as_ref()
+            .map(frontmatter_rules)
+            .unwrap_or_default(),
+        explanation,
     }
 }
 
