@@ -1412,6 +1412,8 @@ fn watch_with(root: &Path, on_change: &mut dyn FnMut()) -> Result<(), Failure> {
             Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display()))
         })?;
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
+    // Catches what changed between the first index and the watch's registration.
+    on_change();
     let quiet_period = Duration::from_millis(300);
     while let Ok(first) = events.recv() {
         if !crate::index::is_vault_change(root, &first) {

@@ -599,19 +599,27 @@ impl CtxpackServer {
         let state = Arc::clone(&self.state);
         // Change notifications are sent from the server's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
+        // The watch is registered before this returns, so nothing written
+        // after the server answers its first call can be missed.
+        let (sender, events) = std::sync::mpsc::channel();
+        let Ok(mut watcher) = notify::recommended_watcher(move |event| {
+            let _ = sender.send(event);
+        }) else {
+            eprintln!("ctxpack: warning: cannot watch the vault; the index updates on restart");
+            return;
+        };
+        if let Err(err) = watcher.watch(&state.options.root, RecursiveMode::Recursive) {
+            eprintln!(
+                "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
+            );
+            return;
+        }
         std::thread::spawn(move || {
-            let (sender, events) = std::sync::mpsc::channel();
-            let Ok(mut watcher) = notify::recommended_watcher(move |event| {
-                let _ = sender.send(event);
-            }) else {
-                eprintln!("ctxpack: warning: cannot watch the vault; the index updates on restart");
-                return;
-            };
-            if watcher
-                .watch(&state.options.root, RecursiveMode::Recursive)
-                .is_err()
-            {
-                return;
+            let _watcher = watcher;
+            // Catches what changed between the session's opening and the
+            // watch's registration.
+            if let Err(err) = state.reopen() {
+                eprintln!("ctxpack: warning: index update failed: {err:#}");
             }
             let root = state.options.root.clone();
             while let Ok(first) = events.recv() {
