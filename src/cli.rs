@@ -598,6 +598,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
     {
         tokenizer.prefetch();
     }
+    let whole = crate::timings::phase("command");
     let result = match &cli.command {
         Command::Pack(args) => run_pack(&cli, args, name),
         Command::Search(args) => run_search(&cli, args, name),
@@ -610,6 +611,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Command::Assemble(args) => run_assemble(&cli, args),
         Command::Model(command) => run_model(command),
     };
+    drop(whole);
     match result {
         Ok(()) => 0,
         Err(Failure::Usage(message)) => usage_error(&message),
@@ -1102,9 +1104,11 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         subqueries: args.subqueries.clone(),
         backlinks: !args.no_backlinks,
     };
+    let packing = crate::timings::phase("pack");
     let pack = session
         .pack_shaped(&request, &shape)
         .map_err(Failure::Usage)?;
+    drop(packing);
     for warning in &pack.warnings {
         eprintln!("ctxpack: warning: {warning}");
     }
@@ -1149,6 +1153,7 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
     crate::retrieve::query::check_query_length("the query", &query).map_err(Failure::Usage)?;
     let rank = args.rank.options(Utc::now())?;
     let session = open_session(cli, vault_name)?;
+    let searching = crate::timings::phase("search");
     let results = session.search(&SearchRequest {
         query,
         limit: args.limit,
@@ -1156,6 +1161,7 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
         tag: args.tag.clone(),
         rank,
     });
+    drop(searching);
     for error in &results.signal_errors {
         eprintln!(
             "ctxpack: warning: the {} arm failed: {}",
@@ -1383,8 +1389,16 @@ fn sync_store(
     Ok(())
 }
 
-/// Re-indexes after each burst of changes (debounced), until interrupted.
+/// Re-indexes after each burst of changes (debounced), until interrupted,
+/// answering other commands' "what changed?" on the index's socket.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
+    let _publisher = match crate::vault::changes::publish(root, &config.dir) {
+        Ok(publisher) => publisher,
+        Err(err) => {
+            eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
+            None
+        }
+    };
     watch_with(root, &mut || match VaultIndex::open(root, config) {
         Ok((_, report)) if report.changed_anything() => {
             println!("updated: {}", describe_update(&report));

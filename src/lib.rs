@@ -34,6 +34,7 @@ pub mod safe_fs;
 pub mod session;
 pub mod store;
 pub mod text;
+pub mod timings;
 pub mod tokens;
 pub mod vault;
 

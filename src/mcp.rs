@@ -614,8 +614,21 @@ impl CtxpackServer {
             );
             return;
         }
+        // Commands on this vault ask this server what changed instead of
+        // walking it.
+        let publisher = state.session().index_dir.as_deref().and_then(|dir| {
+            crate::vault::changes::publish(&state.session().root, dir)
+                .inspect_err(|err| {
+                    eprintln!(
+                        "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
+                    )
+                })
+                .ok()
+                .flatten()
+        });
         std::thread::spawn(move || {
             let _watcher = watcher;
+            let _publisher = publisher;
             // Catches what changed between the session's opening and the
             // watch's registration.
             if let Err(err) = state.reopen() {

@@ -159,6 +159,7 @@ impl Session {
     /// cannot be opened or built, the vault is read directly and searches
     /// go on without the BM25 arm, saying why.
     pub fn open(root: &Path, choice: &IndexChoice) -> Result<Session> {
+        let _timed = crate::timings::phase("session.open");
         if let Some(target) = &choice.store {
             return Session::open_store(target, choice);
         }
@@ -224,12 +225,14 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
+        let semantic = crate::timings::phase("session.semantic");
         session.open_semantic(
             &choice.model,
             choice.ann,
             choice.vectors,
             choice.embed_into_store,
         );
+        drop(semantic);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }

@@ -46,7 +46,10 @@ impl Tokenizer {
     /// count waits for it if it is not done yet.
     pub fn prefetch(self) {
         if self != Tokenizer::Chars4 {
-            std::thread::spawn(move || self.measure(""));
+            std::thread::spawn(move || {
+                let _timed = crate::timings::phase("tokenizer.load");
+                self.measure("")
+            });
         }
     }
 

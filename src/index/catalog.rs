@@ -27,6 +27,9 @@ pub struct FileEntry {
     pub is_note: bool,
     /// How many sections of the note are indexed.
     pub sections: u32,
+    /// For a symlink, its target's relative path (a change to the target
+    /// is a change to the link).
+    pub link_target: Option<String>,
 }
 
 /// A link from one note to another, with where its sentence is.

@@ -38,14 +38,17 @@ use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
-use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
+use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, changes, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
 /// its file name, no longer by its first heading).
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 const LOCK_FILE: &str = "ctxpack.lock";
+/// How long a command waits for another process's update (a watcher's is
+/// a few milliseconds) before it answers from the last commit instead.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
@@ -146,11 +149,69 @@ pub struct UpdateReport {
     pub rebuilt: Option<String>,
     /// Another process was updating: this one used the last commit.
     pub busy: bool,
+    /// What changed was asked of a live watcher, not found by a walk.
+    pub from_watcher: bool,
 }
 
 impl UpdateReport {
     pub fn changed_anything(&self) -> bool {
         self.added + self.changed + self.removed > 0 || self.rebuilt.is_some()
+    }
+}
+
+/// Takes `lock`, retrying while another process holds it, for at most `wait`.
+fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::TryLockError> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match lock.try_lock() {
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How an update learns what changed in the vault.
+enum Changes {
+    /// The whole vault walked.
+    Walked(walk::WalkResult),
+    /// The paths a live watcher named.
+    Listed(Vec<String>),
+}
+
+struct Detected {
+    changes: Changes,
+    /// The watcher's token once these changes are applied.
+    token: Option<changes::Token>,
+}
+
+impl Detected {
+    fn find(root: &Path, config: &IndexConfig, stored: Option<&changes::Token>) -> Detected {
+        let mut timed = crate::timings::phase("index.changes");
+        let answer = changes::ask(&config.dir, root, stored);
+        timed.note(|| match &answer {
+            Some(changes::Answer {
+                changed: Some(paths),
+                ..
+            }) => format!("watcher: {} paths", paths.len()),
+            Some(_) => "watcher: token unknown, walking".into(),
+            None => "no watcher, walking".into(),
+        });
+        match answer {
+            Some(changes::Answer {
+                token,
+                changed: Some(paths),
+                ..
+            }) => Detected {
+                changes: Changes::Listed(paths),
+                token: Some(token),
+            },
+            answer => Detected {
+                changes: Changes::Walked(walk::walk(root, &config.hidden)),
+                token: answer.map(|a| a.token),
+            },
+        }
     }
 }
 
@@ -190,7 +251,7 @@ impl VaultIndex {
             .write(true)
             .open(config.dir.join(LOCK_FILE))
             .with_context(|| format!("cannot open {}", config.dir.join(LOCK_FILE).display()))?;
-        match lock.try_lock() {
+        match try_lock_for(&lock, BUSY_WAIT) {
             Ok(()) => {
                 let result = Self::open_as_writer(root, config);
                 let _ = lock.unlock();
@@ -267,23 +328,52 @@ impl VaultIndex {
     }
 
     fn open_as_writer(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        // The walk and the catalog decode are the two costs of a no-op
-        // update, and they are independent.
-        let (opened, walked) = rayon::join(
-            || Self::open_committed(root, &config.dir, &config.policy),
-            || walk::walk(root, &config.hidden),
-        );
-        match opened {
-            Ok(mut index) => match index.update_from(config, walked) {
-                Ok(report) => Ok((index, report)),
-                Err(err) => {
-                    drop(index);
-                    let mut report = Self::build(root, config)?;
-                    report.rebuilt = Some(format!("the update failed: {err:#}"));
-                    let index = Self::open_committed(root, &config.dir, &config.policy)?;
-                    Ok((index, report))
-                }
+        // A token stands for what the walk saw with these folders left out.
+        let context = blake3::hash(config.hidden.join("\n").as_bytes()).to_hex()[..16].to_string();
+        let stored = changes::read_token(&config.dir, &context);
+        // Decoding the catalog and finding what changed (the watcher's
+        // answer, or the walk) are the two costs of a no-op update, and
+        // they are independent.
+        let (opened, detected) = rayon::join(
+            || {
+                let _timed = crate::timings::phase("index.catalog");
+                Self::open_committed(root, &config.dir, &config.policy)
             },
+            || Detected::find(root, config, stored.as_ref()),
+        );
+        let mut updating = crate::timings::phase("index.update");
+        let Detected { changes, token } = detected;
+        let from_watcher = matches!(changes, Changes::Listed(_));
+        let result = match opened {
+            // Nothing changed since the token: nothing to compare.
+            Ok(index) if matches!(&changes, Changes::Listed(paths) if paths.is_empty()) => {
+                let unchanged = index.catalog.files.len();
+                Ok((
+                    index,
+                    UpdateReport {
+                        unchanged,
+                        ..UpdateReport::default()
+                    },
+                ))
+            }
+            Ok(mut index) => {
+                let walked = match changes {
+                    Changes::Walked(walked) => walked,
+                    Changes::Listed(paths) => index
+                        .walk_changed(config, paths)
+                        .unwrap_or_else(|| walk::walk(root, &config.hidden)),
+                };
+                match index.update_from(config, walked) {
+                    Ok(report) => Ok((index, report)),
+                    Err(err) => {
+                        drop(index);
+                        let mut report = Self::build(root, config)?;
+                        report.rebuilt = Some(format!("the update failed: {err:#}"));
+                        let index = Self::open_committed(root, &config.dir, &config.policy)?;
+                        Ok((index, report))
+                    }
+                }
+            }
             Err(err) => {
                 let reason = if config.dir.join(TANTIVY_DIR).exists() {
                     format!("{err:#}")
@@ -295,7 +385,71 @@ impl VaultIndex {
                 let index = Self::open_committed(root, &config.dir, &config.policy)?;
                 Ok((index, report))
             }
+        };
+        result.map(|(index, mut report)| {
+            // Whatever path was taken, the index now holds every change the
+            // watcher had seen when it answered.
+            if let Some(token) = token
+                && stored.as_ref() != Some(&token)
+            {
+                let _ = changes::write_token(&config.dir, &token, &context);
+            }
+            report.from_watcher = from_watcher && report.rebuilt.is_none();
+            updating.note(|| {
+                format!(
+                    "{} changed, {} added, {} removed",
+                    report.changed, report.added, report.removed
+                )
+            });
+            (index, report)
+        })
+    }
+
+    /// The vault as the catalog knows it, with only the `changed` paths
+    /// (files or folders, from the watcher) walked again. `None` when a
+    /// change involves a symlinked note or an `.okignore`, which only a
+    /// whole walk decides.
+    fn walk_changed(&self, config: &IndexConfig, changed: Vec<String>) -> Option<walk::WalkResult> {
+        if changed
+            .iter()
+            .any(|path| path.rsplit('/').next() == Some(walk::IGNORE_FILE))
+        {
+            return None;
         }
+        let scope = walk::Scope::new(changed);
+        let catalog = &self.catalog;
+        let touches_link = catalog.files.iter().any(|file| {
+            file.link_target
+                .as_deref()
+                .is_some_and(|target| scope.covers(target) || scope.covers(&file.path))
+        });
+        if touches_link {
+            return None;
+        }
+        let mut walked = walk::walk_scope(&self.root, &config.hidden, &scope)?;
+        for file in &catalog.files {
+            if scope.covers(&file.path) {
+                continue;
+            }
+            // Out of scope, a file is as it was: its stat is the catalog's.
+            let read_as = file.link_target.as_deref().unwrap_or(&file.path);
+            walked.files.push(walk::Found {
+                rel_path: file.path.clone(),
+                read_path: self.root.join(read_as),
+                target: file.link_target.clone(),
+                stat: Some((file.size, file.mtime_ns)),
+            });
+        }
+        walked.files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        walked.problems.extend(
+            catalog
+                .walk_problems
+                .iter()
+                .filter(|problem| !scope.covers(&problem.path))
+                .map(|problem| (problem.path.clone(), problem.message.clone())),
+        );
+        walked.problems.sort();
+        Some(walked)
     }
 
     /// Deletes the index (keeping the feedback store) and builds it anew.
@@ -1002,6 +1156,7 @@ pub(crate) fn read_and_parse(
         problems: Vec::new(),
         is_note: false,
         sections: 0,
+        link_target: item.found.target.clone(),
     };
     let is_role = walk::ROLE_FILES.contains(&rel.as_str());
     // Bases files are listed (so the vault knows them) but read only when

@@ -1,6 +1,7 @@
 //! A vault: every note read from a folder, plus the role files
 //! (`index.md`, `hot.md`) and the problems met on the way.
 
+pub mod changes;
 pub mod log;
 mod resolve;
 pub mod walk;

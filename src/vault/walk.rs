@@ -81,17 +81,102 @@ pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
     let mut listing = Listing {
         root,
         hidden,
+        scope: None,
         files: Vec::new(),
         links: Vec::new(),
         problems: Vec::new(),
     };
     listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
     let Listing {
-        mut files,
+        files,
+        problems,
+        links,
+        ..
+    } = listing;
+    finish_walk(files, problems, links, hidden)
+}
+
+/// The paths a file watcher reported changed (files or folders, relative),
+/// for walking only them.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    paths: Vec<String>,
+}
+
+impl Scope {
+    pub fn new(mut paths: Vec<String>) -> Scope {
+        paths.sort_unstable();
+        paths.dedup();
+        Scope { paths }
+    }
+
+    /// Whether `rel_path` is one of the paths or lies inside one.
+    pub fn covers(&self, rel_path: &str) -> bool {
+        let mut prefix = rel_path;
+        loop {
+            if self
+                .paths
+                .binary_search_by(|p| p.as_str().cmp(prefix))
+                .is_ok()
+            {
+                return true;
+            }
+            match prefix.rfind('/') {
+                Some(slash) => prefix = &prefix[..slash],
+                None => return false,
+            }
+        }
+    }
+
+    /// Whether the folder `rel_dir` must be entered: it is covered, or a
+    /// path lies below it.
+    fn enters(&self, rel_dir: &str) -> bool {
+        if rel_dir.is_empty() || self.covers(rel_dir) {
+            return true;
+        }
+        let below = format!("{rel_dir}/");
+        let start = self.paths.partition_point(|p| p.as_str() < below.as_str());
+        self.paths.get(start).is_some_and(|p| p.starts_with(&below))
+    }
+}
+
+/// Walks only what `scope` covers, with the same rules as [`walk`] (the
+/// `.okignore` files of every folder on the way are read). `None` when a
+/// symlink is in scope: whether it is listed depends on its target, which
+/// only a whole walk knows.
+pub fn walk_scope(root: &Path, hidden: &[String], scope: &Scope) -> Option<WalkResult> {
+    let mut listing = Listing {
+        root,
+        hidden,
+        scope: Some(scope),
+        files: Vec::new(),
+        links: Vec::new(),
+        problems: Vec::new(),
+    };
+    listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
+    let Listing {
+        files,
         mut problems,
         links,
         ..
     } = listing;
+    if !links.is_empty() {
+        return None;
+    }
+    // Folders on the way were entered only to reach the scope; what they
+    // hold outside it is not this walk's to report.
+    problems.retain(|(path, _)| scope.covers(path));
+    Some(finish_walk(files, problems, links, hidden))
+}
+
+/// Resolves symlinks against the listed files, stats everything in
+/// parallel and sorts.
+fn finish_walk(
+    mut files: Vec<Found>,
+    mut problems: Vec<(String, String)>,
+    links: Vec<(String, String, PathBuf)>,
+    hidden: &[String],
+) -> WalkResult {
     // A symlink is read only when its target is itself a file the walk
     // lists: never a hidden, skipped, ignored or non-Markdown file.
     let mut listed: Vec<&str> = files.iter().map(|f| f.rel_path.as_str()).collect();
@@ -129,6 +214,9 @@ pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
 struct Listing<'a> {
     root: &'a Path,
     hidden: &'a [String],
+    /// When set, only folders leading into the scope are entered and only
+    /// files inside it listed.
+    scope: Option<&'a Scope>,
     files: Vec<Found>,
     /// Symlinks to Markdown names: relative path, the target's relative
     /// path and the canonical target.
@@ -196,7 +284,8 @@ impl Listing<'_> {
             let path = entry.path();
             if file_type.is_dir() {
                 let rel_path = join(&rel_dir, name);
-                if !SKIPPED_DIRS.contains(&name)
+                if self.scope.is_none_or(|scope| scope.enters(&rel_path))
+                    && !SKIPPED_DIRS.contains(&name)
                     && !is_hidden(&rel_path, self.hidden)
                     && !is_ignored(&ignores, &path, true)
                 {
@@ -211,6 +300,9 @@ impl Listing<'_> {
                 continue;
             }
             let rel_path = join(&rel_dir, name);
+            if self.scope.is_some_and(|scope| !scope.covers(&rel_path)) {
+                continue;
+            }
             if file_type.is_symlink() {
                 match fs::canonicalize(&path) {
                     Ok(target) if target.starts_with(self.root) => {
