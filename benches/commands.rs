@@ -1,7 +1,9 @@
 //! End-to-end benchmark of whole `ctxpack` processes on synthetic vaults of
 //! 1k and 10k notes: cold index, no-op update, search and pack, with wall
 //! time (median and minimum of several runs), peak resident memory and the
-//! index size. Run with `cargo bench --bench commands`.
+//! index size; then the same calls with a live watcher (`index --watch`).
+//! Run with `cargo bench --bench commands`; `CTXPACK_BENCH_NOTES=100000`
+//! (a comma-separated list) picks other sizes (100k notes is ~850 MB).
 
 #[path = "support/process.rs"]
 mod process;
@@ -29,7 +31,15 @@ fn main() {
         "{:<7} {:<34} {:>4} {:>10} {:>10} {:>10}",
         "notes", "command", "N", "median", "min", "peak RSS"
     );
-    for notes in [1_000usize, 10_000] {
+    let sizes: Vec<usize> = std::env::var("CTXPACK_BENCH_NOTES")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![1_000, 10_000]);
+    for notes in sizes {
         let (vault, bytes) = ensure_vault(&base, notes);
         let index = base.join(format!("index-{notes}"));
         let _ = std::fs::remove_dir_all(&index);
@@ -94,6 +104,25 @@ fn main() {
             ),
         ];
         run_cases(notes, cases);
+        {
+            // The same calls, answered by a live watcher instead of a walk.
+            let _watcher = Watcher::start(&lexical(&["index", "--watch"]), &index);
+            let cases: Vec<(&str, Vec<String>, usize)> = vec![
+                ("watcher: index (no-op update)", lexical(&["index"]), 9),
+                ("watcher: search", lexical(&["search", "kalo mine"]), 15),
+                (
+                    "watcher: pack",
+                    lexical(&["pack", "kalo mine", "--no-log"]),
+                    15,
+                ),
+                (
+                    "watcher: pack --tokenizer o200k",
+                    lexical(&["pack", "kalo mine", "--no-log", "--tokenizer", "o200k"]),
+                    9,
+                ),
+            ];
+            run_cases(notes, cases);
+        }
         if let Some(model) = &model {
             let semantic = |args: &[&str]| -> Vec<String> {
                 let mut all = with_index(args);
@@ -168,4 +197,33 @@ fn dir_size(dir: &Path) -> u64 {
             _ => e.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
+}
+
+/// `ctxpack index --watch`, stopped when dropped.
+struct Watcher(std::process::Child);
+
+impl Watcher {
+    fn start(args: &[String], index: &Path) -> Watcher {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxpack"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the watcher");
+        let socket = index.join("watch.sock");
+        let started = std::time::Instant::now();
+        while !socket.exists() && started.elapsed() < std::time::Duration::from_secs(600) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Its first commit (the socket) precedes the first call's walk,
+        // which records the token.
+        Watcher(child)
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

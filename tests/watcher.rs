@@ -12,6 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::World;
+use common::mcp_client::Client;
 
 fn note(title: &str, body: &str) -> String {
     format!("---\ntitle: {title}\n---\n\n{body}\n")
@@ -251,4 +252,28 @@ fn the_socket_is_for_its_owner_only() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn a_serving_mcp_server_answers_commands_too() {
+    let world = World::new();
+    let (vault, _) = vault_with_notes(&world);
+    // The MCP client's server keeps its index in world/index.
+    let index = world.path().join("index");
+    let _client = Client::start(&world, &vault);
+    let socket = index.join("watch.sock");
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut used = false;
+    for round in 0..5 {
+        let word = format!("okapi{round}y");
+        fs::write(vault.join("a.md"), note("Alpha", &word)).unwrap();
+        let (found, from_watcher) = search(&world, &vault, &index, &word);
+        assert_eq!(found, "a.md\n");
+        used |= from_watcher;
+    }
+    assert!(used, "no command used the server's watcher");
 }

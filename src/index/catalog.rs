@@ -32,6 +32,112 @@ pub struct FileEntry {
     pub link_target: Option<String>,
 }
 
+/// The small parts of a catalog, stored together.
+#[derive(Serialize)]
+struct RestRef<'a> {
+    root: &'a str,
+    index_descriptions: &'a [(u32, String)],
+    hot: &'a [u32],
+    walk_problems: &'a [Diagnostic],
+    sections: u64,
+    updated_at: i64,
+}
+
+#[derive(Deserialize)]
+struct Rest {
+    root: String,
+    index_descriptions: Vec<(u32, String)>,
+    hot: Vec<u32>,
+    walk_problems: Vec<Diagnostic>,
+    sections: u64,
+    updated_at: i64,
+}
+
+impl Catalog {
+    /// Writes the catalog as a blob of four parts, each encoded on its
+    /// own (length-prefixed), and returns the hash that names it.
+    pub fn save(&self, dir: &Path) -> Result<String> {
+        let rest = RestRef {
+            root: &self.root,
+            index_descriptions: &self.index_descriptions,
+            hot: &self.hot,
+            walk_problems: &self.walk_problems,
+            sections: self.sections,
+            updated_at: self.updated_at,
+        };
+        let parts = [
+            postcard::to_allocvec(&self.files)?,
+            postcard::to_allocvec(&*self.metas)?,
+            postcard::to_allocvec(&*self.match_keys)?,
+            postcard::to_allocvec(&rest)?,
+        ];
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
+        for part in &parts {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        save_bytes(dir, "catalog", &bytes)
+    }
+
+    /// Reads the catalog blob named `hash`: its parts are decoded in
+    /// parallel, and its hash checked alongside (decoding damaged bytes
+    /// gives an error or values that are then thrown away).
+    pub fn load(dir: &Path, hash: &str) -> Result<Catalog> {
+        let path = blob_path(dir, "catalog", hash);
+        let bytes = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        let damaged = || anyhow::anyhow!("{} is damaged", path.display());
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(4);
+        let mut rest = bytes.as_slice();
+        for _ in 0..4 {
+            let (len, tail) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
+            let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| damaged())?;
+            if len > tail.len() {
+                return Err(damaged());
+            }
+            let (part, tail) = tail.split_at(len);
+            parts.push(part);
+            rest = tail;
+        }
+        let decode_error = |what: &str, err: postcard::Error| {
+            anyhow::anyhow!("decode {} ({what}): {err}", path.display())
+        };
+        let ((intact, files), ((metas, match_keys), small)) = rayon::join(
+            || {
+                rayon::join(
+                    || blake3::hash(&bytes).to_hex()[..32] == *hash,
+                    || postcard::from_bytes::<Vec<FileEntry>>(parts[0]),
+                )
+            },
+            || {
+                rayon::join(
+                    || {
+                        rayon::join(
+                            || postcard::from_bytes::<Vec<NoteMeta>>(parts[1]),
+                            || postcard::from_bytes::<Vec<MatchKeys>>(parts[2]),
+                        )
+                    },
+                    || postcard::from_bytes::<Rest>(parts[3]),
+                )
+            },
+        );
+        if !intact || !rest.is_empty() {
+            bail!("{} is damaged (hash mismatch)", path.display());
+        }
+        let small = small.map_err(|err| decode_error("summary", err))?;
+        Ok(Catalog {
+            root: small.root,
+            files: files.map_err(|err| decode_error("files", err))?,
+            metas: Arc::new(metas.map_err(|err| decode_error("notes", err))?),
+            match_keys: Arc::new(match_keys.map_err(|err| decode_error("match keys", err))?),
+            index_descriptions: small.index_descriptions,
+            hot: small.hot,
+            walk_problems: small.walk_problems,
+            sections: small.sections,
+            updated_at: small.updated_at,
+        })
+    }
+}
+
 /// A link from one note to another, with where its sentence is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRecord {

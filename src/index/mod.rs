@@ -43,7 +43,8 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
-/// its file name, no longer by its first heading).
+/// its file name, no longer by its first heading; 6: symlink targets in the
+/// catalog, stored in four parts decoded in parallel).
 pub const FORMAT_VERSION: u32 = 6;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
@@ -305,14 +306,19 @@ impl VaultIndex {
         if payload.policy != policy.fingerprint() {
             bail!("the index was built under another privacy policy");
         }
-        let catalog: Catalog = catalog::load_blob(dir, "catalog", &payload.catalog)?;
+        let (catalog, reader) = rayon::join(
+            || Catalog::load(dir, &payload.catalog),
+            || {
+                index
+                    .reader_builder()
+                    .reload_policy(ReloadPolicy::Manual)
+                    .try_into()
+            },
+        );
+        let (catalog, reader) = (catalog?, reader?);
         if Path::new(&catalog.root) != root {
             bail!("the index belongs to another vault ({})", catalog.root);
         }
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
         Ok(VaultIndex {
             dir: dir.to_path_buf(),
             root: root.to_path_buf(),
@@ -552,13 +558,13 @@ impl VaultIndex {
             .collect();
         let mut report = UpdateReport::default();
         let mut pending = Vec::new();
-        let mut kept: Vec<FileEntry> = Vec::new();
+        let mut kept: Vec<&FileEntry> = Vec::new();
         let mut seen: Vec<&str> = Vec::with_capacity(stats.len());
         for (found, stat) in &stats {
             seen.push(&found.rel_path);
             match (self.catalog.file(&found.rel_path), stat) {
                 (Some(old), Some((size, mtime))) if old.size == *size && old.mtime_ns == *mtime => {
-                    kept.push(old.clone());
+                    kept.push(old);
                     report.unchanged += 1;
                 }
                 (old, _) => pending.push(Pending {
@@ -611,7 +617,7 @@ impl VaultIndex {
                             .collect()
                     }));
             }
-            state.files.push(file);
+            state.files.push(file.clone());
         }
         for item in &pending {
             match item.previous_hash {
@@ -1417,7 +1423,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0),
     };
-    let catalog_hash = catalog::save_blob(dir, "catalog", &catalog)?;
+    let catalog_hash = catalog.save(dir)?;
     let links_hash = catalog::save_blob(dir, "links", &table)?;
     let backlinks = catalog::encode_backlinks(&table, catalog.metas.len());
     let backlinks_hash = catalog::save_bytes(dir, "backlinks", &backlinks)?;
