@@ -14,11 +14,45 @@ pub fn is_canvas(path: &str) -> bool {
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(EXTENSION))
 }
 
+/// Edges past this many are not read.
+pub const MAX_EDGES: usize = 10_000;
+/// How much of a text node names it in the list of connections.
+const EDGE_NAME_CHARS: usize = 60;
+
+/// One node as the reader sees it.
+struct Shown {
+    y: f64,
+    x: f64,
+    order: usize,
+    text: String,
+}
+
+/// A group's box and label.
+struct Group {
+    y: f64,
+    x: f64,
+    width: f64,
+    height: f64,
+    order: usize,
+    label: String,
+}
+
+impl Group {
+    fn contains(&self, y: f64, x: f64, width: f64, height: f64) -> bool {
+        x >= self.x
+            && y >= self.y
+            && x + width <= self.x + self.width
+            && y + height <= self.y + self.height
+    }
+}
+
 /// The canvas's text as Markdown: text nodes in reading order (top to
 /// bottom, then left to right) as paragraphs, file nodes as
 /// `File: [[file]]` (a link, and a backlink entry for the file), link
-/// nodes as bare URLs. Groups only arrange nodes and add
-/// nothing. An error says why the file is not a canvas.
+/// nodes as bare URLs. Then, as lists of the nodes' names, the labelled
+/// groups with the nodes inside their boxes (a node belongs to the
+/// smallest group around it) and the edges between nodes. An error says
+/// why the file is not a canvas.
 pub fn to_markdown(json: &str) -> Result<String, String> {
     let canvas: Value =
         serde_json::from_str(json).map_err(|err| format!("not a JSON Canvas file: {err}"))?;
@@ -27,15 +61,35 @@ pub fn to_markdown(json: &str) -> Result<String, String> {
         Some(Value::Array(nodes)) => nodes,
         Some(_) => return Err("not a JSON Canvas file: 'nodes' is not a list".into()),
     };
-    let mut placed: Vec<(f64, f64, usize, String)> = Vec::new();
-    for (order, node) in nodes.iter().take(MAX_NODES).enumerate() {
+    let nodes = &nodes[..nodes.len().min(MAX_NODES)];
+    let number = |node: &Value, key: &str| {
+        node.get(key)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite())
+            .unwrap_or(0.0)
+    };
+    let groups: Vec<Group> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| node.get("type").and_then(Value::as_str) == Some("group"))
+        .filter_map(|(order, node)| {
+            let label = node.get("label").and_then(Value::as_str)?.trim();
+            (!label.is_empty() && !label.contains(['\n', '\r'])).then(|| Group {
+                y: number(node, "y"),
+                x: number(node, "x"),
+                width: number(node, "width").max(0.0),
+                height: number(node, "height").max(0.0),
+                order,
+                label: label.to_string(),
+            })
+        })
+        .collect();
+    let mut shown_nodes: Vec<Shown> = Vec::new();
+    // Per group, its members' names with their places.
+    let mut members: Vec<Vec<Shown>> = groups.iter().map(|_| Vec::new()).collect();
+    let mut names: Vec<(&str, String)> = Vec::new();
+    for (order, node) in nodes.iter().enumerate() {
         let field = |key: &str| node.get(key).and_then(Value::as_str);
-        let coordinate = |key: &str| {
-            node.get(key)
-                .and_then(Value::as_f64)
-                .filter(|v| v.is_finite())
-                .unwrap_or(0.0)
-        };
         let shown = match field("type") {
             Some("text") => field("text").map(|t| t.trim().to_string()),
             Some("file") => field("file").and_then(|file| file_link(file, field("subpath"))),
@@ -45,20 +99,78 @@ pub fn to_markdown(json: &str) -> Result<String, String> {
                 .map(|url| format!("<{url}>")),
             _ => None,
         };
-        if let Some(shown) = shown.filter(|s| !s.is_empty()) {
-            placed.push((coordinate("y"), coordinate("x"), order, shown));
+        let name = node_name(node);
+        let (y, x) = (number(node, "y"), number(node, "x"));
+        let (width, height) = (
+            number(node, "width").max(0.0),
+            number(node, "height").max(0.0),
+        );
+        if let Some(name) = &name
+            && field("type") != Some("group")
+        {
+            let innermost = groups
+                .iter()
+                .enumerate()
+                .filter(|(_, group)| group.contains(y, x, width, height))
+                .min_by(|a, b| (a.1.width * a.1.height).total_cmp(&(b.1.width * b.1.height)));
+            if let Some((index, _)) = innermost {
+                members[index].push(Shown {
+                    y,
+                    x,
+                    order,
+                    text: name.clone(),
+                });
+            }
+        }
+        if let (Some(id), Some(name)) = (field("id"), name) {
+            names.push((id, name));
+        }
+        if let Some(text) = shown.filter(|s| !s.is_empty()) {
+            shown_nodes.push(Shown { y, x, order, text });
         }
     }
-    placed.sort_by(|a, b| {
-        a.0.total_cmp(&b.0)
-            .then(a.1.total_cmp(&b.1))
-            .then(a.2.cmp(&b.2))
-    });
-    let mut out = placed
+    let reading = |a: &Shown, b: &Shown| {
+        a.y.total_cmp(&b.y)
+            .then(a.x.total_cmp(&b.x))
+            .then(a.order.cmp(&b.order))
+    };
+    shown_nodes.sort_by(reading);
+    let mut out = shown_nodes
         .into_iter()
-        .map(|(_, _, _, text)| text)
+        .map(|node| node.text)
         .collect::<Vec<_>>()
         .join("\n\n");
+    let mut group_lines: Vec<(&Group, String)> = Vec::new();
+    for (group, mut inside) in groups.iter().zip(members) {
+        if inside.is_empty() {
+            continue;
+        }
+        inside.sort_by(reading);
+        let list: Vec<String> = inside.into_iter().map(|member| member.text).collect();
+        group_lines.push((group, format!("- {}: {}", group.label, list.join("; "))));
+    }
+    group_lines.sort_by(|a, b| {
+        a.0.y
+            .total_cmp(&b.0.y)
+            .then(a.0.x.total_cmp(&b.0.x))
+            .then(a.0.order.cmp(&b.0.order))
+    });
+    if !group_lines.is_empty() {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str("Groups:\n");
+        let lines: Vec<String> = group_lines.into_iter().map(|(_, line)| line).collect();
+        out.push_str(&lines.join("\n"));
+    }
+    let connections = connections(&canvas, &names);
+    if !connections.is_empty() {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str("Connections:\n");
+        out.push_str(&connections.join("\n"));
+    }
     // A first text node opening with `---` must not read as frontmatter.
     if out.starts_with("---") {
         out.insert(0, '\n');
@@ -67,6 +179,81 @@ pub fn to_markdown(json: &str) -> Result<String, String> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// What a node is called in the list of connections: a text node's first
+/// line (without heading marks, shortened), a file's name, a link's URL, a
+/// group's label.
+fn node_name(node: &Value) -> Option<String> {
+    let field = |key: &str| node.get(key).and_then(Value::as_str);
+    let name = match field("type")? {
+        "text" => {
+            let line = field("text")?
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())?;
+            let line = line.trim_start_matches('#').trim();
+            let mut short: String = line.chars().take(EDGE_NAME_CHARS).collect();
+            if line.chars().count() > EDGE_NAME_CHARS {
+                short.push('…');
+            }
+            short
+        }
+        "file" => {
+            let file = field("file")?;
+            let stem = file.rsplit('/').next().unwrap_or(file);
+            stem.strip_suffix(".md").unwrap_or(stem).to_string()
+        }
+        "link" => field("url")?.to_string(),
+        "group" => field("label")?.trim().to_string(),
+        _ => return None,
+    };
+    let name = name.replace(['\n', '\r'], " ");
+    (!name.trim().is_empty()).then_some(name)
+}
+
+/// The edges as list items: `- from → to`, with the edge's label after a
+/// colon; an edge whose ends are not named nodes is left out.
+fn connections(canvas: &Value, names: &[(&str, String)]) -> Vec<String> {
+    let Some(Value::Array(edges)) = canvas.get("edges") else {
+        return Vec::new();
+    };
+    let mut names: Vec<&(&str, String)> = names.iter().collect();
+    // The first node of an id names it.
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    names.dedup_by(|later, first| later.0 == first.0);
+    let name_of = |id: &str| {
+        names
+            .binary_search_by(|(node, _)| (*node).cmp(id))
+            .ok()
+            .map(|at| &names[at].1)
+    };
+    edges
+        .iter()
+        .take(MAX_EDGES)
+        .filter_map(|edge| {
+            let end = |key: &str| edge.get(key).and_then(Value::as_str).and_then(name_of);
+            let (from, to) = (end("fromNode")?, end("toNode")?);
+            let arrow = match (
+                edge.get("fromEnd").and_then(Value::as_str),
+                edge.get("toEnd").and_then(Value::as_str),
+            ) {
+                (Some("arrow"), Some("none")) => "←",
+                (Some("arrow"), _) => "↔",
+                (_, Some("none")) => "—",
+                _ => "→",
+            };
+            let label = edge
+                .get("label")
+                .and_then(Value::as_str)
+                .map(|l| l.replace(['\n', '\r'], " "))
+                .filter(|l| !l.trim().is_empty());
+            Some(match label {
+                Some(label) => format!("- {from} {arrow} {to}: {}", label.trim()),
+                None => format!("- {from} {arrow} {to}"),
+            })
+        })
+        .collect()
 }
 
 /// A file node as a wikilink, or `None` when its path cannot be written
@@ -98,7 +285,28 @@ mod tests {
         ],"edges":[{"id":"e","fromNode":"a","toNode":"b"}]}"##;
         assert_eq!(
             to_markdown(json).unwrap(),
-            "File: [[Notes/Raft.md#Safety]]\n\nFirst\n\nSecond\n\n<https://example.org>\n"
+            "File: [[Notes/Raft.md#Safety]]\n\nFirst\n\nSecond\n\n<https://example.org>\n\nConnections:\n- First → Second\n"
+        );
+    }
+
+    #[test]
+    fn groups_are_sections_and_edges_are_named() {
+        let json = r##"{"nodes":[
+            {"id":"t","type":"text","text":"Loose on top","x":0,"y":-500,"width":10,"height":10},
+            {"id":"g","type":"group","label":"Outer","x":0,"y":0,"width":1000,"height":1000},
+            {"id":"h","type":"group","label":"Inner","x":500,"y":500,"width":400,"height":400},
+            {"id":"a","type":"text","text":"# Plan\nmore","x":10,"y":10,"width":100,"height":50},
+            {"id":"b","type":"text","text":"Inside inner","x":600,"y":600,"width":100,"height":50},
+            {"id":"f","type":"file","file":"dir/Tides.md","x":10,"y":2000,"width":100,"height":50}
+        ],"edges":[
+            {"id":"e1","fromNode":"a","toNode":"b","label":"leads to"},
+            {"id":"e2","fromNode":"b","toNode":"f","fromEnd":"arrow"},
+            {"id":"e3","fromNode":"a","toNode":"missing"},
+            {"id":"e4","fromNode":"g","toNode":"t","toEnd":"none"}
+        ]}"##;
+        assert_eq!(
+            to_markdown(json).unwrap(),
+            "Loose on top\n\n# Plan\nmore\n\nInside inner\n\nFile: [[dir/Tides.md]]\n\nGroups:\n- Outer: Plan\n- Inner: Inside inner\n\nConnections:\n- Plan → Inside inner: leads to\n- Inside inner ↔ Tides\n- Outer — Loose on top\n"
         );
     }
 
