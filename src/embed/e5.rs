@@ -607,10 +607,13 @@ impl E5 {
         let mut x = vec![0f32; tokens * h];
         let mut rows = x.chunks_exact_mut(h);
         for window in windows {
-            for ((row, &id), position) in rows
-                .by_ref()
-                .zip(&window.ids)
+            // `rows` last: a zip asks its left side first, and a row taken
+            // when a window's ids have run out would shift the next window.
+            for ((&id, position), row) in window
+                .ids
+                .iter()
                 .zip(self.positions.chunks_exact(h))
+                .zip(rows.by_ref())
             {
                 words.dequantize_row(id as usize, row);
                 for ((x, p), t) in row.iter_mut().zip(position).zip(&self.token_type) {
