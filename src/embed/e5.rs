@@ -607,10 +607,13 @@ impl E5 {
         let mut x = vec![0f32; tokens * h];
         let mut rows = x.chunks_exact_mut(h);
         for window in windows {
-            for ((row, &id), position) in rows
-                .by_ref()
-                .zip(&window.ids)
+            // `rows` last: a zip asks its left side first, and a row taken
+            // when a window's ids have run out would shift the next window.
+            for ((&id, position), row) in window
+                .ids
+                .iter()
                 .zip(self.positions.chunks_exact(h))
+                .zip(rows.by_ref())
             {
                 words.dequantize_row(id as usize, row);
                 for ((x, p), t) in row.iter_mut().zip(position).zip(&self.token_type) {
@@ -776,6 +779,147 @@ mod tests {
             bytes.extend_from_slice(&special.to_le_bytes());
         }
         bytes
+    }
+
+    /// A whole model file of a tiny shape (32 wide, one layer, 16
+    /// positions, so 14 content tokens a window) with pseudo-random
+    /// weights, and its vocabulary: `▁a`, `▁b`, `▁c`, `▁` after the four
+    /// specials.
+    fn tiny_model() -> E5 {
+        let (hidden, inner, positions) = (32usize, 64usize, 16usize);
+        let pieces = [
+            "<s>",
+            "<pad>",
+            "</s>",
+            "<unk>",
+            "\u{2581}a",
+            "\u{2581}b",
+            "\u{2581}c",
+            "\u{2581}",
+        ];
+        let state = std::cell::Cell::new(0x9e37_79b9_u32);
+        let next = || {
+            let mut x = state.get();
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            state.set(x);
+            x
+        };
+        let floats = |n: usize, around: f32| -> Vec<u8> {
+            (0..n)
+                .flat_map(|_| (around + (next() % 1000) as f32 / 2000.0 - 0.25).to_le_bytes())
+                .collect()
+        };
+        let quantized = |rows: usize, cols: usize| -> Vec<u8> {
+            let mut bytes = Vec::new();
+            for _ in 0..rows * cols / q4::BLOCK {
+                let scale = half::f16::from_f32(0.02 + (next() % 100) as f32 / 5000.0);
+                bytes.extend_from_slice(&scale.to_bits().to_le_bytes());
+                bytes.extend((0..16).map(|_| next() as u8));
+            }
+            bytes
+        };
+        let mut tensors: Vec<(String, bool, usize, Vec<u8>)> = vec![
+            (
+                "emb.word".into(),
+                true,
+                pieces.len() * hidden,
+                quantized(pieces.len(), hidden),
+            ),
+            (
+                "emb.pos".into(),
+                false,
+                positions * hidden,
+                floats(positions * hidden, 0.0),
+            ),
+            ("emb.type".into(), false, hidden, floats(hidden, 0.0)),
+            ("emb.ln.w".into(), false, hidden, floats(hidden, 1.0)),
+            ("emb.ln.b".into(), false, hidden, floats(hidden, 0.0)),
+        ];
+        for (name, rows, cols) in [
+            ("q", hidden, hidden),
+            ("k", hidden, hidden),
+            ("v", hidden, hidden),
+            ("ao", hidden, hidden),
+            ("fi", inner, hidden),
+            ("fo", hidden, inner),
+        ] {
+            tensors.push((
+                format!("l0.{name}.w"),
+                true,
+                rows * cols,
+                quantized(rows, cols),
+            ));
+            tensors.push((format!("l0.{name}.b"), false, rows, floats(rows, 0.0)));
+        }
+        for name in ["aln", "oln"] {
+            tensors.push((format!("l0.{name}.w"), false, hidden, floats(hidden, 1.0)));
+            tensors.push((format!("l0.{name}.b"), false, hidden, floats(hidden, 0.0)));
+        }
+        let mut bytes = MAGIC.to_vec();
+        let header = [1, hidden, 1, 2, inner, pieces.len(), positions, 1];
+        for value in header {
+            bytes.extend_from_slice(&(value as u32).to_le_bytes());
+        }
+        bytes.extend_from_slice(&1e-5f32.to_le_bytes());
+        bytes.extend_from_slice(&(q4::BLOCK as u32).to_le_bytes());
+        bytes.extend_from_slice(&(pieces.len() as u32).to_le_bytes());
+        for special in [0u32, 2, 1, 3] {
+            bytes.extend_from_slice(&special.to_le_bytes());
+        }
+        let blob: String = pieces.concat();
+        bytes.extend_from_slice(&(blob.len() as u64).to_le_bytes());
+        let mut offset = 0u32;
+        bytes.extend_from_slice(&offset.to_le_bytes());
+        for piece in pieces {
+            offset += piece.len() as u32;
+            bytes.extend_from_slice(&offset.to_le_bytes());
+        }
+        for i in 0..pieces.len() {
+            bytes.extend_from_slice(&(-(i as f32)).to_le_bytes());
+        }
+        bytes.extend_from_slice(blob.as_bytes());
+        // The normalization map: none.
+        bytes.extend_from_slice(&[0; 8]);
+        bytes.extend_from_slice(&(tensors.len() as u32).to_le_bytes());
+        let directory: usize = tensors.iter().map(|t| 2 + t.0.len() + 1 + 4 + 8 + 8).sum();
+        let mut data_at = bytes.len() + directory;
+        for (name, quantized, elements, data) in &tensors {
+            bytes.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.push(u8::from(*quantized));
+            bytes.extend_from_slice(&(*elements as u32).to_le_bytes());
+            bytes.extend_from_slice(&(data_at as u64).to_le_bytes());
+            bytes.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            data_at += data.len();
+        }
+        for (_, _, _, data) in &tensors {
+            bytes.extend_from_slice(data);
+        }
+        let trie = Layout::parse(&bytes)
+            .unwrap()
+            .vocabulary_trie(&bytes)
+            .unwrap();
+        E5::load(Bytes::Owned(bytes), trie).unwrap()
+    }
+
+    #[test]
+    fn a_text_gets_the_same_vector_alone_and_among_others() {
+        let model = tiny_model();
+        // `passage:` is unknown characters here; the words are pieces.
+        assert_eq!(model.tokens("a b  c"), [4, 5, 6]);
+        let long = "a b c ".repeat(12);
+        assert!(model.token_count(&long, false) > 2 * (16 - 2));
+        let texts = ["b a", long.as_str(), "c", "", long.as_str()];
+        for parallel in [false, true] {
+            let together = model.embed(&texts, false, parallel);
+            for (text, vector) in texts.iter().zip(&together) {
+                let alone = model.embed(&[*text], false, false).pop().unwrap();
+                assert_eq!(&alone, vector, "{text:?}");
+            }
+            assert_ne!(together[0], together[2]);
+        }
     }
 
     #[test]
