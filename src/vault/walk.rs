@@ -78,21 +78,12 @@ pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
 /// Folders are listed first; the files are then stat-ed in parallel, since
 /// on a large vault the stat calls are most of the cost of a no-op update.
 pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
-    let mut listing = Listing {
-        root,
-        hidden,
-        scope: None,
-        files: Vec::new(),
-        links: Vec::new(),
-        problems: Vec::new(),
-    };
-    listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
     let Listing {
         files,
         problems,
         links,
         ..
-    } = listing;
+    } = Listing::of(root, hidden, None);
     finish_walk(files, problems, links, hidden)
 }
 
@@ -145,21 +136,12 @@ impl Scope {
 /// symlink is in scope: whether it is listed depends on its target, which
 /// only a whole walk knows.
 pub fn walk_scope(root: &Path, hidden: &[String], scope: &Scope) -> Option<WalkResult> {
-    let mut listing = Listing {
-        root,
-        hidden,
-        scope: Some(scope),
-        files: Vec::new(),
-        links: Vec::new(),
-        problems: Vec::new(),
-    };
-    listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
     let Listing {
         files,
         mut problems,
         links,
         ..
-    } = listing;
+    } = Listing::of(root, hidden, Some(scope));
     if !links.is_empty() {
         return None;
     }
@@ -224,7 +206,21 @@ struct Listing<'a> {
     problems: Vec<(String, String)>,
 }
 
-impl Listing<'_> {
+impl<'a> Listing<'a> {
+    /// Lists the vault at `root` (only what `scope` covers, when given).
+    fn of(root: &'a Path, hidden: &'a [String], scope: Option<&'a Scope>) -> Listing<'a> {
+        let mut listing = Listing {
+            root,
+            hidden,
+            scope,
+            files: Vec::new(),
+            links: Vec::new(),
+            problems: Vec::new(),
+        };
+        listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
+        listing
+    }
+
     fn visit_dir(&mut self, dir: PathBuf, rel_dir: String, mut ignores: Vec<Arc<Gitignore>>) {
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
