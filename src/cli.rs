@@ -171,6 +171,10 @@ struct AssembleArgs {
     tokenizer: Tokenizer,
     #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
     format: PackFormat,
+    /// The printed layout: markdown (the seed's), xml or json; the budget
+    /// holds in each, and the baseline stays a shared prefix.
+    #[arg(long, value_name = "STYLE", default_value = "markdown", value_parser = parse_style)]
+    style: Style,
     /// The text to rewrite (rewrite scenarios).
     #[arg(long, value_name = "TEXT")]
     selection: Option<String>,
@@ -722,6 +726,7 @@ fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
         index_dir: cli.index_dir.clone(),
         write_review: !args.no_write,
         store: project_store(cli, &root)?,
+        style: args.style,
     };
     let assembly = assemble::assemble(&root, &request).map_err(|err| match err {
         AssembleError::Usage(message) => Failure::Usage(message),

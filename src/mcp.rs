@@ -486,6 +486,10 @@ pub struct AssembleArgs {
         description = "markdown (default): the pack itself; json: the pack with its report as data"
     )]
     pub format: Option<String>,
+    #[schemars(
+        description = "Layout of the pack: markdown (default), xml or json; all keep the budget and the shared baseline prefix"
+    )]
+    pub style: Option<String>,
     #[schemars(description = "The text to rewrite (required by rewrite)")]
     pub selection: Option<String>,
     #[schemars(
@@ -973,6 +977,10 @@ impl State {
         if args.chapter < 1 {
             return tool_error(format!("chapter must be 1 or more, got {}", args.chapter));
         }
+        let style = match args.style.as_deref().unwrap_or("markdown").parse::<Style>() {
+            Ok(style) => style,
+            Err(message) => return tool_error(message),
+        };
         let request = AssembleRequest {
             work: args.work,
             scenario: args.scenario,
@@ -990,6 +998,7 @@ impl State {
             index_dir: None,
             write_review: true,
             store: None,
+            style,
         };
         match crate::assemble::assemble(&self.options.root, &request) {
             Ok(assembly) if json => match serde_json::to_string_pretty(&assembly) {

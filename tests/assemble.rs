@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::{World, ok, stderr, stdout};
 use ctxpack::Tokenizer;
 use ctxpack::assemble::{AssembleError, AssembleRequest, assemble};
+use ctxpack::pack::style::Style;
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -128,6 +129,123 @@ fn every_agent_of_a_chapter_shares_a_byte_identical_baseline() {
     }
     assert_eq!(prefixes.len(), 1, "one shared prefix for all five agents");
     assert_eq!(hashes.len(), 1);
+}
+
+/// The sections of a pack printed in `style`, as (name, text) pairs, read
+/// back with a real parser; markdown is one section.
+fn sections(style: Style, text: &str) -> Vec<(String, String)> {
+    match style {
+        Style::Xml => {
+            let document = roxmltree::Document::parse(text).expect("the XML parses");
+            let root = document.root_element();
+            assert_eq!(root.tag_name().name(), "context");
+            root.children()
+                .filter(|n| n.is_element())
+                .map(|n| {
+                    assert!(n.has_tag_name("section"));
+                    let text = n.text().unwrap_or_default();
+                    let body = text.strip_prefix('\n').and_then(|t| t.strip_suffix('\n'));
+                    (
+                        n.attribute("name").unwrap().to_string(),
+                        body.expect("a section's text sits on lines of its own")
+                            .to_string(),
+                    )
+                })
+                .collect()
+        }
+        Style::Json => {
+            let value: Value = serde_json::from_str(text).expect("the JSON parses");
+            value["sections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    (
+                        s["name"].as_str().unwrap().to_string(),
+                        s["text"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        }
+        _ => vec![("markdown".into(), text.to_string())],
+    }
+}
+
+#[test]
+fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
+    let world = World::new();
+    let root = world.example("novel");
+    let markdown: BTreeMap<&str, String> = PIPELINE
+        .iter()
+        .map(|(agent, scenario)| {
+            let args = novel_args(
+                scenario,
+                "8",
+                &["--agent", agent, "--budget", "6000", "--no-write"],
+            );
+            (*agent, ok(&run(&world, &root, &args)))
+        })
+        .collect();
+    for style in [Style::Xml, Style::Json] {
+        let mut prefixes = BTreeSet::new();
+        for (agent, scenario) in PIPELINE {
+            let args = novel_args(
+                scenario,
+                "8",
+                &[
+                    "--agent",
+                    agent,
+                    "--budget",
+                    "6000",
+                    "--style",
+                    style.name(),
+                    "--format",
+                    "json",
+                    "--no-write",
+                ],
+            );
+            let report = json(&run(&world, &root, &args));
+            let text = report["text"].as_str().unwrap();
+            let tokens = Tokenizer::Chars4.count(text);
+            assert!(tokens <= 6000, "{style:?} {agent}: {tokens}");
+            assert_eq!(report["tokens"], tokens);
+            let prefix_len = report["shared_prefix_bytes"].as_u64().unwrap() as usize;
+            assert_eq!(report["baseline"]["shared"], true, "{agent}");
+            prefixes.insert(text.as_bytes()[..prefix_len].to_vec());
+            let printed = sections(style, text);
+            let names: Vec<&str> = printed.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names[..2], ["system", "baseline"], "{style:?} {agent}");
+            assert_eq!(names[names.len() - 2..], ["volatile", "report"]);
+            // Each section holds, unescaped, text the markdown pack prints.
+            for (name, body) in &printed {
+                assert!(!body.is_empty(), "{style:?} {agent} {name}");
+                assert!(
+                    markdown[agent].contains(body.as_str()),
+                    "{style:?} {agent} {name}"
+                );
+            }
+            assert!(printed.iter().any(
+                |(n, t)| n == "volatile" && t.ends_with("## 用户意图\n\n写这一章，节奏紧一些")
+            ));
+            let again = json(&run(&world, &root, &args));
+            assert_eq!(
+                again["text"], report["text"],
+                "the same inputs give the same bytes"
+            );
+        }
+        assert_eq!(
+            prefixes.len(),
+            1,
+            "{style:?}: one shared prefix for all five agents"
+        );
+    }
+    let plain = run(
+        &world,
+        &root,
+        &novel_args("continuation", "8", &["--style", "plain", "--no-write"]),
+    );
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(stderr(&plain).contains("--style plain does not fit assemble"));
 }
 
 /// Unique strings planted in every field some purpose may not see.
@@ -725,21 +843,27 @@ proptest! {
         budget in prop_oneof![200usize..2000, 2000usize..12000, 12000usize..40000],
         agent in 0usize..5,
         tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+        style in prop::sample::select(&[Style::Markdown, Style::Xml, Style::Json][..]),
     ) {
         let root = common::example_dir("novel");
         let index = tempfile::tempdir().unwrap();
         let (agent, scenario) = PIPELINE[agent];
-        match assemble(&root, &request(agent, scenario, 8, budget, tokenizer, index.path())) {
+        let request = AssembleRequest { style, ..request(agent, scenario, 8, budget, tokenizer, index.path()) };
+        match assemble(&root, &request) {
             Err(AssembleError::Usage(message)) => prop_assert!(message.contains("never cut"), "{}", message),
             Err(other) => prop_assert!(false, "{}", other),
             Ok(pack) => {
                 prop_assert!(tokenizer.count(&pack.text) <= budget);
                 prop_assert_eq!(pack.tokens, tokenizer.count(&pack.text));
-                prop_assert!(pack.text.contains("## 用户意图\n\n写这一章，节奏紧一些\n"));
+                let content: String = sections(style, &pack.text)
+                    .into_iter()
+                    .map(|(_, text)| text + "\n")
+                    .collect();
+                prop_assert!(content.contains("## 用户意图\n\n写这一章，节奏紧一些\n"));
                 let outline = fs::read_to_string(root.join(format!("works/{WORK}/大纲.md"))).unwrap();
                 let entry = outline.split("### 第8章 ").nth(1).unwrap().split("\n### ").next().unwrap();
                 let entry_body = entry.split_once('\n').unwrap().1.trim();
-                prop_assert!(pack.text.contains(entry_body), "the outline entry is intact");
+                prop_assert!(content.contains(entry_body), "the outline entry is intact");
                 for segment in ["baseline", "increment"] {
                     let forms: Vec<(&str, &str)> = pack.items.iter()
                         .filter(|i| i.segment == segment)

@@ -160,7 +160,43 @@ fn assemble_answers_like_the_command_line() {
         served["text"].as_str().unwrap()
     );
 
+    let (error, xml) = client.call(
+        "assemble",
+        json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "写第9章",
+               "style": "xml"}),
+    );
+    assert!(!error, "{xml}");
+    let cli_xml = world
+        .cmd()
+        .current_dir(&project)
+        .args([
+            "assemble",
+            "--work",
+            "青灯录",
+            "--scenario",
+            "continuation",
+            "--chapter",
+            "9",
+            "--intent",
+            "写第9章",
+            "--style",
+            "xml",
+            "--no-write",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(xml, common::ok(&cli_xml));
+    assert!(xml.starts_with("<context recipe="), "{xml}");
+
     for (arguments, message) in [
+        (
+            json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "style": "plain"}),
+            "does not fit assemble",
+        ),
+        (
+            json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "style": "html"}),
+            "unknown style",
+        ),
         (
             json!({"work": "青灯录", "scenario": "continuation", "chapter": 9, "intent": "x", "agent": "ghost"}),
             "unknown agent",

@@ -14,6 +14,7 @@ pub mod project;
 pub mod recipe;
 pub mod schema;
 mod sources;
+mod styled;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ use self::project::{Bindings, Project, ReadError};
 use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement};
 use self::schema::Schemas;
 use self::sources::{Context, Gathered, Hidden, Item, Reason};
+use crate::pack::style::Style;
 use crate::tokens::Tokenizer;
 
 pub use self::sources::Omitted;
@@ -61,6 +63,8 @@ pub struct AssembleRequest {
     /// Rank library cards from a PostgreSQL store, where each library is
     /// synced under `<vault id>/<library folder>`.
     pub store: Option<crate::session::StoreTarget>,
+    /// The printed layout: markdown (the seed's), xml or json.
+    pub style: Style,
 }
 
 /// Why assembly failed: the request (exit 2) or the project (exit 1).
@@ -179,6 +183,9 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
             "budget must be between 1 and {MAX_BUDGET} tokens, not {}",
             request.budget
         )));
+    }
+    if let Some(message) = styled::unsupported(request.style) {
+        return Err(usage(message));
     }
     if request.intent.trim().is_empty() {
         return Err(usage(
@@ -480,9 +487,18 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
     let mut increment_segment = Segment::new(increment_items, &agent.sources);
 
     let redactions = project.redactions();
+    let facts = styled::Facts {
+        recipe: &recipe.name,
+        work: &request.work,
+        unit: request.unit,
+        agent: &agent_name,
+        purpose: &scenario.purpose,
+        scenario: &request.scenario,
+    };
     let fitted = fit(
         request,
         &recipe,
+        &facts,
         &frame,
         &mut baseline_segment,
         &mut increment_segment,
@@ -531,7 +547,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         tokenizer: request.tokenizer,
         budget: request.budget,
         tokens: fitted.tokens,
-        shared_prefix_bytes: frame.system.len() + fitted.baseline.len(),
+        shared_prefix_bytes: fitted.shared_prefix,
         baseline: BaselineReport {
             bytes: fitted.baseline.len(),
             tokens: request.tokenizer.count(&fitted.baseline),
@@ -718,6 +734,7 @@ fn unauthorized_libraries(unbound: &[&project::Entry], bindings_path: &str) -> V
 
 struct Fitted {
     text: String,
+    shared_prefix: usize,
     baseline: String,
     tokens: usize,
     shared: bool,
@@ -733,6 +750,7 @@ struct Fitted {
 fn fit(
     request: &AssembleRequest,
     recipe: &Recipe,
+    facts: &styled::Facts,
     frame: &Frame,
     baseline: &mut Segment<'_>,
     increment: &mut Segment<'_>,
@@ -754,7 +772,21 @@ fn fit(
     let mut reserve = {
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
-        tokenizer.measure(&render_report(labels, &hidden, redactions, &omitted))
+        let empty = styled::Sections {
+            system: "",
+            baseline: "",
+            identity: "",
+            chain: "",
+            increment: "",
+            volatile: "",
+            report: "",
+        };
+        // Another style's own markup, measured once with no content.
+        let markup = match request.style {
+            Style::Markdown => 0,
+            style => tokenizer.measure(&styled::print(style, facts, &empty).text),
+        };
+        markup + tokenizer.measure(&render_report(labels, &hidden, redactions, &omitted))
     };
     for _ in 0..8 {
         baseline.forms.fill(Form::Full);
@@ -800,11 +832,20 @@ fn fit(
         let hidden = hidden_report(baseline, increment, baseline_hidden, own_hidden);
         let omitted = omitted_report(omitted, baseline, increment);
         let report = render_report(labels, &hidden, redactions, &omitted);
-        let text = format!(
-            "{}{baseline_text}{}{}{increment_text}{}\n---\n\n{report}",
-            frame.system, frame.identity, frame.chain, frame.volatile
+        let printed = styled::print(
+            request.style,
+            facts,
+            &styled::Sections {
+                system: &frame.system,
+                baseline: &baseline_text,
+                identity: &frame.identity,
+                chain: &frame.chain,
+                increment: &increment_text,
+                volatile: &frame.volatile,
+                report: &report,
+            },
         );
-        let tokens = tokenizer.count(&text);
+        let tokens = tokenizer.count(&printed.text);
         if tokens <= request.budget {
             let segments = [
                 ("system", frame.system.as_str()),
@@ -822,7 +863,8 @@ fn fit(
             })
             .collect();
             return Ok(Fitted {
-                text,
+                text: printed.text,
+                shared_prefix: printed.shared_prefix,
                 baseline: baseline_text,
                 tokens,
                 shared,
