@@ -1464,7 +1464,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
     let (index, report) = VaultIndex::open(&root, &config)?;
-    let diagnostics = index.catalog.diagnostics();
+    let diagnostics = index.catalog.diagnostics.clone();
     // Named, not loaded: the status stays quick; `ctxpack index` or the
     // first search embeds the vault.
     let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
@@ -1499,7 +1499,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         "notes": index.catalog.metas.len(),
         "privacy": { "policy": policy, "private_notes": private_notes },
         "sections": index.catalog.sections,
-        "files": index.catalog.files.len(),
+        "files": index.catalog.file_count,
         "index_bytes": index.size_bytes(),
         "last_update": DateTime::from_timestamp(index.catalog.updated_at, 0)
             .map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)),
@@ -1575,13 +1575,7 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
     } else {
         format!("{path}.md")
     };
-    let find = |path: &str| {
-        session
-            .vault
-            .metas
-            .binary_search_by(|m| m.path.as_str().cmp(path))
-            .ok()
-    };
+    let find = |path: &str| session.vault.metas.position(path);
     let (Some(note), Some(store)) = (find(&with_md).or_else(|| find(&path)), &session.store) else {
         return Err(Failure::Usage(format!(
             "no note '{}' in the vault (give its path relative to the vault, e.g. concepts/raft.md)",

@@ -26,6 +26,7 @@ pub mod fuzz;
 pub mod index;
 pub mod mcp;
 pub mod note;
+pub mod note_tables;
 pub mod pack;
 pub mod parse;
 pub mod privacy;

@@ -1071,7 +1071,7 @@ impl State {
         if session
             .vault
             .metas
-            .binary_search_by(|m| m.path.as_str().cmp(&relative))
+            .search_path(&relative)
             .is_err()
         {
             return tool_error(format!("no note '{relative}' in the vault"));

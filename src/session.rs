@@ -757,7 +757,7 @@ impl Session {
     fn note_index(&self, path: &str) -> Option<usize> {
         self.vault
             .metas
-            .binary_search_by(|m| m.path.as_str().cmp(path))
+            .search_path(path)
             .ok()
     }
 

@@ -195,8 +195,8 @@ fn another_format_version_is_rebuilt() {
     ok(&index_cmd(&world, &vault, &index, &[]));
     let meta = index.join("tantivy/meta.json");
     let text = fs::read_to_string(&meta).unwrap();
-    assert!(text.contains("\\\"format\\\":6"), "{text}");
-    fs::write(&meta, text.replace("\\\"format\\\":6", "\\\"format\\\":0")).unwrap();
+    assert!(text.contains("\\\"format\\\":7"), "{text}");
+    fs::write(&meta, text.replace("\\\"format\\\":7", "\\\"format\\\":0")).unwrap();
     let out = index_cmd(&world, &vault, &index, &[]);
     ok(&out);
     assert!(
@@ -970,6 +970,29 @@ fn search_filters_and_formats() {
     );
     let none = run(&["xylophone"]);
     assert_eq!(none, "No notes match 'xylophone'.\n");
+}
+
+/// An opened index is read in place: a search decodes the metadata of the
+/// notes it returns (and of those a path lookup visits), not the vault's.
+#[test]
+fn a_search_decodes_only_the_notes_it_touches() {
+    let world = World::new();
+    let vault = big_vault(&world, 400);
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let session = session(&vault, &index);
+    assert_eq!(session.vault.metas.len(), 400);
+    assert_eq!(session.vault.metas.decoded(), 0, "opening decodes no note");
+    let results = session.search(&SearchRequest {
+        query: "unique123".into(),
+        limit: 5,
+        folder: None,
+        tag: None,
+        rank: RankOptions::new(Utc::now()),
+    });
+    assert_eq!(results.hits[0].path, "n00123.md");
+    let decoded = session.vault.metas.decoded();
+    assert!((1..=40).contains(&decoded), "{decoded} of 400 notes decoded");
 }
 
 #[test]

@@ -6,13 +6,14 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::note::MatchKeys;
-use crate::note::{Diagnostic, NoteMeta};
+use crate::note::Diagnostic;
+use crate::note_tables::{Blob, BlobBytes, KeysTable, MetaTable};
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +40,9 @@ struct RestRef<'a> {
     index_descriptions: &'a [(u32, String)],
     hot: &'a [u32],
     walk_problems: &'a [Diagnostic],
+    diagnostics: &'a [Diagnostic],
+    bases: &'a [String],
+    files: u64,
     sections: u64,
     updated_at: i64,
 }
@@ -49,93 +53,11 @@ struct Rest {
     index_descriptions: Vec<(u32, String)>,
     hot: Vec<u32>,
     walk_problems: Vec<Diagnostic>,
+    diagnostics: Vec<Diagnostic>,
+    bases: Vec<String>,
+    files: u64,
     sections: u64,
     updated_at: i64,
-}
-
-impl Catalog {
-    /// Writes the catalog as a blob of four parts, each encoded on its
-    /// own (length-prefixed), and returns the hash that names it.
-    pub fn save(&self, dir: &Path) -> Result<String> {
-        let rest = RestRef {
-            root: &self.root,
-            index_descriptions: &self.index_descriptions,
-            hot: &self.hot,
-            walk_problems: &self.walk_problems,
-            sections: self.sections,
-            updated_at: self.updated_at,
-        };
-        let parts = [
-            postcard::to_allocvec(&self.files)?,
-            postcard::to_allocvec(&*self.metas)?,
-            postcard::to_allocvec(&*self.match_keys)?,
-            postcard::to_allocvec(&rest)?,
-        ];
-        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
-        for part in &parts {
-            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(part);
-        }
-        save_bytes(dir, "catalog", &bytes)
-    }
-
-    /// Reads the catalog blob named `hash`: its parts are decoded in
-    /// parallel, and its hash checked alongside (decoding damaged bytes
-    /// gives an error or values that are then thrown away).
-    pub fn load(dir: &Path, hash: &str) -> Result<Catalog> {
-        let path = blob_path(dir, "catalog", hash);
-        let bytes = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
-        let damaged = || anyhow::anyhow!("{} is damaged", path.display());
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(4);
-        let mut rest = bytes.as_slice();
-        for _ in 0..4 {
-            let (len, tail) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
-            let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| damaged())?;
-            if len > tail.len() {
-                return Err(damaged());
-            }
-            let (part, tail) = tail.split_at(len);
-            parts.push(part);
-            rest = tail;
-        }
-        let decode_error = |what: &str, err: postcard::Error| {
-            anyhow::anyhow!("decode {} ({what}): {err}", path.display())
-        };
-        let ((intact, files), ((metas, match_keys), small)) = rayon::join(
-            || {
-                rayon::join(
-                    || blake3::hash(&bytes).to_hex()[..32] == *hash,
-                    || postcard::from_bytes::<Vec<FileEntry>>(parts[0]),
-                )
-            },
-            || {
-                rayon::join(
-                    || {
-                        rayon::join(
-                            || postcard::from_bytes::<Vec<NoteMeta>>(parts[1]),
-                            || postcard::from_bytes::<Vec<MatchKeys>>(parts[2]),
-                        )
-                    },
-                    || postcard::from_bytes::<Rest>(parts[3]),
-                )
-            },
-        );
-        if !intact || !rest.is_empty() {
-            bail!("{} is damaged (hash mismatch)", path.display());
-        }
-        let small = small.map_err(|err| decode_error("summary", err))?;
-        Ok(Catalog {
-            root: small.root,
-            files: files.map_err(|err| decode_error("files", err))?,
-            metas: Arc::new(metas.map_err(|err| decode_error("notes", err))?),
-            match_keys: Arc::new(match_keys.map_err(|err| decode_error("match keys", err))?),
-            index_descriptions: small.index_descriptions,
-            hot: small.hot,
-            walk_problems: small.walk_problems,
-            sections: small.sections,
-            updated_at: small.updated_at,
-        })
-    }
 }
 
 /// A link from one note to another, with where its sentence is.
@@ -153,39 +75,238 @@ pub struct LinkRecord {
     pub context: (u32, u32),
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What the index knows about every file besides its terms. Loaded, it is
+/// read in place: the file list is decoded only by what compares or counts
+/// files (an update, `status`), a note's metadata when it is asked for,
+/// and the match keys never.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Catalog {
     /// The canonical vault root the index was built from.
     pub root: String,
-    /// Every Markdown file walked, sorted by path.
-    pub files: Vec<FileEntry>,
+    files: Files,
     /// Every packable note, sorted by path.
-    pub metas: Arc<Vec<NoteMeta>>,
+    pub metas: Arc<MetaTable>,
     /// The relevance pass's folded keys, parallel to `metas`.
-    pub match_keys: Arc<Vec<MatchKeys>>,
+    pub match_keys: Arc<KeysTable>,
     /// Descriptions from `index.md`, by note index.
     pub index_descriptions: Vec<(u32, String)>,
     /// Notes linked from `hot.md`, in order.
     pub hot: Vec<u32>,
     /// Problems of the walk itself (not tied to one readable file).
     pub walk_problems: Vec<Diagnostic>,
+    /// The walk's problems and every file's, sorted: what a vault reports.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The Bases files walked, sorted.
+    pub bases: Vec<String>,
+    /// How many files the list holds (known without decoding it).
+    pub file_count: usize,
     /// Sections indexed in all notes.
     pub sections: u64,
     /// Seconds since the epoch of the last change (shown by `status`).
     pub updated_at: i64,
 }
 
+/// The file list, decoded on first use.
+#[derive(Clone, Default)]
+struct Files {
+    decoded: OnceLock<Vec<FileEntry>>,
+    encoded: Option<(Blob, Range<usize>)>,
+}
+
+impl Files {
+    fn get(&self) -> &[FileEntry] {
+        self.decoded.get_or_init(|| {
+            // The blob's hash matched when it was loaded, so this decodes;
+            // were it not to, an empty list makes the next update re-read
+            // every file rather than trust a list it cannot read.
+            self.encoded
+                .as_ref()
+                .and_then(|(blob, range)| postcard::from_bytes(blob.get(range.clone())?).ok())
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl PartialEq for Files {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for Files {}
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.get()).finish()
+    }
+}
+
+/// The parts of a catalog blob, in order.
+const PARTS: usize = 4;
+
 impl Catalog {
+    /// A catalog of values just computed: `files` in any order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        root: String,
+        mut files: Vec<FileEntry>,
+        metas: Arc<MetaTable>,
+        match_keys: Arc<KeysTable>,
+        index_descriptions: Vec<(u32, String)>,
+        hot: Vec<u32>,
+        walk_problems: Vec<Diagnostic>,
+        updated_at: i64,
+    ) -> Catalog {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let file_count = files.len();
+        let sections = files.iter().map(|f| u64::from(f.sections)).sum();
+        let mut diagnostics = walk_problems.clone();
+        for file in &files {
+            for message in &file.problems {
+                diagnostics.push(Diagnostic {
+                    path: file.path.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
+        diagnostics.sort();
+        let bases = files
+            .iter()
+            .filter(|f| crate::vault::walk::is_base(&f.path))
+            .map(|f| f.path.clone())
+            .collect();
+        Catalog {
+            root,
+            files: Files {
+                decoded: OnceLock::from(files),
+                encoded: None,
+            },
+            metas,
+            match_keys,
+            index_descriptions,
+            hot,
+            walk_problems,
+            diagnostics,
+            bases,
+            file_count,
+            sections,
+            updated_at,
+        }
+    }
+
+    /// Every Markdown file walked, sorted by path.
+    pub fn files(&self) -> &[FileEntry] {
+        self.files.get()
+    }
+
+    /// Writes the catalog as a blob of four length-prefixed parts (files,
+    /// notes, match keys, the rest) and returns the hash that names it.
+    pub fn save(&self, dir: &Path) -> Result<String> {
+        let rest = RestRef {
+            root: &self.root,
+            index_descriptions: &self.index_descriptions,
+            hot: &self.hot,
+            walk_problems: &self.walk_problems,
+            diagnostics: &self.diagnostics,
+            bases: &self.bases,
+            files: self.file_count as u64,
+            sections: self.sections,
+            updated_at: self.updated_at,
+        };
+        let parts: [Vec<u8>; PARTS] = [
+            postcard::to_allocvec(self.files())?,
+            self.metas.encode()?,
+            self.match_keys.encoded().to_vec(),
+            postcard::to_allocvec(&rest)?,
+        ];
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
+        for part in &parts {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        save_bytes(dir, "catalog", &bytes)
+    }
+
+    /// Reads the catalog blob named `hash`. Only its small part is decoded;
+    /// the offsets of the others are checked beside the blob's hash.
+    pub fn load(dir: &Path, hash: &str) -> Result<Catalog> {
+        let path = blob_path(dir, "catalog", hash);
+        let file = fs::File::open(&path).with_context(|| format!("read {}", path.display()))?;
+        // SAFETY: blobs are content-addressed and only ever replaced by
+        // rename or removed, never written in place, so the mapping stays
+        // valid (and its bytes unchanged) while it is used.
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .with_context(|| format!("read {}", path.display()))?;
+        let blob: Blob = Arc::new(BlobBytes::Mapped(map));
+        let damaged = || anyhow::anyhow!("{} is damaged", path.display());
+        let mut parts: Vec<Range<usize>> = Vec::with_capacity(PARTS);
+        let mut at = 0usize;
+        for _ in 0..PARTS {
+            let len = blob.get(at..at + 8).ok_or_else(damaged)?;
+            let len = u64::from_le_bytes(len.try_into().map_err(|_| damaged())?);
+            let len = usize::try_from(len).map_err(|_| damaged())?;
+            let start = at + 8;
+            let end = start.checked_add(len).filter(|&end| end <= blob.len()).ok_or_else(damaged)?;
+            parts.push(start..end);
+            at = end;
+        }
+        if at != blob.len() {
+            return Err(damaged());
+        }
+        let decode_error = |what: &str, err: String| {
+            anyhow::anyhow!("decode {} ({what}): {err}", path.display())
+        };
+        let (intact, (tables, rest)) = rayon::join(
+            || blake3::hash(&blob).to_hex()[..32] == *hash,
+            || {
+                rayon::join(
+                    || {
+                        (
+                            MetaTable::decode(Arc::clone(&blob), parts[1].clone()),
+                            KeysTable::decode(Arc::clone(&blob), parts[2].clone()),
+                        )
+                    },
+                    || postcard::from_bytes::<Rest>(&blob[parts[3].clone()]),
+                )
+            },
+        );
+        if !intact {
+            bail!("{} is damaged (hash mismatch)", path.display());
+        }
+        let (metas, match_keys) = tables;
+        let rest = rest.map_err(|err| decode_error("summary", err.to_string()))?;
+        let metas = metas.map_err(|err| decode_error("notes", err))?;
+        let match_keys = match_keys.map_err(|err| decode_error("match keys", err))?;
+        if match_keys.len() != metas.len() {
+            bail!("{} is damaged (notes and keys differ)", path.display());
+        }
+        Ok(Catalog {
+            root: rest.root,
+            files: Files {
+                decoded: OnceLock::new(),
+                encoded: Some((Arc::clone(&blob), parts[0].clone())),
+            },
+            metas: Arc::new(metas),
+            match_keys: Arc::new(match_keys),
+            index_descriptions: rest.index_descriptions,
+            hot: rest.hot,
+            walk_problems: rest.walk_problems,
+            diagnostics: rest.diagnostics,
+            bases: rest.bases,
+            file_count: usize::try_from(rest.files).map_err(|_| damaged())?,
+            sections: rest.sections,
+            updated_at: rest.updated_at,
+        })
+    }
+
     pub fn note_index(&self, path: &str) -> Option<usize> {
-        self.metas
-            .binary_search_by(|m| m.path.as_str().cmp(path))
-            .ok()
+        self.metas.position(path)
     }
 
     /// Files read without problems that are not notes or role files: the
     /// notes the privacy policy keeps out.
     pub fn private_notes(&self) -> usize {
-        self.files
+        self.files()
             .iter()
             .filter(|f| {
                 !f.is_note
@@ -197,24 +318,11 @@ impl Catalog {
     }
 
     pub fn file(&self, path: &str) -> Option<&FileEntry> {
-        self.files
+        let files = self.files();
+        files
             .binary_search_by(|f| f.path.as_str().cmp(path))
             .ok()
-            .map(|i| &self.files[i])
-    }
-
-    pub fn diagnostics(&self) -> Vec<Diagnostic> {
-        let mut all = self.walk_problems.clone();
-        for file in &self.files {
-            for message in &file.problems {
-                all.push(Diagnostic {
-                    path: file.path.clone(),
-                    message: message.clone(),
-                });
-            }
-        }
-        all.sort();
-        all
+            .map(|i| &files[i])
     }
 }
 

@@ -35,6 +35,7 @@ use tantivy::schema::{
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::note::MatchKeys;
+use crate::note_tables::{KeysTable, MetaTable};
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
@@ -44,8 +45,9 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
 /// its file name, no longer by its first heading; 6: symlink targets in the
-/// catalog, stored in four parts decoded in parallel).
-pub const FORMAT_VERSION: u32 = 6;
+/// catalog, stored in four parts decoded in parallel; 7: the catalog read in
+/// place: note records behind an offset table, match keys as one text).
+pub const FORMAT_VERSION: u32 = 7;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
@@ -353,7 +355,7 @@ impl VaultIndex {
         let result = match opened {
             // Nothing changed since the token: nothing to compare.
             Ok(index) if matches!(&changes, Changes::Listed(paths) if paths.is_empty()) => {
-                let unchanged = index.catalog.files.len();
+                let unchanged = index.catalog.file_count;
                 Ok((
                     index,
                     UpdateReport {
@@ -424,7 +426,7 @@ impl VaultIndex {
         }
         let scope = walk::Scope::new(changed);
         let catalog = &self.catalog;
-        let touches_link = catalog.files.iter().any(|file| {
+        let touches_link = catalog.files().iter().any(|file| {
             file.link_target
                 .as_deref()
                 .is_some_and(|target| scope.covers(target) || scope.covers(&file.path))
@@ -433,7 +435,7 @@ impl VaultIndex {
             return None;
         }
         let mut walked = walk::walk_scope(&self.root, &config.hidden, &scope)?;
-        for file in &catalog.files {
+        for file in catalog.files() {
             if scope.covers(&file.path) {
                 continue;
             }
@@ -548,39 +550,34 @@ impl VaultIndex {
         walked: walk::WalkResult,
     ) -> Result<UpdateReport> {
         let walk_problems = walk_diagnostics(walked.problems);
-        let stats: Vec<(walk::Found, Option<(u64, i128)>)> = walked
-            .files
-            .into_iter()
-            .map(|found| {
-                let stat = found.stat;
-                (found, stat)
-            })
-            .collect();
+        let mut found_files = walked.files;
+        if !found_files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
+            found_files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        }
         let mut report = UpdateReport::default();
         let mut pending = Vec::new();
         let mut kept: Vec<&FileEntry> = Vec::new();
-        let mut seen: Vec<&str> = Vec::with_capacity(stats.len());
-        for (found, stat) in &stats {
-            seen.push(&found.rel_path);
-            match (self.catalog.file(&found.rel_path), stat) {
-                (Some(old), Some((size, mtime))) if old.size == *size && old.mtime_ns == *mtime => {
+        let mut removed: Vec<&FileEntry> = Vec::new();
+        // Both lists are sorted by path: one pass pairs them.
+        let mut known = self.catalog.files().iter().peekable();
+        for found in &found_files {
+            while let Some(gone) = known.next_if(|f| f.path < found.rel_path) {
+                removed.push(gone);
+            }
+            let previous = known.next_if(|f| f.path == found.rel_path);
+            match (previous, found.stat) {
+                (Some(old), Some((size, mtime))) if old.size == size && old.mtime_ns == mtime => {
                     kept.push(old);
                     report.unchanged += 1;
                 }
-                (old, _) => pending.push(Pending {
+                (old, stat) => pending.push(Pending {
                     found: found.clone(),
-                    stat: *stat,
+                    stat,
                     previous_hash: old.map(|o| o.hash),
                 }),
             }
         }
-        seen.sort_unstable();
-        let removed: Vec<&FileEntry> = self
-            .catalog
-            .files
-            .iter()
-            .filter(|f| seen.binary_search(&f.path.as_str()).is_err())
-            .collect();
+        removed.extend(known);
         if pending.is_empty() && removed.is_empty() && walk_problems == self.catalog.walk_problems {
             return Ok(report);
         }
@@ -649,17 +646,10 @@ impl VaultIndex {
                 .map(|(idx, d)| (*idx as usize, d.clone()))
                 .collect(),
             self.catalog.hot.iter().map(|&i| i as usize).collect(),
-            self.catalog.diagnostics(),
+            self.catalog.diagnostics.clone(),
         );
         vault.set_match_keys(Arc::clone(&self.catalog.match_keys));
-        vault.set_bases(
-            self.catalog
-                .files
-                .iter()
-                .filter(|f| walk::is_base(&f.path))
-                .map(|f| f.path.clone())
-                .collect(),
-        );
+        vault.set_bases(self.catalog.bases.clone());
         vault
     }
 
@@ -1058,7 +1048,7 @@ pub(crate) struct RawLink {
 }
 
 impl RawLink {
-    fn from_record(record: LinkRecord, metas: &[NoteMeta]) -> RawLink {
+    fn from_record(record: LinkRecord, metas: &MetaTable) -> RawLink {
         let target = if record.raw.is_empty() {
             metas
                 .get(record.target as usize)
@@ -1329,13 +1319,11 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
 fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) -> Result<()> {
     let IndexState {
         policy,
-        mut files,
+        files,
         metas,
         raw_links,
         walk_problems,
     } = state;
-    let sections = files.iter().map(|f| u64::from(f.sections)).sum();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut order: Vec<usize> = (0..metas.len()).collect();
     order.sort_by(|&a, &b| metas[a].path.cmp(&metas[b].path));
     let mut metas_sorted = Vec::with_capacity(metas.len());
@@ -1346,6 +1334,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         metas_sorted.extend(metas[idx].take());
         links_sorted.push(raw_links[idx].take().unwrap_or_default());
     }
+    let metas_sorted = Arc::new(MetaTable::new(metas_sorted));
     let resolver = LinkResolver::new(&metas_sorted);
     let table = LinkTable {
         links: links_sorted
@@ -1383,7 +1372,6 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
             })
             .collect(),
     };
-    let metas_sorted = Arc::new(metas_sorted);
     let mut role_vault = Vault::from_metas(
         root.to_path_buf(),
         Arc::clone(&metas_sorted),
@@ -1402,27 +1390,24 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         .iter()
         .map(|(i, d)| (*i as usize, d.as_str()))
         .collect();
-    let match_keys = Arc::new(
-        metas_sorted
-            .iter()
-            .enumerate()
-            .map(|(idx, meta)| MatchKeys::new(meta, descriptions.get(&idx).copied()))
-            .collect(),
-    );
-    let catalog = Catalog {
-        root: root.to_string_lossy().into_owned(),
-        match_keys,
+    let match_keys: Vec<MatchKeys> = metas_sorted
+        .iter()
+        .enumerate()
+        .map(|(idx, meta)| MatchKeys::new(meta, descriptions.get(&idx).copied()))
+        .collect();
+    let catalog = Catalog::new(
+        root.to_string_lossy().into_owned(),
         files,
-        metas: metas_sorted,
+        metas_sorted,
+        Arc::new(KeysTable::new(&match_keys)),
         index_descriptions,
-        hot: hot.into_iter().map(|i| i as u32).collect(),
+        hot.into_iter().map(|i| i as u32).collect(),
         walk_problems,
-        sections,
-        updated_at: SystemTime::now()
+        SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0),
-    };
+    );
     let catalog_hash = catalog.save(dir)?;
     let links_hash = catalog::save_blob(dir, "links", &table)?;
     let backlinks = catalog::encode_backlinks(&table, catalog.metas.len());

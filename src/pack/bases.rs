@@ -77,7 +77,7 @@ pub fn render(
     }
     let this_idx = vault
         .metas
-        .binary_search_by(|m| m.path.as_str().cmp(&this.meta.path))
+        .search_path(&this.meta.path)
         .ok();
     let mut scan = Scan {
         vault,

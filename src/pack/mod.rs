@@ -241,7 +241,7 @@ pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack
         PackMode::Recent => recent_order(vault),
         PackMode::Note(anchor) => vault
             .metas
-            .binary_search_by(|m| m.path.as_str().cmp(&anchor.path))
+            .search_path(&anchor.path)
             .ok()
             .filter(|_| anchor.include_self)
             .map(|note| Candidate {
@@ -1427,7 +1427,7 @@ pub(crate) fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
 pub fn note_pack_topic(vault: &Vault, path: &str) -> String {
     let title = vault
         .metas
-        .binary_search_by(|m| m.path.as_str().cmp(path))
+        .search_path(path)
         .map(|note| vault.metas[note].title.as_str())
         .unwrap_or(path);
     format!("around {title} ({path})")

@@ -128,7 +128,7 @@ impl QmdArm<'_> {
                 let note = self
                     .vault
                     .metas
-                    .binary_search_by(|m| m.path.as_str().cmp(&hit.path))
+                    .search_path(&hit.path)
                     .ok()?;
                 Some((note, hit.score))
             })

@@ -1,6 +1,7 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
 pub use crate::note::MatchKeys;
+use crate::note_tables::NoteKeys;
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::WordFinder;
 use crate::vault::Vault;
@@ -68,7 +69,7 @@ fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
 }
 
 /// `finders` are the query's terms, prepared.
-fn score_note(keys: &MatchKeys, query: &Query, finders: &[WordFinder]) -> Vec<RuleHit> {
+fn score_note(keys: NoteKeys<'_>, query: &Query, finders: &[WordFinder]) -> Vec<RuleHit> {
     let mut hits = Vec::new();
     for (term, finder) in query.terms.iter().zip(finders) {
         let mut hit = |rule: Rule| {
@@ -78,16 +79,16 @@ fn score_note(keys: &MatchKeys, query: &Query, finders: &[WordFinder]) -> Vec<Ru
                 points: rule.points(),
             })
         };
-        if keys.names.iter().any(|name| name == term) {
+        if keys.names().any(|name| name == term) {
             hit(Rule::TitleOrAlias);
         }
-        if keys.tags.iter().any(|tag| tag_matches(tag, term)) {
+        if keys.tags().any(|tag| tag_matches(tag, term)) {
             hit(Rule::Tag);
         }
-        if finder.is_in(&keys.summary) {
+        if finder.is_in(keys.summary()) {
             hit(Rule::Summary);
         }
-        if finder.is_in(&keys.description) {
+        if finder.is_in(keys.description()) {
             hit(Rule::IndexDescription);
         }
     }

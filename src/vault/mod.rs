@@ -17,7 +17,8 @@ use rayon::prelude::*;
 pub use resolve::LinkResolver;
 
 use crate::note::MatchKeys;
-use crate::note::{Diagnostic, Note, NoteMeta};
+use crate::note_tables::{KeysTable, MetaTable};
+use crate::note::{Diagnostic, Note};
 use crate::parse::markdown::Link;
 use crate::privacy::Policy;
 use crate::text::collapse_whitespace;
@@ -66,7 +67,7 @@ pub struct Vault {
     /// The canonical vault root.
     pub root: PathBuf,
     /// Every packable note's metadata, sorted by path.
-    pub metas: Arc<Vec<NoteMeta>>,
+    pub metas: Arc<MetaTable>,
     notes: Vec<OnceLock<Arc<Note>>>,
     max_file_bytes: u64,
     /// Folders never read (see [`VaultOptions::hidden`]).
@@ -80,7 +81,7 @@ pub struct Vault {
     bases: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
     resolver: OnceLock<LinkResolver>,
-    match_keys: OnceLock<Arc<Vec<MatchKeys>>>,
+    match_keys: OnceLock<Arc<KeysTable>>,
     /// Set when the notes' texts come from a store, not the folder.
     source: Option<Arc<dyn NoteSource>>,
 }
@@ -182,7 +183,7 @@ impl Vault {
         roles: Vec<Note>,
         diagnostics: Vec<Diagnostic>,
     ) -> Vault {
-        let metas = Arc::new(notes.iter().map(|n| n.meta.clone()).collect());
+        let metas = Arc::new(MetaTable::new(notes.iter().map(|n| n.meta.clone()).collect()));
         let loaded = notes
             .into_iter()
             .map(|note| OnceLock::from(Arc::new(note)))
@@ -202,7 +203,7 @@ impl Vault {
     /// note is read from disk the first time it is asked for.
     pub fn from_metas(
         root: PathBuf,
-        metas: Arc<Vec<NoteMeta>>,
+        metas: Arc<MetaTable>,
         index_descriptions: HashMap<usize, String>,
         hot: Vec<usize>,
         diagnostics: Vec<Diagnostic>,
@@ -216,7 +217,7 @@ impl Vault {
 
     fn with_metas(
         root: PathBuf,
-        metas: Arc<Vec<NoteMeta>>,
+        metas: Arc<MetaTable>,
         notes: Vec<OnceLock<Arc<Note>>>,
         mut diagnostics: Vec<Diagnostic>,
     ) -> Vault {
@@ -337,10 +338,7 @@ impl Vault {
     pub fn read_prepared(&self, rel_path: &str) -> Option<crate::privacy::Prepared> {
         if let Some(source) = &self.source {
             // A store holds notes only, each as the policy let it be seen.
-            let idx = self
-                .metas
-                .binary_search_by(|m| m.path.as_str().cmp(rel_path))
-                .ok()?;
+            let idx = self.metas.position(rel_path)?;
             let text = source.fetch(&[rel_path]).pop().flatten()?;
             let note = self.sourced_note(idx, Some(text.clone()));
             return Some(crate::privacy::Prepared {
@@ -410,10 +408,7 @@ impl Vault {
 
     /// Whether `rel_path` is a note of this vault or one of its role files.
     pub fn is_listed(&self, rel_path: &str) -> bool {
-        let is_note = self
-            .metas
-            .binary_search_by(|m| m.path.as_str().cmp(rel_path))
-            .is_ok();
+        let is_note = self.metas.position(rel_path).is_some();
         (is_note || matches!(rel_path, "index.md" | "hot.md"))
             && !walk::is_hidden(rel_path, &self.hidden)
     }
@@ -430,17 +425,17 @@ impl Vault {
 
     /// Every note's folded match keys for the relevance pass, built on
     /// first use unless the index supplied them.
-    pub fn match_keys(&self) -> &[MatchKeys] {
+    pub fn match_keys(&self) -> &KeysTable {
         self.match_keys.get_or_init(|| {
-            Arc::new(
-                self.metas
-                    .iter()
-                    .enumerate()
-                    .map(|(idx, meta)| {
-                        MatchKeys::new(meta, self.index_descriptions.get(&idx).map(String::as_str))
-                    })
-                    .collect(),
-            )
+            let keys: Vec<MatchKeys> = self
+                .metas
+                .iter()
+                .enumerate()
+                .map(|(idx, meta)| {
+                    MatchKeys::new(meta, self.index_descriptions.get(&idx).map(String::as_str))
+                })
+                .collect();
+            Arc::new(KeysTable::new(&keys))
         })
     }
 
@@ -450,7 +445,7 @@ impl Vault {
     }
 
     /// Supplies precomputed match keys (one per note, in order).
-    pub fn set_match_keys(&mut self, keys: Arc<Vec<MatchKeys>>) {
+    pub fn set_match_keys(&mut self, keys: Arc<KeysTable>) {
         if keys.len() == self.metas.len() {
             self.match_keys = OnceLock::from(keys);
         }

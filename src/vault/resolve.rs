@@ -2,7 +2,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::note::NoteMeta;
+use crate::note_tables::MetaTable;
 use crate::parse::markdown::{Link, LinkKind};
 use crate::text::fold;
 
@@ -15,7 +15,7 @@ pub struct LinkResolver {
 }
 
 impl LinkResolver {
-    pub fn new(notes: &[NoteMeta]) -> LinkResolver {
+    pub fn new(notes: &MetaTable) -> LinkResolver {
         let mut resolver = LinkResolver::default();
         for (idx, note) in notes.iter().enumerate() {
             resolver.by_path.insert(note.name().to_lowercase(), idx);
@@ -35,7 +35,7 @@ impl LinkResolver {
     }
 
     /// Resolves `link`, written in the note at path `from`, to a note index.
-    pub fn resolve(&self, notes: &[NoteMeta], from: &str, link: &Link) -> Option<usize> {
+    pub fn resolve(&self, notes: &MetaTable, from: &str, link: &Link) -> Option<usize> {
         if link.target.is_empty() {
             return self.by_path.get(&strip_md(from).to_lowercase()).copied();
         }
@@ -45,7 +45,7 @@ impl LinkResolver {
     /// Resolves a target as written (`name`, `folder/name`, `../name`).
     pub fn resolve_target(
         &self,
-        notes: &[NoteMeta],
+        notes: &MetaTable,
         from: &str,
         target: &str,
         relative_first: bool,
@@ -109,7 +109,7 @@ fn join_relative(folder: &str, target: &str) -> Option<String> {
 
 /// Among same-named notes, prefers one in the linking note's folder, then
 /// the shortest path, then the first in path order.
-fn pick_nearest(notes: &[NoteMeta], folder: &str, candidates: &[usize]) -> Option<usize> {
+fn pick_nearest(notes: &MetaTable, folder: &str, candidates: &[usize]) -> Option<usize> {
     candidates.iter().copied().min_by_key(|&idx| {
         let path = &notes[idx].path;
         let note_folder = path.rsplit_once('/').map_or("", |(f, _)| f);

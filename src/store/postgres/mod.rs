@@ -25,6 +25,7 @@ pub use connection::{Connection, StoreError, StoreUrl};
 use crate::index::feedback::{Counts, FeedbackStore};
 use crate::index::query_terms;
 use crate::note::{Diagnostic, NoteMeta};
+use crate::note_tables::MetaTable;
 use crate::privacy::Redaction;
 use crate::vault::{NoteSource, SourcedText, Vault};
 use terms::{NoteTerms, bm25_weight, decode_postings};
@@ -49,7 +50,7 @@ struct Snapshot {
     vault_id: i32,
     generation: i64,
     root: PathBuf,
-    metas: Arc<Vec<NoteMeta>>,
+    metas: Arc<MetaTable>,
     /// Each note's field-norm id, by note index.
     norms: Vec<u8>,
     /// Note id (as the postings name notes) → note index.
@@ -107,7 +108,7 @@ impl PgStore {
     fn note_index(&self, path: &str) -> Option<usize> {
         self.snapshot
             .metas
-            .binary_search_by(|m| m.path.as_str().cmp(path))
+            .search_path(path)
             .ok()
     }
 
@@ -231,7 +232,7 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
         text_tokens: count(4),
         heading_tokens: count(5),
         body_tokens: count(6),
-        metas: Arc::new(metas),
+        metas: Arc::new(MetaTable::new(metas)),
         norms,
         by_id,
         descriptions,

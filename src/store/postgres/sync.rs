@@ -22,6 +22,7 @@ use super::{Roles, SCHEMA_VERSION};
 use crate::index::catalog::BACKLINKS_KEPT;
 use crate::index::{Pending, UpdateReport, raw_links, read_and_parse, walk_diagnostics};
 use crate::note::{Diagnostic, NoteMeta};
+use crate::note_tables::MetaTable;
 use crate::privacy::Policy;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 
@@ -604,6 +605,7 @@ async fn relink(
     }
     notes.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let (metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
+    let metas = MetaTable::new(metas);
     let (backlinks, roles) = tokio::task::block_in_place(|| {
         let resolver = LinkResolver::new(&metas);
         let mut incoming: Vec<Vec<(String, u32, u32)>> = vec![Vec::new(); metas.len()];

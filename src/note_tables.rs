@@ -1,0 +1,527 @@
+//! Every note's metadata and match keys as the catalog stores them, read
+//! in place from its bytes: a note's metadata is decoded the first time
+//! something asks for it, and the match keys are never decoded at all, so
+//! a command pays for the notes it touches rather than for the vault.
+//!
+//! Both tables are also built from values (an in-memory vault, a store's
+//! snapshot); then nothing is encoded.
+
+use std::fmt;
+use std::ops::{Index, Range};
+use std::sync::{Arc, OnceLock};
+
+use crate::note::{MatchKeys, NoteMeta, SummarySource, TitleSource, UpdatedSource};
+
+/// The bytes the tables of one catalog are cut from.
+pub type Blob = Arc<BlobBytes>;
+
+/// A blob in memory, or a file mapped (read in place: no copy, and only
+/// the pages touched are read).
+pub enum BlobBytes {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for BlobBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlobBytes::Owned(bytes) => bytes,
+            BlobBytes::Mapped(map) => map,
+        }
+    }
+}
+
+impl From<Vec<u8>> for BlobBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        BlobBytes::Owned(bytes)
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let word: [u8; 4] = bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(u32::from_le_bytes(word))
+}
+
+fn push_u32(out: &mut Vec<u8>, value: usize) {
+    out.extend_from_slice(&(value as u32).to_le_bytes());
+}
+
+/// Reads `count` little-endian `u32`s at `at`, checked to be a
+/// non-decreasing sequence ending at most at `limit`.
+fn check_offsets(bytes: &[u8], at: usize, count: usize, limit: usize) -> Result<(), String> {
+    let mut last = 0;
+    for i in 0..count {
+        let value = u32_at(bytes, at + 4 * i).ok_or("offsets cut short")? as usize;
+        if value < last || value > limit {
+            return Err(format!("offset {i} out of order ({value})"));
+        }
+        last = value;
+    }
+    Ok(())
+}
+
+/// Every note's [`NoteMeta`], in path order.
+#[derive(Clone, Default)]
+pub struct MetaTable {
+    slots: Vec<OnceLock<NoteMeta>>,
+    encoded: Option<EncodedMetas>,
+}
+
+/// `count`, `count + 1` record offsets, then the postcard records.
+#[derive(Clone)]
+struct EncodedMetas {
+    blob: Blob,
+    offsets: usize,
+    records: Range<usize>,
+}
+
+impl MetaTable {
+    pub fn new(metas: Vec<NoteMeta>) -> MetaTable {
+        MetaTable {
+            slots: metas.into_iter().map(OnceLock::from).collect(),
+            encoded: None,
+        }
+    }
+
+    /// The table in the layout [`decode`](Self::decode) reads.
+    pub fn encode(&self) -> Result<Vec<u8>, postcard::Error> {
+        let mut records = Vec::new();
+        let mut ends = Vec::with_capacity(self.len());
+        for meta in self.iter() {
+            records.extend_from_slice(&postcard::to_allocvec(meta)?);
+            ends.push(records.len());
+        }
+        let mut out = Vec::with_capacity(8 + 4 * ends.len() + records.len());
+        push_u32(&mut out, self.len());
+        push_u32(&mut out, 0);
+        for end in ends {
+            push_u32(&mut out, end);
+        }
+        out.extend_from_slice(&records);
+        Ok(out)
+    }
+
+    /// The table over `part` of `blob`: only its offsets are checked here;
+    /// records are decoded when asked for.
+    pub fn decode(blob: Blob, part: Range<usize>) -> Result<MetaTable, String> {
+        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
+        let count = u32_at(bytes, 0).ok_or("no count")? as usize;
+        let records_at = 4usize
+            .checked_add(count.checked_add(1).and_then(|n| n.checked_mul(4)).ok_or("bad count")?)
+            .filter(|&at| at <= bytes.len())
+            .ok_or("offsets cut short")?;
+        let records_len = bytes.len() - records_at;
+        check_offsets(bytes, 4, count + 1, records_len)?;
+        if u32_at(bytes, 4 + 4 * count) != Some(records_len as u32) {
+            return Err("records cut short".into());
+        }
+        Ok(MetaTable {
+            slots: (0..count).map(|_| OnceLock::new()).collect(),
+            encoded: Some(EncodedMetas {
+                offsets: part.start + 4,
+                records: part.start + records_at..part.end,
+                blob,
+            }),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// How many notes have been decoded so far (all, for a table built
+    /// from values).
+    pub fn decoded(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.get().is_some()).count()
+    }
+
+    pub fn get(&self, idx: usize) -> Option<&NoteMeta> {
+        let slot = self.slots.get(idx)?;
+        Some(slot.get_or_init(|| self.decode_one(idx)))
+    }
+
+    /// A record of a table whose offsets were checked and whose blob's hash
+    /// matched: it decodes, unless the index was written by a build with
+    /// another layout under the same format version. Such a record reads as
+    /// a note with no name, never as a panic.
+    fn decode_one(&self, idx: usize) -> NoteMeta {
+        let decoded = self.encoded.as_ref().and_then(|encoded| {
+            let start = u32_at(&encoded.blob, encoded.offsets + 4 * idx)? as usize;
+            let end = u32_at(&encoded.blob, encoded.offsets + 4 * (idx + 1))? as usize;
+            let records = encoded.blob.get(encoded.records.clone())?;
+            postcard::from_bytes(records.get(start..end)?).ok()
+        });
+        decoded.unwrap_or_else(|| NoteMeta {
+            path: String::new(),
+            title: String::new(),
+            title_source: TitleSource::FileName,
+            aliases: Vec::new(),
+            tags: Vec::new(),
+            summary: String::new(),
+            summary_source: SummarySource::None,
+            tier: Default::default(),
+            updated: None,
+            updated_source: UpdatedSource::Unknown,
+            daily: None,
+        })
+    }
+
+    /// Every note, in order (decoding those not decoded yet).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &NoteMeta> + DoubleEndedIterator + Clone {
+        (0..self.len()).map(|idx| &self[idx])
+    }
+
+    /// Where `path` is among the notes (sorted by path), as
+    /// `slice::binary_search` answers, decoding only the notes it visits.
+    pub fn search_path(&self, path: &str) -> Result<usize, usize> {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match self[mid].path.as_str().cmp(path) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(low)
+    }
+
+    /// The note at `path`.
+    pub fn position(&self, path: &str) -> Option<usize> {
+        self.search_path(path).ok()
+    }
+}
+
+impl Index<usize> for MetaTable {
+    type Output = NoteMeta;
+
+    fn index(&self, idx: usize) -> &NoteMeta {
+        match self.get(idx) {
+            Some(meta) => meta,
+            None => panic!("note {idx} of {}", self.len()),
+        }
+    }
+}
+
+impl PartialEq for MetaTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for MetaTable {}
+
+impl fmt::Debug for MetaTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Every note's folded [`MatchKeys`], read in place: a note's names, tags,
+/// summary and description are slices of one text.
+///
+/// Layout: `notes`, then per note (`first string`, `names`, `tags`) as
+/// `u32, u16, u16`; `strings`, then each string's end offset; then the
+/// text. A note's strings are its names, its tags, its summary and its
+/// description, in that order.
+#[derive(Clone)]
+pub struct KeysTable {
+    blob: Blob,
+    notes: usize,
+    records: usize,
+    ends: usize,
+    strings: usize,
+    text: Range<usize>,
+}
+
+/// One note's keys, borrowed from the table.
+#[derive(Clone, Copy)]
+pub struct NoteKeys<'a> {
+    table: &'a KeysTable,
+    first: usize,
+    names: usize,
+    tags: usize,
+}
+
+impl<'a> NoteKeys<'a> {
+    /// Title, then aliases.
+    pub fn names(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let (table, first) = (self.table, self.first);
+        (first..first + self.names).map(move |k| table.string(k))
+    }
+
+    pub fn tags(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let (table, first) = (self.table, self.first + self.names);
+        (first..first + self.tags).map(move |k| table.string(k))
+    }
+
+    pub fn summary(&self) -> &'a str {
+        self.table.string(self.first + self.names + self.tags)
+    }
+
+    pub fn description(&self) -> &'a str {
+        self.table.string(self.first + self.names + self.tags + 1)
+    }
+}
+
+impl KeysTable {
+    pub fn new(keys: &[MatchKeys]) -> KeysTable {
+        let bytes = Self::encode(keys);
+        let len = bytes.len();
+        // Bytes just encoded from values always read back.
+        Self::decode(Arc::new(bytes.into()), 0..len).unwrap_or_else(|_| KeysTable::empty())
+    }
+
+    fn empty() -> KeysTable {
+        KeysTable {
+            blob: Arc::new(vec![0; 8].into()),
+            notes: 0,
+            records: 4,
+            ends: 8,
+            strings: 0,
+            text: 8..8,
+        }
+    }
+
+    pub fn encode(keys: &[MatchKeys]) -> Vec<u8> {
+        let mut records = Vec::with_capacity(8 * keys.len());
+        let mut ends = Vec::new();
+        let mut text = String::new();
+        for note in keys {
+            push_u32(&mut records, ends.len());
+            let names = note.names.len().min(u16::MAX as usize);
+            let tags = note.tags.len().min(u16::MAX as usize);
+            records.extend_from_slice(&(names as u16).to_le_bytes());
+            records.extend_from_slice(&(tags as u16).to_le_bytes());
+            let strings = note.names[..names]
+                .iter()
+                .chain(&note.tags[..tags])
+                .chain([&note.summary, &note.description]);
+            for string in strings {
+                text.push_str(string);
+                ends.push(text.len());
+            }
+        }
+        let mut out = Vec::with_capacity(8 + records.len() + 4 * ends.len() + text.len());
+        push_u32(&mut out, keys.len());
+        out.extend_from_slice(&records);
+        push_u32(&mut out, ends.len());
+        for end in ends {
+            push_u32(&mut out, end);
+        }
+        out.extend_from_slice(text.as_bytes());
+        out
+    }
+
+    /// The table over `part` of `blob`, its offsets and text checked.
+    pub fn decode(blob: Blob, part: Range<usize>) -> Result<KeysTable, String> {
+        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
+        let notes = u32_at(bytes, 0).ok_or("no count")? as usize;
+        let ends_at = notes
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(4))
+            .ok_or("bad count")?;
+        let strings = u32_at(bytes, ends_at).ok_or("records cut short")? as usize;
+        let text_at = strings
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(ends_at + 4))
+            .filter(|&at| at <= bytes.len())
+            .ok_or("ends cut short")?;
+        let text = std::str::from_utf8(&bytes[text_at..]).map_err(|err| err.to_string())?;
+        check_offsets(bytes, ends_at + 4, strings, text.len())?;
+        for i in 0..strings {
+            let end = u32_at(bytes, ends_at + 4 + 4 * i).unwrap_or(0) as usize;
+            if !text.is_char_boundary(end) {
+                return Err(format!("string {i} ends inside a character"));
+            }
+        }
+        for note in 0..notes {
+            let at = 4 + 8 * note;
+            let first = u32_at(bytes, at).unwrap_or(u32::MAX) as usize;
+            let count = usize::from(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]))
+                + usize::from(u16::from_le_bytes([bytes[at + 6], bytes[at + 7]]))
+                + 2;
+            if first.checked_add(count).is_none_or(|end| end > strings) {
+                return Err(format!("note {note} has strings past the end"));
+            }
+        }
+        Ok(KeysTable {
+            notes,
+            records: part.start + 4,
+            ends: part.start + ends_at + 4,
+            strings,
+            text: part.start + text_at..part.end,
+            blob,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.notes
+    }
+
+    /// The table's bytes, in the layout [`decode`](Self::decode) reads.
+    pub fn encoded(&self) -> &[u8] {
+        &self.blob[self.records - 4..self.text.end]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.notes == 0
+    }
+
+    pub fn note(&self, idx: usize) -> Option<NoteKeys<'_>> {
+        if idx >= self.notes {
+            return None;
+        }
+        let at = self.records + 8 * idx;
+        let record = self.blob.get(at..at + 8)?;
+        Some(NoteKeys {
+            table: self,
+            first: u32::from_le_bytes([record[0], record[1], record[2], record[3]]) as usize,
+            names: usize::from(u16::from_le_bytes([record[4], record[5]])),
+            tags: usize::from(u16::from_le_bytes([record[6], record[7]])),
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = NoteKeys<'_>> {
+        (0..self.notes).filter_map(|idx| self.note(idx))
+    }
+
+    fn text(&self) -> &str {
+        // SAFETY: `decode` checked these bytes are UTF-8, and the blob is
+        // never written after that.
+        unsafe { std::str::from_utf8_unchecked(&self.blob[self.text.clone()]) }
+    }
+
+    /// String `k`: its end offsets were checked to be in order and on
+    /// character boundaries.
+    fn string(&self, k: usize) -> &str {
+        if k >= self.strings {
+            return "";
+        }
+        let end_of = |k: usize| u32_at(&self.blob, self.ends + 4 * k).unwrap_or(0) as usize;
+        let start = if k == 0 { 0 } else { end_of(k - 1) };
+        self.text().get(start..end_of(k)).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for KeysTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeysTable({} notes)", self.notes)
+    }
+}
+
+impl PartialEq for KeysTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.encoded() == other.encoded()
+    }
+}
+
+impl Eq for KeysTable {}
+
+impl Default for KeysTable {
+    fn default() -> Self {
+        KeysTable::empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::Tier;
+
+    fn meta(path: &str, title: &str) -> NoteMeta {
+        NoteMeta {
+            path: path.into(),
+            title: title.into(),
+            title_source: TitleSource::Frontmatter,
+            aliases: vec!["alias".into()],
+            tags: vec!["t/é".into()],
+            summary: "sum".into(),
+            summary_source: SummarySource::Frontmatter,
+            tier: Tier::Core,
+            updated: Some(7),
+            updated_source: UpdatedSource::Updated,
+            daily: None,
+        }
+    }
+
+    #[test]
+    fn metas_read_back_one_at_a_time() {
+        let metas = vec![meta("a.md", "A"), meta("b/c.md", "Ç"), meta("d.md", "")];
+        let bytes = MetaTable::new(metas.clone()).encode().unwrap();
+        let mut blob = vec![9u8; 3];
+        blob.extend_from_slice(&bytes);
+        let end = blob.len();
+        let table = MetaTable::decode(Arc::new(blob.into()), 3..end).unwrap();
+        assert_eq!(table.len(), 3);
+        assert_eq!(table[1], metas[1]);
+        assert_eq!(table.position("d.md"), Some(2));
+        assert_eq!(table.position("b.md"), None);
+        assert_eq!(table.iter().cloned().collect::<Vec<_>>(), metas);
+        assert_eq!(table, MetaTable::new(metas));
+    }
+
+    #[test]
+    fn damaged_metas_are_refused_or_read_as_nameless() {
+        let bytes = MetaTable::new(vec![meta("a.md", "A")]).encode().unwrap();
+        for cut in 0..bytes.len() {
+            let len = bytes[..cut].len();
+            assert!(MetaTable::decode(Arc::new(bytes[..cut].to_vec().into()), 0..len).is_err());
+        }
+        let mut damaged = bytes.clone();
+        let last = damaged.len() - 1;
+        damaged[12..last].fill(0xff);
+        let table = MetaTable::decode(Arc::new(damaged.into()), 0..bytes.len()).unwrap();
+        assert_eq!(table[0].path, "");
+    }
+
+    fn keys(names: &[&str], tags: &[&str], summary: &str, description: &str) -> MatchKeys {
+        MatchKeys {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            tags: tags.iter().map(|s| s.to_string()).collect(),
+            summary: summary.into(),
+            description: description.into(),
+        }
+    }
+
+    #[test]
+    fn keys_read_in_place() {
+        let all = vec![
+            keys(&["raft", "consensus"], &["db/dist"], "", "log replication"),
+            keys(&[], &[], "", ""),
+            keys(&["分布式"], &["a", "b"], "一致性", ""),
+        ];
+        let table = KeysTable::new(&all);
+        assert_eq!(table.len(), 3);
+        for (note, expected) in table.iter().zip(&all) {
+            assert_eq!(note.names().collect::<Vec<_>>(), expected.names);
+            assert_eq!(note.tags().collect::<Vec<_>>(), expected.tags);
+            assert_eq!(note.summary(), expected.summary);
+            assert_eq!(note.description(), expected.description);
+        }
+        assert!(table.note(3).is_none());
+        assert_eq!(KeysTable::new(&[]).len(), 0);
+        assert_eq!(table, KeysTable::new(&all));
+    }
+
+    #[test]
+    fn damaged_keys_are_refused() {
+        let bytes = KeysTable::encode(&[keys(&["ab"], &["c"], "d", "é")]);
+        for cut in 0..bytes.len() {
+            let len = bytes[..cut].len();
+            assert!(KeysTable::decode(Arc::new(bytes[..cut].to_vec().into()), 0..len).is_err(), "{cut}");
+        }
+        // An end offset inside the two-byte character.
+        let mut damaged = bytes.clone();
+        let ends = 4 + 8 + 4;
+        damaged[ends + 12..ends + 16].copy_from_slice(&5u32.to_le_bytes());
+        let len = damaged.len();
+        assert!(KeysTable::decode(Arc::new(damaged.into()), 0..len).is_err());
+    }
+}
