@@ -1068,12 +1068,7 @@ impl State {
             Ok(relative) => relative,
             Err(message) => return tool_error(message),
         };
-        if session
-            .vault
-            .metas
-            .search_path(&relative)
-            .is_err()
-        {
+        if session.vault.metas.search_path(&relative).is_err() {
             return tool_error(format!("no note '{relative}' in the vault"));
         }
         let Some(store) = session.store.as_deref() else {

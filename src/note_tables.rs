@@ -65,7 +65,8 @@ fn check_offsets(bytes: &[u8], at: usize, count: usize, limit: usize) -> Result<
 /// Every note's [`NoteMeta`], in path order.
 #[derive(Clone, Default)]
 pub struct MetaTable {
-    slots: Vec<OnceLock<NoteMeta>>,
+    /// Boxed, so that a table of notes never decoded costs a pointer each.
+    slots: Vec<OnceLock<Box<NoteMeta>>>,
     encoded: Option<EncodedMetas>,
 }
 
@@ -80,7 +81,10 @@ struct EncodedMetas {
 impl MetaTable {
     pub fn new(metas: Vec<NoteMeta>) -> MetaTable {
         MetaTable {
-            slots: metas.into_iter().map(OnceLock::from).collect(),
+            slots: metas
+                .into_iter()
+                .map(|meta| OnceLock::from(Box::new(meta)))
+                .collect(),
             encoded: None,
         }
     }
@@ -109,7 +113,12 @@ impl MetaTable {
         let bytes = blob.get(part.clone()).ok_or("part out of range")?;
         let count = u32_at(bytes, 0).ok_or("no count")? as usize;
         let records_at = 4usize
-            .checked_add(count.checked_add(1).and_then(|n| n.checked_mul(4)).ok_or("bad count")?)
+            .checked_add(
+                count
+                    .checked_add(1)
+                    .and_then(|n| n.checked_mul(4))
+                    .ok_or("bad count")?,
+            )
             .filter(|&at| at <= bytes.len())
             .ok_or("offsets cut short")?;
         let records_len = bytes.len() - records_at;
@@ -138,12 +147,15 @@ impl MetaTable {
     /// How many notes have been decoded so far (all, for a table built
     /// from values).
     pub fn decoded(&self) -> usize {
-        self.slots.iter().filter(|slot| slot.get().is_some()).count()
+        self.slots
+            .iter()
+            .filter(|slot| slot.get().is_some())
+            .count()
     }
 
     pub fn get(&self, idx: usize) -> Option<&NoteMeta> {
         let slot = self.slots.get(idx)?;
-        Some(slot.get_or_init(|| self.decode_one(idx)))
+        Some(slot.get_or_init(|| Box::new(self.decode_one(idx))))
     }
 
     /// A record of a table whose offsets were checked and whose blob's hash
@@ -515,7 +527,10 @@ mod tests {
         let bytes = KeysTable::encode(&[keys(&["ab"], &["c"], "d", "é")]);
         for cut in 0..bytes.len() {
             let len = bytes[..cut].len();
-            assert!(KeysTable::decode(Arc::new(bytes[..cut].to_vec().into()), 0..len).is_err(), "{cut}");
+            assert!(
+                KeysTable::decode(Arc::new(bytes[..cut].to_vec().into()), 0..len).is_err(),
+                "{cut}"
+            );
         }
         // An end offset inside the two-byte character.
         let mut damaged = bytes.clone();

@@ -755,10 +755,7 @@ impl Session {
     }
 
     fn note_index(&self, path: &str) -> Option<usize> {
-        self.vault
-            .metas
-            .search_path(path)
-            .ok()
+        self.vault.metas.search_path(path).ok()
     }
 
     /// The context around one note: the note (unless left out), the notes

@@ -992,7 +992,10 @@ fn a_search_decodes_only_the_notes_it_touches() {
     });
     assert_eq!(results.hits[0].path, "n00123.md");
     let decoded = session.vault.metas.decoded();
-    assert!((1..=40).contains(&decoded), "{decoded} of 400 notes decoded");
+    assert!(
+        (1..=40).contains(&decoded),
+        "{decoded} of 400 notes decoded"
+    );
 }
 
 #[test]

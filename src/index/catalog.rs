@@ -5,8 +5,8 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
@@ -246,18 +246,26 @@ impl Catalog {
             let len = u64::from_le_bytes(len.try_into().map_err(|_| damaged())?);
             let len = usize::try_from(len).map_err(|_| damaged())?;
             let start = at + 8;
-            let end = start.checked_add(len).filter(|&end| end <= blob.len()).ok_or_else(damaged)?;
+            let end = start
+                .checked_add(len)
+                .filter(|&end| end <= blob.len())
+                .ok_or_else(damaged)?;
             parts.push(start..end);
             at = end;
         }
         if at != blob.len() {
             return Err(damaged());
         }
-        let decode_error = |what: &str, err: String| {
-            anyhow::anyhow!("decode {} ({what}): {err}", path.display())
-        };
+        let decode_error =
+            |what: &str, err: String| anyhow::anyhow!("decode {} ({what}): {err}", path.display());
         let (intact, (tables, rest)) = rayon::join(
-            || blake3::hash(&blob).to_hex()[..32] == *hash,
+            || {
+                blake3::Hasher::new()
+                    .update_rayon(&blob)
+                    .finalize()
+                    .to_hex()[..32]
+                    == *hash
+            },
             || {
                 rayon::join(
                     || {

@@ -35,8 +35,8 @@ use tantivy::schema::{
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::note::MatchKeys;
-use crate::note_tables::{KeysTable, MetaTable};
 use crate::note::{Diagnostic, Note, NoteMeta};
+use crate::note_tables::{KeysTable, MetaTable};
 use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, changes, walk};
@@ -637,14 +637,11 @@ impl VaultIndex {
     /// The vault as the index knows it: metadata of every note, bodies read
     /// on demand.
     pub fn vault(&self) -> Vault {
+        // The descriptions only make match keys, which the catalog holds.
         let mut vault = Vault::from_metas(
             self.root.clone(),
             Arc::clone(&self.catalog.metas),
-            self.catalog
-                .index_descriptions
-                .iter()
-                .map(|(idx, d)| (*idx as usize, d.clone()))
-                .collect(),
+            HashMap::new(),
             self.catalog.hot.iter().map(|&i| i as usize).collect(),
             self.catalog.diagnostics.clone(),
         );

@@ -75,10 +75,7 @@ pub fn render(
     if filters.iter().any(|f| !supported(f)) {
         return Err("unsupported_filter");
     }
-    let this_idx = vault
-        .metas
-        .search_path(&this.meta.path)
-        .ok();
+    let this_idx = vault.metas.search_path(&this.meta.path).ok();
     let mut scan = Scan {
         vault,
         this,

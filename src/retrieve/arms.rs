@@ -125,11 +125,7 @@ impl QmdArm<'_> {
         Ok(hits
             .into_iter()
             .filter_map(|hit| {
-                let note = self
-                    .vault
-                    .metas
-                    .search_path(&hit.path)
-                    .ok()?;
+                let note = self.vault.metas.search_path(&hit.path).ok()?;
                 Some((note, hit.score))
             })
             .collect())

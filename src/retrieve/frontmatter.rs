@@ -97,7 +97,12 @@ fn score_note(keys: NoteKeys<'_>, query: &Query, finders: &[WordFinder]) -> Vec<
 
 /// A folded tag matches a term whole, or by one level of a nested tag.
 fn tag_matches(tag: &str, term: &str) -> bool {
-    tag == term || tag.split('/').any(|level| level.trim() == term)
+    // A level is part of the tag: a tag that does not hold the term cannot
+    // match, which rules out nearly every tag of a vault without splitting.
+    tag == term
+        || (tag.len() > term.len()
+            && tag.contains(term)
+            && tag.split('/').any(|level| level.trim() == term))
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use rayon::prelude::*;
 pub use resolve::LinkResolver;
 
 use crate::note::MatchKeys;
-use crate::note_tables::{KeysTable, MetaTable};
 use crate::note::{Diagnostic, Note};
+use crate::note_tables::{KeysTable, MetaTable};
 use crate::parse::markdown::Link;
 use crate::privacy::Policy;
 use crate::text::collapse_whitespace;
@@ -73,7 +73,8 @@ pub struct Vault {
     /// Folders never read (see [`VaultOptions::hidden`]).
     hidden: Vec<String>,
     policy: Arc<Policy>,
-    /// The description beside each note's entry in `index.md`.
+    /// The description beside each note's entry in `index.md` (empty for
+    /// a vault from an index, whose match keys already hold them).
     pub index_descriptions: HashMap<usize, String>,
     /// Notes linked from `hot.md`, in the order of their first link.
     pub hot: Vec<usize>,
@@ -183,7 +184,9 @@ impl Vault {
         roles: Vec<Note>,
         diagnostics: Vec<Diagnostic>,
     ) -> Vault {
-        let metas = Arc::new(MetaTable::new(notes.iter().map(|n| n.meta.clone()).collect()));
+        let metas = Arc::new(MetaTable::new(
+            notes.iter().map(|n| n.meta.clone()).collect(),
+        ));
         let loaded = notes
             .into_iter()
             .map(|note| OnceLock::from(Arc::new(note)))

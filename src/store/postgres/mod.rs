@@ -106,10 +106,7 @@ impl PgStore {
 
     /// Note index → path, for the vector arm.
     fn note_index(&self, path: &str) -> Option<usize> {
-        self.snapshot
-            .metas
-            .search_path(path)
-            .ok()
+        self.snapshot.metas.search_path(path).ok()
     }
 
     fn term_rows(&self, terms: &[String]) -> Result<Vec<TermRow>> {
