@@ -137,9 +137,30 @@ pub struct Note {
     pub redactions: Vec<crate::privacy::Redaction>,
 }
 
+/// A link's context whose start is this names one of the linking note's
+/// properties (by its index in [`Note::properties`]), not a stretch of its
+/// body: a link written in the frontmatter.
+pub const PROPERTY_CONTEXT: u32 = u32::MAX;
+
 impl Note {
     pub fn name(&self) -> &str {
         self.meta.name()
+    }
+
+    /// The text around a link, from the context the link table records: a
+    /// stretch of the body, or a property shown as `key: value`.
+    pub fn link_context(&self, (start, end): (u32, u32)) -> String {
+        if start == PROPERTY_CONTEXT {
+            return self
+                .properties
+                .get(end as usize)
+                .map(|(key, value)| format!("{key}: {value}"))
+                .unwrap_or_default();
+        }
+        self.body
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
+            .to_string()
     }
 
     pub fn block_text(&self, block: &Block) -> &str {

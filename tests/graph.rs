@@ -313,3 +313,46 @@ fn graph_depth_adds_linked_notes_to_a_topic_pack() {
         "direction must be out, in or both",
     );
 }
+
+/// Links written in properties (`author: "[[Kevin Kelly]]"`, as kepano's
+/// vault and many others write them) are links: the note they point to
+/// gets the linking note as a neighbour and a backlink reading the
+/// property as a reader sees it.
+#[test]
+fn links_in_properties_are_links_and_backlinks() {
+    let world = World::new();
+    let vault = world.vault(
+        "properties",
+        &[
+            (
+                "People/Kevin Kelly.md",
+                "Kevin Kelly writes about technology and culture.\n",
+            ),
+            (
+                "Books/Out of Control.md",
+                "---\nauthor: \"[[Kevin Kelly]]\"\ngenre: [Nonfiction]\nyear: 1994\n---\n\
+                 A book about decentralised systems and emergent behaviour.\n",
+            ),
+            (
+                "Books/Unquoted.md",
+                "---\nauthor: [[Kevin Kelly]]\n---\nYAML reads the unquoted link as a list.\n",
+            ),
+            ("Gardening.md", "Tomatoes want sun.\n"),
+        ],
+    );
+    let pack = json_pack(&world, &vault, &["--note", "People/Kevin Kelly.md"]);
+    let neighbours: Vec<&str> = pack["graph"]["neighbours"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(neighbours, ["Books/Out of Control.md"]);
+
+    let topic = ok(&world.pack(&vault, &["Kevin Kelly", "--budget", "2000"]));
+    assert!(
+        topic.contains("- [[Books/Out of Control]]: author: Kevin Kelly\n"),
+        "{topic}"
+    );
+    assert!(!topic.contains("Books/Unquoted"), "{topic}");
+}

@@ -46,7 +46,8 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 /// of another version is rebuilt (4: a note without `title:` is titled by
 /// its file name, no longer by its first heading; 6: symlink targets in the
 /// catalog, stored in four parts decoded in parallel; 7: the catalog read in
-/// place: note records behind an offset table, match keys as one text).
+/// place: note records behind an offset table, match keys as one text;
+/// links written in properties in the link table).
 pub const FORMAT_VERSION: u32 = 7;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
@@ -839,12 +840,7 @@ impl VaultIndex {
                 if source >= vault.metas.len() || entries.len() >= per_target {
                     continue;
                 }
-                let note = vault.note(source);
-                let context = note
-                    .body
-                    .get(start as usize..end as usize)
-                    .unwrap_or_default()
-                    .to_string();
+                let context = vault.note(source).link_context((start, end));
                 if says_something(&context) {
                     entries.push((source, context));
                 }
@@ -1266,15 +1262,23 @@ fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u6
 }
 
 pub(crate) fn raw_links(note: &Note) -> Vec<RawLink> {
-    note.links
+    let in_body = note
+        .links
         .iter()
         .filter(|l| l.kind != LinkKind::Embed && !l.target.is_empty())
         .map(|link| RawLink {
             target: link.target.clone(),
             markdown: link.kind == LinkKind::Markdown,
             context: sentence_around(&note.body, link.range.clone()),
-        })
-        .collect()
+        });
+    let in_properties = crate::parse::properties::property_links(&note.frontmatter)
+        .into_iter()
+        .map(|(property, target)| RawLink {
+            target,
+            markdown: false,
+            context: (crate::note::PROPERTY_CONTEXT, property as u32),
+        });
+    in_body.chain(in_properties).collect()
 }
 
 /// The byte range of the sentence containing `range`, at most about 300

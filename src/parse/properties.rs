@@ -33,20 +33,68 @@ const SHOWN_ELSEWHERE: &[&str] = &[
 /// The non-empty properties of `fields`, in frontmatter order, as
 /// `(key, shown value)`; nested mappings are left out.
 pub fn properties(fields: &Mapping) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (key, value) in fields {
-        if out.len() >= MAX_PROPERTIES {
-            break;
-        }
-        let Some(key) = key_text(key) else { continue };
-        if SHOWN_ELSEWHERE.iter().any(|k| k.eq_ignore_ascii_case(&key)) {
-            continue;
-        }
-        if let Some(shown) = shown_value(value) {
-            out.push((key, shown));
+    shown_properties(fields)
+        .map(|(key, _, shown)| (key, shown))
+        .collect()
+}
+
+/// The properties [`properties`] shows, with their values as written.
+fn shown_properties(fields: &Mapping) -> impl Iterator<Item = (String, &Value, String)> {
+    fields
+        .iter()
+        .filter_map(|(key, value)| {
+            let key = key_text(key)?;
+            if SHOWN_ELSEWHERE.iter().any(|k| k.eq_ignore_ascii_case(&key)) {
+                return None;
+            }
+            Some((key, value, shown_value(value)?))
+        })
+        .take(MAX_PROPERTIES)
+}
+
+/// The notes the shown properties link to, as `(index in [`properties`],
+/// target)`: each `[[target]]` in a string value (Obsidian writes a link
+/// in a property quoted; unquoted, YAML reads `[[x]]` as a nested list,
+/// which Obsidian does not show as a link). Embeds (`![[…]]`) are not links.
+pub fn property_links(fields: &Mapping) -> Vec<(usize, String)> {
+    let mut links = Vec::new();
+    for (idx, (_, value, _)) in shown_properties(fields).enumerate() {
+        let mut texts = Vec::new();
+        strings(value, 0, &mut texts);
+        for text in texts {
+            let mut rest = text;
+            while let Some(start) = rest.find("[[") {
+                let Some(len) = rest[start + 2..].find("]]") else {
+                    break;
+                };
+                let inner = &rest[start + 2..start + 2 + len];
+                let embed = rest[..start].ends_with('!');
+                rest = &rest[start + 2 + len + 2..];
+                let target = inner.split(['|', '#']).next().unwrap_or_default().trim();
+                let target = target.strip_suffix(".md").unwrap_or(target);
+                if !embed && !target.is_empty() && links.len() < MAX_PROPERTY_LINKS {
+                    links.push((idx, target.to_string()));
+                }
+            }
         }
     }
-    out
+    links
+}
+
+/// At most this many property links are kept per note.
+const MAX_PROPERTY_LINKS: usize = 64;
+
+/// The string scalars of `value`, flattening lists as [`collect`] does.
+fn strings<'a>(value: &'a Value, depth: usize, out: &mut Vec<&'a str>) {
+    if depth > MAX_DEPTH || out.len() > MAX_LIST_ITEMS {
+        return;
+    }
+    match value {
+        Value::Sequence(seq) => seq.iter().for_each(|item| strings(item, depth + 1, out)),
+        Value::Tagged(tagged) => strings(&tagged.value, depth, out),
+        Value::String(text) => out.push(text),
+        _ => {}
+    }
 }
 
 fn key_text(key: &Value) -> Option<String> {
@@ -158,6 +206,29 @@ mod tests {
                 ("year".to_string(), "1992".to_string()),
                 ("unquoted".to_string(), "Raw".to_string()),
                 ("secret".to_string(), "[REDACTED:aws]".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn quoted_links_in_shown_properties_are_links() {
+        let fields = crate::parse::frontmatter::parse(
+            "title: T\naliases: [\"[[Not A Property]]\"]\nauthor:\n  - \"[[People/Kevin Kelly|KK]]\"\n\
+             genre: [\"[[Futurism#Early]]\", Nonfiction]\nyear: 1992\nunquoted: [[Raw]]\n\
+             cover: \"![[cover.png]]\"\nsee: \"[[A]] and [[B.md]] and [[]]\"\n",
+        )
+        .unwrap();
+        let shown = properties(&fields);
+        assert_eq!(shown[0].0, "author");
+        assert_eq!(shown[4].0, "cover");
+        assert_eq!(shown[5].0, "see");
+        assert_eq!(
+            property_links(&fields),
+            [
+                (0, "People/Kevin Kelly".to_string()),
+                (1, "Futurism".to_string()),
+                (5, "A".to_string()),
+                (5, "B".to_string()),
             ]
         );
     }

@@ -422,12 +422,7 @@ impl crate::store::Store for PgStore {
                 if kept.len() >= per_target {
                     break;
                 }
-                let note = vault.note(source);
-                let context = note
-                    .body
-                    .get(start as usize..end as usize)
-                    .unwrap_or_default()
-                    .to_string();
+                let context = vault.note(source).link_context((start, end));
                 if crate::index::says_something(&context) {
                     kept.push((source, context));
                 }
