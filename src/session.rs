@@ -980,7 +980,10 @@ fn no_links_error(session: &Session) -> SignalError {
     SignalError {
         arm: "graph".into(),
         message: match &session.store {
-            Some(store) => format!("the store at {} keeps no link graph", store.describe()),
+            Some(store) => format!(
+                "the links of the store at {} could not be read",
+                store.describe()
+            ),
             None => "links need the index".into(),
         },
     }

@@ -100,6 +100,29 @@ const PROBES: &[&[&str]] = &[
         "--generated-at",
         GENERATED_AT,
     ],
+    &[
+        "pack",
+        "--note",
+        "concepts/raft.md",
+        "--depth",
+        "2",
+        "--format",
+        "json",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
+    &[
+        "pack",
+        "leader election",
+        "--graph-depth",
+        "1",
+        "--graph-direction",
+        "both",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
 ];
 
 fn probe_outputs(run: &dyn Fn(&[&str]) -> Output) -> Vec<String> {
@@ -136,6 +159,16 @@ fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
     for ((args, store), index) in PROBES.iter().zip(&from_store).zip(&from_index) {
         assert_eq!(store, index, "ctxpack {}", args.join(" "));
     }
+    // The note pack follows links read from the store.
+    let note_pack: serde_json::Value = serde_json::from_str(&from_store[9]).unwrap();
+    assert!(
+        !note_pack["graph"]["neighbours"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{}",
+        from_store[9]
+    );
     // The packs have backlinks and dailies to compare at all.
     assert!(from_store[4].contains("- [["), "{}", from_store[4]);
     assert!(from_store[4].contains("(daily,"), "{}", from_store[4]);

@@ -15,7 +15,7 @@ pub mod vectors;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
@@ -24,10 +24,10 @@ pub use connection::{Connection, StoreError, StoreUrl};
 
 use crate::index::feedback::{Counts, FeedbackStore};
 use crate::index::query_terms;
-use crate::note::{Diagnostic, NoteMeta};
+use crate::note::{Diagnostic, LinkGraph, NoteMeta};
 use crate::note_tables::MetaTable;
 use crate::privacy::Redaction;
-use crate::vault::{NoteSource, SourcedText, Vault};
+use crate::vault::{LinkResolver, NoteSource, SourcedText, Vault};
 use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
@@ -69,9 +69,43 @@ pub struct PgStore {
     connection: Connection,
     name: String,
     snapshot: Arc<Snapshot>,
+    /// Every resolved link, read from the notes' rows on first use.
+    graph: OnceLock<Option<Arc<LinkGraph>>>,
 }
 
 impl PgStore {
+    /// The links every note's row holds, resolved against the snapshot's
+    /// notes as a sync resolves them.
+    fn read_link_graph(&self) -> Result<LinkGraph> {
+        let vault_id = self.snapshot.vault_id;
+        let rows = self.connection.run(move |client| async move {
+            client
+                .query(
+                    "SELECT path, links FROM ctxpack_notes WHERE vault = $1",
+                    &[&vault_id],
+                )
+                .await
+        })?;
+        let metas = &self.snapshot.metas;
+        let resolver = LinkResolver::new(metas);
+        let mut links = Vec::new();
+        for row in rows {
+            let path: String = row.get(0);
+            let bytes: Vec<u8> = row.get(1);
+            let Some(source) = self.note_index(&path) else {
+                continue;
+            };
+            let stored: Vec<(String, bool, u32, u32)> = postcard::from_bytes(&bytes)
+                .with_context(|| format!("the store's links of {path} do not decode"))?;
+            for (target, markdown, _, _) in stored {
+                if let Some(target) = resolver.resolve_target(metas, &path, &target, markdown) {
+                    links.push((source, target));
+                }
+            }
+        }
+        Ok(LinkGraph::from_links(metas.len(), links))
+    }
+
     /// Opens the vault called `name` in the store at `url`. Fails, with a
     /// message naming the store (never its password), when the store is
     /// unreachable, refuses the login, was written by another schema
@@ -84,6 +118,7 @@ impl PgStore {
             connection,
             name: name.to_string(),
             snapshot,
+            graph: OnceLock::new(),
         })
     }
 
@@ -374,6 +409,12 @@ impl crate::store::Store for PgStore {
         });
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    fn link_graph(&self) -> Option<Arc<LinkGraph>> {
+        self.graph
+            .get_or_init(|| self.read_link_graph().ok().map(Arc::new))
+            .clone()
     }
 
     fn backlinks_of(
