@@ -58,6 +58,11 @@ pub struct SourcedText {
 pub trait NoteSource: Send + Sync + std::fmt::Debug {
     /// The texts of the notes at `paths` (`None` for one it does not have).
     fn fetch(&self, paths: &[&str]) -> Vec<Option<SourcedText>>;
+    /// The text of the Bases file at `path`, if it has one of at most
+    /// `max_bytes`.
+    fn fetch_base(&self, _path: &str, _max_bytes: u64) -> Option<String> {
+        None
+    }
 }
 
 /// A vault: the metadata of every packable note (sorted by path), and
@@ -375,13 +380,20 @@ impl Vault {
 
     /// Reads a Bases file the walk lists, with the checks of
     /// [`read_inside`](Self::read_inside) and at most `max_bytes`; `None`
-    /// for any other path, a private one, or a vault read from a store.
+    /// for any other path or a private one. A vault read from a store
+    /// asks the store, which holds what its sync read this way.
     pub fn read_base(&self, rel_path: &str, max_bytes: u64) -> Option<String> {
-        if self.source.is_some()
-            || self
-                .bases
-                .binary_search_by(|p| p.as_str().cmp(rel_path))
-                .is_err()
+        let listed = self
+            .bases
+            .binary_search_by(|p| p.as_str().cmp(rel_path))
+            .is_ok();
+        if let Some(source) = &self.source {
+            // A store keeps only the bases its sync read under the policy.
+            return listed
+                .then(|| source.fetch_base(rel_path, max_bytes))
+                .flatten();
+        }
+        if !listed
             || walk::is_hidden(rel_path, &self.hidden)
             || self.policy.is_private_path(rel_path)
         {

@@ -15,8 +15,13 @@ use tokio_postgres::config::Host;
 use super::SCHEMA_VERSION;
 
 /// The migrations, in order: `(version, SQL)`.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../../../migrations/postgres/001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../migrations/postgres/001_init.sql")),
+    (
+        2,
+        include_str!("../../../migrations/postgres/002_bases.sql"),
+    ),
+];
 
 /// Store problems the user fixes in their configuration (exit code 2).
 #[derive(Debug)]

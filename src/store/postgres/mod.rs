@@ -32,7 +32,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +62,8 @@ struct Snapshot {
     descriptions: HashMap<usize, String>,
     hot: Vec<usize>,
     diagnostics: Vec<Diagnostic>,
+    /// The Bases files the walk listed, sorted.
+    bases: Vec<String>,
 }
 
 /// A vault in a PostgreSQL store, opened for queries.
@@ -204,9 +206,17 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
                 &[&id],
             )
             .await?;
-        Ok((Some((vault, files)), notes))
+        // Every Bases file the walk listed, as the embedded index lists
+        // them; the store holds the text of those the policy let it read.
+        let bases = client
+            .query(
+                "SELECT path FROM ctxpack_files WHERE vault = $1 AND lower(path) LIKE '%.base'",
+                &[&id],
+            )
+            .await?;
+        Ok((Some((vault, files, bases)), notes))
     })?;
-    let Some((vault, files)) = vault else {
+    let Some((vault, files, bases)) = vault else {
         return Err(StoreError::NoVault(connection.shown().to_string(), wanted).into());
     };
     let mut rows: Vec<(String, u32, NoteMeta, u8)> = Vec::with_capacity(notes.len());
@@ -255,6 +265,12 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
         }));
     }
     diagnostics.sort();
+    let mut bases: Vec<String> = bases
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .filter(|path| crate::vault::walk::is_base(path))
+        .collect();
+    bases.sort();
     let count = |at: usize| vault.get::<_, i64>(at).max(0) as u64;
     Ok(Snapshot {
         vault_id: vault.get(0),
@@ -270,6 +286,7 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
         descriptions,
         hot,
         diagnostics,
+        bases,
     })
 }
 
@@ -286,6 +303,7 @@ impl crate::store::Store for PgStore {
             self.snapshot.hot.clone(),
             self.snapshot.diagnostics.clone(),
         );
+        vault.set_bases(self.snapshot.bases.clone());
         vault.set_source(Arc::new(StoredTexts {
             connection: self.connection.clone(),
             vault: self.snapshot.vault_id,
@@ -609,5 +627,22 @@ impl NoteSource for StoredTexts {
             .iter()
             .map(|p| cache.get(*p).cloned().flatten())
             .collect()
+    }
+
+    fn fetch_base(&self, path: &str, max_bytes: u64) -> Option<String> {
+        let (vault, path) = (self.vault, path.to_string());
+        let row = self
+            .connection
+            .run(move |client| async move {
+                client
+                    .query_opt(
+                        "SELECT body FROM ctxpack_bases WHERE vault = $1 AND path = $2",
+                        &[&vault, &path],
+                    )
+                    .await
+            })
+            .ok()??;
+        let body: String = row.get(0);
+        (body.len() as u64 <= max_bytes).then_some(body)
     }
 }

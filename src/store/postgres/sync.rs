@@ -408,7 +408,21 @@ async fn sync_in(
 
     // Links resolve against the final set of notes, so a change anywhere
     // can move any backlink: recompute them all, write what differs.
-    let roles = relink(tx, vault_id, root, &options.policy, walk_problems).await?;
+    let base_paths: Vec<String> = walked
+        .files
+        .iter()
+        .filter(|f| walk::is_base(&f.rel_path))
+        .map(|f| f.rel_path.clone())
+        .collect();
+    let roles = relink(
+        tx,
+        vault_id,
+        root,
+        &options.policy,
+        walk_problems,
+        base_paths,
+    )
+    .await?;
 
     let updated_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -435,6 +449,24 @@ async fn sync_in(
     .await?;
     let _ = SCHEMA_VERSION;
     Ok(report)
+}
+
+/// At most this many Bases files of a vault are kept in the store.
+const MAX_SYNCED_BASES: usize = 1000;
+
+/// Replaces the vault's Bases files with `bases` (few and small: a sync
+/// that changes anything rewrites them all).
+async fn write_bases(tx: &Transaction<'_>, vault: i32, bases: &[(String, String)]) -> Result<()> {
+    tx.execute("DELETE FROM ctxpack_bases WHERE vault = $1", &[&vault])
+        .await?;
+    let paths: Vec<&str> = bases.iter().map(|b| b.0.as_str()).collect();
+    let bodies: Vec<&str> = bases.iter().map(|b| b.1.as_str()).collect();
+    tx.execute(
+        "INSERT INTO ctxpack_bases (vault, path, body) SELECT $1, * FROM unnest($2::text[], $3::text[])",
+        &[&vault, &paths, &bodies],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Nanoseconds since the epoch as a database `bigint` (good until 2262).
@@ -585,6 +617,7 @@ async fn relink(
     root: &Path,
     policy: &Arc<Policy>,
     walk_problems: Vec<Diagnostic>,
+    base_paths: Vec<String>,
 ) -> Result<Roles> {
     let rows = tx
         .query(
@@ -606,7 +639,7 @@ async fn relink(
     notes.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let (metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
     let metas = MetaTable::new(metas);
-    let (backlinks, roles) = tokio::task::block_in_place(|| {
+    let (backlinks, roles, bases) = tokio::task::block_in_place(|| {
         let resolver = LinkResolver::new(&metas);
         let mut incoming: Vec<Vec<(String, u32, u32)>> = vec![Vec::new(); metas.len()];
         let mut sources: Vec<Vec<usize>> = vec![Vec::new(); metas.len()];
@@ -635,6 +668,18 @@ async fn relink(
             Vec::new(),
         );
         role_vault.set_policy(Arc::clone(policy));
+        role_vault.set_bases(base_paths);
+        // Read as a pack reads them, so the store holds what the policy
+        // lets a pack see and nothing more.
+        let bases: Vec<(String, String)> = role_vault
+            .bases()
+            .iter()
+            .take(MAX_SYNCED_BASES)
+            .filter_map(|path| {
+                let text = role_vault.read_base(path, crate::parse::base::MAX_BASE_BYTES)?;
+                Some((path.clone(), text))
+            })
+            .collect();
         let (descriptions, hot) = role_vault.read_role_files();
         let mut descriptions: Vec<(String, String)> = descriptions
             .into_iter()
@@ -657,8 +702,9 @@ async fn relink(
                 )
             })
             .collect();
-        (backlinks, roles)
+        (backlinks, roles, bases)
     });
+    write_bases(tx, vault_id, &bases).await?;
     let mut stored: HashMap<String, Vec<u8>> = HashMap::new();
     for row in tx
         .query(
