@@ -122,7 +122,7 @@ mod f32_kernel {
         use std::arch::x86_64::*;
         const TOKENS: usize = 6;
         assert!(packed.len() == rows * cols && x.len() == tokens * cols);
-        assert!(y.len() == tokens * rows && rows % 16 == 0);
+        assert!(y.len() == tokens * rows && rows.is_multiple_of(16));
         for panel in 0..rows / 16 {
             let weights = &packed[panel * cols * 16..][..cols * 16];
             for first in (0..tokens).step_by(TOKENS) {

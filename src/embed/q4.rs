@@ -176,11 +176,15 @@ pub fn matmul(w: Q4Matrix, bias: &[f32], a: &Quantized, y: &mut [f32], parallel:
 /// Whether this CPU has the features the vectorised kernels use.
 pub fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c");
+    {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
+    }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    {
+        false
+    }
 }
 
 /// Output rows `rows` for every token, without the bias, into `out`
