@@ -148,19 +148,18 @@ pub fn matmul(w: Q4Matrix, bias: &[f32], a: &Quantized, y: &mut [f32], parallel:
         // Contiguous row ranges, one per thread, each into its own buffer.
         let per = groups.div_ceil(threads) * GROUP;
         let starts: Vec<usize> = (0..w.rows).step_by(per).collect();
-        let parts: Vec<(usize, Vec<f32>)> = starts
+        let parts: Vec<(Range<usize>, Vec<f32>)> = starts
             .into_par_iter()
             .map(|start| {
                 let rows = start..(start + per).min(w.rows);
                 let mut out = vec![0f32; tokens * rows.len()];
                 products(w, rows.clone(), a, &mut out, rows.len());
-                (start, out)
+                (rows, out)
             })
             .collect();
-        for (start, out) in parts {
-            let width = out.len() / tokens.max(1);
-            for (row, values) in y.chunks_exact_mut(w.rows).zip(out.chunks_exact(width)) {
-                row[start..start + width].copy_from_slice(values);
+        for (rows, out) in parts {
+            for (row, values) in y.chunks_exact_mut(w.rows).zip(out.chunks_exact(rows.len())) {
+                row[rows.clone()].copy_from_slice(values);
             }
         }
     } else {
@@ -522,13 +521,19 @@ mod tests {
         let mut y = vec![0f32; tokens * rows];
         matmul(w, &vec![0.0; rows], &a, &mut y, false);
         assert_eq!(scalar, y);
-        let mut split = vec![0f32; tokens * rows];
-        rayon::ThreadPoolBuilder::new()
+        let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
-            .unwrap()
-            .install(|| matmul(w, &vec![0.0; rows], &a, &mut split, true));
+            .unwrap();
+        let mut split = vec![0f32; tokens * rows];
+        pool.install(|| matmul(w, &vec![0.0; rows], &a, &mut split, true));
         assert_eq!(split, y);
+        // No tokens: nothing to compute, on any split.
+        let mut none = Quantized::default();
+        none.quantize(&[], cols);
+        for parallel in [false, true] {
+            pool.install(|| matmul(w, &bias, &none, &mut [], parallel));
+        }
     }
 
     #[test]
