@@ -576,8 +576,8 @@ impl E5 {
     /// Each window's mean last-layer row (`hidden` wide).
     fn forward(&self, windows: &[Window], parallel: bool) -> Vec<f32> {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: both target features were detected on this CPU.
+        if q4::avx2() {
+            // SAFETY: the target features were detected on this CPU.
             return unsafe { self.forward_avx2(windows, parallel) };
         }
         self.forward_rows(windows, parallel)
@@ -641,8 +641,6 @@ impl E5 {
         let mut context = vec![0f32; tokens * h];
         let mut projected = vec![0f32; tokens * h];
         let mut inner = vec![0f32; tokens * f];
-        let head = h / s.heads;
-        let scale = 1.0 / (head as f32).sqrt();
         for layer in &self.layers {
             acts.quantize(&x, h);
             q4::matmul(
@@ -666,27 +664,14 @@ impl E5 {
                 &mut v,
                 parallel,
             );
-            // Each token attends to its own window's tokens.
+            let attention = Attention::new(&q, &k, &v, &spans, s.heads, h);
             let attend = |(t, out): (usize, &mut [f32])| {
-                let span = spans[spans.partition_point(|sp| sp.end <= t)].clone();
-                let mut weights = vec![0f32; span.len()];
-                for hd in 0..s.heads {
-                    let cols = hd * head..(hd + 1) * head;
-                    let query = &q[t * h..][cols.clone()];
-                    for (weight, other) in weights.iter_mut().zip(span.clone()) {
-                        let key = &k[other * h..][cols.clone()];
-                        *weight = query.iter().zip(key).map(|(a, b)| a * b).sum::<f32>() * scale;
-                    }
-                    kernels::softmax_rows(&mut weights, span.len());
-                    let out = &mut out[cols.clone()];
-                    out.fill(0.0);
-                    for (weight, other) in weights.iter().zip(span.clone()) {
-                        let value = &v[other * h..][cols.clone()];
-                        for (o, v) in out.iter_mut().zip(value) {
-                            *o += weight * v;
-                        }
-                    }
+                #[cfg(target_arch = "x86_64")]
+                if q4::avx2() {
+                    // SAFETY: the target features were detected on this CPU.
+                    return unsafe { attention.token_avx2(t, out) };
                 }
+                attention.token(t, out);
             };
             if parallel {
                 context.par_chunks_mut(h).enumerate().for_each(attend);
@@ -733,6 +718,116 @@ impl E5 {
         }
         means
     }
+}
+
+/// One layer's self-attention, each token attending to its own window's
+/// tokens. The keys are stored transposed, window by window and head by
+/// head (`head` rows of the window's length), so that a token's scores
+/// are, like its output, a weighted sum of rows ([`weighted_sum`]). Each
+/// score and output is summed in dimension and token order whatever the
+/// batch.
+struct Attention<'a> {
+    queries: &'a [f32],
+    keys: Vec<f32>,
+    values: &'a [f32],
+    spans: &'a [Range<usize>],
+    heads: usize,
+}
+
+impl<'a> Attention<'a> {
+    fn new(
+        queries: &'a [f32],
+        keys: &[f32],
+        values: &'a [f32],
+        spans: &'a [Range<usize>],
+        heads: usize,
+        h: usize,
+    ) -> Attention<'a> {
+        let head = h / heads;
+        let mut transposed = vec![0f32; keys.len()];
+        for span in spans {
+            let n = span.len();
+            for hd in 0..heads {
+                let out = &mut transposed[span.start * h + hd * head * n..][..head * n];
+                for (j, t) in span.clone().enumerate() {
+                    for (d, &key) in keys[t * h + hd * head..][..head].iter().enumerate() {
+                        out[d * n + j] = key;
+                    }
+                }
+            }
+        }
+        Attention {
+            queries,
+            keys: transposed,
+            values,
+            spans,
+            heads,
+        }
+    }
+
+    /// [`Attention::token`] compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn token_avx2(&self, t: usize, out: &mut [f32]) {
+        self.token(t, out);
+    }
+
+    /// Token `t`'s output, every head, into `out` (`hidden` wide).
+    #[inline(always)]
+    fn token(&self, t: usize, out: &mut [f32]) {
+        let h = out.len();
+        let head = h / self.heads;
+        let scale = 1.0 / (head as f32).sqrt();
+        let span = self.spans[self.spans.partition_point(|sp| sp.end <= t)].clone();
+        let n = span.len();
+        let mut weights = vec![0f32; n];
+        for hd in 0..self.heads {
+            let query = &self.queries[t * h + hd * head..][..head];
+            let keys = &self.keys[span.start * h + hd * head * n..][..head * n];
+            weighted_sum(&mut weights, || {
+                query.iter().copied().zip(keys.chunks_exact(n))
+            });
+            weights.iter_mut().for_each(|w| *w *= scale);
+            kernels::softmax_rows(&mut weights, n);
+            let values = |other: usize| &self.values[other * h + hd * head..][..head];
+            weighted_sum(&mut out[hd * head..][..head], || {
+                weights.iter().copied().zip(span.clone().map(values))
+            });
+        }
+    }
+}
+
+/// `out[i] = Σ weight · row[i]` over the pairs `pairs()` gives, in their
+/// order: `out` is cut into runs of 32, 8 and 1 columns, each summed over
+/// all the pairs in registers (four or one independent vectors).
+#[inline(always)]
+fn weighted_sum<'r, I>(out: &mut [f32], pairs: impl Fn() -> I)
+where
+    I: Iterator<Item = (f32, &'r [f32])>,
+{
+    let mut start = 0;
+    while start < out.len() {
+        start += match out.len() - start {
+            32.. => columns::<32, _>(out, start, pairs()),
+            8.. => columns::<8, _>(out, start, pairs()),
+            _ => columns::<1, _>(out, start, pairs()),
+        };
+    }
+}
+
+#[inline(always)]
+fn columns<'r, const W: usize, I>(out: &mut [f32], start: usize, pairs: I) -> usize
+where
+    I: Iterator<Item = (f32, &'r [f32])>,
+{
+    let mut sums = [0f32; W];
+    for (weight, row) in pairs {
+        for (sum, x) in sums.iter_mut().zip(&row[start..start + W]) {
+            *sum += weight * x;
+        }
+    }
+    out[start..start + W].copy_from_slice(&sums);
+    W
 }
 
 /// `x = LayerNorm(x + y)`.

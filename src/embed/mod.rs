@@ -6,7 +6,7 @@
 pub mod bert;
 pub mod e5;
 mod kernels;
-mod q4;
+pub mod q4;
 #[cfg(feature = "bert")]
 pub mod rerank;
 pub mod static_model;

@@ -9,13 +9,16 @@
 //! with, and it keeps the weights 4-bit in memory (72 MB for the whole
 //! multilingual model where fp32 would take 470 MB).
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 /// Weights per block.
 pub const BLOCK: usize = 32;
 /// Bytes per block: the fp16 scale and 16 bytes of nibbles.
 pub const BLOCK_BYTES: usize = 18;
-/// Output rows computed together, sharing each activation block's load.
+/// Output rows computed together, one in each lane of a vector: each
+/// activation block is loaded once for them.
 const GROUP: usize = 8;
 
 /// A row-major matrix of `rows × cols` 4-bit weights.
@@ -75,23 +78,49 @@ impl Quantized {
         self.values.resize(x.len(), 0);
         self.scales.resize(blocks, 0.0);
         self.sums.resize(blocks, 0);
+        #[cfg(target_arch = "x86_64")]
+        if avx2() {
+            // SAFETY: the target features were detected on this CPU.
+            unsafe { self.quantize_avx2(x) };
+            return;
+        }
+        self.quantize_blocks(x);
+    }
+
+    /// [`Quantized::quantize_blocks`] compiled for AVX2 (eight-wide
+    /// rounding).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn quantize_avx2(&mut self, x: &[f32]) {
+        self.quantize_blocks(x);
+    }
+
+    #[inline(always)]
+    fn quantize_blocks(&mut self, x: &[f32]) {
         for (((block, values), scale), sum) in x
             .chunks_exact(BLOCK)
             .zip(self.values.chunks_exact_mut(BLOCK))
             .zip(&mut self.scales)
             .zip(&mut self.sums)
         {
-            let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let mut lanes = [0f32; 8];
+            for chunk in block.chunks_exact(8) {
+                for (lane, v) in lanes.iter_mut().zip(chunk) {
+                    *lane = lane.max(v.abs());
+                }
+            }
+            let max = lanes.iter().fold(0f32, |m, &v| m.max(v));
             let d = max / 127.0;
             let inverse = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut total = 0;
-            for (q, &v) in values.iter_mut().zip(block) {
-                let v = (v * inverse).round_ties_even().clamp(-128.0, 127.0) as i32;
-                *q = v as i8;
-                total += v;
+            let mut rounded = [0i32; BLOCK];
+            for (q, &v) in rounded.iter_mut().zip(block) {
+                *q = (v * inverse).round_ties_even().clamp(-128.0, 127.0) as i32;
+            }
+            for (value, &q) in values.iter_mut().zip(&rounded) {
+                *value = q as i8;
             }
             *scale = d;
-            *sum = total;
+            *sum = rounded.iter().sum();
         }
     }
 
@@ -103,125 +132,316 @@ impl Quantized {
 /// `y (tokens × w.rows) = a · wᵀ + bias`, `a` being `tokens × w.cols`
 /// quantized activations. `parallel` splits the output rows over the
 /// threads (one text's latency); otherwise one thread does it all (texts
-/// are then spread over the threads).
+/// are then spread over the threads). Every output is computed the same
+/// way whichever split, so a text's vector does not depend on it.
 pub fn matmul(w: Q4Matrix, bias: &[f32], a: &Quantized, y: &mut [f32], parallel: bool) {
     let tokens = a.rows();
     assert!(a.cols == w.cols && bias.len() == w.rows && y.len() == tokens * w.rows);
     assert!(w.bytes.len() == Q4Matrix::size(w.rows, w.cols));
-    let groups: Vec<usize> = (0..w.rows).step_by(GROUP).collect();
-    let compute = |&first: &usize| {
-        let count = GROUP.min(w.rows - first);
-        let mut out = vec![0f32; tokens * count];
-        group(w, first, count, a, &mut out);
-        (first, count, out)
+    let groups = w.rows.div_ceil(GROUP);
+    let threads = if parallel {
+        rayon::current_num_threads().min(groups)
+    } else {
+        1
     };
-    let mut scatter = |(first, count, out): (usize, usize, Vec<f32>)| {
-        for (row, values) in y.chunks_exact_mut(w.rows).zip(out.chunks_exact(count)) {
-            for ((y, v), b) in row[first..first + count]
-                .iter_mut()
-                .zip(values)
-                .zip(&bias[first..first + count])
-            {
-                *y = v + b;
+    if threads > 1 {
+        // Contiguous row ranges, one per thread, each into its own buffer.
+        let per = groups.div_ceil(threads) * GROUP;
+        let starts: Vec<usize> = (0..w.rows).step_by(per).collect();
+        let parts: Vec<(Range<usize>, Vec<f32>)> = starts
+            .into_par_iter()
+            .map(|start| {
+                let rows = start..(start + per).min(w.rows);
+                let mut out = vec![0f32; tokens * rows.len()];
+                products(w, rows.clone(), a, &mut out, rows.len());
+                (rows, out)
+            })
+            .collect();
+        for (rows, out) in parts {
+            for (row, values) in y.chunks_exact_mut(w.rows).zip(out.chunks_exact(rows.len())) {
+                row[rows.clone()].copy_from_slice(values);
             }
         }
-    };
-    if parallel {
-        let outs: Vec<_> = groups.par_iter().map(compute).collect();
-        outs.into_iter().for_each(&mut scatter);
     } else {
-        groups.iter().map(compute).for_each(scatter);
+        products(w, 0..w.rows, a, y, w.rows);
+    }
+    for row in y.chunks_exact_mut(w.rows) {
+        for (y, b) in row.iter_mut().zip(bias) {
+            *y += b;
+        }
     }
 }
 
-/// Output rows `first..first + count` for every token, into `out`
-/// (`tokens × count`).
-fn group(w: Q4Matrix, first: usize, count: usize, a: &Quantized, out: &mut [f32]) {
-    let blocks = w.cols / BLOCK;
-    // The nibbles as bytes (0..=15) once, reused by every token.
-    let mut nibbles = vec![0u8; count * w.cols];
-    let mut scales = vec![0f32; count * blocks];
-    for r in 0..count {
-        let row = w.row(first + r);
-        for (b, block) in row.chunks_exact(BLOCK_BYTES).enumerate() {
-            scales[r * blocks + b] = scale_of(block);
-            let expanded = &mut nibbles[r * w.cols + b * BLOCK..][..BLOCK];
-            for (j, &byte) in block[2..].iter().enumerate() {
-                expanded[j] = byte & 0x0f;
-                expanded[j + 16] = byte >> 4;
-            }
-        }
-    }
+/// Whether this CPU has the features the vectorised kernels use.
+pub fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: both target features were detected on this CPU.
-        unsafe { group_avx2(&nibbles, &scales, count, a, out) };
+    {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Output rows `rows` for every token, without the bias, into `out`
+/// (`tokens` rows of `stride` floats, row `rows.start` in column 0).
+fn products(w: Q4Matrix, rows: Range<usize>, a: &Quantized, out: &mut [f32], stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: the target features were detected on this CPU.
+        unsafe { products_avx2(w, rows, a, out, stride) };
         return;
     }
-    group_scalar(&nibbles, &scales, count, a, out);
+    products_with(w, rows, a, out, stride, Unpacked::unpack, group_scalar);
 }
 
-fn group_scalar(nibbles: &[u8], scales: &[f32], count: usize, a: &Quantized, out: &mut [f32]) {
+/// [`products_with`] on [`group_avx2`] and [`Unpacked::unpack_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn products_avx2(w: Q4Matrix, rows: Range<usize>, a: &Quantized, out: &mut [f32], stride: usize) {
+    products_with(
+        w,
+        rows,
+        a,
+        out,
+        stride,
+        // SAFETY: this function only runs where the features were detected.
+        |group, w, first, count| unsafe { group.unpack_avx2(w, first, count) },
+        // SAFETY: as above.
+        |group, a, out, at| unsafe { group_avx2(group, a, out, at) },
+    );
+}
+
+#[inline(always)]
+fn products_with(
+    w: Q4Matrix,
+    rows: Range<usize>,
+    a: &Quantized,
+    out: &mut [f32],
+    stride: usize,
+    unpack: impl Fn(&mut Unpacked, Q4Matrix, usize, usize),
+    kernel: impl Fn(&Unpacked, &Quantized, &mut [f32], Place),
+) {
+    let tokens = a.rows();
+    assert!(rows.end <= w.rows && rows.len() <= stride && out.len() == tokens * stride);
+    let mut group = Unpacked::new(w.cols / BLOCK);
+    for first in rows.clone().step_by(GROUP) {
+        let count = GROUP.min(rows.end - first);
+        unpack(&mut group, w, first, count);
+        let column = first - rows.start;
+        kernel(
+            &group,
+            a,
+            out,
+            Place {
+                stride,
+                column,
+                count,
+            },
+        );
+    }
+}
+
+/// Where a group's outputs go: `count` floats from `column` of each of
+/// the output's rows of `stride` floats.
+#[derive(Clone, Copy)]
+struct Place {
+    stride: usize,
+    column: usize,
+    count: usize,
+}
+
+/// [`GROUP`] rows of a matrix unpacked for the products: for each block,
+/// the rows' 32 weights as bytes `0..=15` side by side, then the rows'
+/// scales side by side (a missing row has zero weights and scale).
+struct Unpacked {
+    nibbles: Vec<u8>,
+    scales: Vec<f32>,
+}
+
+impl Unpacked {
+    fn new(blocks: usize) -> Unpacked {
+        Unpacked {
+            nibbles: vec![0; blocks * GROUP * BLOCK],
+            scales: vec![0.0; blocks * GROUP],
+        }
+    }
+
+    /// Rows `first..first + count` of `w`.
+    fn unpack(&mut self, w: Q4Matrix, first: usize, count: usize) {
+        self.nibbles.fill(0);
+        self.scales.fill(0.0);
+        for r in 0..count {
+            for (b, block) in w.row(first + r).chunks_exact(BLOCK_BYTES).enumerate() {
+                self.scales[b * GROUP + r] = scale_of(block);
+                let out = &mut self.nibbles[(b * GROUP + r) * BLOCK..][..BLOCK];
+                let (low, high) = out.split_at_mut(BLOCK / 2);
+                for ((low, high), &byte) in low.iter_mut().zip(high).zip(&block[2..]) {
+                    *low = byte & 0x0f;
+                    *high = byte >> 4;
+                }
+            }
+        }
+    }
+
+    /// [`Unpacked::unpack`] sixteen nibbles and eight scales at a time.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn unpack_avx2(&mut self, w: Q4Matrix, first: usize, count: usize) {
+        use std::arch::x86_64::*;
+        let blocks = w.cols / BLOCK;
+        let mask = _mm_set1_epi8(0x0f);
+        if count < GROUP {
+            self.nibbles.fill(0);
+        }
+        let rows: Vec<&[u8]> = (first..first + count).map(|r| w.row(r)).collect();
+        for b in 0..blocks {
+            let mut scales = [0u16; GROUP];
+            for (r, row) in rows.iter().enumerate() {
+                let block = &row[b * BLOCK_BYTES..][..BLOCK_BYTES];
+                scales[r] = u16::from_le_bytes([block[0], block[1]]);
+                let out = &mut self.nibbles[(b * GROUP + r) * BLOCK..][..BLOCK];
+                // SAFETY: 16 bytes are read after the scale, 32 written to `out`.
+                unsafe {
+                    let bytes = _mm_loadu_si128(block[2..].as_ptr().cast());
+                    let low = _mm_and_si128(bytes, mask);
+                    let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), mask);
+                    _mm256_storeu_si256(out.as_mut_ptr().cast(), _mm256_set_m128i(high, low));
+                }
+            }
+            // SAFETY: eight halves are read, eight floats written.
+            unsafe {
+                let halves = _mm_loadu_si128(scales.as_ptr().cast());
+                let out = &mut self.scales[b * GROUP..][..GROUP];
+                _mm256_storeu_ps(out.as_mut_ptr(), _mm256_cvtph_ps(halves));
+            }
+        }
+    }
+}
+
+/// Every token's outputs from `group`, into `out` at `at`. A block's
+/// product is exact in integers; it is then scaled and added with one
+/// rounding (a fused multiply-add), as [`group_avx2`] does, so the two
+/// agree to the bit.
+fn group_scalar(group: &Unpacked, a: &Quantized, out: &mut [f32], at: Place) {
     let (cols, blocks) = (a.cols, a.cols / BLOCK);
-    for (t, out) in out.chunks_exact_mut(count).enumerate() {
+    for (t, out) in out.chunks_exact_mut(at.stride).enumerate() {
         let values = &a.values[t * cols..(t + 1) * cols];
-        for (r, out) in out.iter_mut().enumerate() {
-            let mut acc = 0f32;
-            for b in 0..blocks {
-                let w = &nibbles[r * cols + b * BLOCK..][..BLOCK];
-                let x = &values[b * BLOCK..][..BLOCK];
+        let out = &mut out[at.column..at.column + at.count];
+        out.fill(0.0);
+        for b in 0..blocks {
+            let x = &values[b * BLOCK..][..BLOCK];
+            let (d_a, s_a) = (a.scales[t * blocks + b], a.sums[t * blocks + b]);
+            for (r, out) in out.iter_mut().enumerate() {
+                let w = &group.nibbles[(b * GROUP + r) * BLOCK..][..BLOCK];
                 let dot: i32 = w
                     .iter()
                     .zip(x)
                     .map(|(&w, &x)| i32::from(w) * i32::from(x))
                     .sum();
-                acc += scales[r * blocks + b]
-                    * a.scales[t * blocks + b]
-                    * (dot - 8 * a.sums[t * blocks + b]) as f32;
+                let scale = group.scales[b * GROUP + r] * d_a;
+                *out = ((dot - 8 * s_a) as f32).mul_add(scale, *out);
             }
-            *out = acc;
         }
     }
 }
 
-/// [`group_scalar`] with AVX2's unsigned × signed byte products.
+/// [`group_scalar`] with AVX2's unsigned × signed byte products, the
+/// group's eight rows in the eight lanes of one vector, two tokens at a
+/// time (independent sums, so that they overlap).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn group_avx2(nibbles: &[u8], scales: &[f32], count: usize, a: &Quantized, out: &mut [f32]) {
+unsafe fn group_avx2(group: &Unpacked, a: &Quantized, out: &mut [f32], at: Place) {
     use std::arch::x86_64::*;
     let (cols, blocks) = (a.cols, a.cols / BLOCK);
-    assert!(count <= GROUP && nibbles.len() == count * cols && scales.len() == count * blocks);
-    assert!(a.values.len() == out.len() / count * cols);
-    let ones = _mm256_set1_epi16(1);
-    for (t, out) in out.chunks_exact_mut(count).enumerate() {
-        let values = &a.values[t * cols..(t + 1) * cols];
-        let (d_a, s_a) = (
-            &a.scales[t * blocks..][..blocks],
-            &a.sums[t * blocks..][..blocks],
-        );
-        let mut acc = [_mm256_setzero_ps(); GROUP];
-        let mut correction = [0f32; GROUP];
+    assert!(group.nibbles.len() == blocks * GROUP * BLOCK && group.scales.len() == blocks * GROUP);
+    let tokens = out.len() / at.stride;
+    assert!(a.values.len() == tokens * cols && a.scales.len() == tokens * blocks);
+    assert!(at.count <= GROUP && at.column + at.count <= at.stride);
+    let mut store = |t: usize, acc: __m256| {
+        let out = &mut out[t * at.stride + at.column..][..at.count];
+        if at.count == GROUP {
+            // SAFETY: `out` holds GROUP floats.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+        } else {
+            let mut lanes = [0f32; GROUP];
+            // SAFETY: `lanes` holds GROUP floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+            out.copy_from_slice(&lanes[..at.count]);
+        }
+    };
+    let mut t = 0;
+    while t + 2 <= tokens {
+        let mut acc = [_mm256_setzero_ps(); 2];
         for b in 0..blocks {
-            // SAFETY: `values` holds `blocks` blocks of 32 bytes.
-            let x = unsafe { _mm256_loadu_si256(values.as_ptr().add(b * BLOCK).cast()) };
-            for r in 0..count {
-                // SAFETY: `nibbles` holds `count` rows of `blocks` blocks.
-                let w = unsafe {
-                    _mm256_loadu_si256(nibbles.as_ptr().add(r * cols + b * BLOCK).cast())
-                };
-                let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-                let scale = scales[r * blocks + b] * d_a[b];
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(scale), acc[r]);
-                correction[r] += scale * s_a[b] as f32;
+            for (i, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: the asserts above keep every load inside the buffers.
+                *acc = unsafe { block_avx2(group, a, t + i, b, *acc) };
             }
         }
-        for r in 0..count {
-            let mut lanes = [0f32; 8];
-            // SAFETY: `lanes` holds eight floats.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r]) };
-            out[r] = lanes.iter().sum::<f32>() - 8.0 * correction[r];
-        }
+        store(t, acc[0]);
+        store(t + 1, acc[1]);
+        t += 2;
     }
+    if t < tokens {
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..blocks {
+            // SAFETY: as above.
+            acc = unsafe { block_avx2(group, a, t, b, acc) };
+        }
+        store(t, acc);
+    }
+}
+
+/// `acc` plus block `b`'s products of the group's rows with token `t`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn block_avx2(
+    group: &Unpacked,
+    a: &Quantized,
+    t: usize,
+    b: usize,
+    acc: std::arch::x86_64::__m256,
+) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let blocks = a.cols / BLOCK;
+    let ones = _mm256_set1_epi16(1);
+    // SAFETY: the caller keeps `t` and `b` inside the buffers.
+    let (x, w, scales) = unsafe {
+        (
+            _mm256_loadu_si256(a.values.as_ptr().add(t * a.cols + b * BLOCK).cast()),
+            group.nibbles.as_ptr().add(b * GROUP * BLOCK),
+            _mm256_loadu_ps(group.scales.as_ptr().add(b * GROUP)),
+        )
+    };
+    // SAFETY: row `r` of block `b` lies inside `nibbles`.
+    let products =
+        |r: usize| unsafe { _mm256_maddubs_epi16(_mm256_loadu_si256(w.add(r * BLOCK).cast()), x) };
+    // Each row's sixteen pair sums added into one lane per half: pairs,
+    // then fours in 16 bits (at most 4 · 2 · 15 · 128, no overflow), then
+    // eights in 32 bits.
+    let fours = |r: usize| {
+        _mm256_hadd_epi16(
+            _mm256_hadd_epi16(products(r), products(r + 1)),
+            _mm256_hadd_epi16(products(r + 2), products(r + 3)),
+        )
+    };
+    let (low, high) = (
+        _mm256_madd_epi16(fours(0), ones),
+        _mm256_madd_epi16(fours(4), ones),
+    );
+    let dots = _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(low, high),
+        _mm256_permute2x128_si256::<0x31>(low, high),
+    );
+    let (d_a, s_a) = (a.scales[t * blocks + b], a.sums[t * blocks + b]);
+    let corrected = _mm256_sub_epi32(dots, _mm256_set1_epi32(8 * s_a));
+    let scale = _mm256_mul_ps(scales, _mm256_set1_ps(d_a));
+    _mm256_fmadd_ps(_mm256_cvtepi32_ps(corrected), scale, acc)
 }
 
 #[cfg(test)]
@@ -286,28 +506,92 @@ mod tests {
                 }
             }
         }
-        // The scalar path agrees with whatever path `matmul` took.
-        let mut nibbles = vec![0u8; rows * cols];
-        let mut scales = vec![0f32; rows * cols / BLOCK];
-        for r in 0..rows {
-            let mut row = vec![0f32; cols];
-            w.dequantize_row(r, &mut row);
-            for b in 0..cols / BLOCK {
-                let block = &bytes[(r * cols / BLOCK + b) * BLOCK_BYTES..][..BLOCK_BYTES];
-                scales[r * cols / BLOCK + b] = scale_of(block);
-                for j in 0..16 {
-                    nibbles[r * cols + b * BLOCK + j] = block[2 + j] & 0x0f;
-                    nibbles[r * cols + b * BLOCK + j + 16] = block[2 + j] >> 4;
-                }
-            }
-        }
+        // The scalar path agrees to the bit with whatever path `matmul`
+        // took (AVX2 where the CPU has it), and so does a split over threads.
         let mut scalar = vec![0f32; tokens * rows];
-        group_scalar(&nibbles, &scales, rows, &a, &mut scalar);
+        products_with(
+            w,
+            0..rows,
+            &a,
+            &mut scalar,
+            rows,
+            Unpacked::unpack,
+            group_scalar,
+        );
         let mut y = vec![0f32; tokens * rows];
         matmul(w, &vec![0.0; rows], &a, &mut y, false);
-        for (s, y) in scalar.iter().zip(&y) {
-            assert!((s - y).abs() < 1e-4 * (1.0 + y.abs()), "{s} vs {y}");
+        assert_eq!(scalar, y);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let mut split = vec![0f32; tokens * rows];
+        pool.install(|| matmul(w, &vec![0.0; rows], &a, &mut split, true));
+        assert_eq!(split, y);
+        // No tokens: nothing to compute, on any split.
+        let mut none = Quantized::default();
+        none.quantize(&[], cols);
+        for parallel in [false, true] {
+            pool.install(|| matmul(w, &bias, &none, &mut [], parallel));
         }
+    }
+
+    #[test]
+    fn vectorised_and_scalar_products_agree_on_random_matrices() {
+        let mut state = 0x1234_5678_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        for (rows, cols, tokens) in [(8, 32, 1), (21, 96, 7), (40, 384, 3)] {
+            let bytes = matrix(rows, cols);
+            let w = Q4Matrix {
+                bytes: &bytes,
+                rows,
+                cols,
+            };
+            let x: Vec<f32> = (0..tokens * cols)
+                .map(|_| (next() % 20_001) as f32 / 1000.0 - 10.0)
+                .collect();
+            let mut a = Quantized::default();
+            a.quantize(&x, cols);
+            let mut scalar = vec![0f32; tokens * rows];
+            products_with(
+                w,
+                0..rows,
+                &a,
+                &mut scalar,
+                rows,
+                Unpacked::unpack,
+                group_scalar,
+            );
+            let mut y = vec![0f32; tokens * rows];
+            products(w, 0..rows, &a, &mut y, rows);
+            assert_eq!(scalar, y, "{rows} × {cols}, {tokens} tokens");
+            assert!(y.iter().any(|&v| v != 0.0));
+        }
+    }
+
+    #[test]
+    fn vectorised_and_scalar_quantization_agree() {
+        let x: Vec<f32> = (0..640)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 37.0)
+            .collect();
+        let mut a = Quantized::default();
+        a.quantize(&x, 320);
+        let mut b = Quantized {
+            cols: 320,
+            values: vec![0; 640],
+            scales: vec![0.0; 20],
+            sums: vec![0; 20],
+        };
+        b.quantize_blocks(&x);
+        assert_eq!(
+            (&a.values, &a.scales, &a.sums),
+            (&b.values, &b.scales, &b.sums)
+        );
     }
 
     #[test]
