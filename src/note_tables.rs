@@ -442,6 +442,143 @@ impl Default for KeysTable {
     }
 }
 
+/// Names, each with the note it stands for, sorted by name and read in
+/// place: the link resolver's lookups, stored with the catalog so that a
+/// command resolving a few links does not first index every note's names.
+///
+/// Layout: `count`, then each name's end offset, then each note index
+/// (`u32`s), then the names' text.
+#[derive(Clone)]
+pub struct NameTable {
+    blob: Blob,
+    count: usize,
+    ends: usize,
+    values: usize,
+    text: Range<usize>,
+}
+
+impl NameTable {
+    /// The table of `pairs` (in any order; repeats kept once).
+    pub fn new(mut pairs: Vec<(String, u32)>) -> NameTable {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut out = Vec::with_capacity(4 + 8 * pairs.len());
+        push_u32(&mut out, pairs.len());
+        let mut end = 0;
+        for (name, _) in &pairs {
+            end += name.len();
+            push_u32(&mut out, end);
+        }
+        for (_, value) in &pairs {
+            push_u32(&mut out, *value as usize);
+        }
+        for (name, _) in &pairs {
+            out.extend_from_slice(name.as_bytes());
+        }
+        let len = out.len();
+        // Bytes just encoded from values always read back.
+        Self::decode(Arc::new(out.into()), 0..len).unwrap_or_default()
+    }
+
+    /// The table over `part` of `blob`, its offsets and text checked.
+    pub fn decode(blob: Blob, part: Range<usize>) -> Result<NameTable, String> {
+        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
+        let count = u32_at(bytes, 0).ok_or("no count")? as usize;
+        let text_at = count
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(4))
+            .filter(|&at| at <= bytes.len())
+            .ok_or("offsets cut short")?;
+        let text = std::str::from_utf8(&bytes[text_at..]).map_err(|err| err.to_string())?;
+        check_offsets(bytes, 4, count, text.len())?;
+        for i in 0..count {
+            let end = u32_at(bytes, 4 + 4 * i).unwrap_or(0) as usize;
+            if !text.is_char_boundary(end) {
+                return Err(format!("name {i} ends inside a character"));
+            }
+        }
+        if count > 0 && u32_at(bytes, 4 + 4 * (count - 1)) != Some(text.len() as u32) {
+            return Err("names cut short".into());
+        }
+        Ok(NameTable {
+            count,
+            ends: part.start + 4,
+            values: part.start + 4 + 4 * count,
+            text: part.start + text_at..part.end,
+            blob,
+        })
+    }
+
+    /// The table's bytes, in the layout [`decode`](Self::decode) reads.
+    pub fn encoded(&self) -> &[u8] {
+        &self.blob[self.ends - 4..self.text.end]
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn name(&self, i: usize) -> &str {
+        let end_of = |i: usize| u32_at(&self.blob, self.ends + 4 * i).unwrap_or(0) as usize;
+        let start = if i == 0 { 0 } else { end_of(i - 1) };
+        // SAFETY: `decode` checked the text is UTF-8; `get` checks the
+        // boundaries, which `decode` checked too.
+        let text = unsafe { std::str::from_utf8_unchecked(&self.blob[self.text.clone()]) };
+        text.get(start..end_of(i)).unwrap_or("")
+    }
+
+    /// The notes `name` stands for, in ascending order.
+    pub fn get(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
+        let first = self.partition(|key| key < name);
+        let last = self.partition(|key| key <= name);
+        (first..last).filter_map(|i| Some(u32_at(&self.blob, self.values + 4 * i)? as usize))
+    }
+
+    /// The first entry whose name does not satisfy `before` (names sorted).
+    fn partition(&self, before: impl Fn(&str) -> bool) -> usize {
+        let (mut low, mut high) = (0, self.count);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if before(self.name(mid)) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    }
+}
+
+impl Default for NameTable {
+    fn default() -> Self {
+        NameTable {
+            blob: Arc::new(vec![0; 4].into()),
+            count: 0,
+            ends: 4,
+            values: 4,
+            text: 4..4,
+        }
+    }
+}
+
+impl PartialEq for NameTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.encoded() == other.encoded()
+    }
+}
+
+impl Eq for NameTable {}
+
+impl fmt::Debug for NameTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NameTable({} names)", self.count)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,6 +657,28 @@ mod tests {
         assert!(table.note(3).is_none());
         assert_eq!(KeysTable::new(&[]).len(), 0);
         assert_eq!(table, KeysTable::new(&all));
+    }
+
+    #[test]
+    fn names_find_their_notes_in_order() {
+        let table = NameTable::new(vec![
+            ("raft".into(), 3),
+            ("paxos".into(), 1),
+            ("raft".into(), 0),
+            ("raft".into(), 3),
+            ("共识".into(), 2),
+        ]);
+        assert_eq!(table.len(), 4);
+        assert_eq!(table.get("raft").collect::<Vec<_>>(), [0, 3]);
+        assert_eq!(table.get("共识").collect::<Vec<_>>(), [2]);
+        assert_eq!(table.get("paxo").count(), 0);
+        assert_eq!(table.get("zzz").count(), 0);
+        let bytes = table.encoded().to_vec();
+        for cut in 0..bytes.len() {
+            let len = bytes[..cut].len();
+            assert!(NameTable::decode(Arc::new(bytes[..cut].to_vec().into()), 0..len).is_err());
+        }
+        assert_eq!(NameTable::new(Vec::new()).get("x").count(), 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::note::Diagnostic;
 use crate::note_tables::{Blob, BlobBytes, KeysTable, MetaTable};
+use crate::vault::LinkResolver;
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +89,8 @@ pub struct Catalog {
     pub metas: Arc<MetaTable>,
     /// The relevance pass's folded keys, parallel to `metas`.
     pub match_keys: Arc<KeysTable>,
+    /// The link resolver's tables over `metas`.
+    pub resolver: Arc<LinkResolver>,
     /// Descriptions from `index.md`, by note index.
     pub index_descriptions: Vec<(u32, String)>,
     /// Notes linked from `hot.md`, in order.
@@ -142,7 +145,7 @@ impl std::fmt::Debug for Files {
 }
 
 /// The parts of a catalog blob, in order.
-const PARTS: usize = 4;
+const PARTS: usize = 5;
 
 impl Catalog {
     /// A catalog of values just computed: `files` in any order.
@@ -152,6 +155,7 @@ impl Catalog {
         mut files: Vec<FileEntry>,
         metas: Arc<MetaTable>,
         match_keys: Arc<KeysTable>,
+        resolver: Arc<LinkResolver>,
         index_descriptions: Vec<(u32, String)>,
         hot: Vec<u32>,
         walk_problems: Vec<Diagnostic>,
@@ -183,6 +187,7 @@ impl Catalog {
             },
             metas,
             match_keys,
+            resolver,
             index_descriptions,
             hot,
             walk_problems,
@@ -199,8 +204,9 @@ impl Catalog {
         self.files.get()
     }
 
-    /// Writes the catalog as a blob of four length-prefixed parts (files,
-    /// notes, match keys, the rest) and returns the hash that names it.
+    /// Writes the catalog as a blob of five length-prefixed parts (files,
+    /// notes, match keys, the rest, the link resolver) and returns the hash
+    /// that names it.
     pub fn save(&self, dir: &Path) -> Result<String> {
         let rest = RestRef {
             root: &self.root,
@@ -218,6 +224,7 @@ impl Catalog {
             self.metas.encode()?,
             self.match_keys.encoded().to_vec(),
             postcard::to_allocvec(&rest)?,
+            self.resolver.encode(),
         ];
         let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
         for part in &parts {
@@ -272,6 +279,7 @@ impl Catalog {
                         (
                             MetaTable::decode(Arc::clone(&blob), parts[1].clone()),
                             KeysTable::decode(Arc::clone(&blob), parts[2].clone()),
+                            LinkResolver::decode(Arc::clone(&blob), parts[4].clone()),
                         )
                     },
                     || postcard::from_bytes::<Rest>(&blob[parts[3].clone()]),
@@ -281,10 +289,11 @@ impl Catalog {
         if !intact {
             bail!("{} is damaged (hash mismatch)", path.display());
         }
-        let (metas, match_keys) = tables;
+        let (metas, match_keys, resolver) = tables;
         let rest = rest.map_err(|err| decode_error("summary", err.to_string()))?;
         let metas = metas.map_err(|err| decode_error("notes", err))?;
         let match_keys = match_keys.map_err(|err| decode_error("match keys", err))?;
+        let resolver = resolver.map_err(|err| decode_error("link names", err))?;
         if match_keys.len() != metas.len() {
             bail!("{} is damaged (notes and keys differ)", path.display());
         }
@@ -296,6 +305,7 @@ impl Catalog {
             },
             metas: Arc::new(metas),
             match_keys: Arc::new(match_keys),
+            resolver: Arc::new(resolver),
             index_descriptions: rest.index_descriptions,
             hot: rest.hot,
             walk_problems: rest.walk_problems,

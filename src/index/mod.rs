@@ -647,6 +647,7 @@ impl VaultIndex {
             self.catalog.diagnostics.clone(),
         );
         vault.set_match_keys(Arc::clone(&self.catalog.match_keys));
+        vault.set_resolver(Arc::clone(&self.catalog.resolver));
         vault.set_bases(self.catalog.bases.clone());
         vault
     }
@@ -1336,7 +1337,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         links_sorted.push(raw_links[idx].take().unwrap_or_default());
     }
     let metas_sorted = Arc::new(MetaTable::new(metas_sorted));
-    let resolver = LinkResolver::new(&metas_sorted);
+    let resolver = Arc::new(LinkResolver::new(&metas_sorted));
     let table = LinkTable {
         links: links_sorted
             .into_iter()
@@ -1381,6 +1382,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         Vec::new(),
     );
     role_vault.set_policy(Arc::clone(&policy));
+    role_vault.set_resolver(Arc::clone(&resolver));
     let (index_descriptions, hot) = role_vault.read_role_files();
     let mut index_descriptions: Vec<(u32, String)> = index_descriptions
         .into_iter()
@@ -1401,6 +1403,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         files,
         metas_sorted,
         Arc::new(KeysTable::new(&match_keys)),
+        Arc::clone(&resolver),
         index_descriptions,
         hot.into_iter().map(|i| i as u32).collect(),
         walk_problems,

@@ -86,7 +86,7 @@ pub struct Vault {
     /// The Bases files the walk lists (sorted): read only as embeds.
     bases: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
-    resolver: OnceLock<LinkResolver>,
+    resolver: OnceLock<Arc<LinkResolver>>,
     match_keys: OnceLock<Arc<KeysTable>>,
     /// Set when the notes' texts come from a store, not the folder.
     source: Option<Arc<dyn NoteSource>>,
@@ -433,9 +433,16 @@ impl Vault {
         self.resolver().resolve(&self.metas, from, link)
     }
 
-    /// The link resolver over every note, built on first use.
+    /// The link resolver over every note, built on first use unless the
+    /// index supplied it.
     pub fn resolver(&self) -> &LinkResolver {
-        self.resolver.get_or_init(|| LinkResolver::new(&self.metas))
+        self.resolver
+            .get_or_init(|| Arc::new(LinkResolver::new(&self.metas)))
+    }
+
+    /// Supplies the resolver an index stored for these notes.
+    pub fn set_resolver(&mut self, resolver: Arc<LinkResolver>) {
+        self.resolver = OnceLock::from(resolver);
     }
 
     /// Every note's folded match keys for the relevance pass, built on

@@ -1,43 +1,92 @@
 //! Resolving a link's target to a note, the way Obsidian does.
 
-use rustc_hash::FxHashMap;
-
-use crate::note_tables::MetaTable;
+use crate::note_tables::{Blob, MetaTable, NameTable};
 use crate::parse::markdown::{Link, LinkKind};
 use crate::text::fold;
 
-/// Lookup tables from link targets to note indices.
-#[derive(Debug, Default)]
+/// Lookup tables from link targets to note indices: a note's lowercased
+/// name (its path without `.md`), its lowercased file stem, and its folded
+/// title and aliases. Sorted tables, so an index stores them and a command
+/// reads them in place.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct LinkResolver {
-    by_path: FxHashMap<String, usize>,
-    by_stem: FxHashMap<String, Vec<usize>>,
-    by_title: FxHashMap<String, Vec<usize>>,
+    by_path: NameTable,
+    by_stem: NameTable,
+    by_title: NameTable,
 }
 
 impl LinkResolver {
     pub fn new(notes: &MetaTable) -> LinkResolver {
-        let mut resolver = LinkResolver::default();
+        let (mut paths, mut stems, mut titles) = (Vec::new(), Vec::new(), Vec::new());
         for (idx, note) in notes.iter().enumerate() {
-            resolver.by_path.insert(note.name().to_lowercase(), idx);
-            resolver
-                .by_stem
-                .entry(note.stem().to_lowercase())
-                .or_default()
-                .push(idx);
+            let idx = idx as u32;
+            paths.push((note.name().to_lowercase(), idx));
+            stems.push((note.stem().to_lowercase(), idx));
             for name in std::iter::once(&note.title).chain(&note.aliases) {
-                let entry = resolver.by_title.entry(fold(name)).or_default();
-                if !entry.contains(&idx) {
-                    entry.push(idx);
-                }
+                titles.push((fold(name), idx));
             }
         }
-        resolver
+        LinkResolver {
+            by_path: NameTable::new(paths),
+            by_stem: NameTable::new(stems),
+            by_title: NameTable::new(titles),
+        }
+    }
+
+    /// The three tables, each length-prefixed.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for table in [&self.by_path, &self.by_stem, &self.by_title] {
+            let bytes = table.encoded();
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        out
+    }
+
+    /// The resolver [`encode`](Self::encode) wrote into `part` of `blob`.
+    pub fn decode(blob: Blob, part: std::ops::Range<usize>) -> Result<LinkResolver, String> {
+        let mut tables = Vec::with_capacity(3);
+        let mut at = part.start;
+        for _ in 0..3 {
+            let len: [u8; 8] = blob
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or("resolver cut short")?;
+            let start = at + 8;
+            let end = usize::try_from(u64::from_le_bytes(len))
+                .ok()
+                .and_then(|len| start.checked_add(len))
+                .filter(|&end| end <= part.end)
+                .ok_or("resolver cut short")?;
+            tables.push(NameTable::decode(std::sync::Arc::clone(&blob), start..end)?);
+            at = end;
+        }
+        if at != part.end {
+            return Err("resolver has trailing bytes".into());
+        }
+        let by_title = tables.pop().unwrap_or_default();
+        let by_stem = tables.pop().unwrap_or_default();
+        let by_path = tables.pop().unwrap_or_default();
+        Ok(LinkResolver {
+            by_path,
+            by_stem,
+            by_title,
+        })
+    }
+
+    /// The note whose lowercased name is `name` (the last in path order
+    /// when names differ only in case).
+    fn path(&self, name: &str) -> Option<usize> {
+        self.by_path.get(name).last()
     }
 
     /// Resolves `link`, written in the note at path `from`, to a note index.
     pub fn resolve(&self, notes: &MetaTable, from: &str, link: &Link) -> Option<usize> {
         if link.target.is_empty() {
-            return self.by_path.get(&strip_md(from).to_lowercase()).copied();
+            return self
+                .path(&strip_md(from).to_lowercase())
+                .filter(|&idx| idx < notes.len());
         }
         self.resolve_target(notes, from, &link.target, link.kind == LinkKind::Markdown)
     }
@@ -54,32 +103,32 @@ impl LinkResolver {
         let lower = target.to_lowercase();
         let folder = from.rsplit_once('/').map_or("", |(folder, _)| folder);
         let relative = join_relative(folder, &lower);
-        let exact = || self.by_path.get(lower.trim_start_matches('/')).copied();
-        let near = || relative.as_ref().and_then(|p| self.by_path.get(p).copied());
+        let exact = || self.path(lower.trim_start_matches('/'));
+        let near = || relative.as_ref().and_then(|p| self.path(p));
         let found = if relative_first {
             near().or_else(exact)
         } else {
             exact().or_else(near)
         };
-        if found.is_some() {
-            return found;
+        if let Some(found) = found.filter(|&idx| idx < notes.len()) {
+            return Some(found);
         }
         let stem = lower.rsplit('/').next().unwrap_or(&lower);
-        if let Some(candidates) = self.by_stem.get(stem) {
-            let matching: Vec<usize> = candidates
-                .iter()
-                .copied()
-                .filter(|&idx| {
-                    let name = notes[idx].name().to_lowercase();
-                    name == lower || name.ends_with(&format!("/{lower}"))
-                })
-                .collect();
-            if let Some(best) = pick_nearest(notes, folder, &matching) {
-                return Some(best);
-            }
+        let matching: Vec<usize> = self
+            .by_stem
+            .get(stem)
+            .filter(|&idx| idx < notes.len())
+            .filter(|&idx| {
+                let name = notes[idx].name().to_lowercase();
+                name == lower || name.ends_with(&format!("/{lower}"))
+            })
+            .collect();
+        if let Some(best) = pick_nearest(notes, folder, &matching) {
+            return Some(best);
         }
-        match self.by_title.get(&fold(target)) {
-            Some(candidates) if candidates.len() == 1 => Some(candidates[0]),
+        let mut titled = self.by_title.get(&fold(target));
+        match (titled.next(), titled.next()) {
+            (Some(only), None) if only < notes.len() => Some(only),
             _ => None,
         }
     }
