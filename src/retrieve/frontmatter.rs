@@ -14,20 +14,23 @@ use crate::vault::Vault;
 pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let keys = vault.match_keys();
     let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
-    let mut candidates: Vec<Candidate> = keys
-        .iter()
-        .enumerate()
-        .filter_map(|(idx, keys)| {
-            let breakdown = score_note(keys, query, &finders);
-            let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
-            (score > 0).then_some(Candidate {
+    // One pass over a note's summary and description finds which terms
+    // occur in it at all; only those are then checked as whole words.
+    let occurring = aho_corasick::AhoCorasick::new(&query.terms).ok();
+    let mut in_text = vec![false; query.terms.len()];
+    let mut candidates = Vec::new();
+    for (idx, note) in keys.iter().enumerate() {
+        let breakdown = score_note(note, query, &finders, occurring.as_ref(), &mut in_text);
+        let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
+        if score > 0 {
+            candidates.push(Candidate {
                 note: idx,
                 score: f64::from(score),
                 breakdown,
                 explanation: None,
-            })
-        })
-        .collect();
+            });
+        }
+    }
     sort_by_score(vault, &mut candidates);
     candidates
 }
@@ -68,10 +71,38 @@ fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
     });
 }
 
-/// `finders` are the query's terms, prepared.
-fn score_note(keys: NoteKeys<'_>, query: &Query, finders: &[WordFinder]) -> Vec<RuleHit> {
+/// `finders` are the query's terms, prepared; `occurring` finds them all
+/// in one pass (`in_text` is its scratch space).
+fn score_note(
+    keys: NoteKeys<'_>,
+    query: &Query,
+    finders: &[WordFinder],
+    occurring: Option<&aho_corasick::AhoCorasick>,
+    in_text: &mut [bool],
+) -> Vec<RuleHit> {
+    let (summary, description) = (keys.summary(), keys.description());
+    // Which terms occur in the summary (`Some(true)`), the description, or
+    // either, as substrings; `None` when the prefilter is not available.
+    let mut mark = |text: &str| -> Option<Vec<bool>> {
+        let automaton = occurring?;
+        in_text.iter_mut().for_each(|seen| *seen = false);
+        for found in automaton.find_overlapping_iter(text) {
+            in_text[found.pattern().as_usize()] = true;
+        }
+        Some(in_text.to_vec())
+    };
+    let in_summary = if summary.is_empty() {
+        Some(vec![false; finders.len()])
+    } else {
+        mark(summary)
+    };
+    let in_description = if description.is_empty() {
+        Some(vec![false; finders.len()])
+    } else {
+        mark(description)
+    };
     let mut hits = Vec::new();
-    for (term, finder) in query.terms.iter().zip(finders) {
+    for (i, (term, finder)) in query.terms.iter().zip(finders).enumerate() {
         let mut hit = |rule: Rule| {
             hits.push(RuleHit {
                 rule,
@@ -85,10 +116,11 @@ fn score_note(keys: NoteKeys<'_>, query: &Query, finders: &[WordFinder]) -> Vec<
         if keys.tags().any(|tag| tag_matches(tag, term)) {
             hit(Rule::Tag);
         }
-        if finder.is_in(keys.summary()) {
+        let may_occur = |marks: &Option<Vec<bool>>| marks.as_ref().is_none_or(|m| m[i]);
+        if may_occur(&in_summary) && finder.is_in(summary) {
             hit(Rule::Summary);
         }
-        if finder.is_in(keys.description()) {
+        if may_occur(&in_description) && finder.is_in(description) {
             hit(Rule::IndexDescription);
         }
     }
@@ -108,6 +140,38 @@ fn tag_matches(tag: &str, term: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn summaries_and_descriptions_match_whole_words_only() {
+        let files: Vec<(String, String)> = [
+            (
+                "a.md",
+                "---\nsummary: Raftery and rafts, not the word itself.\n---\n",
+            ),
+            ("b.md", "---\nsummary: How raft elects a leader.\n---\n"),
+            ("c.md", "---\nsummary: 共识算法与 raft\n---\n"),
+            ("index.md", "- [[a]]: about raft logs\n- [[b]]: leaders\n"),
+        ]
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+        let vault = Vault::from_texts("/v".into(), &files);
+        let found: Vec<(String, Vec<Rule>)> = relevance_pass(&vault, &Query::parse("raft 共识"))
+            .into_iter()
+            .map(|c| {
+                let rules = c.breakdown.iter().map(|h| h.rule).collect();
+                (vault.metas[c.note].path.clone(), rules)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("c.md".to_string(), vec![Rule::Summary, Rule::Summary]),
+                ("b.md".to_string(), vec![Rule::Summary]),
+                ("a.md".to_string(), vec![Rule::IndexDescription]),
+            ]
+        );
+    }
 
     #[test]
     fn nested_tags_match_by_level() {
