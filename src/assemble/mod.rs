@@ -873,10 +873,10 @@ fn fit(
                 omitted,
             });
         }
-        reserve = tokenizer.measure(&report)
-            + 8
-            + tokenizer.capacity(tokens - request.budget)
-            + reserve / 2;
+        let excess = tokenizer.capacity(tokens - request.budget) + 8;
+        // Never less than last round's reserve plus the excess: a style's
+        // escaping grows with the content, so the reserve must only grow.
+        reserve = (tokenizer.measure(&report) + excess + reserve / 2).max(reserve + excess);
     }
     Err(usage(format!(
         "cannot fit the pack and its report into {} tokens; raise the budget",

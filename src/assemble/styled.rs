@@ -67,84 +67,108 @@ fn markdown(s: &Sections) -> Printed {
     }
 }
 
-fn xml(facts: &Facts, s: &Sections) -> Printed {
-    let mut out = format!(
-        "<context recipe=\"{}\" work=\"{}\" unit=\"{}\">\n",
-        xml_escape(facts.recipe),
-        xml_escape(facts.work),
-        facts.unit
-    );
-    let section = |out: &mut String, name: &str, attributes: &[(&str, &str)], text: &str| {
-        let _ = write!(out, "<section name=\"{name}\"");
-        for (key, value) in attributes {
-            let _ = write!(out, " {key}=\"{}\"", xml_escape(value));
-        }
-        let _ = write!(out, ">\n{}\n</section>\n", xml_escape(text.trim_end()));
+/// One part of the pack as the structured styles print it.
+struct Element<'a> {
+    name: &'static str,
+    attributes: Vec<(&'static str, &'a str)>,
+    text: &'a str,
+}
+
+/// How many elements every agent of the unit shares: system and baseline.
+const SHARED_ELEMENTS: usize = 2;
+
+/// The parts in printed order; only those after the shared ones name the
+/// agent, so the shared prefix holds in every style.
+fn elements<'a>(facts: &Facts<'a>, s: &Sections<'a>) -> Vec<Element<'a>> {
+    let element = |name, attributes, text| Element {
+        name,
+        attributes,
+        text,
     };
-    section(&mut out, "system", &[], s.system);
-    section(&mut out, "baseline", &[], s.baseline);
-    let shared_prefix = out.len();
-    section(
-        &mut out,
-        "identity",
-        &[("agent", facts.agent), ("purpose", facts.purpose)],
-        s.identity,
-    );
-    section(&mut out, "chain", &[("scenario", facts.scenario)], s.chain);
+    let mut all = vec![
+        element("system", vec![], s.system),
+        element("baseline", vec![], s.baseline),
+        element(
+            "identity",
+            vec![("agent", facts.agent), ("purpose", facts.purpose)],
+            s.identity,
+        ),
+        element("chain", vec![("scenario", facts.scenario)], s.chain),
+    ];
     if !s.increment.is_empty() {
-        section(&mut out, "increment", &[], s.increment);
+        all.push(element("increment", vec![], s.increment));
     }
-    section(&mut out, "volatile", &[], s.volatile);
-    section(&mut out, "report", &[], s.report);
-    out.push_str("</context>\n");
+    all.push(element("volatile", vec![], s.volatile));
+    all.push(element("report", vec![], s.report));
+    all
+}
+
+/// `open`, then each element written by `write` (with `separator` between
+/// them), then `close`; the shared prefix ends after the shared elements.
+fn structured(
+    open: String,
+    elements: &[Element],
+    separator: &str,
+    write: impl Fn(&mut String, &Element),
+    close: &str,
+) -> Printed {
+    let mut out = open;
+    let mut shared_prefix = out.len();
+    for (i, element) in elements.iter().enumerate() {
+        if i > 0 {
+            out.push_str(separator);
+        }
+        write(&mut out, element);
+        if i + 1 == SHARED_ELEMENTS {
+            shared_prefix = out.len();
+        }
+    }
+    out.push_str(close);
     Printed {
         text: out,
         shared_prefix,
     }
 }
 
+fn xml(facts: &Facts, s: &Sections) -> Printed {
+    let open = format!(
+        "<context recipe=\"{}\" work=\"{}\" unit=\"{}\">\n",
+        xml_escape(facts.recipe),
+        xml_escape(facts.work),
+        facts.unit
+    );
+    let write = |out: &mut String, element: &Element| {
+        let _ = write!(out, "<section name=\"{}\"", element.name);
+        for (key, value) in &element.attributes {
+            let _ = write!(out, " {key}=\"{}\"", xml_escape(value));
+        }
+        let _ = write!(
+            out,
+            ">\n{}\n</section>\n",
+            xml_escape(element.text.trim_end())
+        );
+    };
+    structured(open, &elements(facts, s), "", write, "</context>\n")
+}
+
 /// One JSON object, a section per line, so that the shared prefix ends at
 /// a line break.
 fn json(facts: &Facts, s: &Sections) -> Printed {
     let quoted = |text: &str| serde_json::Value::from(text).to_string();
-    let mut out = format!(
+    let open = format!(
         "{{\"recipe\":{},\"work\":{},\"unit\":{},\"sections\":[\n",
         quoted(facts.recipe),
         quoted(facts.work),
         facts.unit
     );
-    let mut first = true;
-    let mut section = |out: &mut String, name: &str, attributes: &[(&str, &str)], text: &str| {
-        if !first {
-            out.push_str(",\n");
-        }
-        first = false;
-        let _ = write!(out, "{{\"name\":{}", quoted(name));
-        for (key, value) in attributes {
+    let write = |out: &mut String, element: &Element| {
+        let _ = write!(out, "{{\"name\":{}", quoted(element.name));
+        for (key, value) in &element.attributes {
             let _ = write!(out, ",{}:{}", quoted(key), quoted(value));
         }
-        let _ = write!(out, ",\"text\":{}}}", quoted(text.trim_end()));
+        let _ = write!(out, ",\"text\":{}}}", quoted(element.text.trim_end()));
     };
-    section(&mut out, "system", &[], s.system);
-    section(&mut out, "baseline", &[], s.baseline);
-    let shared_prefix = out.len();
-    section(
-        &mut out,
-        "identity",
-        &[("agent", facts.agent), ("purpose", facts.purpose)],
-        s.identity,
-    );
-    section(&mut out, "chain", &[("scenario", facts.scenario)], s.chain);
-    if !s.increment.is_empty() {
-        section(&mut out, "increment", &[], s.increment);
-    }
-    section(&mut out, "volatile", &[], s.volatile);
-    section(&mut out, "report", &[], s.report);
-    out.push_str("\n]}\n");
-    Printed {
-        text: out,
-        shared_prefix,
-    }
+    structured(open, &elements(facts, s), ",\n", write, "\n]}\n")
 }
 
 #[cfg(test)]
