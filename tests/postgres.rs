@@ -571,6 +571,41 @@ fn a_wrong_store_is_one_clear_error() {
 }
 
 #[test]
+fn a_schema_2_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
+    let Some(pg) = Pg::fresh("upgrade") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    sync(&world, &pg, &vault);
+    let before = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
+    // What a schema 2 store looks like to this version: terms it cannot
+    // decode (schema 2 wrote them with postcard), and no version 3 row.
+    pg.sql(
+        "UPDATE ctxpack_notes SET terms = '\\x0102'::bytea;
+         DELETE FROM ctxpack_schema WHERE version = 3;",
+    );
+    fails(
+        &on_store(&world, &pg, &vault, &["search", "raft"]),
+        2,
+        "has schema version 2, this ctxpack reads version 3",
+    );
+    let synced = sync(&world, &pg, &vault);
+    assert!(
+        synced.contains("22 added, 0 changed, 0 removed"),
+        "{synced}"
+    );
+    assert_eq!(
+        pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
+        vec![vec![Some("3".to_string())]]
+    );
+    let after = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
+    for ((args, before), after) in PROBES.iter().zip(&before).zip(&after) {
+        assert_eq!(before, after, "ctxpack {}", args.join(" "));
+    }
+}
+
+#[test]
 fn a_store_without_pgvector_is_refused_before_anything_is_written() {
     let Some(pg) = Pg::fresh("novector") else {
         return;

@@ -86,9 +86,7 @@ impl Stemmer {
         } else {
             self.lower.extend(word.chars().flat_map(char::to_lowercase));
         }
-        if self.lower.len() <= MAX_STOP_WORD_BYTES
-            && STOP_WORDS.binary_search(&self.lower.as_str()).is_ok()
-        {
+        if is_stop_word(&self.lower) {
             return false;
         }
         out.clear();
@@ -104,6 +102,41 @@ impl Stemmer {
         self.cache.insert(self.lower.clone(), stem);
         true
     }
+}
+
+/// A word of at most eight bytes as one number (its bytes, big-endian,
+/// zero-padded), so that the stop-word check compares integers.
+const fn packed(word: &[u8]) -> u64 {
+    let mut value = 0u64;
+    let mut at = 0;
+    while at < 8 {
+        value <<= 8;
+        if at < word.len() {
+            value |= word[at] as u64;
+        }
+        at += 1;
+    }
+    value
+}
+
+/// [`STOP_WORDS`] packed, in the same (sorted) order.
+const PACKED_STOP_WORDS: [u64; STOP_WORDS.len()] = {
+    let mut packed_words = [0u64; STOP_WORDS.len()];
+    let mut at = 0;
+    while at < STOP_WORDS.len() {
+        packed_words[at] = packed(STOP_WORDS[at].as_bytes());
+        at += 1;
+    }
+    packed_words
+};
+
+/// Whether a lower-cased word is a stop word: called for every word, so
+/// it compares numbers rather than strings.
+fn is_stop_word(word: &str) -> bool {
+    word.len() <= MAX_STOP_WORD_BYTES
+        && PACKED_STOP_WORDS
+            .binary_search(&packed(word.as_bytes()))
+            .is_ok()
 }
 
 pub struct MixedTokenStream<'a> {
@@ -223,6 +256,19 @@ mod tests {
     fn stop_word_length_bound_holds() {
         assert!(STOP_WORDS.iter().all(|w| w.len() <= MAX_STOP_WORD_BYTES));
         assert!(STOP_WORDS.is_sorted());
+        assert!(PACKED_STOP_WORDS.is_sorted());
+    }
+
+    #[test]
+    fn stop_words_are_exactly_the_list() {
+        for word in STOP_WORDS {
+            assert!(is_stop_word(word), "{word}");
+        }
+        for word in [
+            "", "ab", "thee", "tho", "them", "x", "a\0", "ands", "wills", "théir",
+        ] {
+            assert!(!is_stop_word(word), "{word}");
+        }
     }
 
     #[test]

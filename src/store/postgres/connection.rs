@@ -21,6 +21,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         2,
         include_str!("../../../migrations/postgres/002_bases.sql"),
     ),
+    (
+        3,
+        include_str!("../../../migrations/postgres/003_compact_terms.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).
@@ -235,6 +239,12 @@ impl Connection {
         })?;
         match version {
             Some(SCHEMA_VERSION) => Ok(()),
+            Some(older) if older < SCHEMA_VERSION => Err(StoreError::Schema(format!(
+                "the store {shown} has schema version {older}, this ctxpack reads version \
+                 {SCHEMA_VERSION}: upgrade it with `ctxpack index --store URL --vault PATH` \
+                 (that sync reads every note again)"
+            ))
+            .into()),
             Some(other) => Err(StoreError::Schema(format!(
                 "the store {shown} has schema version {other}, this ctxpack reads version \
                  {SCHEMA_VERSION}: use the matching ctxpack, or sync into a new database"

@@ -32,7 +32,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -401,14 +401,18 @@ impl crate::store::Store for PgStore {
         for row in notes {
             let path: String = row.get(0);
             let bytes: Vec<u8> = row.get(1);
-            let note: NoteTerms = postcard::from_bytes(&bytes)
+            let note = NoteTerms::decode(&bytes)
                 .with_context(|| format!("the store's terms of {path} do not decode"))?;
+            let indexed: Vec<_> = weights
+                .iter()
+                .filter_map(|(term, heading, body)| Some((note.index_of(term)?, heading, body)))
+                .collect();
             for (ordinal, section) in note.sections.iter().enumerate() {
                 let mut score = 0f32;
                 let mut matched = false;
-                for (term, heading, body) in &weights {
+                for &(index, heading, body) in &indexed {
                     for (field, weight) in [(&section.heading, heading), (&section.body, body)] {
-                        let tf = field.tf(term);
+                        let tf = field.tf(index);
                         if tf > 0 {
                             score += weight.score(field.norm_id(), tf);
                             matched = true;

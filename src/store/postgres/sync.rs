@@ -8,18 +8,22 @@
 //! complete sync; a second sync of the same vault waits for the first.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use tantivy::tokenizer::TextAnalyzer;
 
 use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use tokio_postgres::Transaction;
 
 use super::connection::{Connection, StoreUrl, describe};
-use super::terms::{NoteTerms, decode_postings, encode_postings};
+use super::terms::{Contribution, NoteCounts, NoteTerms, decode_postings, encode_postings};
 use super::{Roles, SCHEMA_VERSION};
 use crate::index::catalog::BACKLINKS_KEPT;
+use crate::index::catalog::FileEntry;
 use crate::index::{Pending, UpdateReport, raw_links, read_and_parse, walk_diagnostics};
 use crate::note::{Diagnostic, NoteMeta};
 use crate::note_tables::MetaTable;
@@ -28,6 +32,9 @@ use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 
 /// Rows written per statement.
 const BATCH: usize = 2_000;
+
+/// Files read and parsed while the chunk before is written.
+const PIPELINE_CHUNK: usize = 1_024;
 
 /// What to sync, and under which name.
 #[derive(Clone, Debug)]
@@ -65,14 +72,61 @@ type StoredLink = (String, bool, u32, u32);
 /// A term's row: postings, heading and body document frequencies.
 type TermState = (Vec<(u32, u32)>, i64, i64);
 
-/// A note to write.
+/// A note to write, serialized on the reading threads.
 struct NewNote {
     path: String,
-    meta: NoteMeta,
+    meta: Vec<u8>,
     body: String,
     redactions: Vec<u8>,
-    terms: NoteTerms,
-    links: Vec<StoredLink>,
+    norm: i16,
+    terms: Vec<u8>,
+    links: Vec<u8>,
+    counts: NoteCounts,
+    contributions: Vec<(String, Contribution)>,
+}
+
+/// One file as the reading threads hand it over.
+struct Parsed {
+    entry: FileEntry,
+    note: Option<NewNote>,
+    previous_hash: Option<[u8; 32]>,
+}
+
+impl Parsed {
+    fn read(
+        analyzer: &mut TextAnalyzer,
+        item: &Pending,
+        max_bytes: u64,
+        policy: &Policy,
+    ) -> Parsed {
+        let (entry, prepared) = read_and_parse(item, max_bytes, policy);
+        let note = prepared.map(|prepared| {
+            let terms = NoteTerms::of(analyzer, &prepared.note);
+            let links: Vec<StoredLink> = raw_links(&prepared.note)
+                .into_iter()
+                .map(|l| (l.target, l.markdown, l.context.0, l.context.1))
+                .collect();
+            let encoded = terms.encode();
+            let norm = i16::from(terms.text.norm_id());
+            let (counts, contributions) = terms.into_contributions();
+            NewNote {
+                path: prepared.note.meta.path.clone(),
+                meta: postcard::to_allocvec(&prepared.note.meta).unwrap_or_default(),
+                body: prepared.text,
+                redactions: postcard::to_allocvec(&prepared.note.redactions).unwrap_or_default(),
+                norm,
+                terms: encoded,
+                links: postcard::to_allocvec(&links).unwrap_or_default(),
+                counts,
+                contributions,
+            }
+        });
+        Parsed {
+            entry,
+            note,
+            previous_hash: item.previous_hash,
+        }
+    }
 }
 
 /// A file row to write.
@@ -89,7 +143,10 @@ struct FileRow {
 pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
     let connection = Connection::open(url, 1)?;
     connection.migrate()?;
-    let walked = walk::walk(root, &options.hidden);
+    let walked = {
+        let _phase = crate::timings::phase("sync: walk");
+        walk::walk(root, &options.hidden)
+    };
     let root = root.to_path_buf();
     let options = options.clone();
     let shown = connection.shown().to_string();
@@ -101,6 +158,7 @@ pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<Update
         let report = sync_in(&tx, &root, &options, walked)
             .await
             .with_context(|| format!("cannot sync into the store {shown}"))?;
+        let _phase = crate::timings::phase("sync: commit");
         tx.commit()
             .await
             .map_err(|err| anyhow!("store {shown}: cannot commit the sync: {}", describe(&err)))?;
@@ -203,129 +261,98 @@ async fn sync_in(
         return Ok(report);
     }
 
-    // Read and parse what may have changed (file-system and CPU work, off
-    // the async workers' hands).
+    // Other threads read and parse what may have changed, a chunk at a
+    // time, while this one writes the chunk before: the server's work and
+    // the parsing overlap, and only two chunks' texts are held at once.
+    let write_phase = crate::timings::phase("sync: read, parse, write");
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Parsed>>(1);
     let policy = Arc::clone(&options.policy);
     let max_bytes = options.max_file_bytes;
-    let parsed = tokio::task::block_in_place(|| {
-        pending
-            .par_iter()
-            .map_init(crate::index::analyzer::analyzer, |analyzer, item| {
-                let (entry, prepared) = read_and_parse(item, max_bytes, &policy);
-                let note = prepared.map(|prepared| {
-                    let terms = NoteTerms::of(analyzer, &prepared.note);
-                    let links = raw_links(&prepared.note)
-                        .into_iter()
-                        .map(|l| (l.target, l.markdown, l.context.0, l.context.1))
-                        .collect();
-                    NewNote {
-                        path: prepared.note.meta.path.clone(),
-                        redactions: postcard::to_allocvec(&prepared.note.redactions)
-                            .unwrap_or_default(),
-                        meta: prepared.note.meta,
-                        body: prepared.text,
-                        terms,
-                        links,
-                    }
-                });
-                (entry, note, item.previous_hash)
-            })
-            .collect::<Vec<_>>()
+    let reader = std::thread::spawn(move || {
+        for chunk in pending.chunks(PIPELINE_CHUNK) {
+            let parsed: Vec<Parsed> = chunk
+                .par_iter()
+                .map_init(crate::index::analyzer::analyzer, |analyzer, item| {
+                    Parsed::read(analyzer, item, max_bytes, &policy)
+                })
+                .collect();
+            if sender.send(parsed).is_err() {
+                break;
+            }
+        }
     });
-
-    let mut file_rows = Vec::new();
-    let mut new_notes = Vec::new();
-    // Notes whose stored version goes: changed, removed, or no longer notes.
-    let mut gone: Vec<String> = Vec::new();
-    for (entry, note, previous) in parsed {
-        let same = previous == Some(entry.hash) && entry.hash != [0; 32];
-        let was_note = stored.get(&entry.path).is_some_and(|f| f.is_note);
-        if same && entry.is_note == was_note {
-            report.unchanged += 1;
-        } else {
-            if previous.is_some() {
-                report.changed += 1;
-            } else {
-                report.added += 1;
-            }
-            if was_note {
-                gone.push(entry.path.clone());
-            }
-            new_notes.extend(note);
-        }
-        file_rows.push(FileRow {
-            path: entry.path.clone(),
-            size: entry.size as i64,
-            mtime_ns: clamp_ns(entry.mtime_ns),
-            hash: entry.hash.to_vec(),
-            is_note: entry.is_note,
-            problems: entry.problems.join("\n"),
-        });
-    }
-    for path in &removed_files {
-        if stored.get(path).is_some_and(|f| f.is_note) {
-            gone.push(path.clone());
-        }
-    }
-    report.removed = removed_files.len();
-
-    // The old versions' terms leave the statistics and posting lists.
-    let mut ids: HashMap<String, i32> = HashMap::new();
-    let mut deltas: HashMap<String, TermDelta> = HashMap::new();
-    for chunk in gone.chunks(BATCH) {
-        let chunk = chunk.to_vec();
-        for row in tx
-            .query(
-                "SELECT path, id, terms FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
-                &[&vault_id, &chunk],
-            )
-            .await?
+    let mut deltas: FxHashMap<String, TermDelta> = FxHashMap::default();
+    while let Ok(batch) = tokio::task::block_in_place(|| receiver.recv()) {
+        let mut file_rows = Vec::with_capacity(batch.len());
+        let mut new_notes = Vec::new();
+        // Notes whose stored version goes: changed, or no longer notes.
+        let mut gone: Vec<String> = Vec::new();
+        for Parsed {
+            entry,
+            note,
+            previous_hash,
+        } in batch
         {
-            let path: String = row.get(0);
-            let id: i32 = row.get(1);
-            let bytes: Vec<u8> = row.get(2);
-            let terms: NoteTerms = postcard::from_bytes(&bytes)
-                .with_context(|| format!("the stored terms of {path} do not decode"))?;
-            totals.apply(&terms, -1);
-            for (term, _) in &terms.text.terms {
-                delta_of(&mut deltas, term).removed.push(id as u32);
+            let same = previous_hash == Some(entry.hash) && entry.hash != [0; 32];
+            let was_note = stored.get(&entry.path).is_some_and(|f| f.is_note);
+            if same && entry.is_note == was_note {
+                report.unchanged += 1;
+            } else {
+                if previous_hash.is_some() {
+                    report.changed += 1;
+                } else {
+                    report.added += 1;
+                }
+                if was_note {
+                    gone.push(entry.path.clone());
+                }
+                new_notes.extend(note);
             }
-            section_df(&terms, -1, &mut deltas);
-            ids.insert(path, id);
+            file_rows.push(FileRow {
+                path: entry.path,
+                size: entry.size as i64,
+                mtime_ns: clamp_ns(entry.mtime_ns),
+                hash: entry.hash.to_vec(),
+                is_note: entry.is_note,
+                problems: entry.problems.join("\n"),
+            });
+        }
+        let ids = forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
+        let mut new_ids = Vec::with_capacity(new_notes.len());
+        for note in &mut new_notes {
+            let id = match ids.get(&note.path) {
+                Some(&id) => id,
+                None => {
+                    let id = next_id;
+                    next_id = next_id
+                        .checked_add(1)
+                        .context("the store has run out of note ids: rebuild this vault")?;
+                    id
+                }
+            };
+            new_ids.push(id);
+            totals.apply(&note.counts, 1);
+            for (term, share) in std::mem::take(&mut note.contributions) {
+                apply_share(&mut deltas, term, share, Share::Added(id as u32));
+            }
+        }
+        for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
+            write_notes(tx, vault_id, chunk, ids).await?;
+        }
+        for chunk in file_rows.chunks(BATCH) {
+            write_files(tx, vault_id, chunk).await?;
         }
     }
-    let mut new_ids = Vec::with_capacity(new_notes.len());
-    for note in &new_notes {
-        let id = match ids.get(&note.path) {
-            Some(&id) => id,
-            None => {
-                let id = next_id;
-                next_id = next_id
-                    .checked_add(1)
-                    .context("the store has run out of note ids: rebuild this vault")?;
-                id
-            }
-        };
-        new_ids.push(id);
-        totals.apply(&note.terms, 1);
-        for (term, tf) in &note.terms.text.terms {
-            delta_of(&mut deltas, term).added.push((id as u32, *tf));
-        }
-        section_df(&note.terms, 1, &mut deltas);
-    }
-
-    // Notes and files.
-    for chunk in gone.chunks(BATCH) {
-        let chunk = chunk.to_vec();
-        tx.execute(
-            "DELETE FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
-            &[&vault_id, &chunk],
-        )
-        .await?;
-    }
-    for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
-        write_notes(tx, vault_id, chunk, ids).await?;
-    }
+    reader
+        .join()
+        .map_err(|_| anyhow!("reading the vault's notes failed"))?;
+    let gone: Vec<String> = removed_files
+        .iter()
+        .filter(|path| stored.get(*path).is_some_and(|f| f.is_note))
+        .cloned()
+        .collect();
+    forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
+    report.removed = removed_files.len();
     for chunk in removed_files.chunks(BATCH) {
         let chunk = chunk.to_vec();
         tx.execute(
@@ -334,16 +361,14 @@ async fn sync_in(
         )
         .await?;
     }
-    for chunk in file_rows.chunks(BATCH) {
-        write_files(tx, vault_id, chunk).await?;
-    }
-
+    drop(write_phase);
+    let terms_phase = crate::timings::phase("sync: terms");
     // Terms: read the touched rows, apply the changes, write them back.
     // Sorted, so the same change writes the same statements in the same order.
     let mut deltas: Vec<(String, TermDelta)> = deltas.into_iter().collect();
     deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let touched: Vec<&str> = deltas.iter().map(|(term, _)| term.as_str()).collect();
-    let mut current: HashMap<String, TermState> = HashMap::new();
+    let mut current: FxHashMap<String, TermState> = FxHashMap::default();
     if !stored.is_empty() {
         for chunk in touched.chunks(BATCH * 5) {
             let chunk = chunk.to_vec();
@@ -406,6 +431,8 @@ async fn sync_in(
         write_terms(tx, vault_id, chunk).await?;
     }
 
+    drop(terms_phase);
+    let _relink_phase = crate::timings::phase("sync: links and roles");
     // Links resolve against the final set of notes, so a change anywhere
     // can move any backlink: recompute them all, write what differs.
     let base_paths: Vec<String> = walked
@@ -492,33 +519,90 @@ struct Totals {
 }
 
 impl Totals {
-    fn apply(&mut self, terms: &NoteTerms, sign: i64) {
+    fn apply(&mut self, counts: &NoteCounts, sign: i64) {
         self.notes += sign;
-        self.sections += sign * terms.sections.len() as i64;
-        self.text_tokens += sign * i64::from(terms.text.tokens);
-        self.heading_tokens += sign * terms.heading_tokens() as i64;
-        self.body_tokens += sign * terms.body_tokens() as i64;
+        self.sections += sign * counts.sections;
+        self.text_tokens += sign * counts.text_tokens;
+        self.heading_tokens += sign * counts.heading_tokens;
+        self.body_tokens += sign * counts.body_tokens;
     }
 }
 
-/// Counts, per term, the sections whose heading and whose body hold it.
-fn section_df(terms: &NoteTerms, sign: i64, deltas: &mut HashMap<String, TermDelta>) {
-    for section in &terms.sections {
-        for (term, _) in &section.heading.terms {
-            delta_of(deltas, term).heading_df += sign;
-        }
-        for (term, _) in &section.body.terms {
-            delta_of(deltas, term).body_df += sign;
-        }
-    }
+/// Whether a note's share of a term comes into its row or leaves it.
+#[derive(Clone, Copy)]
+enum Share {
+    Added(u32),
+    Removed(u32),
 }
 
-/// The delta of `term`, allocating its key only the first time.
-fn delta_of<'a>(deltas: &'a mut HashMap<String, TermDelta>, term: &str) -> &'a mut TermDelta {
-    if !deltas.contains_key(term) {
-        deltas.insert(term.to_string(), TermDelta::default());
+/// Applies one note's share of `term` to the change of the term's row.
+fn apply_share(
+    deltas: &mut FxHashMap<String, TermDelta>,
+    term: String,
+    contribution: Contribution,
+    share: Share,
+) {
+    let delta = match deltas.get_mut(term.as_str()) {
+        Some(delta) => delta,
+        None => deltas.entry(term).or_default(),
+    };
+    let sign = match share {
+        Share::Added(id) => {
+            if contribution.tf > 0 {
+                delta.added.push((id, contribution.tf));
+            }
+            1
+        }
+        Share::Removed(id) => {
+            if contribution.tf > 0 {
+                delta.removed.push(id);
+            }
+            -1
+        }
+    };
+    delta.heading_df += sign * i64::from(contribution.headings);
+    delta.body_df += sign * i64::from(contribution.bodies);
+}
+
+/// Takes the stored versions of `paths` out of the statistics and posting
+/// changes, deletes their rows, and returns their ids (a changed note keeps
+/// its id).
+async fn forget_notes(
+    tx: &Transaction<'_>,
+    vault_id: i32,
+    paths: &[String],
+    totals: &mut Totals,
+    deltas: &mut FxHashMap<String, TermDelta>,
+) -> Result<FxHashMap<String, i32>> {
+    let mut ids = FxHashMap::default();
+    for chunk in paths.chunks(BATCH) {
+        let chunk = chunk.to_vec();
+        for row in tx
+            .query(
+                "SELECT path, id, terms FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
+                &[&vault_id, &chunk],
+            )
+            .await?
+        {
+            let path: String = row.get(0);
+            let id: i32 = row.get(1);
+            let bytes: &[u8] = row.get(2);
+            let terms = NoteTerms::decode(bytes)
+                .with_context(|| format!("the stored terms of {path} do not decode"))?;
+            let (counts, contributions) = terms.into_contributions();
+            totals.apply(&counts, -1);
+            for (term, share) in contributions {
+                apply_share(deltas, term, share, Share::Removed(id as u32));
+            }
+            ids.insert(path, id);
+        }
+        tx.execute(
+            "DELETE FROM ctxpack_notes WHERE vault = $1 AND path = ANY($2)",
+            &[&vault_id, &chunk],
+        )
+        .await?;
     }
-    deltas.get_mut(term).expect("inserted above")
+    Ok(ids)
 }
 
 async fn write_notes(
@@ -527,23 +611,13 @@ async fn write_notes(
     notes: &[NewNote],
     ids: &[i32],
 ) -> Result<()> {
-    let mut paths = Vec::with_capacity(notes.len());
-    let mut metas = Vec::with_capacity(notes.len());
-    let mut bodies = Vec::with_capacity(notes.len());
-    let mut redactions = Vec::with_capacity(notes.len());
-    let mut norms = Vec::with_capacity(notes.len());
-    let mut terms = Vec::with_capacity(notes.len());
-    let mut links = Vec::with_capacity(notes.len());
-    for note in notes {
-        paths.push(note.path.clone());
-        metas.push(postcard::to_allocvec(&note.meta)?);
-        bodies.push(note.body.clone());
-        redactions.push(note.redactions.clone());
-        norms.push(i16::from(note.terms.text.norm_id()));
-        terms.push(postcard::to_allocvec(&note.terms)?);
-        links.push(postcard::to_allocvec(&note.links)?);
-    }
-    let ids = ids.to_vec();
+    let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
+    let metas: Vec<&[u8]> = notes.iter().map(|n| n.meta.as_slice()).collect();
+    let bodies: Vec<&str> = notes.iter().map(|n| n.body.as_str()).collect();
+    let redactions: Vec<&[u8]> = notes.iter().map(|n| n.redactions.as_slice()).collect();
+    let norms: Vec<i16> = notes.iter().map(|n| n.norm).collect();
+    let terms: Vec<&[u8]> = notes.iter().map(|n| n.terms.as_slice()).collect();
+    let links: Vec<&[u8]> = notes.iter().map(|n| n.links.as_slice()).collect();
     tx.execute(
         "INSERT INTO ctxpack_notes (vault, path, id, meta, body, redactions, norm, terms, links) \
          SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::bytea[], $5::text[], $6::bytea[], \

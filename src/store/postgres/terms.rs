@@ -4,9 +4,7 @@
 //! parts, tokens longer than tantivy's limit dropped), and the posting
 //! lists that join them, compactly encoded.
 
-use std::collections::HashMap;
-
-use serde::{Deserialize, Serialize};
+use rustc_hash::FxHashMap;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::Bm25Weight;
 use tantivy::tokenizer::{MAX_TOKEN_LEN, TextAnalyzer, TokenStream};
@@ -14,13 +12,14 @@ use tantivy::tokenizer::{MAX_TOKEN_LEN, TextAnalyzer, TokenStream};
 use crate::index::{FIELD_REPEATS, note_text_parts, section_texts};
 use crate::note::Note;
 
-/// Term frequencies of one text field of one document, sorted by term.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Term frequencies of one text field of one document.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldTerms {
     /// Tokens in the field: tantivy's field norm, before its one-byte
     /// encoding.
     pub tokens: u32,
-    pub terms: Vec<(String, u32)>,
+    /// `(index into the note's dictionary, frequency)`, sorted by index.
+    pub terms: Vec<(u32, u32)>,
 }
 
 impl FieldTerms {
@@ -29,56 +28,133 @@ impl FieldTerms {
         FieldNormReader::fieldnorm_to_id(self.tokens)
     }
 
-    pub fn tf(&self, term: &str) -> u32 {
+    /// The frequency of the dictionary's term `index` in this field.
+    pub fn tf(&self, index: u32) -> u32 {
         self.terms
-            .binary_search_by(|(t, _)| t.as_str().cmp(term))
+            .binary_search_by_key(&index, |&(at, _)| at)
             .map_or(0, |at| self.terms[at].1)
     }
 }
 
 /// One section's two fields.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SectionTerms {
     pub heading: FieldTerms,
     pub body: FieldTerms,
 }
 
 /// Everything BM25 needs of one note.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NoteTerms {
+    /// Every distinct term of the note, sorted: the fields name terms by
+    /// their place here.
+    pub dictionary: Vec<String>,
     pub text: FieldTerms,
     pub sections: Vec<SectionTerms>,
 }
 
-/// Counts `values` (the values of one field of one document, each with how
-/// many times the document repeats it) the way tantivy's indexer does: a
-/// repeated value counts its tokens once per repeat.
-fn count(analyzer: &mut TextAnalyzer, values: &[(&str, u32)]) -> FieldTerms {
-    let mut counts: HashMap<String, u32> = HashMap::new();
-    let mut tokens = 0u32;
-    for &(value, repeats) in values {
-        let mut stream = analyzer.token_stream(value);
-        while stream.advance() {
-            let token = stream.token();
-            if token.text.len() > MAX_TOKEN_LEN {
-                continue;
-            }
-            tokens += repeats;
-            match counts.get_mut(token.text.as_str()) {
-                Some(count) => *count += repeats,
-                None => {
-                    counts.insert(token.text.clone(), repeats);
+/// A note's totals for BM25's average field lengths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoteCounts {
+    pub sections: i64,
+    pub text_tokens: i64,
+    pub heading_tokens: i64,
+    pub body_tokens: i64,
+}
+
+/// One note's share of one term's row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Contribution {
+    /// Frequency in the note-level text (0: not there).
+    pub tf: u32,
+    /// Sections whose heading holds the term.
+    pub headings: u32,
+    /// Sections whose body holds the term.
+    pub bodies: u32,
+}
+
+/// Counts the fields of one note, every term interned once.
+struct Counter<'a> {
+    analyzer: &'a mut TextAnalyzer,
+    ids: FxHashMap<String, u32>,
+    /// Term ids as met, reused field after field.
+    seen: Vec<u32>,
+}
+
+impl Counter<'_> {
+    /// Counts `values` (the values of one field, each with how many times
+    /// the document repeats it) the way tantivy's indexer does: a repeated
+    /// value counts its tokens once per repeat. Ids are provisional (order
+    /// of first appearance) until [`Counter::finish`].
+    fn count(&mut self, values: &[(&str, u32)]) -> FieldTerms {
+        self.seen.clear();
+        let mut tokens = 0u32;
+        for &(value, repeats) in values {
+            let mut stream = self.analyzer.token_stream(value);
+            while stream.advance() {
+                let token = stream.token();
+                if token.text.len() > MAX_TOKEN_LEN {
+                    continue;
+                }
+                tokens += repeats;
+                let id = match self.ids.get(token.text.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.ids.len() as u32;
+                        self.ids.insert(token.text.clone(), id);
+                        id
+                    }
+                };
+                for _ in 0..repeats {
+                    self.seen.push(id);
                 }
             }
         }
+        self.seen.sort_unstable();
+        let mut terms: Vec<(u32, u32)> = Vec::new();
+        for &id in &self.seen {
+            match terms.last_mut() {
+                Some((last, tf)) if *last == id => *tf += 1,
+                _ => terms.push((id, 1)),
+            }
+        }
+        FieldTerms { tokens, terms }
     }
-    let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
-    terms.sort_unstable();
-    FieldTerms { tokens, terms }
+
+    /// Sorts the dictionary and renumbers the fields' terms by it.
+    fn finish(self, mut text: FieldTerms, mut sections: Vec<SectionTerms>) -> NoteTerms {
+        let mut dictionary: Vec<(String, u32)> = self.ids.into_iter().collect();
+        dictionary.sort_unstable();
+        let mut place = vec![0u32; dictionary.len()];
+        for (at, (_, id)) in dictionary.iter().enumerate() {
+            place[*id as usize] = at as u32;
+        }
+        let renumber = |field: &mut FieldTerms| {
+            for (id, _) in &mut field.terms {
+                *id = place[*id as usize];
+            }
+            field.terms.sort_unstable();
+        };
+        renumber(&mut text);
+        for section in &mut sections {
+            renumber(&mut section.heading);
+            renumber(&mut section.body);
+        }
+        NoteTerms {
+            dictionary: dictionary.into_iter().map(|(term, _)| term).collect(),
+            text,
+            sections,
+        }
+    }
 }
 
 impl NoteTerms {
     pub fn of(analyzer: &mut TextAnalyzer, note: &Note) -> NoteTerms {
+        let mut counter = Counter {
+            analyzer,
+            ids: FxHashMap::default(),
+            seen: Vec::new(),
+        };
         let parts = note_text_parts(note);
         let values: Vec<(&str, u32)> = parts
             .iter()
@@ -86,18 +162,31 @@ impl NoteTerms {
             .filter(|(part, _)| !part.is_empty())
             .map(|(part, (_, repeats))| (part.as_str(), repeats as u32))
             .collect();
-        let text = count(analyzer, &values);
+        let text = counter.count(&values);
         let sections = section_texts(note)
             .into_iter()
             .map(|(heading, body)| SectionTerms {
                 heading: heading
                     .as_deref()
-                    .map(|h| count(analyzer, &[(h, 1)]))
+                    .map(|h| counter.count(&[(h, 1)]))
                     .unwrap_or_default(),
-                body: count(analyzer, &[(body, 1)]),
+                body: counter.count(&[(body, 1)]),
             })
             .collect();
-        NoteTerms { text, sections }
+        counter.finish(text, sections)
+    }
+
+    /// The place of `term` in the dictionary.
+    pub fn index_of(&self, term: &str) -> Option<u32> {
+        self.dictionary
+            .binary_search_by(|t| t.as_str().cmp(term))
+            .ok()
+            .map(|at| at as u32)
+    }
+
+    /// The frequency of `term` in `field` (one of this note's fields).
+    pub fn tf(&self, field: &FieldTerms, term: &str) -> u32 {
+        self.index_of(term).map_or(0, |index| field.tf(index))
     }
 
     pub fn heading_tokens(&self) -> u64 {
@@ -109,6 +198,118 @@ impl NoteTerms {
 
     pub fn body_tokens(&self) -> u64 {
         self.sections.iter().map(|s| u64::from(s.body.tokens)).sum()
+    }
+
+    /// What the note adds to the vault's statistics: its totals, and per
+    /// distinct term (in dictionary order) its frequency in the note-level
+    /// text and how many of its sections' headings and bodies hold it.
+    pub fn into_contributions(self) -> (NoteCounts, Vec<(String, Contribution)>) {
+        let counts = NoteCounts {
+            sections: self.sections.len() as i64,
+            text_tokens: i64::from(self.text.tokens),
+            heading_tokens: self.heading_tokens() as i64,
+            body_tokens: self.body_tokens() as i64,
+        };
+        let mut shares = vec![Contribution::default(); self.dictionary.len()];
+        for &(index, tf) in &self.text.terms {
+            shares[index as usize].tf = tf;
+        }
+        for section in &self.sections {
+            for &(index, _) in &section.heading.terms {
+                shares[index as usize].headings += 1;
+            }
+            for &(index, _) in &section.body.terms {
+                shares[index as usize].bodies += 1;
+            }
+        }
+        (counts, self.dictionary.into_iter().zip(shares).collect())
+    }
+
+    fn fields(&self) -> impl Iterator<Item = &FieldTerms> {
+        std::iter::once(&self.text).chain(
+            self.sections
+                .iter()
+                .flat_map(|section| [&section.heading, &section.body]),
+        )
+    }
+
+    /// The stored form: the dictionary, then each field as delta-coded
+    /// dictionary indices with their frequencies (a term repeated in many
+    /// sections costs a byte or two per section).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.dictionary.len() * 10);
+        write_varint(&mut bytes, self.dictionary.len() as u32);
+        for term in &self.dictionary {
+            write_varint(&mut bytes, term.len() as u32);
+            bytes.extend_from_slice(term.as_bytes());
+        }
+        write_varint(&mut bytes, self.sections.len() as u32);
+        for field in self.fields() {
+            write_varint(&mut bytes, field.tokens);
+            write_varint(&mut bytes, field.terms.len() as u32);
+            let mut previous = 0u32;
+            for &(index, tf) in &field.terms {
+                write_varint(&mut bytes, index - previous);
+                write_varint(&mut bytes, tf);
+                previous = index;
+            }
+        }
+        bytes
+    }
+
+    /// The inverse of [`NoteTerms::encode`]; `None` for bytes it did not
+    /// write (never a panic, whatever the bytes).
+    pub fn decode(mut bytes: &[u8]) -> Option<NoteTerms> {
+        let count = read_varint(&mut bytes)? as usize;
+        // Each term costs at least one byte: a bigger count is garbage.
+        if count > bytes.len() {
+            return None;
+        }
+        let mut dictionary = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = read_varint(&mut bytes)? as usize;
+            let (term, rest) = bytes.split_at_checked(len)?;
+            dictionary.push(std::str::from_utf8(term).ok()?.to_string());
+            bytes = rest;
+        }
+        let sections = read_varint(&mut bytes)? as usize;
+        if sections > bytes.len() {
+            return None;
+        }
+        let read_field = |bytes: &mut &[u8]| -> Option<FieldTerms> {
+            let tokens = read_varint(bytes)?;
+            let len = read_varint(bytes)? as usize;
+            if len > bytes.len() {
+                return None;
+            }
+            let mut terms = Vec::with_capacity(len);
+            let mut index = 0u32;
+            for entry in 0..len {
+                let delta = read_varint(bytes)?;
+                // Strictly increasing after the first: one entry per term.
+                if entry > 0 && delta == 0 {
+                    return None;
+                }
+                index = index.checked_add(delta)?;
+                if index as usize >= count {
+                    return None;
+                }
+                terms.push((index, read_varint(bytes)?));
+            }
+            Some(FieldTerms { tokens, terms })
+        };
+        let text = read_field(&mut bytes)?;
+        let mut parsed = Vec::with_capacity(sections);
+        for _ in 0..sections {
+            let heading = read_field(&mut bytes)?;
+            let body = read_field(&mut bytes)?;
+            parsed.push(SectionTerms { heading, body });
+        }
+        bytes.is_empty().then_some(NoteTerms {
+            dictionary,
+            text,
+            sections: parsed,
+        })
     }
 }
 
@@ -180,6 +381,36 @@ mod tests {
     }
 
     #[test]
+    fn note_terms_round_trip_and_reject_every_damage() {
+        let (note, _) = crate::parse::parse_note(
+            "a.md",
+            "---\ntitle: Raft\ntags: [consensus]\n---\nRaft elects a leader.\n\n## Log\n\nThe leader replicates the log.\n\n## 日志\n\n领导者复制日志。\n",
+            None,
+        );
+        let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
+        let bytes = terms.encode();
+        assert_eq!(NoteTerms::decode(&bytes), Some(terms.clone()));
+        assert_eq!(
+            NoteTerms::decode(&NoteTerms::default().encode()),
+            Some(NoteTerms::default())
+        );
+        for cut in 0..bytes.len() {
+            assert_eq!(NoteTerms::decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(NoteTerms::decode(&longer), None);
+        for at in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= flip;
+                // Whatever it decodes to, it decodes without a panic.
+                let _ = NoteTerms::decode(&damaged);
+            }
+        }
+    }
+
+    #[test]
     fn terms_are_counted_as_tantivy_counts_them() {
         let (note, _) = crate::parse::parse_note(
             "a.md",
@@ -188,13 +419,20 @@ mod tests {
         );
         let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
         // The title counts three times, the tag twice.
-        assert_eq!(terms.text.tf("raft"), 4);
-        assert_eq!(terms.text.tf("consensus"), 2);
+        assert_eq!(terms.tf(&terms.text, "raft"), 4);
+        assert_eq!(terms.tf(&terms.text, "consensus"), 2);
         assert_eq!(terms.sections.len(), 2);
         assert_eq!(
             terms.sections[1].heading.terms,
-            vec![("log".to_string(), 1)]
+            vec![(terms.index_of("log").unwrap(), 1)]
         );
-        assert_eq!(terms.sections[1].body.tf("leader"), 1);
+        assert_eq!(terms.tf(&terms.sections[1].body, "leader"), 1);
+        assert_eq!(terms.tf(&terms.sections[1].body, "raft"), 0);
+        let (counts, shares) = terms.clone().into_contributions();
+        assert_eq!(counts.sections, 2);
+        let share = |term: &str| shares.iter().find(|(t, _)| t == term).unwrap().1;
+        assert_eq!(share("leader").bodies, 2);
+        assert_eq!(share("log").headings, 1);
+        assert_eq!(share("raft").tf, 4);
     }
 }
