@@ -56,7 +56,7 @@ const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
-const WRITER_MEMORY: usize = 64 * 1024 * 1024;
+const WRITER_MEMORY: usize = 256 * 1024 * 1024;
 
 /// How many times each part of a note is repeated in the note-level text
 /// field. Repetition weights term frequencies before BM25 saturates them,
