@@ -259,6 +259,63 @@ fn incremental_syncs_end_where_a_fresh_sync_does() {
     assert_eq!(backlinks(&pg), backlinks(&fresh));
 }
 
+#[test]
+fn changes_spread_over_many_read_chunks_sync_as_a_fresh_sync_does() {
+    let Some(pg) = Pg::fresh("chunks") else {
+        return;
+    };
+    let Some(fresh) = Pg::fresh("chunks_fresh") else {
+        return;
+    };
+    let world = World::new();
+    // More notes than one chunk the sync reads while it writes another.
+    let vault = generated_vault(&world, "vault", 2600, "alpha");
+    sync(&world, &pg, &vault);
+    for i in [3, 1100, 2500] {
+        write(
+            &vault.join(format!("n{i}.md")),
+            format!("---\ntitle: Note {i} edited\n---\n# Note {i}\n\nNow about gamma quorums.\n")
+                .as_bytes(),
+        );
+    }
+    std::fs::remove_file(vault.join("n1500.md")).unwrap();
+    std::fs::rename(vault.join("n2048.md"), vault.join("m2048.md")).unwrap();
+    write(
+        &vault.join("n9999.md"),
+        b"---\ntitle: New one\n---\nLinks to [[n3]] about gamma.\n",
+    );
+    let synced = sync(&world, &pg, &vault);
+    assert!(synced.contains("2 added, 3 changed, 2 removed"), "{synced}");
+    sync(&world, &fresh, &vault);
+    for probe in ["gamma quorums", "alpha consensus", "note 2048"] {
+        assert_eq!(
+            ok(&on_store(
+                &world,
+                &pg,
+                &vault,
+                &["search", probe, "--explain"]
+            )),
+            ok(&on_store(
+                &world,
+                &fresh,
+                &vault,
+                &["search", probe, "--explain"]
+            )),
+            "{probe}"
+        );
+    }
+    let rows = |pg: &Pg| {
+        [
+            "SELECT notes, sections, text_tokens, heading_tokens, body_tokens FROM ctxpack_vaults",
+            "SELECT term, note_df, heading_df, body_df FROM ctxpack_terms ORDER BY term",
+            "SELECT target, entries FROM ctxpack_backlinks ORDER BY target",
+            "SELECT path, terms, body FROM ctxpack_notes ORDER BY path",
+        ]
+        .map(|query| pg.rows(query))
+    };
+    assert_eq!(rows(&pg), rows(&fresh));
+}
+
 /// A vault of `count` generated notes linking to each other.
 fn generated_vault(world: &World, name: &str, count: usize, variant: &str) -> std::path::PathBuf {
     let root = world.path().join(name);
