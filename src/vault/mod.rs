@@ -86,10 +86,17 @@ pub struct Vault {
     /// The Bases files the walk lists (sorted): read only as embeds.
     bases: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
-    resolver: OnceLock<Arc<LinkResolver>>,
-    match_keys: OnceLock<Arc<KeysTable>>,
+    tables: SharedTables,
     /// Set when the notes' texts come from a store, not the folder.
     source: Option<Arc<dyn NoteSource>>,
+}
+
+/// The tables a vault builds on first use from its notes' metadata,
+/// shareable between vaults over the same notes.
+#[derive(Clone, Debug, Default)]
+pub struct SharedTables {
+    resolver: Arc<OnceLock<Arc<LinkResolver>>>,
+    match_keys: Arc<OnceLock<Arc<KeysTable>>>,
 }
 
 impl Vault {
@@ -241,8 +248,7 @@ impl Vault {
             hot: Vec::new(),
             bases: Vec::new(),
             diagnostics,
-            resolver: OnceLock::new(),
-            match_keys: OnceLock::new(),
+            tables: SharedTables::default(),
             source: None,
         }
     }
@@ -436,19 +442,20 @@ impl Vault {
     /// The link resolver over every note, built on first use unless the
     /// index supplied it.
     pub fn resolver(&self) -> &LinkResolver {
-        self.resolver
+        self.tables
+            .resolver
             .get_or_init(|| Arc::new(LinkResolver::new(&self.metas)))
     }
 
     /// Supplies the resolver an index stored for these notes.
     pub fn set_resolver(&mut self, resolver: Arc<LinkResolver>) {
-        self.resolver = OnceLock::from(resolver);
+        self.tables.resolver = Arc::new(OnceLock::from(resolver));
     }
 
     /// Every note's folded match keys for the relevance pass, built on
     /// first use unless the index supplied them.
     pub fn match_keys(&self) -> &KeysTable {
-        self.match_keys.get_or_init(|| {
+        self.tables.match_keys.get_or_init(|| {
             let keys: Vec<MatchKeys> = self
                 .metas
                 .iter()
@@ -461,6 +468,13 @@ impl Vault {
         })
     }
 
+    /// Builds the resolver and match keys at most once for every vault
+    /// given `tables` (vaults over the same notes and descriptions: a
+    /// server answers each call from a new vault of one store snapshot).
+    pub fn share_tables(&mut self, tables: SharedTables) {
+        self.tables = tables;
+    }
+
     /// Folders this vault does not read (see [`VaultOptions::hidden`]).
     pub fn set_hidden(&mut self, hidden: Vec<String>) {
         self.hidden = hidden;
@@ -469,7 +483,7 @@ impl Vault {
     /// Supplies precomputed match keys (one per note, in order).
     pub fn set_match_keys(&mut self, keys: Arc<KeysTable>) {
         if keys.len() == self.metas.len() {
-            self.match_keys = OnceLock::from(keys);
+            self.tables.match_keys = Arc::new(OnceLock::from(keys));
         }
     }
 

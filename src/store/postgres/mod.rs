@@ -28,7 +28,7 @@ use crate::index::query_terms;
 use crate::note::{Diagnostic, LinkGraph, NoteMeta};
 use crate::note_tables::MetaTable;
 use crate::privacy::Redaction;
-use crate::vault::{LinkResolver, NoteSource, SourcedText, Vault};
+use crate::vault::{LinkResolver, NoteSource, SharedTables, SourcedText, Vault};
 use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
@@ -65,6 +65,8 @@ struct Snapshot {
     diagnostics: Vec<Diagnostic>,
     /// The Bases files the walk listed, sorted.
     bases: Vec<String>,
+    /// The link resolver and match keys, built once for every call's vault.
+    tables: SharedTables,
 }
 
 /// A vault in a PostgreSQL store, opened for queries.
@@ -288,6 +290,7 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
         hot,
         diagnostics,
         bases,
+        tables: SharedTables::default(),
     })
 }
 
@@ -305,6 +308,7 @@ impl crate::store::Store for PgStore {
             self.snapshot.diagnostics.clone(),
         );
         vault.set_bases(self.snapshot.bases.clone());
+        vault.share_tables(self.snapshot.tables.clone());
         vault.set_source(Arc::new(StoredTexts {
             connection: self.connection.clone(),
             vault: self.snapshot.vault_id,
