@@ -44,6 +44,21 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(word))
 }
 
+/// The first of `0..len` for which `before` is false (`before` holds for
+/// a prefix of the range).
+fn partition(len: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, len);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if before(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
 fn push_u32(out: &mut Vec<u8>, value: usize) {
     out.extend_from_slice(&(value as u32).to_le_bytes());
 }
@@ -353,13 +368,20 @@ impl KeysTable {
                 return Err(format!("string {i} ends inside a character"));
             }
         }
+        // Notes' strings follow each other without gaps, which lets a
+        // position in the text be mapped back to its note.
+        let mut expected_first = 0usize;
         for note in 0..notes {
             let at = 4 + 8 * note;
             let first = u32_at(bytes, at).unwrap_or(u32::MAX) as usize;
             let count = usize::from(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]))
                 + usize::from(u16::from_le_bytes([bytes[at + 6], bytes[at + 7]]))
                 + 2;
-            if first.checked_add(count).is_none_or(|end| end > strings) {
+            if first != expected_first {
+                return Err(format!("note {note}'s strings are out of order"));
+            }
+            expected_first = first + count;
+            if expected_first > strings {
                 return Err(format!("note {note} has strings past the end"));
             }
         }
@@ -402,6 +424,54 @@ impl KeysTable {
 
     pub fn iter(&self) -> impl Iterator<Item = NoteKeys<'_>> {
         (0..self.notes).filter_map(|idx| self.note(idx))
+    }
+
+    /// The notes, ascending, with a string in which one of `patterns`
+    /// occurs: a superset of those any relevance rule can score, found in
+    /// one scan of the table's text rather than note by note.
+    pub fn notes_holding(&self, patterns: &aho_corasick::AhoCorasick) -> Vec<usize> {
+        let text = self.text();
+        let mut notes = Vec::new();
+        let mut from = 0;
+        while from < text.len() {
+            let input = aho_corasick::Input::new(text).span(from..text.len());
+            let Some(found) = patterns.find(input) else {
+                break;
+            };
+            // The text has no separators, so a match may span two strings:
+            // that only adds a note the rules then do not score. Searching
+            // again from the next note's text cannot miss one of its own.
+            let note = self.note_at(found.start());
+            notes.push(note);
+            from = self.note_text_start(note + 1).max(found.start() + 1);
+        }
+        notes
+    }
+
+    /// The note whose strings hold byte `at` of the text.
+    fn note_at(&self, at: usize) -> usize {
+        let end_of = |k: usize| u32_at(&self.blob, self.ends + 4 * k).unwrap_or(0) as usize;
+        let mut string = partition(self.strings, |k| end_of(k) <= at);
+        // Empty strings end where the next begins; the byte is in the next
+        // non-empty one.
+        string = string.min(self.strings.saturating_sub(1));
+        let first_of =
+            |note: usize| u32_at(&self.blob, self.records + 8 * note).unwrap_or(0) as usize;
+        partition(self.notes, |note| first_of(note) <= string).saturating_sub(1)
+    }
+
+    /// Where note `note`'s first string starts in the text (the text's
+    /// end past the last note).
+    fn note_text_start(&self, note: usize) -> usize {
+        if note >= self.notes {
+            return self.text.len();
+        }
+        let first = u32_at(&self.blob, self.records + 8 * note).unwrap_or(0) as usize;
+        if first == 0 {
+            0
+        } else {
+            u32_at(&self.blob, self.ends + 4 * (first - 1)).unwrap_or(0) as usize
+        }
     }
 
     fn text(&self) -> &str {

@@ -130,6 +130,66 @@ impl Files {
     }
 }
 
+/// A [`FileEntry`] read in place: the fields change detection compares.
+#[derive(Deserialize)]
+#[allow(dead_code)] // Every field is read to reach the next entry.
+struct FileStatRef<'a> {
+    path: &'a str,
+    size: u64,
+    mtime_ns: i128,
+    hash: [u8; 32],
+    #[serde(borrow)]
+    problems: Vec<&'a str>,
+    is_note: bool,
+    sections: u32,
+    link_target: Option<&'a str>,
+}
+
+impl Files {
+    /// Whether `walked` (path, then stat) lists exactly these files with
+    /// their recorded sizes and times. The list is read in place when it
+    /// was not decoded yet, which on a large vault is most of a no-op
+    /// update's cost.
+    fn unchanged<'w>(
+        &self,
+        walked: impl ExactSizeIterator<Item = (&'w str, Option<(u64, i128)>)>,
+    ) -> bool {
+        let same = |path: &str, size: u64, mtime: i128, walked: (&str, Option<(u64, i128)>)| {
+            walked.0 == path && walked.1 == Some((size, mtime))
+        };
+        if let Some(files) = self.decoded.get() {
+            return files.len() == walked.len()
+                && files
+                    .iter()
+                    .zip(walked)
+                    .all(|(file, found)| same(&file.path, file.size, file.mtime_ns, found));
+        }
+        let Some((blob, range)) = &self.encoded else {
+            return walked.len() == 0;
+        };
+        // A sequence is its length, then its items: read one at a time.
+        let Some(Ok((count, mut rest))) = blob
+            .get(range.clone())
+            .map(postcard::take_from_bytes::<u64>)
+        else {
+            return false;
+        };
+        if usize::try_from(count) != Ok(walked.len()) {
+            return false;
+        }
+        for found in walked {
+            let Ok((file, after)) = postcard::take_from_bytes::<FileStatRef<'_>>(rest) else {
+                return false;
+            };
+            if !same(file.path, file.size, file.mtime_ns, found) {
+                return false;
+            }
+            rest = after;
+        }
+        true
+    }
+}
+
 impl PartialEq for Files {
     fn eq(&self, other: &Self) -> bool {
         self.get() == other.get()
@@ -202,6 +262,16 @@ impl Catalog {
     /// Every Markdown file walked, sorted by path.
     pub fn files(&self) -> &[FileEntry] {
         self.files.get()
+    }
+
+    /// Whether `walked` (sorted by path) finds every file as recorded:
+    /// the same paths, sizes and modification times.
+    pub fn files_unchanged(&self, walked: &[crate::vault::walk::Found]) -> bool {
+        self.files.unchanged(
+            walked
+                .iter()
+                .map(|found| (found.rel_path.as_str(), found.stat)),
+        )
     }
 
     /// Writes the catalog as a blob of five length-prefixed parts (files,
@@ -480,4 +550,78 @@ pub fn read_backlinks(file: &fs::File, target: usize) -> Vec<[u32; 3]> {
     read_u32s(records_at, count * 3)
         .map(|values| values.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, size: u64, mtime_ns: i128, link_target: Option<&str>) -> FileEntry {
+        FileEntry {
+            path: path.into(),
+            size,
+            mtime_ns,
+            hash: [7; 32],
+            problems: vec!["a problem".into()],
+            is_note: true,
+            sections: 3,
+            link_target: link_target.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn the_file_list_read_in_place_compares_as_the_decoded_one_does() {
+        let entries = vec![
+            entry("a.md", 10, 1_700_000_000_123_456_789, None),
+            entry("b/c.md", 0, -5, Some("a.md")),
+            entry("é.md", u64::MAX, i128::MAX, None),
+        ];
+        let bytes = postcard::to_allocvec(&entries).unwrap();
+        let len = bytes.len();
+        let blob: Blob = Arc::new(bytes.into());
+        let in_place = Files {
+            decoded: OnceLock::new(),
+            encoded: Some((Arc::clone(&blob), 0..len)),
+        };
+        let decoded = Files {
+            decoded: OnceLock::from(entries.clone()),
+            encoded: None,
+        };
+        let walked = |files: &[(&'static str, Option<(u64, i128)>)]| files.to_vec();
+        let same = walked(&[
+            ("a.md", Some((10, 1_700_000_000_123_456_789))),
+            ("b/c.md", Some((0, -5))),
+            ("é.md", Some((u64::MAX, i128::MAX))),
+        ]);
+        let mut touched = same.clone();
+        touched[1].1 = Some((0, -4));
+        let mut unreadable = same.clone();
+        unreadable[2].1 = None;
+        let mut renamed = same.clone();
+        renamed[0].0 = "a2.md";
+        let cases = [
+            (same.clone(), true),
+            (touched, false),
+            (unreadable, false),
+            (renamed, false),
+            (same[..2].to_vec(), false),
+        ];
+        for (walk, expected) in cases {
+            assert_eq!(
+                in_place.unchanged(walk.iter().copied()),
+                expected,
+                "{walk:?}"
+            );
+            assert_eq!(
+                decoded.unchanged(walk.iter().copied()),
+                expected,
+                "{walk:?}"
+            );
+        }
+        let cut = Files {
+            decoded: OnceLock::new(),
+            encoded: Some((blob, 0..len - 1)),
+        };
+        assert!(!cut.unchanged(same.iter().copied()));
+    }
 }

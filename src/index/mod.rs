@@ -556,6 +556,11 @@ impl VaultIndex {
             found_files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
         }
         let mut report = UpdateReport::default();
+        if walk_problems == self.catalog.walk_problems && self.catalog.files_unchanged(&found_files)
+        {
+            report.unchanged = found_files.len();
+            return Ok(report);
+        }
         let mut pending = Vec::new();
         let mut kept: Vec<&FileEntry> = Vec::new();
         let mut removed: Vec<&FileEntry> = Vec::new();

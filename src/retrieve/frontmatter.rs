@@ -19,7 +19,22 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let occurring = aho_corasick::AhoCorasick::new(&query.terms).ok();
     let mut in_text = vec![false; query.terms.len()];
     let mut candidates = Vec::new();
-    for (idx, note) in keys.iter().enumerate() {
+    // Every rule needs a term inside one of the note's keys, so only the
+    // notes holding one are scored.
+    // Leftmost matching is what lets the searcher use its SIMD prefilter,
+    // and any match will do here.
+    let holding = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(&query.terms)
+        .ok();
+    let scored: Vec<usize> = match &holding {
+        Some(automaton) => keys.notes_holding(automaton),
+        None => (0..keys.len()).collect(),
+    };
+    for idx in scored {
+        let Some(note) = keys.note(idx) else {
+            continue;
+        };
         let breakdown = score_note(note, query, &finders, occurring.as_ref(), &mut in_text);
         let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
         if score > 0 {
@@ -171,6 +186,62 @@ mod tests {
                 ("a.md".to_string(), vec![Rule::IndexDescription]),
             ]
         );
+    }
+
+    proptest::proptest! {
+        /// Scoring only the notes the key scan finds gives what scoring
+        /// every note gives, including for terms that also occur across
+        /// the boundary of two notes' keys.
+        #[test]
+        fn scanning_the_keys_finds_every_note_a_rule_scores(
+            notes in proptest::collection::vec(
+                (
+                    "[ab]{1,3}( [ab]{1,3})?",
+                    proptest::collection::vec("[ab]{1,2}(/[ab]{1,2})?", 0..3),
+                    "([ab]{1,3} ){0,3}",
+                ),
+                1..12,
+            ),
+            query in "[ab]{1,3}( [ab]{1,2}){0,2}",
+        ) {
+            let files: Vec<(String, String)> = notes
+                .iter()
+                .enumerate()
+                .map(|(i, (title, tags, summary))| {
+                    let tags = tags.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>();
+                    let text = format!(
+                        "---\ntitle: \"{title}\"\ntags: [{}]\nsummary: \"{summary}\"\n---\nbody\n",
+                        tags.join(", ")
+                    );
+                    (format!("n{i:02}.md"), text)
+                })
+                .collect();
+            let vault = Vault::from_texts("/v".into(), &files);
+            let query = Query::parse(&query);
+            let scored = |candidates: Vec<Candidate>| -> Vec<(usize, u32, usize)> {
+                candidates
+                    .into_iter()
+                    .map(|c| (c.note, c.score as u32, c.breakdown.len()))
+                    .collect()
+            };
+            let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
+            let mut in_text = vec![false; query.terms.len()];
+            let mut every_note: Vec<Candidate> = Vec::new();
+            for (idx, keys) in vault.match_keys().iter().enumerate() {
+                let breakdown = score_note(keys, &query, &finders, None, &mut in_text);
+                let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
+                if score > 0 {
+                    every_note.push(Candidate {
+                        note: idx,
+                        score: f64::from(score),
+                        breakdown,
+                        explanation: None,
+                    });
+                }
+            }
+            sort_by_score(&vault, &mut every_note);
+            proptest::prop_assert_eq!(scored(relevance_pass(&vault, &query)), scored(every_note));
+        }
     }
 
     #[test]

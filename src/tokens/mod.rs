@@ -5,8 +5,14 @@
 //! tokens for the BPE counters. The packer sums the measures of the pieces
 //! of a pack instead of re-counting the whole pack after every decision.
 
+mod prepared;
+
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::LazyLock;
+
+use prepared::{PreparedBpe, Splitter};
 
 /// Which counter turns text into a token count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
@@ -62,8 +68,8 @@ impl Tokenizer {
     pub fn measure(self, text: &str) -> usize {
         match self {
             Tokenizer::Chars4 => text.chars().count(),
-            Tokenizer::O200k => bpe_openai::o200k_base().count(text),
-            Tokenizer::Cl100k => bpe_openai::cl100k_base().count(text),
+            Tokenizer::O200k => O200K.count(text),
+            Tokenizer::Cl100k => CL100K.count(text),
         }
     }
 
@@ -103,6 +109,87 @@ impl FromStr for Tokenizer {
             )),
         }
     }
+}
+
+/// OpenAI's pre-tokenizer patterns (as the `bpe-openai` crate writes
+/// them: a flagged pattern matches one look-ahead character, not kept).
+const O200K_PATTERNS: [(&str, bool); 3] = [
+    (
+        concat!(
+            "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            "|\\p{N}{1,3}",
+            "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*",
+            "|\\s*[\\r\\n]+",
+            "|\\s+$",
+        ),
+        false,
+    ),
+    ("\\s+\\s", true),
+    ("\\s+", false),
+];
+const CL100K_PATTERNS: [(&str, bool); 3] = [
+    (
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+$",
+        false,
+    ),
+    ("\\s+\\s", true),
+    ("\\s+", false),
+];
+
+static O200K: LazyLock<Exact> =
+    LazyLock::new(|| Exact::load("o200k", &O200K_PATTERNS, bpe_openai::o200k_base));
+static CL100K: LazyLock<Exact> =
+    LazyLock::new(|| Exact::load("cl100k", &CL100K_PATTERNS, bpe_openai::cl100k_base));
+
+/// An exact counter: the prepared vocabulary from the cache folder, or,
+/// the first time (or when the cache cannot be used), the library's, which
+/// then prepares the file for the next process.
+enum Exact {
+    Prepared(PreparedBpe),
+    Library(&'static bpe_openai::Tokenizer),
+}
+
+impl Exact {
+    fn load(
+        name: &str,
+        patterns: &[(&str, bool)],
+        library: fn() -> &'static bpe_openai::Tokenizer,
+    ) -> Exact {
+        let path = prepared_path(name);
+        if let Some(path) = &path
+            && let Ok(splitter) = Splitter::new(patterns)
+            && let Ok(prepared) = PreparedBpe::open(path, splitter)
+        {
+            return Exact::Prepared(prepared);
+        }
+        let tokenizer = library();
+        if let Some(path) = &path {
+            let bpe = &tokenizer.bpe;
+            let tokens = (0..bpe.num_tokens()).map(|id| bpe.token_bytes(id as u32));
+            // A cache that cannot be written only means the next process
+            // loads the library too.
+            let _ = PreparedBpe::write(path, tokens);
+        }
+        Exact::Library(tokenizer)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        match self {
+            Exact::Prepared(prepared) => prepared.count(text),
+            Exact::Library(tokenizer) => tokenizer.count(text),
+        }
+    }
+}
+
+/// Where the prepared form of vocabulary `name` is kept: beside the
+/// indexes, in the user's cache (none without one).
+fn prepared_path(name: &str) -> Option<PathBuf> {
+    let root = crate::index::location::cache_root()?;
+    Some(
+        root.join("tokenizers")
+            .join(format!("{name}-{}.bin", prepared::FORMAT)),
+    )
 }
 
 /// True when `left` may be measured apart from whatever follows it: it ends
