@@ -187,7 +187,8 @@ impl Policy {
             .map(|t| t.trim_start_matches('#').to_lowercase())
             .collect();
         let canonical = serde_json::to_string(&file).unwrap_or_default();
-        let fingerprint = blake3::hash(canonical.as_bytes()).to_hex()[..16].to_string();
+        let versioned = format!("{canonical}\n{}", super::secrets::DETECTORS_VERSION);
+        let fingerprint = blake3::hash(versioned.as_bytes()).to_hex()[..16].to_string();
         Ok(Policy {
             file,
             folders,
