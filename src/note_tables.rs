@@ -426,38 +426,69 @@ impl KeysTable {
         (0..self.notes).filter_map(|idx| self.note(idx))
     }
 
-    /// The notes, ascending, with a string in which one of `patterns`
-    /// occurs: a superset of those any relevance rule can score, found in
-    /// one scan of the table's text rather than note by note.
-    pub fn notes_holding(&self, patterns: &aho_corasick::AhoCorasick) -> Vec<usize> {
+    /// The notes, ascending, with a string in which one of `terms` occurs
+    /// where `accept` (given the string and the occurrence's range in it)
+    /// allows: found in one scan of the table's text rather than note by
+    /// note. `find(text, from)` gives the leftmost occurrence of any term
+    /// at or after `from`: its start and the term's index.
+    pub fn notes_holding(
+        &self,
+        terms: &[String],
+        find: impl Fn(&str, usize) -> Option<(usize, usize)>,
+        accept: impl Fn(&str, Range<usize>) -> bool,
+    ) -> Vec<usize> {
         let text = self.text();
         let mut notes = Vec::new();
         let mut from = 0;
         while from < text.len() {
-            let input = aho_corasick::Input::new(text).span(from..text.len());
-            let Some(found) = patterns.find(input) else {
+            let Some((at, pattern)) = find(text, from) else {
                 break;
             };
-            // The text has no separators, so a match may span two strings:
-            // that only adds a note the rules then do not score. Searching
-            // again from the next note's text cannot miss one of its own.
-            let note = self.note_at(found.start());
-            notes.push(note);
-            from = self.note_text_start(note + 1).max(found.start() + 1);
+            let string = self.string_at(at);
+            let bounds = self.string_start(string)..self.string_start(string + 1);
+            // Nothing occurs before `at`; any term starting there may be
+            // the one that counts (the automaton reports only the first).
+            let holds = |term: &String| {
+                !term.is_empty()
+                    && at + term.len() <= bounds.end
+                    && text[at..].starts_with(term.as_str())
+                    && accept(
+                        &text[bounds.clone()],
+                        at - bounds.start..at - bounds.start + term.len(),
+                    )
+            };
+            if terms.get(pattern).is_some_and(holds) || terms.iter().any(holds) {
+                let note = self.note_of(string);
+                notes.push(note);
+                from = self.note_text_start(note + 1).max(at + 1);
+            } else {
+                from = at + 1;
+            }
         }
         notes
     }
 
-    /// The note whose strings hold byte `at` of the text.
-    fn note_at(&self, at: usize) -> usize {
+    /// The string holding byte `at` of the text (the non-empty one, where
+    /// empty strings end at the same place).
+    fn string_at(&self, at: usize) -> usize {
         let end_of = |k: usize| u32_at(&self.blob, self.ends + 4 * k).unwrap_or(0) as usize;
-        let mut string = partition(self.strings, |k| end_of(k) <= at);
-        // Empty strings end where the next begins; the byte is in the next
-        // non-empty one.
-        string = string.min(self.strings.saturating_sub(1));
+        partition(self.strings, |k| end_of(k) <= at).min(self.strings.saturating_sub(1))
+    }
+
+    /// Where string `k` starts in the text (the text's end past the last).
+    fn string_start(&self, k: usize) -> usize {
+        match k {
+            0 => 0,
+            k if k > self.strings => self.text.len(),
+            k => u32_at(&self.blob, self.ends + 4 * (k - 1)).unwrap_or(0) as usize,
+        }
+    }
+
+    /// The note whose strings include string `k`.
+    fn note_of(&self, k: usize) -> usize {
         let first_of =
             |note: usize| u32_at(&self.blob, self.records + 8 * note).unwrap_or(0) as usize;
-        partition(self.notes, |note| first_of(note) <= string).saturating_sub(1)
+        partition(self.notes, |note| first_of(note) <= k).saturating_sub(1)
     }
 
     /// Where note `note`'s first string starts in the text (the text's

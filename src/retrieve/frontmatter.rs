@@ -21,14 +21,12 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let mut candidates = Vec::new();
     // Every rule needs a term inside one of the note's keys, so only the
     // notes holding one are scored.
-    // Leftmost matching is what lets the searcher use its SIMD prefilter,
-    // and any match will do here.
-    let holding = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-        .build(&query.terms)
-        .ok();
-    let scored: Vec<usize> = match &holding {
-        Some(automaton) => keys.notes_holding(automaton),
+    let scored: Vec<usize> = match TermSearcher::new(&query.terms) {
+        Some(searcher) => keys.notes_holding(
+            &query.terms,
+            |text, from| searcher.find(text, from),
+            is_whole_word,
+        ),
         None => (0..keys.len()).collect(),
     };
     for idx in scored {
@@ -48,6 +46,62 @@ pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     }
     sort_by_score(vault, &mut candidates);
     candidates
+}
+
+/// Finds the leftmost occurrence of any query term: with Teddy (SIMD,
+/// a few short patterns) where the CPU allows, else an automaton whose
+/// leftmost matching still lets it use a prefilter.
+enum TermSearcher {
+    Packed(aho_corasick::packed::Searcher),
+    Automaton(aho_corasick::AhoCorasick),
+}
+
+impl TermSearcher {
+    fn new(terms: &[String]) -> Option<TermSearcher> {
+        let packed = aho_corasick::packed::Config::new()
+            .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(terms)
+            .build();
+        match packed {
+            Some(searcher) => Some(TermSearcher::Packed(searcher)),
+            None => aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(terms)
+                .ok()
+                .map(TermSearcher::Automaton),
+        }
+    }
+
+    fn find(&self, text: &str, from: usize) -> Option<(usize, usize)> {
+        let found = match self {
+            TermSearcher::Packed(searcher) => {
+                searcher.find_in(text, aho_corasick::Span::from(from..text.len()))
+            }
+            TermSearcher::Automaton(automaton) => {
+                automaton.find(aho_corasick::Input::new(text).span(from..text.len()))
+            }
+        }?;
+        Some((found.start(), found.pattern().as_usize()))
+    }
+}
+
+/// Whether `range` of `key` stands as a word, as every rule needs: the key
+/// itself (titles, aliases), a tag level, or a whole word of a summary or
+/// description ([`WordFinder`]'s boundaries: none needed beside CJK).
+fn is_whole_word(key: &str, range: std::ops::Range<usize>) -> bool {
+    let term = &key[range.clone()];
+    let starts = term.chars().next().is_some_and(crate::text::is_cjk)
+        || key[..range.start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+    let ends = term.chars().next_back().is_some_and(crate::text::is_cjk)
+        || key[range.end..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric());
+    starts && ends
 }
 
 /// Adds the seed's +4 to every page QMD returned (adding pages the pass

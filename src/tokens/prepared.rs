@@ -31,6 +31,21 @@ const EMPTY: u32 = u32::MAX;
 /// does; longer ones through a heap, so that a hostile run of symbols
 /// costs `n log n`, not `n²`.
 const SCAN_LIMIT: usize = 64;
+/// Pieces whose merged counts a thread remembers before starting over.
+const MERGED_LIMIT: usize = 1 << 16;
+
+thread_local! {
+    /// Counts of pieces that needed merging, keyed by the vocabulary's id
+    /// and the piece (with a scratch key): words recur, and merging one
+    /// takes tens of table lookups.
+    static MERGED: std::cell::RefCell<MergedCounts> = std::cell::RefCell::default();
+}
+
+/// A scratch key, and the counts by vocabulary id and piece.
+type MergedCounts = (Vec<u8>, rustc_hash::FxHashMap<Box<[u8]>, u32>);
+
+/// Ids that tell prepared vocabularies apart in [`MERGED`].
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One vocabulary's pre-tokenizer: patterns tried at each position, the
 /// flagged ones matching one look-ahead character that is not kept.
@@ -78,6 +93,7 @@ impl Splitter {
 
 /// A prepared vocabulary, memory-mapped and checked.
 pub struct PreparedBpe {
+    id: u64,
     map: memmap2::Mmap,
     slots: usize,
     starts_at: usize,
@@ -113,6 +129,7 @@ impl PreparedBpe {
             return Err("damaged (hash mismatch)".into());
         }
         let prepared = PreparedBpe {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             map,
             slots,
             starts_at,
@@ -215,11 +232,24 @@ impl PreparedBpe {
         if piece.len() <= 1 || self.rank(piece).is_some() {
             return piece.len().min(1);
         }
-        if piece.len() <= SCAN_LIMIT {
-            self.merge_by_scanning(piece)
-        } else {
-            self.merge_by_heap(piece)
-        }
+        MERGED.with_borrow_mut(|(key, counts)| {
+            key.clear();
+            key.extend_from_slice(&self.id.to_le_bytes());
+            key.extend_from_slice(piece);
+            if let Some(&count) = counts.get(key.as_slice()) {
+                return count as usize;
+            }
+            let count = if piece.len() <= SCAN_LIMIT {
+                self.merge_by_scanning(piece)
+            } else {
+                self.merge_by_heap(piece)
+            };
+            if counts.len() >= MERGED_LIMIT {
+                counts.clear();
+            }
+            counts.insert(key.as_slice().into(), count as u32);
+            count
+        })
     }
 
     /// tiktoken's merge: `bounds` are the parts' starts and the end; each
