@@ -1,6 +1,6 @@
 //! Exact token counting, in process, on one thread: the notes of a
-//! synthetic vault (benches/support/synth.rs, 1,000 notes) and a Chinese
-//! text counted with ctxpack's prepared vocabularies and with the
+//! synthetic vault (benches/support/synth.rs, 1,000 notes) and Chinese
+//! prose (the CMRC corpus beside the project, if there) counted with ctxpack's prepared vocabularies and with the
 //! `bpe-openai` library, which must agree. Prints load times and MB/s. Run
 //! with `cargo bench --bench tokens`.
 
@@ -18,9 +18,28 @@ fn main() {
     for entry in walkdir(dir.path()) {
         english.push_str(&std::fs::read_to_string(&entry).expect("a note"));
     }
-    let chinese =
-        "分布式系统中的一致性协议，例如两阶段提交与共识算法，决定了故障时数据是否可靠。\n"
-            .repeat(20_000);
+    // Real Chinese prose when the benchmark data is beside the project
+    // (the CMRC corpus's texts, ~2.5 MB), else one sentence repeated.
+    let chinese = std::fs::read_to_string("../shared/bench/cmrc/corpus.jsonl")
+        .map(|corpus| {
+            let mut text = String::new();
+            for line in corpus.lines() {
+                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(line)
+                    && let Some(body) = doc["text"].as_str()
+                {
+                    text.push_str(body);
+                    text.push('\n');
+                }
+                if text.len() > 2_500_000 {
+                    break;
+                }
+            }
+            text
+        })
+        .unwrap_or_else(|_| {
+            "分布式系统中的一致性协议，例如两阶段提交与共识算法，决定了故障时数据是否可靠。\n"
+                .repeat(20_000)
+        });
     let started = Instant::now();
     Tokenizer::O200k.count("");
     println!(

@@ -23,8 +23,12 @@ use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
 /// The layout's version, also in the file's name.
-pub const FORMAT: u32 = 1;
-const MAGIC: &[u8; 8] = b"ctxbpe\x00\x01";
+pub const FORMAT: u32 = 2;
+const MAGIC: &[u8; 8] = b"ctxbpe\x00\x02";
+/// A slot holds a token id in its low bits and a tag from the token's
+/// hash above them, so that most probes that miss never read a token.
+const ID_BITS: u32 = 20;
+const ID_MASK: u32 = (1 << ID_BITS) - 1;
 const HEADER: usize = 8 + 4 * 3 + 32;
 const EMPTY: u32 = u32::MAX;
 /// Pieces up to this long are merged by scanning all pairs, as tiktoken
@@ -139,8 +143,10 @@ impl PreparedBpe {
         };
         let starts_ordered = (0..tokens).all(|id| prepared.start(id) < prepared.start(id + 1))
             && prepared.start(tokens) == bytes;
-        let slots_valid = (0..slots)
-            .all(|slot| matches!(prepared.slot(slot), id if id == EMPTY || (id as usize) < tokens));
+        let slots_valid = (0..slots).all(|slot| {
+            let value = prepared.slot(slot);
+            value == EMPTY || ((value & ID_MASK) as usize) < tokens
+        });
         if !starts_ordered || !slots_valid {
             return Err("damaged (offsets out of range)".into());
         }
@@ -154,17 +160,23 @@ impl PreparedBpe {
         tokens: impl ExactSizeIterator<Item = &'t [u8]>,
     ) -> std::io::Result<()> {
         let count = tokens.len();
-        let slots = (count * 2 + 1).next_power_of_two();
+        if count >= ID_MASK as usize {
+            return Err(std::io::Error::other("too many tokens for the table"));
+        }
+        // A quarter full: a miss, the common case when merging, ends after
+        // about one probe.
+        let slots = (count * 4 + 1).next_power_of_two();
         let mut starts = Vec::with_capacity(count + 1);
         let mut bytes = Vec::new();
         let mut table = vec![EMPTY; slots];
         for (id, token) in tokens.enumerate() {
             starts.push(bytes.len() as u32);
-            let mut slot = hash(token) as usize & (slots - 1);
+            let hashed = hash(token);
+            let mut slot = hashed as usize & (slots - 1);
             while table[slot] != EMPTY {
                 slot = (slot + 1) & (slots - 1);
             }
-            table[slot] = id as u32;
+            table[slot] = id as u32 | tag(hashed);
             bytes.extend_from_slice(token);
         }
         starts.push(bytes.len() as u32);
@@ -215,14 +227,19 @@ impl PreparedBpe {
     /// The rank (id) of the token spelled `bytes`, if it is one.
     fn rank(&self, bytes: &[u8]) -> Option<u32> {
         let mask = self.slots - 1;
-        let mut slot = hash(bytes) as usize & mask;
+        let hashed = hash(bytes);
+        let wanted = tag(hashed);
+        let mut slot = hashed as usize & mask;
         loop {
-            let id = self.slot(slot);
-            if id == EMPTY {
+            let value = self.slot(slot);
+            if value == EMPTY {
                 return None;
             }
-            if self.token(id as usize) == bytes {
-                return Some(id);
+            if value & !ID_MASK == wanted {
+                let id = value & ID_MASK;
+                if self.token(id as usize) == bytes {
+                    return Some(id);
+                }
             }
             slot = (slot + 1) & mask;
         }
@@ -330,6 +347,12 @@ impl PreparedBpe {
         }
         parts
     }
+}
+
+/// The tag bits of a slot: the hash's top bits, independent of the low
+/// bits that chose the slot.
+fn tag(hashed: u64) -> u32 {
+    ((hashed >> (32 + ID_BITS)) as u32) << ID_BITS
 }
 
 /// A fixed hash of a token's bytes (it is stored in the file, so it must
