@@ -788,7 +788,7 @@ fn fit(
         };
         markup + tokenizer.measure(&render_report(labels, &hidden, redactions, &omitted))
     };
-    for _ in 0..8 {
+    for round in 0..16u32 {
         baseline.forms.fill(Form::Full);
         increment.forms.fill(Form::Full);
         // Fitted to its share alone, the baseline is the same for every agent.
@@ -873,7 +873,9 @@ fn fit(
                 omitted,
             });
         }
-        let excess = tokenizer.capacity(tokens - request.budget) + 8;
+        // Past a few rounds the fit can swing between two near fits (a
+        // dropped part lengthens the report): the margin then doubles.
+        let excess = (tokenizer.capacity(tokens - request.budget) + 8) << round.saturating_sub(3);
         // Never less than last round's reserve plus the excess: a style's
         // escaping grows with the content, so the reserve must only grow.
         reserve = (tokenizer.measure(&report) + excess + reserve / 2).max(reserve + excess);
