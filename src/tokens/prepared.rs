@@ -249,6 +249,11 @@ impl PreparedBpe {
         if piece.len() <= 1 || self.rank(piece).is_some() {
             return piece.len().min(1);
         }
+        // Only short pieces are remembered: words recur, and a hostile text
+        // of long distinct pieces must not fill memory.
+        if piece.len() > SCAN_LIMIT {
+            return self.merge_by_heap(piece);
+        }
         MERGED.with_borrow_mut(|(key, counts)| {
             key.clear();
             key.extend_from_slice(&self.id.to_le_bytes());
@@ -256,11 +261,7 @@ impl PreparedBpe {
             if let Some(&count) = counts.get(key.as_slice()) {
                 return count as usize;
             }
-            let count = if piece.len() <= SCAN_LIMIT {
-                self.merge_by_scanning(piece)
-            } else {
-                self.merge_by_heap(piece)
-            };
+            let count = self.merge_by_scanning(piece);
             if counts.len() >= MERGED_LIMIT {
                 counts.clear();
             }
