@@ -277,8 +277,17 @@ mod linux {
         // Watches first: a change made while the socket is being set up
         // is then already recorded.
         let watcher = Watcher::start(root)?;
-        let listener = UnixListener::bind(&socket)?;
-        fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))?;
+        // Bound under a private name and renamed into place, so the socket
+        // is never reachable before it is owner-only.
+        let staging = index_dir.join(format!("{SOCKET_FILE}.{}", std::process::id()));
+        let _ = fs::remove_file(&staging);
+        let listener = UnixListener::bind(&staging)?;
+        let placed = fs::set_permissions(&staging, fs::Permissions::from_mode(0o600))
+            .and_then(|()| fs::rename(&staging, &socket));
+        if let Err(err) = placed {
+            let _ = fs::remove_file(&staging);
+            return Err(err);
+        }
         listener.set_nonblocking(true)?;
         let inode = fs::symlink_metadata(&socket)?.ino();
         let stop = Arc::new(AtomicBool::new(false));
