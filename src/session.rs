@@ -1091,9 +1091,11 @@ impl Session {
     fn backlinks(&self, candidates: &[Candidate], limit: usize) -> Option<Backlinks> {
         let store = self.store.as_ref()?;
         let targets: Vec<usize> = candidates.iter().take(limit).map(|c| c.note).collect();
-        let found = store.backlinks_of(&self.vault, &targets, crate::pack::BACKLINKS_PER_PAGE);
-        Some(Backlinks(Arc::new(move |note| {
-            found.get(&note).cloned().unwrap_or_default()
+        // The sentences are read only for the pages that show backlinks.
+        let found = store.backlink_entries(&targets);
+        Some(Backlinks(Arc::new(move |vault, note| {
+            let entries = found.get(&note).map(Vec::as_slice).unwrap_or_default();
+            crate::index::backlink_sentences(vault, entries, crate::pack::BACKLINKS_PER_PAGE)
         })))
     }
 
@@ -1107,11 +1109,17 @@ impl Session {
         };
         let weighted: Vec<(String, f64)> = terms.into_iter().zip(weights).collect();
         Relevance(Arc::new(move |text: &str| {
-            let found = crate::index::query_terms(text);
+            let mut found = vec![false; weighted.len()];
+            crate::index::visit_terms(text, |term| {
+                if let Some(at) = weighted.iter().position(|(wanted, _)| wanted == term) {
+                    found[at] = true;
+                }
+            });
             weighted
                 .iter()
-                .filter(|(term, _)| found.contains(term))
-                .map(|(_, weight)| weight)
+                .zip(found)
+                .filter(|(_, found)| *found)
+                .map(|((_, weight), _)| weight)
                 .sum()
         }))
     }

@@ -815,42 +815,34 @@ impl VaultIndex {
         let Some(target) = self.catalog.note_index(path) else {
             return Vec::new();
         };
-        self.backlinks_of(vault, &[target], catalog::BACKLINKS_KEPT)
-            .remove(&target)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(source, context)| Backlink {
-                source,
-                context: crate::text::collapse_whitespace(&context),
-            })
-            .collect()
+        let entries = self.backlink_entries(&[target]).remove(&target);
+        backlink_sentences(
+            vault,
+            entries.as_deref().unwrap_or_default(),
+            catalog::BACKLINKS_KEPT,
+        )
+        .into_iter()
+        .map(|(source, context)| Backlink {
+            source,
+            context: crate::text::collapse_whitespace(&context),
+        })
+        .collect()
     }
 
-    /// The first `per_target` backlinks of each note in `targets` whose
-    /// sentence says more than its links: `target -> [(source, sentence)]`.
-    pub fn backlinks_of(
-        &self,
-        vault: &Vault,
-        targets: &[usize],
-        per_target: usize,
-    ) -> HashMap<usize, Vec<(usize, String)>> {
-        let mut found: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
+    /// The backlink table's entries of each note in `targets`: `target ->
+    /// [(source, link span)]`, in path order of the linking notes. Only
+    /// the table is read; the sentences come from [`backlink_sentences`].
+    pub fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>> {
+        let mut found = HashMap::new();
         let path = catalog::blob_path(&self.dir, "backlinks", &self.backlinks_hash);
         let Ok(file) = fs::File::open(path) else {
             return found;
         };
         for &target in targets {
-            let mut entries = Vec::new();
-            for [source, start, end] in catalog::read_backlinks(&file, target) {
-                let source = source as usize;
-                if source >= vault.metas.len() || entries.len() >= per_target {
-                    continue;
-                }
-                let context = vault.note(source).link_context((start, end));
-                if says_something(&context) {
-                    entries.push((source, context));
-                }
-            }
+            let entries = catalog::read_backlinks(&file, target)
+                .into_iter()
+                .map(|[source, start, end]| (source as usize, start, end))
+                .collect();
             found.insert(target, entries);
         }
         found
@@ -860,6 +852,38 @@ impl VaultIndex {
     pub fn size_bytes(&self) -> u64 {
         dir_size(&self.dir)
     }
+}
+
+/// One backlink: the linking note and the span of the link's sentence in
+/// it (see [`crate::note::Note::link_context`]).
+pub type LinkEntry = (usize, u32, u32);
+
+/// The first `per_target` of `entries` whose sentence says more than its
+/// links, with that sentence. Reads the linking notes (all at once from a
+/// store), so a pack asks only for the pages it shows.
+pub fn backlink_sentences(
+    vault: &Vault,
+    entries: &[LinkEntry],
+    per_target: usize,
+) -> Vec<(usize, String)> {
+    let entries: Vec<LinkEntry> = entries
+        .iter()
+        .copied()
+        .filter(|&(source, _, _)| source < vault.metas.len())
+        .collect();
+    let sources: Vec<usize> = entries.iter().map(|e| e.0).collect();
+    vault.preload(&sources);
+    let mut kept = Vec::new();
+    for (source, start, end) in entries {
+        if kept.len() >= per_target {
+            break;
+        }
+        let context = vault.note(source).link_context((start, end));
+        if says_something(&context) {
+            kept.push((source, context));
+        }
+    }
+    kept
 }
 
 /// True when a link's sentence has words besides its links (a bare list of
@@ -982,14 +1006,32 @@ pub fn is_vault_change(root: &Path, event: &notify::Result<notify::Event>) -> bo
 
 /// The analysed, de-duplicated terms of a query.
 pub fn query_terms(text: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    visit_terms(text, |term| {
+        if !seen.contains(term) {
+            seen.insert(term.to_string());
+            terms.push(term.to_string());
+        }
+    });
+    terms
+}
+
+/// Calls `visit` with each term of `text`, in order, as the index sees
+/// them, without collecting them (excerpt scoring analyses every sentence
+/// of a pack's candidates).
+pub fn visit_terms(text: &str, mut visit: impl FnMut(&str)) {
     thread_local! {
         static ANALYZER: std::cell::RefCell<tantivy::tokenizer::TextAnalyzer> =
             std::cell::RefCell::new(analyzer::analyzer());
     }
-    let mut terms = ANALYZER.with(|a| analyzer::terms(&mut a.borrow_mut(), text));
-    let mut seen = std::collections::HashSet::new();
-    terms.retain(|t| seen.insert(t.clone()));
-    terms
+    ANALYZER.with(|analyzer| {
+        let mut analyzer = analyzer.borrow_mut();
+        let mut stream = analyzer.token_stream(text);
+        while stream.advance() {
+            visit(&stream.token().text);
+        }
+    });
 }
 
 /// One optional term of a ranked-OR query, boosted unless `boost` is 1.

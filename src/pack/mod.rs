@@ -78,7 +78,10 @@ pub struct PackOptions {
 
 /// Looks up a note's backlinks.
 #[derive(Clone)]
-pub struct Backlinks(pub std::sync::Arc<dyn Fn(usize) -> Vec<(usize, String)> + Send + Sync>);
+#[allow(clippy::type_complexity)]
+pub struct Backlinks(
+    pub std::sync::Arc<dyn Fn(&Vault, usize) -> Vec<(usize, String)> + Send + Sync>,
+);
 
 impl std::fmt::Debug for Backlinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -520,7 +523,7 @@ impl<'a> Packer<'a> {
                 let body = page.body.as_ref().map(|b| b.text.as_str());
                 let mut lines: Vec<String> = Vec::new();
                 let mut sources: Vec<usize> = Vec::new();
-                for (source, context) in (backlinks.0)(page.candidate.note) {
+                for (source, context) in (backlinks.0)(self.vault, page.candidate.note) {
                     if source == page.candidate.note || sources.contains(&source) {
                         continue;
                     }

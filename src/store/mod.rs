@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
-use crate::index::VaultIndex;
 use crate::index::feedback::{Counts, FeedbackStore};
+use crate::index::{LinkEntry, VaultIndex};
 use crate::vault::Vault;
 
 /// What ranking and packing need from an index of one vault.
@@ -38,14 +38,9 @@ pub trait Store: Send + Sync {
         paths: &[&str],
         limit: usize,
     ) -> Result<Vec<(String, usize, f32)>>;
-    /// The first `per_target` backlinks of each target whose sentence says
-    /// more than its links: `target -> [(source, sentence)]`.
-    fn backlinks_of(
-        &self,
-        vault: &Vault,
-        targets: &[usize],
-        per_target: usize,
-    ) -> HashMap<usize, Vec<(usize, String)>>;
+    /// The backlink entries of each target: `target -> [(source, link
+    /// span)]` (sentences from [`crate::index::backlink_sentences`]).
+    fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>>;
     /// Every resolved link between notes, for graph walks; `None` where
     /// this store does not keep them.
     fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
@@ -124,13 +119,8 @@ impl Store for VaultIndex {
         VaultIndex::search_sections(self, text, paths, limit)
     }
 
-    fn backlinks_of(
-        &self,
-        vault: &Vault,
-        targets: &[usize],
-        per_target: usize,
-    ) -> HashMap<usize, Vec<(usize, String)>> {
-        VaultIndex::backlinks_of(self, vault, targets, per_target)
+    fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>> {
+        VaultIndex::backlink_entries(self, targets)
     }
 
     fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use connection::{Connection, StoreError, StoreUrl};
 
 use crate::index::feedback::{Counts, FeedbackStore};
-use crate::index::query_terms;
+use crate::index::{LinkEntry, query_terms};
 use crate::note::{Diagnostic, LinkGraph, NoteMeta};
 use crate::note_tables::MetaTable;
 use crate::privacy::Redaction;
@@ -452,13 +452,8 @@ impl crate::store::Store for PgStore {
             .clone()
     }
 
-    fn backlinks_of(
-        &self,
-        vault: &Vault,
-        targets: &[usize],
-        per_target: usize,
-    ) -> HashMap<usize, Vec<(usize, String)>> {
-        let mut found: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
+    fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>> {
+        let mut entries: HashMap<usize, Vec<LinkEntry>> = HashMap::new();
         let paths: Vec<String> = targets
             .iter()
             .filter_map(|&t| self.snapshot.metas.get(t).map(|m| m.path.clone()))
@@ -472,9 +467,8 @@ impl crate::store::Store for PgStore {
                 )
                 .await
         }) else {
-            return found;
+            return entries;
         };
-        let mut entries: HashMap<usize, Vec<(usize, u32, u32)>> = HashMap::new();
         for row in rows {
             let target: String = row.get(0);
             let bytes: Vec<u8> = row.get(1);
@@ -490,22 +484,7 @@ impl crate::store::Store for PgStore {
                 .collect();
             entries.insert(target, list);
         }
-        let sources: Vec<usize> = entries.values().flatten().map(|e| e.0).collect();
-        vault.preload(&sources);
-        for &target in targets {
-            let mut kept = Vec::new();
-            for &(source, start, end) in entries.get(&target).into_iter().flatten() {
-                if kept.len() >= per_target {
-                    break;
-                }
-                let context = vault.note(source).link_context((start, end));
-                if crate::index::says_something(&context) {
-                    kept.push((source, context));
-                }
-            }
-            found.insert(target, kept);
-        }
-        found
+        entries
     }
 
     fn feedback(&self) -> Result<FeedbackStore> {
