@@ -763,8 +763,18 @@ impl VaultIndex {
             &TopDocs::with_limit(fetch).order_by_score(),
             stats,
         )?;
-        let mut hits = Vec::with_capacity(top.len());
+        let mut hits = Vec::with_capacity(top.len().min(limit + 8));
         for (score, address) in top {
+            // Best first: past the `limit`-th hit only ties with it can
+            // still be kept (they are ordered by path below), so the
+            // stored documents of the rest are never read.
+            if hits.len() >= limit
+                && hits
+                    .last()
+                    .is_some_and(|last: &(String, Option<usize>, f32)| score < last.2)
+            {
+                break;
+            }
             let doc: TantivyDocument = searcher.doc(address)?;
             let Some(path) = doc.get_first(self.fields.path).and_then(|v| v.as_str()) else {
                 continue;

@@ -6,7 +6,6 @@
 //! [`MIN_DEDUP_WORDS`] words are never de-duplicated.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::text::{fold, is_cjk};
 
@@ -22,39 +21,59 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// `None` for blocks too short to de-duplicate.
     pub fn of(text: &str) -> Option<Fingerprint> {
-        let folded = fold(text);
-        let mut words: Vec<&str> = Vec::new();
-        let mut word_start: Option<usize> = None;
-        for (pos, ch) in folded.char_indices() {
-            if is_cjk(ch) {
-                if let Some(start) = word_start.take() {
-                    words.push(&folded[start..pos]);
-                }
-                words.push(&folded[pos..pos + ch.len_utf8()]);
-            } else if ch.is_alphanumeric() {
-                word_start.get_or_insert(pos);
-            } else if let Some(start) = word_start.take() {
-                words.push(&folded[start..pos]);
-            }
-        }
-        if let Some(start) = word_start {
-            words.push(&folded[start..]);
-        }
+        let words = if text.is_ascii() {
+            // Folding ASCII only lower-cases it and turns `-`, `_` and
+            // spaces into separators, which the split below does anyway.
+            word_hashes(text.bytes().map(|b| char::from(b.to_ascii_lowercase())))
+        } else {
+            word_hashes(fold(text).chars())
+        };
         if words.len() < MIN_DEDUP_WORDS {
             return None;
         }
         let mut shingles: Vec<u64> = words
             .windows(2)
-            .map(|pair| {
-                let mut hasher = DefaultHasher::new();
-                pair.hash(&mut hasher);
-                hasher.finish()
-            })
+            .map(|pair| mix(pair[0].rotate_left(32) ^ pair[1]))
             .collect();
         shingles.sort_unstable();
         shingles.dedup();
         Some(Fingerprint { shingles })
     }
+}
+
+/// One hash per word of folded text: runs of letters and digits, each
+/// CJK character a word of its own.
+fn word_hashes(chars: impl Iterator<Item = char>) -> Vec<u64> {
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let step = |hash: u64, ch: char| (hash ^ u64::from(u32::from(ch))).wrapping_mul(FNV_PRIME);
+    let mut words = Vec::new();
+    let mut word: Option<u64> = None;
+    for ch in chars {
+        if is_cjk(ch) {
+            if let Some(hash) = word.take() {
+                words.push(mix(hash));
+            }
+            words.push(mix(step(FNV_OFFSET, ch)));
+        } else if ch.is_alphanumeric() {
+            word = Some(step(word.unwrap_or(FNV_OFFSET), ch));
+        } else if let Some(hash) = word.take() {
+            words.push(mix(hash));
+        }
+    }
+    if let Some(hash) = word {
+        words.push(mix(hash));
+    }
+    words
+}
+
+/// SplitMix64's finaliser: every input bit reaches every output bit.
+fn mix(mut value: u64) -> u64 {
+    value ^= value >> 30;
+    value = value.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    value ^= value >> 27;
+    value = value.wrapping_mul(0x94d0_49bb_1331_11eb);
+    value ^ (value >> 31)
 }
 
 /// The blocks already in the pack, by fingerprint, each with its page.
