@@ -139,6 +139,22 @@ fn is_stop_word(word: &str) -> bool {
             .is_ok()
 }
 
+/// Whether no term of `text` spans byte `at`, so that the terms of `text`
+/// are those of `text[..at]` followed by those of `text[at..]`: a word
+/// runs over letters and digits, a CJK pair over two CJK characters, and
+/// nothing else carries from one character to the next.
+pub fn is_clean_cut(text: &str, at: usize) -> bool {
+    if !text.is_char_boundary(at) {
+        return false;
+    }
+    let (Some(before), Some(after)) = (text[..at].chars().next_back(), text[at..].chars().next())
+    else {
+        return true;
+    };
+    let is_word = |ch: char| !is_cjk(ch) && ch.is_alphanumeric();
+    !(is_word(before) && is_word(after) || is_cjk(before) && is_cjk(after))
+}
+
 pub struct MixedTokenStream<'a> {
     tokens: &'a mut [Token],
     next: usize,
@@ -250,6 +266,33 @@ mod tests {
             terms(&mut a, "分布式ok事务"),
             ["分", "分布", "布", "布式", "式", "ok", "事", "事务", "务"]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_clean_cut_splits_the_terms_and_nothing_else(
+            text in "[a-zA-Z0-9 .,_é日本語分布式\n-]{0,40}"
+        ) {
+            let mut a = analyzer();
+            let whole = terms(&mut a, &text);
+            for at in 0..=text.len() {
+                if is_clean_cut(&text, at) {
+                    let mut parts = terms(&mut a, &text[..at]);
+                    parts.extend(terms(&mut a, &text[at..]));
+                    proptest::prop_assert_eq!(&parts, &whole, "cut at {}", at);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cuts_inside_a_word_or_a_cjk_run_are_not_clean() {
+        assert!(!is_clean_cut("leader", 3));
+        assert!(!is_clean_cut("分布式", 3));
+        assert!(!is_clean_cut("分布式", 1));
+        assert!(is_clean_cut("raft 分布", 4));
+        assert!(is_clean_cut("raft分布", 4));
+        assert!(is_clean_cut("a", 0) && is_clean_cut("a", 1));
     }
 
     #[test]

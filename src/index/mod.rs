@@ -1247,6 +1247,13 @@ pub(crate) fn read_and_parse(
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.
 pub fn note_text_parts(note: &Note) -> [String; 6] {
+    let [title, aliases, tags, summary, headings] = note_parts_before_body(note);
+    let body: Vec<&str> = body_blocks(note).map(|b| note.block_text(b)).collect();
+    [title, aliases, tags, summary, headings, body.join("\n\n")]
+}
+
+/// The parts of [`note_text_parts`] before the body.
+pub fn note_parts_before_body(note: &Note) -> [String; 5] {
     let meta = &note.meta;
     let title_key = crate::text::fold(&meta.title);
     let headings: Vec<&str> = note
@@ -1254,12 +1261,6 @@ pub fn note_text_parts(note: &Note) -> [String; 6] {
         .iter()
         .filter(|h| !(h.level == 1 && crate::text::fold(&h.text) == title_key))
         .map(|h| h.text.as_str())
-        .collect();
-    let body: Vec<&str> = note
-        .blocks
-        .iter()
-        .filter(|b| b.kind != BlockKind::Heading)
-        .map(|b| note.block_text(b))
         .collect();
     // A summary taken from the first paragraph is already in the body.
     let summary = match meta.summary_source {
@@ -1272,17 +1273,29 @@ pub fn note_text_parts(note: &Note) -> [String; 6] {
         meta.tags.join("\n"),
         summary,
         headings.join("\n"),
-        body.join("\n\n"),
     ]
+}
+
+/// The blocks whose text makes the body part of the note-level text.
+pub fn body_blocks(note: &Note) -> impl Iterator<Item = &crate::parse::markdown::Block> {
+    note.blocks.iter().filter(|b| b.kind != BlockKind::Heading)
 }
 
 /// Each section's heading path (`A > B`, if it has a heading) and text.
 pub fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
+    section_spans(note)
+        .into_iter()
+        .map(|(heading, range)| (heading, &note.body[range]))
+        .collect()
+}
+
+/// Each section's heading path and the span of its text in the body.
+pub fn section_spans(note: &Note) -> Vec<(Option<String>, std::ops::Range<usize>)> {
     note.sections()
         .into_iter()
         .map(|section| {
             let heading = section.heading.map(|h| note.heading_path(h).join(" > "));
-            (heading, &note.body[section.range])
+            (heading, section.range)
         })
         .collect()
 }

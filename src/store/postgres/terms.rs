@@ -9,7 +9,8 @@ use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::Bm25Weight;
 use tantivy::tokenizer::{MAX_TOKEN_LEN, TextAnalyzer, TokenStream};
 
-use crate::index::{FIELD_REPEATS, note_text_parts, section_texts};
+use crate::index::analyzer::is_clean_cut;
+use crate::index::{FIELD_REPEATS, body_blocks, note_parts_before_body, section_spans};
 use crate::note::Note;
 
 /// Term frequencies of one text field of one document.
@@ -77,48 +78,72 @@ pub struct Contribution {
 struct Counter<'a> {
     analyzer: &'a mut TextAnalyzer,
     ids: FxHashMap<String, u32>,
-    /// Term ids as met, reused field after field.
+    /// The distinct term ids of the field being counted.
     seen: Vec<u32>,
+    /// Each term's frequency in the field being counted (zero between
+    /// fields).
+    counts: Vec<u32>,
 }
 
 impl Counter<'_> {
-    /// Counts `values` (the values of one field, each with how many times
-    /// the document repeats it) the way tantivy's indexer does: a repeated
-    /// value counts its tokens once per repeat. Ids are provisional (order
-    /// of first appearance) until [`Counter::finish`].
-    fn count(&mut self, values: &[(&str, u32)]) -> FieldTerms {
-        self.seen.clear();
-        let mut tokens = 0u32;
-        for &(value, repeats) in values {
-            let mut stream = self.analyzer.token_stream(value);
-            while stream.advance() {
-                let token = stream.token();
-                if token.text.len() > MAX_TOKEN_LEN {
-                    continue;
+    /// Appends the ids of `text`'s terms to `ids`, and their byte spans to
+    /// `spans` when asked. Ids are provisional (order of first appearance)
+    /// until [`Counter::finish`]; tokens longer than tantivy's limit are
+    /// dropped, as its indexer drops them.
+    fn analyse(&mut self, text: &str, ids: &mut Vec<u32>, mut spans: Option<&mut Vec<usize>>) {
+        let mut stream = self.analyzer.token_stream(text);
+        while stream.advance() {
+            let token = stream.token();
+            if token.text.len() > MAX_TOKEN_LEN {
+                continue;
+            }
+            let id = match self.ids.get(token.text.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let id = self.ids.len() as u32;
+                    self.ids.insert(token.text.clone(), id);
+                    id
                 }
-                tokens += repeats;
-                let id = match self.ids.get(token.text.as_str()) {
-                    Some(&id) => id,
-                    None => {
-                        let id = self.ids.len() as u32;
-                        self.ids.insert(token.text.clone(), id);
-                        id
-                    }
-                };
-                for _ in 0..repeats {
+            };
+            ids.push(id);
+            if let Some(spans) = spans.as_deref_mut() {
+                spans.push(token.offset_from);
+            }
+        }
+    }
+
+    /// Counts one field made of `values` (term ids, with how many times
+    /// the document repeats the value) the way tantivy's indexer does: a
+    /// repeated value counts its tokens once per repeat.
+    fn field(&mut self, values: &[(&[u32], u32)]) -> FieldTerms {
+        self.seen.clear();
+        self.counts.resize(self.ids.len(), 0);
+        let mut tokens = 0u32;
+        for &(ids, repeats) in values {
+            tokens += ids.len() as u32 * repeats;
+            for &id in ids {
+                let count = &mut self.counts[id as usize];
+                if *count == 0 {
                     self.seen.push(id);
                 }
+                *count += repeats;
             }
         }
+        // Only the distinct terms are sorted; the counts are left zeroed.
         self.seen.sort_unstable();
-        let mut terms: Vec<(u32, u32)> = Vec::new();
-        for &id in &self.seen {
-            match terms.last_mut() {
-                Some((last, tf)) if *last == id => *tf += 1,
-                _ => terms.push((id, 1)),
-            }
-        }
+        let terms = self
+            .seen
+            .iter()
+            .map(|&id| (id, std::mem::take(&mut self.counts[id as usize])))
+            .collect();
         FieldTerms { tokens, terms }
+    }
+
+    /// The ids of `text`'s terms.
+    fn ids_of(&mut self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        self.analyse(text, &mut ids, None);
+        ids
     }
 
     /// Sorts the dictionary and renumbers the fields' terms by it.
@@ -149,28 +174,55 @@ impl Counter<'_> {
 }
 
 impl NoteTerms {
+    /// Counts a note's fields. The body is analysed once: the note-level
+    /// text's body part and every section take their terms from that one
+    /// analysis wherever their edges cut no term (else their own text is
+    /// analysed), which gives the same counts as analysing each text.
     pub fn of(analyzer: &mut TextAnalyzer, note: &Note) -> NoteTerms {
         let mut counter = Counter {
             analyzer,
             ids: FxHashMap::default(),
             seen: Vec::new(),
+            counts: Vec::new(),
         };
-        let parts = note_text_parts(note);
-        let values: Vec<(&str, u32)> = parts
+        let mut body_ids = Vec::new();
+        let mut body_starts = Vec::new();
+        counter.analyse(&note.body, &mut body_ids, Some(&mut body_starts));
+        let slice_ids = |counter: &mut Counter, range: std::ops::Range<usize>| -> Vec<u32> {
+            if is_clean_cut(&note.body, range.start) && is_clean_cut(&note.body, range.end) {
+                let from = body_starts.partition_point(|&start| start < range.start);
+                let to = body_starts.partition_point(|&start| start < range.end);
+                body_ids[from..to].to_vec()
+            } else {
+                counter.ids_of(&note.body[range])
+            }
+        };
+        // Every part but the body, which comes last.
+        let [title, aliases, tags, summary, headings] = note_parts_before_body(note);
+        let mut part_ids: Vec<Vec<u32>> = [title, aliases, tags, summary, headings]
+            .iter()
+            .map(|part| counter.ids_of(part))
+            .collect();
+        part_ids.push(
+            body_blocks(note)
+                .flat_map(|block| slice_ids(&mut counter, block.range.clone()))
+                .collect(),
+        );
+        let values: Vec<(&[u32], u32)> = part_ids
             .iter()
             .zip(FIELD_REPEATS)
-            .filter(|(part, _)| !part.is_empty())
-            .map(|(part, (_, repeats))| (part.as_str(), repeats as u32))
+            .map(|(ids, (_, repeats))| (ids.as_slice(), repeats as u32))
             .collect();
-        let text = counter.count(&values);
-        let sections = section_texts(note)
+        let text = counter.field(&values);
+        let sections = section_spans(note)
             .into_iter()
-            .map(|(heading, body)| SectionTerms {
-                heading: heading
-                    .as_deref()
-                    .map(|h| counter.count(&[(h, 1)]))
-                    .unwrap_or_default(),
-                body: counter.count(&[(body, 1)]),
+            .map(|(heading, range)| {
+                let heading = heading.map(|h| counter.ids_of(&h)).unwrap_or_default();
+                let body = slice_ids(&mut counter, range);
+                SectionTerms {
+                    heading: counter.field(&[(&heading, 1)]),
+                    body: counter.field(&[(&body, 1)]),
+                }
             })
             .collect();
         counter.finish(text, sections)
@@ -407,6 +459,55 @@ mod tests {
                 // Whatever it decodes to, it decodes without a panic.
                 let _ = NoteTerms::decode(&damaged);
             }
+        }
+    }
+
+    /// Counts every text on its own, as the index's documents hold them:
+    /// the reference for the one analysis of the body.
+    fn counted_text_by_text(note: &Note) -> NoteTerms {
+        let mut analyzer = crate::index::analyzer::analyzer();
+        let mut counter = Counter {
+            analyzer: &mut analyzer,
+            ids: FxHashMap::default(),
+            seen: Vec::new(),
+            counts: Vec::new(),
+        };
+        let parts: Vec<Vec<u32>> = crate::index::note_text_parts(note)
+            .iter()
+            .map(|part| counter.ids_of(part))
+            .collect();
+        let values: Vec<(&[u32], u32)> = parts
+            .iter()
+            .zip(FIELD_REPEATS)
+            .map(|(ids, (_, repeats))| (ids.as_slice(), repeats as u32))
+            .collect();
+        let text = counter.field(&values);
+        let sections = crate::index::section_texts(note)
+            .into_iter()
+            .map(|(heading, body)| {
+                let heading = heading.map(|h| counter.ids_of(&h)).unwrap_or_default();
+                let body = counter.ids_of(body);
+                SectionTerms {
+                    heading: counter.field(&[(&heading, 1)]),
+                    body: counter.field(&[(&body, 1)]),
+                }
+            })
+            .collect();
+        counter.finish(text, sections)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_analysis_of_the_body_counts_as_one_per_text(
+            lines in proptest::collection::vec(
+                "(# |## |- |> |    |```|)[a-zA-Z0-9 .,é日本語分布式\\[\\]|*_-]{0,30}",
+                0..14,
+            )
+        ) {
+            let text = lines.join("\n");
+            let (note, _) = crate::parse::parse_note("a.md", &text, None);
+            let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
+            proptest::prop_assert_eq!(terms, counted_text_by_text(&note));
         }
     }
 
