@@ -78,10 +78,10 @@ pub struct PackOptions {
 
 /// Looks up a note's backlinks.
 #[derive(Clone)]
-#[allow(clippy::type_complexity)]
-pub struct Backlinks(
-    pub std::sync::Arc<dyn Fn(&Vault, usize) -> Vec<(usize, String)> + Send + Sync>,
-);
+pub struct Backlinks(pub std::sync::Arc<BacklinkLookup>);
+
+/// A note's backlinks as `(source, sentence)`, read from the vault given.
+pub type BacklinkLookup = dyn Fn(&Vault, usize) -> Vec<(usize, String)> + Send + Sync;
 
 impl std::fmt::Debug for Backlinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
