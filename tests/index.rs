@@ -211,6 +211,49 @@ fn another_format_version_is_rebuilt() {
 }
 
 #[test]
+fn a_checked_catalog_is_trusted_only_while_its_file_is_unchanged() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let catalog = fs::read_dir(&index)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            name.starts_with("catalog-") && name.ends_with(".bin")
+        })
+        .unwrap();
+    let marker = catalog.with_extension("checked");
+    // Just written: not trusted yet, whatever a check finds.
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    assert!(!marker.exists());
+    // Settled (last written an hour ago): the next check is remembered.
+    fs::File::options()
+        .write(true)
+        .open(&catalog)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    assert!(marker.exists());
+    // Damaged in place, same size, still decodable: a title changes.
+    let mut bytes = fs::read(&catalog).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"Paxos").unwrap();
+    bytes[at + 4] = b'z';
+    fs::write(&catalog, &bytes).unwrap();
+    let out = index_cmd(&world, &vault, &index, &[]);
+    ok(&out);
+    assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("rebuilt the index"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_damaged_index_is_rebuilt() {
     let world = World::new();
     let vault = world.example_vault("vault");

@@ -315,6 +315,10 @@ impl Catalog {
         let map = unsafe { memmap2::Mmap::map(&file) }
             .with_context(|| format!("read {}", path.display()))?;
         let blob: Blob = Arc::new(BlobBytes::Mapped(map));
+        let stamp = stat_stamp(&file);
+        let checked = stamp
+            .as_ref()
+            .is_some_and(|stamp| was_checked(&path, stamp));
         let damaged = || anyhow::anyhow!("{} is damaged", path.display());
         let mut parts: Vec<Range<usize>> = Vec::with_capacity(PARTS);
         let mut at = 0usize;
@@ -337,11 +341,12 @@ impl Catalog {
             |what: &str, err: String| anyhow::anyhow!("decode {} ({what}): {err}", path.display());
         let (intact, (tables, rest)) = rayon::join(
             || {
-                blake3::Hasher::new()
-                    .update_rayon(&blob)
-                    .finalize()
-                    .to_hex()[..32]
-                    == *hash
+                checked
+                    || blake3::Hasher::new()
+                        .update_rayon(&blob)
+                        .finalize()
+                        .to_hex()[..32]
+                        == *hash
             },
             || {
                 rayon::join(
@@ -358,6 +363,9 @@ impl Catalog {
         );
         if !intact {
             bail!("{} is damaged (hash mismatch)", path.display());
+        }
+        if let Some(stamp) = stamp.filter(|stamp| !checked && stamp.settled) {
+            mark_checked(&path, &stamp);
         }
         let (metas, match_keys, resolver) = tables;
         let rest = rest.map_err(|err| decode_error("summary", err.to_string()))?;
@@ -457,6 +465,70 @@ pub fn load_blob<T: for<'de> Deserialize<'de>>(dir: &Path, kind: &str, hash: &st
     postcard::from_bytes(&bytes).with_context(|| format!("decode {}", path.display()))
 }
 
+/// What a blob file's hash was checked against: its identity, size and
+/// times. Blobs are written once and renamed into place, so while these
+/// are unchanged the bytes are too, and a call need not hash a large
+/// catalog again (git trusts its index's stat data the same way).
+struct StatStamp {
+    line: String,
+    /// Last modified long enough ago that a write within the file
+    /// system's timestamp granularity cannot hide behind an equal time.
+    settled: bool,
+}
+
+/// How long a blob must have been unmodified before its check is
+/// remembered.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn stat_stamp(file: &fs::File) -> Option<StatStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let settled = meta
+        .modified()
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age >= SETTLE);
+    Some(StatStamp {
+        line: format!(
+            "{} {} {} {}.{} {}.{}",
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        ),
+        settled,
+    })
+}
+
+/// `catalog-<hash>.checked`: the stat line of the blob when its hash
+/// last matched.
+fn checked_marker(blob: &Path) -> PathBuf {
+    blob.with_extension("checked")
+}
+
+fn was_checked(blob: &Path, stamp: &StatStamp) -> bool {
+    use std::io::Read;
+    let mut line = String::new();
+    fs::File::open(checked_marker(blob))
+        .and_then(|file| file.take(256).read_to_string(&mut line))
+        .is_ok_and(|_| line == stamp.line)
+}
+
+/// Best effort: a read-only index folder only means hashing every time.
+fn mark_checked(blob: &Path, stamp: &StatStamp) {
+    let marker = checked_marker(blob);
+    let Some(name) = marker.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let temp = marker.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    if fs::write(&temp, &stamp.line).is_err() || fs::rename(&temp, &marker).is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+}
+
 pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
     dir.join(format!("{kind}-{hash}.bin"))
 }
@@ -469,8 +541,8 @@ pub fn remove_stale(dir: &Path, keep: &[String]) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let is_blob =
-            ["catalog-", "links-"].iter().any(|p| name.starts_with(p)) && name.ends_with(".bin");
+        let is_blob = ["catalog-", "links-"].iter().any(|p| name.starts_with(p))
+            && (name.ends_with(".bin") || name.ends_with(".checked"));
         let is_temp = name.starts_with('.') && name.ends_with(".tmp");
         let kept = keep.iter().any(|hash| name.contains(hash.as_str()));
         if (is_blob && !kept) || is_temp {
