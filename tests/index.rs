@@ -254,6 +254,59 @@ fn a_checked_catalog_is_trusted_only_while_its_file_is_unchanged() {
 }
 
 #[test]
+fn a_fifo_in_place_of_the_checked_marker_neither_blocks_nor_counts() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let catalog = fs::read_dir(&index)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            path.extension().is_some_and(|e| e == "bin")
+                && path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("catalog-")
+        })
+        .unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&catalog)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let marker = catalog.with_extension("checked");
+    let c_path = std::ffi::CString::new(marker.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let mut child = world
+        .cmd()
+        .args(["search", "paxos", "--format", "files", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("search blocked on a FIFO marker");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().next(),
+        Some("concepts/paxos.md")
+    );
+}
+
+#[test]
 fn a_damaged_index_is_rebuilt() {
     let world = World::new();
     let vault = world.example_vault("vault");

@@ -308,7 +308,8 @@ impl Catalog {
     /// the offsets of the others are checked beside the blob's hash.
     pub fn load(dir: &Path, hash: &str) -> Result<Catalog> {
         let path = blob_path(dir, "catalog", hash);
-        let file = fs::File::open(&path).with_context(|| format!("read {}", path.display()))?;
+        let file = crate::safe_fs::open_regular(&path)
+            .with_context(|| format!("read {}", path.display()))?;
         // SAFETY: blobs are content-addressed and only ever replaced by
         // rename or removed, never written in place, so the mapping stays
         // valid (and its bytes unchanged) while it is used.
@@ -512,7 +513,7 @@ fn checked_marker(blob: &Path) -> PathBuf {
 fn was_checked(blob: &Path, stamp: &StatStamp) -> bool {
     use std::io::Read;
     let mut line = String::new();
-    fs::File::open(checked_marker(blob))
+    crate::safe_fs::open_regular(&checked_marker(blob))
         .and_then(|file| file.take(256).read_to_string(&mut line))
         .is_ok_and(|_| line == stamp.line)
 }
