@@ -210,13 +210,9 @@ fn another_format_version_is_rebuilt() {
     );
 }
 
-#[test]
-fn a_checked_catalog_is_trusted_only_while_its_file_is_unchanged() {
-    let world = World::new();
-    let vault = world.example_vault("vault");
-    let index = world.path().join("index");
-    ok(&index_cmd(&world, &vault, &index, &[]));
-    let catalog = fs::read_dir(&index)
+/// The catalog blob of the index at `index`.
+fn catalog_blob(index: &Path) -> PathBuf {
+    fs::read_dir(index)
         .unwrap()
         .flatten()
         .map(|entry| entry.path())
@@ -224,18 +220,32 @@ fn a_checked_catalog_is_trusted_only_while_its_file_is_unchanged() {
             let name = path.file_name().unwrap().to_string_lossy();
             name.starts_with("catalog-") && name.ends_with(".bin")
         })
+        .unwrap()
+}
+
+/// Dates `blob`'s last write an hour back, so a passed check is remembered.
+fn settle(blob: &Path) {
+    fs::File::options()
+        .write(true)
+        .open(blob)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
         .unwrap();
+}
+
+#[test]
+fn a_checked_catalog_is_trusted_only_while_its_file_is_unchanged() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    let catalog = catalog_blob(&index);
     let marker = catalog.with_extension("checked");
     // Just written: not trusted yet, whatever a check finds.
     ok(&index_cmd(&world, &vault, &index, &[]));
     assert!(!marker.exists());
     // Settled (last written an hour ago): the next check is remembered.
-    fs::File::options()
-        .write(true)
-        .open(&catalog)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
-        .unwrap();
+    settle(&catalog);
     ok(&index_cmd(&world, &vault, &index, &[]));
     assert!(marker.exists());
     // Damaged in place, same size, still decodable: a title changes.
@@ -259,25 +269,8 @@ fn a_fifo_in_place_of_the_checked_marker_neither_blocks_nor_counts() {
     let vault = world.example_vault("vault");
     let index = world.path().join("index");
     ok(&index_cmd(&world, &vault, &index, &[]));
-    let catalog = fs::read_dir(&index)
-        .unwrap()
-        .flatten()
-        .map(|entry| entry.path())
-        .find(|path| {
-            path.extension().is_some_and(|e| e == "bin")
-                && path
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("catalog-")
-        })
-        .unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&catalog)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
-        .unwrap();
+    let catalog = catalog_blob(&index);
+    settle(&catalog);
     let marker = catalog.with_extension("checked");
     let c_path = std::ffi::CString::new(marker.as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
