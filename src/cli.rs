@@ -85,6 +85,12 @@ struct Cli {
     /// The vault's id in the store (default: the vault folder's name).
     #[arg(long, global = true, value_name = "ID", env = "CTXPACK_VAULT_ID")]
     vault_id: Option<String>,
+    /// Start a watcher of this vault in the background when none runs, so
+    /// that later commands skip the walk (Linux); also CTXPACK_DAEMON=1, or
+    /// a CTXPACK_DAEMON=1 line in the vault's config. `ctxpack index --stop`
+    /// stops it.
+    #[arg(long, global = true)]
+    daemon: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -335,6 +341,13 @@ struct IndexArgs {
     /// Keep the index current while notes change, until interrupted.
     #[arg(long, conflicts_with = "rebuild")]
     watch: bool,
+    /// Stop the vault's background watcher (or an `index --watch`).
+    #[arg(long, conflicts_with_all = ["rebuild", "watch"])]
+    stop: bool,
+    /// Run as the background watcher `--daemon` starts: one per index, the
+    /// others exit at once.
+    #[arg(long, hide = true, requires = "watch")]
+    background: bool,
 }
 
 #[derive(Debug, Args)]
@@ -858,6 +871,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         return Ok(session);
     }
     let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?;
+    let daemon = daemon_wanted(cli, &resolved.vars);
     let session = Session::open(
         &resolved.vault,
         &IndexChoice {
@@ -874,6 +888,12 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         },
     )?;
     report_open(cli, &session);
+    if daemon
+        && session.index_error.is_none()
+        && let Some(dir) = &session.index_dir
+    {
+        start_background_watcher(cli, &session.root, dir);
+    }
     Ok(session)
 }
 
@@ -1284,9 +1304,22 @@ fn describe_update(report: &UpdateReport) -> String {
 fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
+    if args.stop {
+        return stop_watcher(&root, &config.dir);
+    }
     if let Some(target) = store_target(cli, name)? {
         return sync_store(cli, args, &root, &config, &target);
     }
+    // Held for the process's life: a second background watcher of the same
+    // index (two commands starting one at once) finds it taken and leaves.
+    let _one_watcher = if args.background {
+        match lock_background_watcher(&config.dir) {
+            Some(lock) => Some(lock),
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
     let started = std::time::Instant::now();
     let (index, report) = if args.rebuild {
         VaultIndex::rebuild(&root, &config)?
@@ -1385,7 +1418,7 @@ fn sync_store(
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
-        watch_with(root, &mut || match run() {
+        watch_with(root, None, &mut || match run() {
             Ok(()) => {}
             Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
             Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
@@ -1394,28 +1427,165 @@ fn sync_store(
     Ok(())
 }
 
-/// Re-indexes after each burst of changes (debounced), until interrupted,
-/// answering other commands' "what changed?" on the index's socket.
+/// Re-indexes after each burst of changes (debounced), until interrupted
+/// or asked to stop, answering other commands' "what changed?" on the
+/// index's socket.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
-    let _publisher = match crate::vault::changes::publish(root, &config.dir) {
-        Ok(publisher) => publisher,
-        Err(err) => {
-            eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
-            None
-        }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _publisher =
+        match crate::vault::changes::publish(root, &config.dir, Some(std::sync::Arc::clone(&stop)))
+        {
+            Ok(publisher) => publisher,
+            Err(err) => {
+                eprintln!(
+                    "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
+                );
+                None
+            }
+        };
+    watch_with(
+        root,
+        Some(&stop),
+        &mut || match VaultIndex::open(root, config) {
+            Ok((_, report)) if report.changed_anything() => {
+                println!("updated: {}", describe_update(&report));
+            }
+            Ok(_) => {}
+            Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
+        },
+    )
+}
+
+/// The config key (and environment variable) that turns `--daemon` on.
+const DAEMON_KEY: &str = "CTXPACK_DAEMON";
+
+/// Whether this command starts a background watcher: `--daemon`, else
+/// `CTXPACK_DAEMON`, else the vault config's line.
+fn daemon_wanted(cli: &Cli, vars: &BTreeMap<String, String>) -> bool {
+    let is_on = |value: &str| {
+        matches!(
+            value.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
     };
-    watch_with(root, &mut || match VaultIndex::open(root, config) {
-        Ok((_, report)) if report.changed_anything() => {
-            println!("updated: {}", describe_update(&report));
+    cli.daemon
+        || match std::env::var(DAEMON_KEY) {
+            Ok(value) => is_on(&value),
+            Err(_) => vars.get(DAEMON_KEY).is_some_and(|v| is_on(v)),
         }
+}
+
+/// The lock a background watcher holds for its life, in the index folder.
+const BACKGROUND_LOCK: &str = "watch.lock";
+
+/// Takes the background watcher's lock, or `None` when another process
+/// holds it.
+fn lock_background_watcher(dir: &Path) -> Option<std::fs::File> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(BACKGROUND_LOCK))
+        .ok()?;
+    lock.try_lock().ok()?;
+    Some(lock)
+}
+
+/// Starts `ctxpack index --watch` for the vault in the background, unless a
+/// watcher already answers or one is starting. It outlives this command, in
+/// its own session; its messages go to `watch.log` in the index folder.
+#[cfg(target_os = "linux")]
+fn start_background_watcher(cli: &Cli, root: &Path, dir: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+
+    if crate::vault::changes::ask(dir, root, None).is_some() {
+        return;
+    }
+    // Taken and let go at once: only a check that none is starting.
+    if lock_background_watcher(dir).is_none() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dir.join("watch.log"));
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["index", "--watch", "--background", "--quiet", "--vault"])
+        .arg(root)
+        .arg("--index-dir")
+        .arg(dir);
+    if let Some(model) = &cli.model {
+        command.args(["--model", model]);
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(match log {
+            Ok(file) => std::process::Stdio::from(file),
+            Err(_) => std::process::Stdio::null(),
+        });
+    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    match command.spawn() {
+        Ok(_) if !cli.quiet => eprintln!(
+            "ctxpack: started a background watcher of this vault; `ctxpack index --stop` stops it"
+        ),
         Ok(_) => {}
-        Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
-    })
+        Err(err) => eprintln!("ctxpack: warning: cannot start a background watcher: {err}"),
+    }
+}
+
+/// Without inotify there is no watcher endpoint to start.
+#[cfg(not(target_os = "linux"))]
+fn start_background_watcher(_cli: &Cli, _root: &Path, _dir: &Path) {}
+
+/// `index --stop`: asks the vault's watcher to stop and waits (a while) for
+/// its socket to go.
+fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
+    use crate::vault::changes::{SOCKET_FILE, StopOutcome, request_stop};
+    match request_stop(dir, root) {
+        StopOutcome::NotRunning => {
+            println!("no watcher runs for this vault");
+            Ok(())
+        }
+        StopOutcome::Refused => Err(Failure::Usage(
+            "this vault's watcher is a `ctxpack serve`, which does not stop on request: stop the server"
+                .into(),
+        )),
+        StopOutcome::Stopping => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while dir.join(SOCKET_FILE).exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if dir.join(SOCKET_FILE).exists() {
+                println!("the watcher stops once its current update is done");
+            } else {
+                println!("stopped the watcher of this vault");
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Calls `on_change` after each burst of changes to the vault's notes
-/// (debounced), until interrupted.
-fn watch_with(root: &Path, on_change: &mut dyn FnMut()) -> Result<(), Failure> {
+/// (debounced), until interrupted or `stop` is set.
+fn watch_with(
+    root: &Path,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+    on_change: &mut dyn FnMut(),
+) -> Result<(), Failure> {
     use notify::{RecursiveMode, Watcher};
     use std::sync::mpsc;
     use std::time::Duration;
@@ -1434,7 +1604,16 @@ fn watch_with(root: &Path, on_change: &mut dyn FnMut()) -> Result<(), Failure> {
     // Catches what changed between the first index and the watch's registration.
     on_change();
     let quiet_period = Duration::from_millis(300);
-    while let Ok(first) = events.recv() {
+    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    loop {
+        let first = match events.recv_timeout(Duration::from_millis(100)) {
+            Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
+            Err(_) => break,
+        };
+        if stopped() {
+            break;
+        }
         if !crate::index::is_vault_change(root, &first) {
             continue;
         }

@@ -621,7 +621,7 @@ impl CtxpackServer {
         // Commands on this vault ask this server what changed instead of
         // walking it.
         let publisher = state.session().index_dir.as_deref().and_then(|dir| {
-            crate::vault::changes::publish(&state.session().root, dir)
+            crate::vault::changes::publish(&state.session().root, dir, None)
                 .inspect_err(|err| {
                     eprintln!(
                         "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"

@@ -282,3 +282,177 @@ fn a_serving_mcp_server_answers_commands_too() {
     }
     assert!(used || watcher_answers(&world, &vault, &index));
 }
+
+/// The pids of background watchers of `index` (their command line names it).
+fn background_watchers(index: &Path) -> Vec<u32> {
+    let index = index.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "--background") && args.contains(&index) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (up to 30 s) until `done` holds.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills the background watchers of an index left by a failed test.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in background_watchers(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+fn stop(world: &World, vault: &Path, index: &Path) -> std::process::Output {
+    world
+        .cmd()
+        .args(["index", "--stop", "--vault"])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn daemon_starts_one_background_watcher_and_stop_ends_it() {
+    let world = World::new();
+    let (vault, index) = vault_with_notes(&world);
+    let _reaper = Reaper(index.clone());
+    let daemon_search = |env: Option<(&str, &str)>, flag: bool| {
+        let mut cmd = world.cmd();
+        cmd.args(["search", "first", "--format", "files", "--model", "none"])
+            .args(flag.then_some("--daemon"))
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some((key, value)) = env {
+            cmd.env(key, value);
+        }
+        cmd.spawn().unwrap()
+    };
+    // Without the flag, nothing starts.
+    let plain = daemon_search(None, false).wait_with_output().unwrap();
+    assert!(plain.status.success());
+    assert!(!index.join("watch.sock").exists());
+    assert!(background_watchers(&index).is_empty());
+
+    // Two commands at once start one watcher between them.
+    let first = daemon_search(None, true);
+    let second = daemon_search(None, true);
+    for child in [first, second] {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "a.md\n");
+    }
+    wait_until("no socket", || index.join("watch.sock").exists());
+    wait_until("not exactly one watcher", || {
+        background_watchers(&index).len() == 1
+    });
+    // Later commands ask it, and see an edit made just before them.
+    fs::write(vault.join("deep/b.md"), note("Beta", "wombat")).unwrap();
+    let (found, from_watcher) = search(&world, &vault, &index, "wombat");
+    assert_eq!(found, "deep/b.md\n");
+    assert!(from_watcher || watcher_answers(&world, &vault, &index));
+
+    let stopped = stop(&world, &vault, &index);
+    assert!(stopped.status.success(), "{stopped:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&stopped.stdout),
+        "stopped the watcher of this vault\n"
+    );
+    assert!(!index.join("watch.sock").exists());
+    wait_until("the watcher did not exit", || {
+        background_watchers(&index).is_empty()
+    });
+    let again = stop(&world, &vault, &index);
+    assert!(again.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        "no watcher runs for this vault\n"
+    );
+
+    // The environment variable does the same, and so does the line in a
+    // vault's config (here `.env` in the working folder).
+    let output = daemon_search(Some(("CTXPACK_DAEMON", "1")), false)
+        .wait_with_output()
+        .unwrap();
+    assert!(output.status.success());
+    wait_until("CTXPACK_DAEMON started nothing", || {
+        background_watchers(&index).len() == 1
+    });
+    assert!(stop(&world, &vault, &index).status.success());
+    wait_until("the watcher did not exit", || {
+        background_watchers(&index).is_empty()
+    });
+    let output = daemon_search(Some(("CTXPACK_DAEMON", "0")), false)
+        .wait_with_output()
+        .unwrap();
+    assert!(output.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(background_watchers(&index).is_empty());
+
+    fs::create_dir_all(world.work()).unwrap();
+    fs::write(
+        world.work().join(".env"),
+        format!(
+            "OBSIDIAN_VAULT_PATH={}\nCTXPACK_DAEMON=yes\n",
+            vault.display()
+        ),
+    )
+    .unwrap();
+    let output = world
+        .cmd()
+        .args(["search", "first", "--model", "none", "--index-dir"])
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    wait_until("the config line started nothing", || {
+        background_watchers(&index).len() == 1
+    });
+    assert!(stop(&world, &vault, &index).status.success());
+    wait_until("the watcher did not exit", || {
+        background_watchers(&index).is_empty()
+    });
+}
+
+#[test]
+fn a_serving_mcp_server_does_not_stop_on_request() {
+    let world = World::new();
+    let (vault, _) = vault_with_notes(&world);
+    let index = world.path().join("index");
+    let _client = Client::start(&world, &vault);
+    wait_until("no socket", || index.join("watch.sock").exists());
+    let refused = stop(&world, &vault, &index);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ctxpack serve"));
+    assert!(index.join("watch.sock").exists());
+}

@@ -77,6 +77,43 @@ pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result
 /// token). `None` when there is no usable answer.
 #[cfg(unix)]
 pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answer> {
+    let request = match since {
+        Some(token) => format!("since {} {}\n", token.instance, token.seq),
+        None => "current\n".to_string(),
+    };
+    send(index_dir, root, &request)
+}
+
+/// What asking a vault's watcher to stop found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// No watcher answers for this index.
+    NotRunning,
+    /// The watcher stops once its current update is done.
+    Stopping,
+    /// The watcher answers but does not stop on request (a `serve`).
+    Refused,
+}
+
+/// Asks the watcher of the index in `index_dir` to stop.
+#[cfg(unix)]
+pub fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
+    match send(index_dir, root, "stop\n") {
+        Some(_) => StopOutcome::Stopping,
+        None if ask(index_dir, root, None).is_some() => StopOutcome::Refused,
+        None => StopOutcome::NotRunning,
+    }
+}
+
+#[cfg(not(unix))]
+pub fn request_stop(_index_dir: &Path, _root: &Path) -> StopOutcome {
+    StopOutcome::NotRunning
+}
+
+/// Sends one request line to the watcher's socket and reads its answer,
+/// within [`ANSWER_TIMEOUT`].
+#[cfg(unix)]
+fn send(index_dir: &Path, root: &Path, request: &str) -> Option<Answer> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::os::unix::net::UnixStream;
 
@@ -89,10 +126,6 @@ pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answe
     let deadline = Instant::now() + ANSWER_TIMEOUT;
     let mut stream = UnixStream::connect(&path).ok()?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT)).ok()?;
-    let request = match since {
-        Some(token) => format!("since {} {}\n", token.instance, token.seq),
-        None => "current\n".to_string(),
-    };
     stream.write_all(request.as_bytes()).ok()?;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
@@ -193,11 +226,19 @@ impl ChangeLog {
     }
 }
 
-/// What a watcher answers to one request line.
-fn respond(log: &ChangeLog, complete: bool, root: &Path, request: &str) -> Option<Answer> {
+/// What a watcher answers to one request line. A `stop` request is
+/// answered (like `current`) only by a watcher that stops on request.
+fn respond(
+    log: &ChangeLog,
+    complete: bool,
+    root: &Path,
+    request: &str,
+    stoppable: bool,
+) -> Option<Answer> {
     let mut words = request.split_whitespace();
     let changed = match (words.next()?, words.next(), words.next(), words.next()) {
         ("current", None, None, None) => None,
+        ("stop", None, None, None) if stoppable => None,
         ("since", Some(instance), Some(seq), None) => {
             let token = Token {
                 instance: instance.to_string(),
@@ -219,7 +260,11 @@ pub use linux::{Publisher, publish};
 
 /// Without inotify there is no watcher endpoint; commands walk.
 #[cfg(not(target_os = "linux"))]
-pub fn publish(_root: &Path, _index_dir: &Path) -> io::Result<Option<Publisher>> {
+pub fn publish(
+    _root: &Path,
+    _index_dir: &Path,
+    _stop_requests: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> io::Result<Option<Publisher>> {
     Ok(None)
 }
 
@@ -263,8 +308,13 @@ mod linux {
 
     /// Starts watching the vault at `root` (canonical) and answering on a
     /// socket in `index_dir`. `Ok(None)` when another watcher of this
-    /// index already answers there.
-    pub fn publish(root: &Path, index_dir: &Path) -> io::Result<Option<Publisher>> {
+    /// index already answers there. With `stop_requests`, a `stop` request
+    /// is answered and sets it; without, it is refused.
+    pub fn publish(
+        root: &Path,
+        index_dir: &Path,
+        stop_requests: Option<Arc<AtomicBool>>,
+    ) -> io::Result<Option<Publisher>> {
         let socket = index_dir.join(SOCKET_FILE);
         if ask(index_dir, root, None).is_some() {
             return Ok(None);
@@ -276,7 +326,8 @@ mod linux {
         }
         // Watches first: a change made while the socket is being set up
         // is then already recorded.
-        let watcher = Watcher::start(root)?;
+        let mut watcher = Watcher::start(root)?;
+        watcher.stop_requests = stop_requests;
         // Bound under a private name and renamed into place, so the socket
         // is never reachable before it is owner-only.
         let staging = index_dir.join(format!("{SOCKET_FILE}.{}", std::process::id()));
@@ -322,6 +373,8 @@ mod linux {
         /// False once a folder could not be watched: every token is then
         /// answered unknown, so commands walk.
         complete: bool,
+        /// Set by a `stop` request, when the process stops on request.
+        stop_requests: Option<Arc<AtomicBool>>,
     }
 
     impl Watcher {
@@ -332,6 +385,7 @@ mod linux {
                 dirs: HashMap::new(),
                 log: ChangeLog::new(instance_name(root), MAX_LOGGED),
                 complete: true,
+                stop_requests: None,
             };
             watcher.watch_tree(String::new());
             Ok(watcher)
@@ -393,7 +447,20 @@ mod linux {
             // Everything the kernel queued before the request arrived is
             // read before answering: no stale answer.
             self.drain(buffer);
-            respond(&self.log, self.complete, &self.root, request)
+            let answer = respond(
+                &self.log,
+                self.complete,
+                &self.root,
+                request,
+                self.stop_requests.is_some(),
+            );
+            if answer.is_some()
+                && request.trim() == "stop"
+                && let Some(stop) = &self.stop_requests
+            {
+                stop.store(true, Ordering::Relaxed);
+            }
+            answer
         }
 
         /// Reads every queued event without blocking.
@@ -655,14 +722,16 @@ mod tests {
         let mut log = ChangeLog::new("a".into(), 10);
         log.record("x.md".into());
         let root = Path::new("/v");
-        let current = respond(&log, true, root, "current").unwrap();
+        let current = respond(&log, true, root, "current", false).unwrap();
         assert_eq!(current.changed, None);
         assert_eq!(current.token, token(&log));
-        let since = respond(&log, true, root, "since a 0").unwrap();
+        let since = respond(&log, true, root, "since a 0", false).unwrap();
         assert_eq!(since.changed.unwrap(), ["x.md"]);
         // A watcher that could not watch everything answers nothing known.
         assert_eq!(
-            respond(&log, false, root, "since a 0").unwrap().changed,
+            respond(&log, false, root, "since a 0", false)
+                .unwrap()
+                .changed,
             None
         );
         for bad in [
@@ -672,8 +741,12 @@ mod tests {
             "since a x",
             "since a 1 2",
             "delete *",
+            "stop now",
         ] {
-            assert!(respond(&log, true, root, bad).is_none(), "{bad}");
+            assert!(respond(&log, true, root, bad, true).is_none(), "{bad}");
         }
+        // Only a watcher that stops on request answers `stop`.
+        assert!(respond(&log, true, root, "stop", true).is_some());
+        assert!(respond(&log, true, root, "stop", false).is_none());
     }
 }

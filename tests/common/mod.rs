@@ -75,7 +75,8 @@ impl World {
             .env_remove("CTXPACK_RERANKER")
             .env_remove("CTXPACK_INDEX_DIR")
             .env_remove("CTXPACK_STORE")
-            .env_remove("CTXPACK_VAULT_ID");
+            .env_remove("CTXPACK_VAULT_ID")
+            .env_remove("CTXPACK_DAEMON");
         cmd
     }
 
