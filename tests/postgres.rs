@@ -628,7 +628,7 @@ fn a_wrong_store_is_one_clear_error() {
 }
 
 #[test]
-fn a_schema_2_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
+fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     let Some(pg) = Pg::fresh("upgrade") else {
         return;
     };
@@ -636,16 +636,17 @@ fn a_schema_2_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     let vault = world.example_vault("vault");
     sync(&world, &pg, &vault);
     let before = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
-    // What a schema 2 store looks like to this version: terms it cannot
-    // decode (schema 2 wrote them with postcard), and no version 3 row.
+    // What a schema 3 store looks like to this version: note texts stored
+    // as text, not compressed by ctxpack, and no version 4 row.
     pg.sql(
-        "UPDATE ctxpack_notes SET terms = '\\x0102'::bytea;
-         DELETE FROM ctxpack_schema WHERE version = 3;",
+        "ALTER TABLE ctxpack_notes ALTER COLUMN body TYPE text USING 'a note, as text';
+         ALTER TABLE ctxpack_notes ALTER COLUMN body SET STORAGE EXTENDED;
+         DELETE FROM ctxpack_schema WHERE version = 4;",
     );
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 2, this ctxpack reads version 3",
+        "has schema version 3, this ctxpack reads version 4",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -654,7 +655,7 @@ fn a_schema_2_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("3".to_string())]]
+        vec![vec![Some("4".to_string())]]
     );
     let after = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
     for ((args, before), after) in PROBES.iter().zip(&before).zip(&after) {

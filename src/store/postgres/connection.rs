@@ -25,6 +25,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         3,
         include_str!("../../../migrations/postgres/003_compact_terms.sql"),
     ),
+    (
+        4,
+        include_str!("../../../migrations/postgres/004_client_compressed_bodies.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).

@@ -33,7 +33,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -602,7 +602,9 @@ impl NoteSource for StoredTexts {
                 }
                 for row in rows {
                     let path: String = row.get(0);
-                    let body: String = row.get(1);
+                    let Some(body) = unpack_body(row.get(1)) else {
+                        continue;
+                    };
                     let redactions: Vec<u8> = row.get(2);
                     let redactions: Vec<Redaction> =
                         postcard::from_bytes(&redactions).unwrap_or_default();
@@ -640,5 +642,59 @@ impl NoteSource for StoredTexts {
             .ok()??;
         let body: String = row.get(0);
         (body.len() as u64 <= max_bytes).then_some(body)
+    }
+}
+
+/// A note's text as the store keeps it: its length (u32, little-endian),
+/// then one lz4 block. Compressed here, on the syncing client's threads,
+/// because PostgreSQL's own compression of the text took most of the
+/// server's time in a sync.
+pub(crate) fn pack_body(text: &str) -> Vec<u8> {
+    lz4_flex::block::compress_prepend_size(text.as_bytes())
+}
+
+/// A stored note text, or `None` when the row does not decode: a declared
+/// length over the largest note read or other than the block's, a broken
+/// block, or invalid UTF-8.
+pub(crate) fn unpack_body(bytes: &[u8]) -> Option<String> {
+    let (length, block) = bytes.split_first_chunk::<4>()?;
+    let length = u32::from_le_bytes(*length) as usize;
+    if length as u64 > crate::vault::MAX_FILE_BYTES {
+        return None;
+    }
+    let text = lz4_flex::block::decompress(block, length).ok()?;
+    if text.len() != length {
+        return None;
+    }
+    String::from_utf8(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_text_decodes_to_itself_and_a_damaged_one_to_nothing() {
+        for text in ["", "# Raft\n\nA leader is elected.", "混合 mixed 中文 text"] {
+            assert_eq!(unpack_body(&pack_body(text)).as_deref(), Some(text));
+        }
+        let long = "the log is replicated to every follower. ".repeat(2_000);
+        let packed = pack_body(&long);
+        assert!(packed.len() < long.len() / 4, "{}", packed.len());
+        assert!(unpack_body(&packed).as_deref() == Some(long.as_str()));
+
+        // Too short for a length; a length past the largest note; a block
+        // cut short; a length that the block does not fill; bytes that are
+        // not UTF-8.
+        assert_eq!(unpack_body(&[1, 0]), None);
+        let mut huge = packed.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(unpack_body(&huge), None);
+        assert_eq!(unpack_body(&packed[..packed.len() / 2]), None);
+        let mut longer = packed.clone();
+        longer[..4].copy_from_slice(&(long.len() as u32 + 1).to_le_bytes());
+        assert_eq!(unpack_body(&longer), None);
+        let not_utf8 = lz4_flex::block::compress_prepend_size(&[0xff, 0xfe, 0x41]);
+        assert_eq!(unpack_body(&not_utf8), None);
     }
 }

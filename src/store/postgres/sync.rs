@@ -76,7 +76,8 @@ type TermState = (Vec<(u32, u32)>, i64, i64);
 struct NewNote {
     path: String,
     meta: Vec<u8>,
-    body: String,
+    /// The text, compressed ([`super::pack_body`]).
+    body: Vec<u8>,
     redactions: Vec<u8>,
     norm: i16,
     terms: Vec<u8>,
@@ -112,7 +113,7 @@ impl Parsed {
             NewNote {
                 path: prepared.note.meta.path.clone(),
                 meta: postcard::to_allocvec(&prepared.note.meta).unwrap_or_default(),
-                body: prepared.text,
+                body: super::pack_body(&prepared.text),
                 redactions: postcard::to_allocvec(&prepared.note.redactions).unwrap_or_default(),
                 norm,
                 terms: encoded,
@@ -265,33 +266,39 @@ async fn sync_in(
     // time, while this one writes the chunk before: the server's work and
     // the parsing overlap, and only two chunks' texts are held at once.
     let write_phase = crate::timings::phase("sync: read, parse, write");
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Parsed>>(1);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(Vec<Parsed>, BatchShares)>(1);
     let policy = Arc::clone(&options.policy);
     let max_bytes = options.max_file_bytes;
     let reader = std::thread::spawn(move || {
         for chunk in pending.chunks(PIPELINE_CHUNK) {
-            let parsed: Vec<Parsed> = chunk
+            let mut parsed: Vec<Parsed> = chunk
                 .par_iter()
                 .map_init(crate::index::analyzer::analyzer, |analyzer, item| {
                     Parsed::read(analyzer, item, max_bytes, &policy)
                 })
                 .collect();
-            if sender.send(parsed).is_err() {
+            let shares = gather_shares(&mut parsed);
+            if sender.send((parsed, shares)).is_err() {
                 break;
             }
         }
     });
     let mut deltas: FxHashMap<String, TermDelta> = FxHashMap::default();
-    while let Ok(batch) = tokio::task::block_in_place(|| receiver.recv()) {
+    while let Ok((batch, shares)) = tokio::task::block_in_place(|| receiver.recv()) {
         let mut file_rows = Vec::with_capacity(batch.len());
         let mut new_notes = Vec::new();
+        // The batch place of each note in `new_notes`.
+        let mut new_places = Vec::new();
         // Notes whose stored version goes: changed, or no longer notes.
         let mut gone: Vec<String> = Vec::new();
-        for Parsed {
-            entry,
-            note,
-            previous_hash,
-        } in batch
+        for (
+            place,
+            Parsed {
+                entry,
+                note,
+                previous_hash,
+            },
+        ) in batch.into_iter().enumerate()
         {
             let same = previous_hash == Some(entry.hash) && entry.hash != [0; 32];
             let was_note = stored.get(&entry.path).is_some_and(|f| f.is_note);
@@ -306,7 +313,10 @@ async fn sync_in(
                 if was_note {
                     gone.push(entry.path.clone());
                 }
-                new_notes.extend(note);
+                if let Some(note) = note {
+                    new_notes.push(note);
+                    new_places.push(place);
+                }
             }
             file_rows.push(FileRow {
                 path: entry.path,
@@ -319,7 +329,8 @@ async fn sync_in(
         }
         let ids = forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
         let mut new_ids = Vec::with_capacity(new_notes.len());
-        for note in &mut new_notes {
+        let mut id_at: Vec<Option<u32>> = vec![None; file_rows.len()];
+        for (note, place) in new_notes.iter().zip(&new_places) {
             let id = match ids.get(&note.path) {
                 Some(&id) => id,
                 None => {
@@ -331,11 +342,10 @@ async fn sync_in(
                 }
             };
             new_ids.push(id);
+            id_at[*place] = Some(id as u32);
             totals.apply(&note.counts, 1);
-            for (term, share) in std::mem::take(&mut note.contributions) {
-                apply_share(&mut deltas, term, share, Share::Added(id as u32));
-            }
         }
+        add_shares(&mut deltas, shares, &id_at);
         for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
             write_notes(tx, vault_id, chunk, ids).await?;
         }
@@ -528,40 +538,83 @@ impl Totals {
     }
 }
 
-/// Whether a note's share of a term comes into its row or leaves it.
-#[derive(Clone, Copy)]
-enum Share {
-    Added(u32),
-    Removed(u32),
+/// One batch's term shares, gathered on the reading threads: each term
+/// once, with the notes holding it by their place in the batch. The writer
+/// then looks each term up once per batch, not once per note.
+type BatchShares = FxHashMap<String, Vec<(u32, Contribution)>>;
+
+/// Takes the term shares out of a parsed batch, merged by term.
+fn gather_shares(batch: &mut [Parsed]) -> BatchShares {
+    batch
+        .par_iter_mut()
+        .enumerate()
+        .fold(BatchShares::default, |mut shares, (place, parsed)| {
+            if let Some(note) = &mut parsed.note {
+                for (term, share) in std::mem::take(&mut note.contributions) {
+                    match shares.get_mut(term.as_str()) {
+                        Some(notes) => notes.push((place as u32, share)),
+                        None => {
+                            shares.insert(term, vec![(place as u32, share)]);
+                        }
+                    }
+                }
+            }
+            shares
+        })
+        .reduce(BatchShares::default, |a, b| {
+            let (mut larger, smaller) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+            for (term, mut notes) in smaller {
+                larger.entry(term).or_default().append(&mut notes);
+            }
+            larger
+        })
 }
 
-/// Applies one note's share of `term` to the change of the term's row.
-fn apply_share(
+/// Adds a batch's shares of the notes written (`id_at`: the id given to
+/// the note at each batch place, `None` for one left as stored).
+fn add_shares(
+    deltas: &mut FxHashMap<String, TermDelta>,
+    shares: BatchShares,
+    id_at: &[Option<u32>],
+) {
+    for (term, notes) in shares {
+        let mut added = notes
+            .into_iter()
+            .filter_map(|(place, share)| Some((id_at[place as usize]?, share)))
+            .peekable();
+        if added.peek().is_none() {
+            continue;
+        }
+        let delta = match deltas.get_mut(term.as_str()) {
+            Some(delta) => delta,
+            None => deltas.entry(term).or_default(),
+        };
+        for (id, share) in added {
+            if share.tf > 0 {
+                delta.added.push((id, share.tf));
+            }
+            delta.heading_df += i64::from(share.headings);
+            delta.body_df += i64::from(share.bodies);
+        }
+    }
+}
+
+/// Takes a stored note's share of `term` out of the term's row.
+fn remove_share(
     deltas: &mut FxHashMap<String, TermDelta>,
     term: String,
-    contribution: Contribution,
-    share: Share,
+    share: Contribution,
+    id: u32,
 ) {
     let delta = match deltas.get_mut(term.as_str()) {
         Some(delta) => delta,
         None => deltas.entry(term).or_default(),
     };
-    let sign = match share {
-        Share::Added(id) => {
-            if contribution.tf > 0 {
-                delta.added.push((id, contribution.tf));
-            }
-            1
-        }
-        Share::Removed(id) => {
-            if contribution.tf > 0 {
-                delta.removed.push(id);
-            }
-            -1
-        }
-    };
-    delta.heading_df += sign * i64::from(contribution.headings);
-    delta.body_df += sign * i64::from(contribution.bodies);
+    if share.tf > 0 {
+        delta.removed.push(id);
+    }
+    delta.heading_df -= i64::from(share.headings);
+    delta.body_df -= i64::from(share.bodies);
 }
 
 /// Takes the stored versions of `paths` out of the statistics and posting
@@ -592,7 +645,7 @@ async fn forget_notes(
             let (counts, contributions) = terms.into_contributions();
             totals.apply(&counts, -1);
             for (term, share) in contributions {
-                apply_share(deltas, term, share, Share::Removed(id as u32));
+                remove_share(deltas, term, share, id as u32);
             }
             ids.insert(path, id);
         }
@@ -613,14 +666,14 @@ async fn write_notes(
 ) -> Result<()> {
     let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
     let metas: Vec<&[u8]> = notes.iter().map(|n| n.meta.as_slice()).collect();
-    let bodies: Vec<&str> = notes.iter().map(|n| n.body.as_str()).collect();
+    let bodies: Vec<&[u8]> = notes.iter().map(|n| n.body.as_slice()).collect();
     let redactions: Vec<&[u8]> = notes.iter().map(|n| n.redactions.as_slice()).collect();
     let norms: Vec<i16> = notes.iter().map(|n| n.norm).collect();
     let terms: Vec<&[u8]> = notes.iter().map(|n| n.terms.as_slice()).collect();
     let links: Vec<&[u8]> = notes.iter().map(|n| n.links.as_slice()).collect();
     tx.execute(
         "INSERT INTO ctxpack_notes (vault, path, id, meta, body, redactions, norm, terms, links) \
-         SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::bytea[], $5::text[], $6::bytea[], \
+         SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::bytea[], $5::bytea[], $6::bytea[], \
          $7::int2[], $8::bytea[], $9::bytea[]) \
          ON CONFLICT (vault, path) DO UPDATE SET id = excluded.id, meta = excluded.meta, \
          body = excluded.body, redactions = excluded.redactions, norm = excluded.norm, \
