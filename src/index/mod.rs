@@ -1410,7 +1410,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let resolver = Arc::new(LinkResolver::new(&metas_sorted));
     let table = LinkTable {
         links: links_sorted
-            .into_iter()
+            .into_par_iter()
             .enumerate()
             .map(|(idx, links)| {
                 let from = &metas_sorted[idx].path;

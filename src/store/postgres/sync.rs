@@ -746,6 +746,7 @@ async fn relink(
     walk_problems: Vec<Diagnostic>,
     base_paths: Vec<String>,
 ) -> Result<Roles> {
+    let reading = crate::timings::phase("sync: links: read");
     let rows = tx
         .query(
             "SELECT path, meta, links FROM ctxpack_notes WHERE vault = $1",
@@ -766,24 +767,36 @@ async fn relink(
     notes.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let (metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
     let metas = MetaTable::new(metas);
+    drop(reading);
+    let resolving = crate::timings::phase("sync: links: resolve");
     let (backlinks, roles, bases) = tokio::task::block_in_place(|| {
         let resolver = LinkResolver::new(&metas);
-        let mut incoming: Vec<Vec<(String, u32, u32)>> = vec![Vec::new(); metas.len()];
-        let mut sources: Vec<Vec<usize>> = vec![Vec::new(); metas.len()];
-        for (source, links) in links.iter().enumerate() {
-            let from = &metas[source].path;
-            for (target, markdown, start, end) in links {
-                let Some(target) = resolver.resolve_target(&metas, from, target, *markdown) else {
-                    continue;
-                };
+        // Resolved in parallel, kept in the sources' order.
+        let resolved: Vec<Vec<(usize, u32, u32)>> = links
+            .par_iter()
+            .enumerate()
+            .map(|(source, links)| {
+                let from = &metas[source].path;
+                links
+                    .iter()
+                    .filter_map(|(target, markdown, start, end)| {
+                        let target = resolver.resolve_target(&metas, from, target, *markdown)?;
+                        Some((target, *start, *end))
+                    })
+                    .collect()
+            })
+            .collect();
+        // (source, sentence range) of each note's first incoming links.
+        let mut incoming: Vec<Vec<(usize, u32, u32)>> = vec![Vec::new(); metas.len()];
+        for (source, targets) in resolved.into_iter().enumerate() {
+            for (target, start, end) in targets {
                 if target == source
                     || incoming[target].len() >= BACKLINKS_KEPT
-                    || sources[target].contains(&source)
+                    || incoming[target].iter().any(|entry| entry.0 == source)
                 {
                     continue;
                 }
-                incoming[target].push((from.clone(), *start, *end));
-                sources[target].push(source);
+                incoming[target].push((source, start, end));
             }
         }
         let metas = Arc::new(metas);
@@ -823,14 +836,20 @@ async fn relink(
             .enumerate()
             .filter(|(_, list)| !list.is_empty())
             .map(|(target, list)| {
+                let entries: Vec<(&str, u32, u32)> = list
+                    .iter()
+                    .map(|&(source, start, end)| (metas[source].path.as_str(), start, end))
+                    .collect();
                 (
                     metas[target].path.clone(),
-                    postcard::to_allocvec(&list).unwrap_or_default(),
+                    postcard::to_allocvec(&entries).unwrap_or_default(),
                 )
             })
             .collect();
         (backlinks, roles, bases)
     });
+    drop(resolving);
+    let _writing = crate::timings::phase("sync: links: write");
     write_bases(tx, vault_id, &bases).await?;
     let mut stored: HashMap<String, Vec<u8>> = HashMap::new();
     for row in tx
