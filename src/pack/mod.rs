@@ -662,10 +662,18 @@ impl<'a> Packer<'a> {
                 full
             })
             .collect();
-        let pieces: Vec<Option<Pieces>> = fulls
+        // Each page's pieces, with the keys they de-duplicate by.
+        let (pieces, piece_keys): (Vec<Option<Pieces>>, Vec<Vec<String>>) = fulls
             .iter()
-            .map(|full| full.as_ref().map(|f| Pieces::of(f, &*relevance.0)))
-            .collect();
+            .map(|full| {
+                let page = full.as_ref().map(|f| Pieces::of(f, &*relevance.0));
+                let keys = page.as_ref().map_or_else(Vec::new, |page| {
+                    (0..page.len()).map(|i| dedup_key(page.text(i))).collect()
+                });
+                (page, keys)
+            })
+            .unzip();
+        let summary_keys: Vec<String> = summaries.iter().map(|s| dedup_key(s)).collect();
 
         let best = pieces
             .iter()
@@ -680,7 +688,6 @@ impl<'a> Packer<'a> {
             let summary_relevance = BASE_VALUE * best + (relevance.0)(&summaries[rank]).max(0.0);
             order.push((weight * summary_relevance, rank, None));
             let Some(page) = page else { continue };
-            let summary_key = dedup_key(&summaries[rank]);
             let distance = distance_to_a_match(page);
             // In a long page an arbitrary sentence is less likely to be the
             // one needed: the base shrinks past a short note's length.
@@ -688,7 +695,7 @@ impl<'a> Packer<'a> {
             let length_share = (SHORT_PAGE_CHARS as f64 / chars.max(1) as f64).min(1.0);
             let mut offered: Vec<(f64, usize, Option<usize>)> = Vec::new();
             for (piece, &distance) in distance.iter().enumerate() {
-                if dedup_key(page.text(piece)) == summary_key {
+                if piece_keys[rank][piece] == summary_keys[rank] {
                     continue;
                 }
                 let d = distance.min(1000) as f64;
@@ -726,9 +733,9 @@ impl<'a> Packer<'a> {
             let Some(page) = &pieces[rank] else { continue };
             let note = &self.vault.metas[self.candidates[rank].note];
             let text = page.text(piece);
-            let key = dedup_key(text);
+            let key = &piece_keys[rank][piece];
             if key.chars().count() >= MIN_DEDUP_CHARS
-                && let Some(&other) = shown.get(&key)
+                && let Some(&other) = shown.get(key)
                 && other != rank
             {
                 let other = self.vault.metas[self.candidates[other].note].name();
@@ -769,7 +776,7 @@ impl<'a> Packer<'a> {
                 used = used - cost[rank] + new_cost;
                 cost[rank] = new_cost;
                 bodies[rank] = Some(body);
-                shown.entry(key).or_insert(rank);
+                shown.entry(key.clone()).or_insert(rank);
             } else {
                 chosen_pieces[rank].remove(&piece);
             }
@@ -793,7 +800,7 @@ impl<'a> Packer<'a> {
                 (0..page.len()).all(|i| {
                     chosen_pieces[rank].contains(&i)
                         || duplicate_pieces[rank].contains_key(&i)
-                        || dedup_key(page.text(i)) == dedup_key(&summaries[rank])
+                        || piece_keys[rank][i] == summary_keys[rank]
                 })
             });
             // A summary block that already carries the whole body is whole.
