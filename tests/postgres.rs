@@ -637,16 +637,19 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     sync(&world, &pg, &vault);
     let before = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
     // What a schema 3 store looks like to this version: note texts stored
-    // as text, not compressed by ctxpack, and no version 4 row.
+    // as text, not compressed by ctxpack, no version 4 or 5 row, and the
+    // foreign keys version 5 drops.
     pg.sql(
         "ALTER TABLE ctxpack_notes ALTER COLUMN body TYPE text USING 'a note, as text';
          ALTER TABLE ctxpack_notes ALTER COLUMN body SET STORAGE EXTENDED;
-         DELETE FROM ctxpack_schema WHERE version = 4;",
+         ALTER TABLE ctxpack_terms ADD CONSTRAINT ctxpack_terms_vault_fkey
+             FOREIGN KEY (vault) REFERENCES ctxpack_vaults (id) ON DELETE CASCADE;
+         DELETE FROM ctxpack_schema WHERE version >= 4;",
     );
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 3, this ctxpack reads version 4",
+        "has schema version 3, this ctxpack reads version 5",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -655,7 +658,14 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("4".to_string())]]
+        vec![vec![Some("5".to_string())]]
+    );
+    assert_eq!(
+        pg.rows(
+            "SELECT count(*)::text FROM pg_constraint \
+             WHERE conrelid = 'ctxpack_terms'::regclass AND contype = 'f'"
+        ),
+        vec![vec![Some("0".to_string())]]
     );
     let after = probe_outputs(&|args| on_store(&world, &pg, &vault, args));
     for ((args, before), after) in PROBES.iter().zip(&before).zip(&after) {

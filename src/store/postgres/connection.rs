@@ -29,6 +29,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         4,
         include_str!("../../../migrations/postgres/004_client_compressed_bodies.sql"),
     ),
+    (
+        5,
+        include_str!("../../../migrations/postgres/005_sync_owned_rows.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).

@@ -18,10 +18,12 @@ use tantivy::tokenizer::TextAnalyzer;
 use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use tokio_postgres::Transaction;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
 
+use super::Roles;
 use super::connection::{Connection, StoreUrl, describe};
 use super::terms::{Contribution, NoteCounts, NoteTerms, decode_postings, encode_postings};
-use super::{Roles, SCHEMA_VERSION};
 use crate::index::catalog::BACKLINKS_KEPT;
 use crate::index::catalog::FileEntry;
 use crate::index::{Pending, UpdateReport, raw_links, read_and_parse, walk_diagnostics};
@@ -226,6 +228,18 @@ async fn sync_in(
         );
     }
 
+    // A vault's first sync: no row of it exists, so none can conflict, and
+    // rows go in with COPY rather than as upserts.
+    let fresh = stored.is_empty()
+        && !tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM ctxpack_notes WHERE vault = $1) \
+                 OR EXISTS (SELECT 1 FROM ctxpack_terms WHERE vault = $1)",
+                &[&vault_id],
+            )
+            .await?
+            .get::<_, bool>(0);
+
     let walk_problems = walk_diagnostics(walked.problems);
     let mut report = UpdateReport::default();
     let mut pending = Vec::new();
@@ -346,11 +360,16 @@ async fn sync_in(
             totals.apply(&note.counts, 1);
         }
         add_shares(&mut deltas, shares, &id_at);
-        for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
-            write_notes(tx, vault_id, chunk, ids).await?;
-        }
-        for chunk in file_rows.chunks(BATCH) {
-            write_files(tx, vault_id, chunk).await?;
+        if fresh {
+            copy_notes(tx, vault_id, &new_notes, &new_ids).await?;
+            copy_files(tx, vault_id, &file_rows).await?;
+        } else {
+            for (chunk, ids) in new_notes.chunks(BATCH).zip(new_ids.chunks(BATCH)) {
+                write_notes(tx, vault_id, chunk, ids).await?;
+            }
+            for chunk in file_rows.chunks(BATCH) {
+                write_files(tx, vault_id, chunk).await?;
+            }
         }
     }
     reader
@@ -405,6 +424,7 @@ async fn sync_in(
             }
         }
     }
+    let merging = crate::timings::phase("sync: terms: merge");
     let mut upserts: Vec<(String, Vec<u8>, i32, i32, i32)> = Vec::new();
     let mut deletes: Vec<String> = Vec::new();
     for (term, delta) in deltas {
@@ -429,6 +449,8 @@ async fn sync_in(
             ));
         }
     }
+    drop(merging);
+    let _writing = crate::timings::phase("sync: terms: write");
     for chunk in deletes.chunks(BATCH * 5) {
         let chunk = chunk.to_vec();
         tx.execute(
@@ -437,10 +459,15 @@ async fn sync_in(
         )
         .await?;
     }
-    for chunk in upserts.chunks(BATCH * 5) {
-        write_terms(tx, vault_id, chunk).await?;
+    if fresh {
+        copy_terms(tx, vault_id, &upserts).await?;
+    } else {
+        for chunk in upserts.chunks(BATCH * 5) {
+            write_terms(tx, vault_id, chunk).await?;
+        }
     }
 
+    drop(_writing);
     drop(terms_phase);
     let _relink_phase = crate::timings::phase("sync: links and roles");
     // Links resolve against the final set of notes, so a change anywhere
@@ -484,7 +511,6 @@ async fn sync_in(
         ],
     )
     .await?;
-    let _ = SCHEMA_VERSION;
     Ok(report)
 }
 
@@ -733,6 +759,118 @@ async fn write_terms(
     )
     .await?;
     Ok(())
+}
+
+/// Sends rows with `COPY ... FROM STDIN (FORMAT binary)`.
+async fn copy_rows<'a>(
+    tx: &Transaction<'_>,
+    statement: &str,
+    types: &[Type],
+    rows: impl Iterator<Item = Vec<&'a (dyn ToSql + Sync)>>,
+) -> Result<()> {
+    let sink = tx.copy_in(statement).await?;
+    let mut writer = std::pin::pin!(BinaryCopyInWriter::new(sink, types));
+    for row in rows {
+        writer.as_mut().write(&row).await?;
+    }
+    writer.finish().await?;
+    Ok(())
+}
+
+async fn copy_notes(
+    tx: &Transaction<'_>,
+    vault: i32,
+    notes: &[NewNote],
+    ids: &[i32],
+) -> Result<()> {
+    copy_rows(
+        tx,
+        "COPY ctxpack_notes (vault, path, id, meta, body, redactions, norm, terms, links) \
+         FROM STDIN (FORMAT binary)",
+        &[
+            Type::INT4,
+            Type::TEXT,
+            Type::INT4,
+            Type::BYTEA,
+            Type::BYTEA,
+            Type::BYTEA,
+            Type::INT2,
+            Type::BYTEA,
+            Type::BYTEA,
+        ],
+        notes.iter().zip(ids).map(|(note, id)| {
+            let row: Vec<&(dyn ToSql + Sync)> = vec![
+                &vault,
+                &note.path,
+                id,
+                &note.meta,
+                &note.body,
+                &note.redactions,
+                &note.norm,
+                &note.terms,
+                &note.links,
+            ];
+            row
+        }),
+    )
+    .await
+}
+
+async fn copy_files(tx: &Transaction<'_>, vault: i32, files: &[FileRow]) -> Result<()> {
+    copy_rows(
+        tx,
+        "COPY ctxpack_files (vault, path, size, mtime_ns, hash, is_note, problems) \
+         FROM STDIN (FORMAT binary)",
+        &[
+            Type::INT4,
+            Type::TEXT,
+            Type::INT8,
+            Type::INT8,
+            Type::BYTEA,
+            Type::BOOL,
+            Type::TEXT,
+        ],
+        files.iter().map(|file| {
+            let row: Vec<&(dyn ToSql + Sync)> = vec![
+                &vault,
+                &file.path,
+                &file.size,
+                &file.mtime_ns,
+                &file.hash,
+                &file.is_note,
+                &file.problems,
+            ];
+            row
+        }),
+    )
+    .await
+}
+
+async fn copy_terms(
+    tx: &Transaction<'_>,
+    vault: i32,
+    rows: &[(String, Vec<u8>, i32, i32, i32)],
+) -> Result<()> {
+    copy_rows(
+        tx,
+        "COPY ctxpack_terms (vault, term, postings, note_df, heading_df, body_df) \
+         FROM STDIN (FORMAT binary)",
+        &[
+            Type::INT4,
+            Type::TEXT,
+            Type::BYTEA,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+        ],
+        rows.iter()
+            .map(|(term, postings, note_df, heading_df, body_df)| {
+                let row: Vec<&(dyn ToSql + Sync)> =
+                    vec![&vault, term, postings, note_df, heading_df, body_df];
+                row
+            }),
+    )
+    .await
 }
 
 /// Resolves every note's links against the notes now in the store, writes
