@@ -1015,6 +1015,15 @@ fn ann_choice(cli: &Cli) -> AnnChoice {
     }
 }
 
+/// `index` builds the HNSW graph (or the store's HNSW index) a large vault
+/// needs, so that searches need not.
+fn index_ann_choice(cli: &Cli) -> AnnChoice {
+    match ann_choice(cli) {
+        AnnChoice::Auto => AnnChoice::Build,
+        other => other,
+    }
+}
+
 fn reranker_choice(cli: &Cli) -> Option<PathBuf> {
     cli.reranker.clone().or_else(|| {
         std::env::var_os("CTXPACK_RERANKER")
@@ -1355,10 +1364,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
                 model: model_choice(cli),
                 qmd: None,
                 reranker: None,
-                ann: match ann_choice(cli) {
-                    AnnChoice::Auto => AnnChoice::Build,
-                    other => other,
-                },
+                ann: index_ann_choice(cli),
                 vectors: vector_format(cli),
                 hidden: Vec::new(),
                 store: None,
@@ -1409,6 +1415,7 @@ fn sync_store(
             &IndexChoice {
                 progress: !cli.quiet,
                 model: model_choice(cli),
+                ann: index_ann_choice(cli),
                 store: Some(target.clone()),
                 embed_into_store: true,
                 ..IndexChoice::default()

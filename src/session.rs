@@ -226,12 +226,7 @@ impl Session {
             rerank_error: None,
         };
         let semantic = crate::timings::phase("session.semantic");
-        session.open_semantic(
-            &choice.model,
-            choice.ann,
-            choice.vectors,
-            choice.embed_into_store,
-        );
+        session.open_semantic(choice);
         drop(semantic);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
@@ -263,12 +258,7 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(
-            &choice.model,
-            choice.ann,
-            choice.vectors,
-            choice.embed_into_store,
-        );
+        session.open_semantic(choice);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -320,15 +310,9 @@ impl Session {
 
     /// Loads the chosen model and syncs the vault's vectors. A failure
     /// leaves the arm off and is reported with every ranking.
-    fn open_semantic(
-        &mut self,
-        choice: &ModelChoice,
-        ann: AnnChoice,
-        format: Option<VectorFormat>,
-        embed_into_store: bool,
-    ) {
+    fn open_semantic(&mut self, choice: &IndexChoice) {
         let store = crate::embed::store_dir();
-        let name = match choice.resolve(store.as_deref()) {
+        let name = match choice.model.resolve(store.as_deref()) {
             Ok(name) => name,
             Err(status) => {
                 self.semantic_status = status;
@@ -344,7 +328,8 @@ impl Session {
                     pg,
                     &self.vault,
                     embedder.as_ref(),
-                    embed_into_store,
+                    choice.embed_into_store,
+                    choice.ann,
                 )
                 .map_err(|err| format!("cannot read the store's vectors: {err:#}"))?;
                 let missing = match vectors.stale {
@@ -354,8 +339,8 @@ impl Session {
                     ),
                 };
                 let status = format!(
-                    "{} chunks, {} embedded now, pgvector{missing}",
-                    vectors.chunks, vectors.embedded
+                    "{} chunks, {} embedded now, pgvector, {}{missing}",
+                    vectors.chunks, vectors.embedded, vectors.search
                 );
                 return Ok((
                     Semantic {
@@ -369,10 +354,16 @@ impl Session {
             let (Some(index), Some(dir)) = (index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
             };
-            let mut vectors =
-                SemanticIndex::sync(dir, &self.vault, &index.catalog, embedder.as_ref(), format)
-                    .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
-            let search = match vectors.use_ann(dir, ann) {
+            let mut vectors = SemanticIndex::sync(
+                dir,
+                &self.vault,
+                &index.catalog,
+                embedder.as_ref(),
+                choice.vectors,
+                choice.progress,
+            )
+            .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
+            let search = match vectors.use_ann(dir, choice.ann) {
                 Ok(true) if vectors.ann_built() => ", HNSW built now",
                 Ok(true) => ", HNSW",
                 Ok(false) => ", exact",

