@@ -825,7 +825,8 @@ where
     let mut sums = [0f32; W];
     for (weight, row) in pairs {
         for (sum, x) in sums.iter_mut().zip(&row[start..start + W]) {
-            *sum += weight * x;
+            // One fused instruction where the caller is compiled for FMA.
+            *sum = weight.mul_add(*x, *sum);
         }
     }
     out[start..start + W].copy_from_slice(&sums);

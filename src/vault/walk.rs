@@ -254,20 +254,13 @@ impl<'a> Listing<'a> {
         }
         // Entries in the order of the paths they lead to (a folder's name
         // followed by `/`), so that the walk lists files in path order.
-        let mut entries: Vec<(std::ffi::OsString, fs::DirEntry)> = entries
+        let mut entries: Vec<(std::ffi::OsString, fs::FileType)> = entries
             .flatten()
-            .map(|entry| {
-                let mut key = entry.file_name();
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    key.push("/");
-                }
-                (key, entry)
-            })
+            .filter_map(|entry| Some((entry.file_name(), entry.file_type().ok()?)))
             .collect();
-        entries.sort_unstable_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
-        let mut stat_here: Vec<(usize, fs::DirEntry)> = Vec::new();
-        for (_, entry) in entries {
-            let file_name = entry.file_name();
+        entries.sort_unstable_by(path_order);
+        let mut stat_here: Vec<(usize, std::ffi::OsString)> = Vec::new();
+        for (file_name, file_type) in entries {
             let Some(name) = file_name.to_str() else {
                 self.problems.push((
                     join(&rel_dir, &file_name.to_string_lossy()),
@@ -288,10 +281,7 @@ impl<'a> Listing<'a> {
             if name.starts_with('.') || (rel_dir.is_empty() && name == "log.md") {
                 continue;
             }
-            let Ok(file_type) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
+            let path = dir.join(name);
             if file_type.is_dir() {
                 let rel_path = join(&rel_dir, name);
                 if self.scope.is_none_or(|scope| scope.enters(&rel_path))
@@ -337,7 +327,7 @@ impl<'a> Listing<'a> {
                     .push((rel_path, format!("{kind}, not a regular file; skipped")));
                 continue;
             }
-            stat_here.push((self.files.len(), entry));
+            stat_here.push((self.files.len(), file_name));
             self.files.push(Found {
                 rel_path,
                 read_path: path,
@@ -345,17 +335,21 @@ impl<'a> Listing<'a> {
                 stat: None,
             });
         }
-        self.stat_files(stat_here);
+        self.stat_files(&dir, stat_here);
     }
 
-    /// Stats the regular files just listed through their folder's handle
-    /// (in parallel, since on a large vault the stat calls are most of the
-    /// cost of a no-op update).
-    fn stat_files(&mut self, entries: Vec<(usize, fs::DirEntry)>) {
-        let stats: Vec<(usize, Option<(u64, i128)>)> = entries
+    /// Stats the regular files just listed, by name in their folder (in
+    /// parallel, since on a large vault the stat calls are most of the cost
+    /// of a no-op update).
+    fn stat_files(&mut self, dir: &Path, names: Vec<(usize, std::ffi::OsString)>) {
+        if names.is_empty() {
+            return;
+        }
+        let folder = FolderStat::open(dir);
+        let stats: Vec<(usize, Option<(u64, i128)>)> = names
             .into_par_iter()
             .with_min_len(512)
-            .map(|(at, entry)| (at, entry.metadata().ok().and_then(|m| size_and_mtime(&m))))
+            .map(|(at, name)| (at, folder.stat(dir, &name)))
             .collect();
         for (at, stat) in stats {
             self.files[at].stat = stat;
@@ -375,12 +369,89 @@ impl<'a> Listing<'a> {
     }
 }
 
+/// The order of two entries' paths: a folder's name is followed by `/`.
+fn path_order(
+    (a, a_kind): &(std::ffi::OsString, fs::FileType),
+    (b, b_kind): &(std::ffi::OsString, fs::FileType),
+) -> std::cmp::Ordering {
+    fn tail<'a>(name: &'a [u8], kind: &fs::FileType) -> impl Iterator<Item = u8> + 'a {
+        let slash: &'static [u8] = if kind.is_dir() { b"/" } else { b"" };
+        name.iter().chain(slash).copied()
+    }
+    let (a, b) = (a.as_encoded_bytes(), b.as_encoded_bytes());
+    let common = a.len().min(b.len());
+    // Names compare as bytes; only past a common prefix does the `/` count.
+    a[..common]
+        .cmp(&b[..common])
+        .then_with(|| tail(&a[common..], a_kind).cmp(tail(&b[common..], b_kind)))
+}
+
+/// Stats files by name relative to an open folder (one path component for
+/// the kernel to look up, not the whole path), without following links.
+struct FolderStat {
+    #[cfg(unix)]
+    folder: Option<fs::File>,
+}
+
+impl FolderStat {
+    fn open(dir: &Path) -> FolderStat {
+        FolderStat {
+            #[cfg(unix)]
+            folder: fs::File::open(dir).ok(),
+        }
+    }
+
+    #[cfg(unix)]
+    fn stat(&self, dir: &Path, name: &std::ffi::OsStr) -> Option<(u64, i128)> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::io::AsRawFd;
+        let Some(folder) = &self.folder else {
+            return stat_no_follow(&dir.join(name));
+        };
+        let name = std::ffi::CString::new(name.as_bytes()).ok()?;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `name` is NUL-terminated, `st` is written by the call
+        // and read only when it succeeds.
+        let st = unsafe {
+            if libc::fstatat(
+                folder.as_raw_fd(),
+                name.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) != 0
+            {
+                return None;
+            }
+            st.assume_init()
+        };
+        // As `Metadata::modified` since the epoch gives it: before 1970, 0.
+        let mtime = if st.st_mtime >= 0 {
+            i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
+        } else {
+            0
+        };
+        Some((st.st_size as u64, mtime))
+    }
+
+    #[cfg(not(unix))]
+    fn stat(&self, dir: &Path, name: &std::ffi::OsStr) -> Option<(u64, i128)> {
+        stat_no_follow(&dir.join(name))
+    }
+}
+
+fn stat_no_follow(path: &Path) -> Option<(u64, i128)> {
+    size_and_mtime(&fs::symlink_metadata(path).ok()?)
+}
+
 fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
+        return name.to_string();
     }
+    let mut path = String::with_capacity(dir.len() + 1 + name.len());
+    path.push_str(dir);
+    path.push('/');
+    path.push_str(name);
+    path
 }
 
 /// The deepest `.okignore` with an opinion decides.
@@ -463,6 +534,10 @@ mod tests {
                 .iter()
                 .all(|f| f.stat.is_some_and(|(size, _)| size == 4))
         );
+        // Stat-ed by name in the folder, as the standard library stats a path.
+        for found in &listing.files {
+            assert_eq!(found.stat, stat(&found.read_path), "{}", found.rel_path);
+        }
     }
 
     #[test]
