@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"ctxvjnl1";
@@ -39,18 +39,27 @@ fn check(record: &[u8]) -> [u8; CHECK_BYTES] {
 }
 
 /// The vectors a journal holds, by chunk hash: empty when there is none,
-/// it is for other dimensions, or it cannot be read.
+/// it is for other dimensions, or it cannot be read. Read record by record,
+/// so memory holds the vectors and one record.
 pub fn read(dir: &Path, fingerprint: &str, dims: usize) -> HashMap<[u8; 16], Vec<f32>> {
     let mut found = HashMap::new();
-    let Ok((bytes, _)) = crate::safe_fs::read_bytes(&path(dir, fingerprint), MAX_JOURNAL_BYTES)
-    else {
+    let Ok(file) = crate::safe_fs::open_regular(&path(dir, fingerprint)) else {
         return found;
     };
-    let header = header(dims);
-    let Some(records) = bytes.strip_prefix(header.as_slice()) else {
+    if file
+        .metadata()
+        .map_or(true, |m| m.len() > MAX_JOURNAL_BYTES)
+    {
         return found;
-    };
-    for record in records.chunks_exact(record_bytes(dims)) {
+    }
+    let mut reader = std::io::BufReader::new(file.take(MAX_JOURNAL_BYTES));
+    let expected = header(dims);
+    let mut head = vec![0; expected.len()];
+    if reader.read_exact(&mut head).is_err() || head != expected {
+        return found;
+    }
+    let mut record = vec![0; record_bytes(dims)];
+    while reader.read_exact(&mut record).is_ok() {
         let (body, stored) = record.split_at(record.len() - CHECK_BYTES);
         if check(body) != stored {
             break;
