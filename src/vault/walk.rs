@@ -193,12 +193,9 @@ fn finish_walk(
     WalkResult { files, problems }
 }
 
-struct Listing<'a> {
-    root: &'a Path,
-    hidden: &'a [String],
-    /// When set, only folders leading into the scope are entered and only
-    /// files inside it listed.
-    scope: Option<&'a Scope>,
+/// What a walk found in one folder and below it.
+#[derive(Default)]
+struct Listing {
     files: Vec<Found>,
     /// Symlinks to Markdown names: relative path, the target's relative
     /// path and the canonical target.
@@ -206,28 +203,50 @@ struct Listing<'a> {
     problems: Vec<(String, String)>,
 }
 
-impl<'a> Listing<'a> {
+impl Listing {
     /// Lists the vault at `root` (only what `scope` covers, when given).
-    fn of(root: &'a Path, hidden: &'a [String], scope: Option<&'a Scope>) -> Listing<'a> {
-        let mut listing = Listing {
+    fn of(root: &Path, hidden: &[String], scope: Option<&Scope>) -> Listing {
+        let walker = Walker {
             root,
             hidden,
             scope,
-            files: Vec::new(),
-            links: Vec::new(),
-            problems: Vec::new(),
         };
-        listing.visit_dir(root.to_path_buf(), String::new(), Vec::new());
-        listing
+        walker.visit_dir(root.to_path_buf(), String::new(), Vec::new())
     }
+}
 
-    fn visit_dir(&mut self, dir: PathBuf, rel_dir: String, mut ignores: Vec<Arc<Gitignore>>) {
+/// A folder's entry that the walk keeps, in path order.
+enum Kept {
+    /// A regular file, stat-ed once the folder is listed.
+    File(Found, std::ffi::OsString),
+    /// A folder to enter: the index of its listing.
+    Folder(usize),
+}
+
+struct Walker<'a> {
+    root: &'a Path,
+    hidden: &'a [String],
+    /// When set, only folders leading into the scope are entered and only
+    /// files inside it listed.
+    scope: Option<&'a Scope>,
+}
+
+impl Walker<'_> {
+    /// Lists one folder; its files are stat-ed and its subfolders listed in
+    /// parallel (a vault's notes are spread over folders, or all in one).
+    fn visit_dir(
+        &self,
+        dir: PathBuf,
+        rel_dir: String,
+        mut ignores: Vec<Arc<Gitignore>>,
+    ) -> Listing {
+        let mut here = Listing::default();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) => {
-                self.problems
+                here.problems
                     .push((rel_dir, format!("cannot read folder: {err}")));
-                return;
+                return here;
             }
         };
         let okignore = dir.join(IGNORE_FILE);
@@ -238,18 +257,18 @@ impl<'a> Listing<'a> {
                     let mut builder = GitignoreBuilder::new(&dir);
                     for line in text.lines() {
                         if let Err(err) = builder.add_line(None, line) {
-                            self.problems
+                            here.problems
                                 .push((rel_okignore.clone(), format!("bad pattern: {err}")));
                         }
                     }
                     match builder.build() {
                         Ok(matcher) => ignores.push(Arc::new(matcher)),
-                        Err(err) => self
+                        Err(err) => here
                             .problems
                             .push((rel_okignore, format!("ignored: {err}"))),
                     }
                 }
-                Err(message) => self.problems.push((rel_okignore, message)),
+                Err(message) => here.problems.push((rel_okignore, message)),
             }
         }
         // Entries in the order of the paths they lead to (a folder's name
@@ -259,17 +278,18 @@ impl<'a> Listing<'a> {
             .filter_map(|entry| Some((entry.file_name(), entry.file_type().ok()?)))
             .collect();
         entries.sort_unstable_by(path_order);
-        let mut stat_here: Vec<(usize, std::ffi::OsString)> = Vec::new();
+        let mut kept: Vec<Kept> = Vec::with_capacity(entries.len());
+        let mut folders: Vec<(PathBuf, String)> = Vec::new();
         for (file_name, file_type) in entries {
             let Some(name) = file_name.to_str() else {
-                self.problems.push((
+                here.problems.push((
                     join(&rel_dir, &file_name.to_string_lossy()),
                     "file name is not valid UTF-8; skipped".into(),
                 ));
                 continue;
             };
             if name.chars().any(char::is_control) {
-                self.problems.push((
+                here.problems.push((
                     join(&rel_dir, &name.escape_debug().to_string()),
                     "file name contains control characters; skipped".into(),
                 ));
@@ -289,7 +309,8 @@ impl<'a> Listing<'a> {
                     && !is_hidden(&rel_path, self.hidden)
                     && !is_ignored(&ignores, &path, true)
                 {
-                    self.visit_dir(path, rel_path, ignores.clone());
+                    kept.push(Kept::Folder(folders.len()));
+                    folders.push((path, rel_path));
                 }
                 continue;
             }
@@ -307,53 +328,58 @@ impl<'a> Listing<'a> {
                 match fs::canonicalize(&path) {
                     Ok(target) if target.starts_with(self.root) => {
                         let inside = target.strip_prefix(self.root).unwrap_or(&target);
-                        self.links.push((
+                        here.links.push((
                             rel_path,
                             inside.to_string_lossy().replace('\\', "/"),
                             target,
                         ));
                     }
-                    Ok(_) => self
+                    Ok(_) => here
                         .problems
                         .push((rel_path, "symlink leads outside the vault; skipped".into())),
-                    Err(err) => self
+                    Err(err) => here
                         .problems
                         .push((rel_path, format!("broken symlink: {err}; skipped"))),
                 }
                 continue;
             }
             if let Some(kind) = special_kind(&file_type) {
-                self.problems
+                here.problems
                     .push((rel_path, format!("{kind}, not a regular file; skipped")));
                 continue;
             }
-            stat_here.push((self.files.len(), file_name));
-            self.files.push(Found {
+            let found = Found {
                 rel_path,
                 read_path: path,
                 target: None,
                 stat: None,
-            });
+            };
+            kept.push(Kept::File(found, file_name));
         }
-        self.stat_files(&dir, stat_here);
-    }
-
-    /// Stats the regular files just listed, by name in their folder (in
-    /// parallel, since on a large vault the stat calls are most of the cost
-    /// of a no-op update).
-    fn stat_files(&mut self, dir: &Path, names: Vec<(usize, std::ffi::OsString)>) {
-        if names.is_empty() {
-            return;
+        let (_, below) = rayon::join(
+            || stat_files(&dir, &mut kept),
+            || {
+                folders
+                    .into_par_iter()
+                    .map(|(path, rel_path)| self.visit_dir(path, rel_path, ignores.clone()))
+                    .collect::<Vec<Listing>>()
+            },
+        );
+        let files_below: usize = below.iter().map(|listing| listing.files.len()).sum();
+        here.files.reserve_exact(kept.len() + files_below);
+        let mut below: Vec<Option<Listing>> = below.into_iter().map(Some).collect();
+        for entry in kept {
+            match entry {
+                Kept::File(found, _) => here.files.push(found),
+                Kept::Folder(at) => {
+                    let listing = below[at].take().expect("each folder is spliced once");
+                    here.files.extend(listing.files);
+                    here.links.extend(listing.links);
+                    here.problems.extend(listing.problems);
+                }
+            }
         }
-        let folder = FolderStat::open(dir);
-        let stats: Vec<(usize, Option<(u64, i128)>)> = names
-            .into_par_iter()
-            .with_min_len(512)
-            .map(|(at, name)| (at, folder.stat(dir, &name)))
-            .collect();
-        for (at, stat) in stats {
-            self.files[at].stat = stat;
-        }
+        here
     }
 
     /// An `.okignore` is read like a note: a regular file inside the vault,
@@ -367,6 +393,21 @@ impl<'a> Listing<'a> {
             .map(|(text, _)| text)
             .map_err(|err| format!("{err}; ignored"))
     }
+}
+
+/// Stats the regular files just listed, by name in their folder (in
+/// parallel, since on a large vault the stat calls are most of the cost
+/// of a no-op update).
+fn stat_files(dir: &Path, kept: &mut [Kept]) {
+    if !kept.iter().any(|entry| matches!(entry, Kept::File(..))) {
+        return;
+    }
+    let folder = FolderStat::open(dir);
+    kept.par_iter_mut().with_min_len(512).for_each(|entry| {
+        if let Kept::File(found, name) = entry {
+            found.stat = folder.stat(dir, name);
+        }
+    });
 }
 
 /// The order of two entries' paths: a folder's name is followed by `/`.
