@@ -958,3 +958,93 @@ fn bases_views_are_served_from_the_store() {
     std::fs::remove_file(vault.join("Templates/Library.base")).unwrap();
     assert_eq!(ok(&on_store(&world, &pg, &vault, &args)), from_store);
 }
+
+/// TLS against a real server that refuses unencrypted connections
+/// (`CTXPACK_TEST_PG_TLS`, its CA in `CTXPACK_TEST_PG_TLS_CA`;
+/// `scripts/pg-test-server start-tls DIR` starts one, `.ci/run` does). It
+/// has no pgvector, so reaching the schema check proves the connection.
+#[test]
+fn tls_is_verified_against_the_named_ca_and_never_shows_the_password() {
+    let (Ok(url), Ok(ca)) = (
+        std::env::var("CTXPACK_TEST_PG_TLS"),
+        std::env::var("CTXPACK_TEST_PG_TLS_CA"),
+    ) else {
+        eprintln!(
+            "skipping the TLS test: CTXPACK_TEST_PG_TLS and CTXPACK_TEST_PG_TLS_CA are not set \
+             (`scripts/pg-test-server start-tls DIR` starts a TLS-only server; .ci/run does)"
+        );
+        return;
+    };
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(user, _)| user.split_once(':'))
+        .map(|(_, password)| password.to_string())
+        .expect("the URL names a password");
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let run = |url: &str, ca: Option<&str>, args: &[&str]| {
+        let mut command = world.cmd();
+        command
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--store", url, "--model", "none"])
+            .env_remove("CTXPACK_STORE_CA");
+        if let Some(ca) = ca {
+            command.env("CTXPACK_STORE_CA", ca);
+        }
+        let output = command.output().unwrap();
+        assert!(!stderr(&output).contains(&password), "{}", stderr(&output));
+        output
+    };
+    let required = format!("{url}?sslmode=require");
+    // With the server's CA the connection is made (the server takes no
+    // other) and the query reaches the database.
+    fails(
+        &run(&required, Some(&ca), &["search", "raft"]),
+        2,
+        "has no ctxpack schema",
+    );
+    fails(
+        &run(&url, Some(&ca), &["search", "raft"]),
+        2,
+        "has no ctxpack schema",
+    );
+    fails(
+        &run(&required, Some(&ca), &["index"]),
+        2,
+        "has no pgvector extension",
+    );
+    // A certificate no known CA signed is refused, whatever the mode.
+    for url in [&required, &url] {
+        fails(
+            &run(url, None, &["search", "raft"]),
+            1,
+            "invalid peer certificate",
+        );
+    }
+    // A file that holds no certificate is named as the problem.
+    let not_a_ca = world.path().join("not-a-ca.pem");
+    write(
+        &not_a_ca,
+        b"-----BEGIN CERTIFICATE-----\nbm90\n-----END CERTIFICATE-----\n",
+    );
+    let output = run(&required, not_a_ca.to_str(), &["search", "raft"]);
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr(&output).contains("CTXPACK_STORE_CA"),
+        "{}",
+        stderr(&output)
+    );
+    // Without TLS the server refuses, and says why.
+    fails(
+        &run(
+            &format!("{url}?sslmode=disable"),
+            Some(&ca),
+            &["search", "raft"],
+        ),
+        1,
+        "no encryption",
+    );
+}

@@ -30,8 +30,8 @@ use crate::vault::Vault;
 /// back to the exact scan.
 const MIN_ANN_NOTES: usize = 10;
 
-/// The most characters of a section a chunk embeds (static models average
-/// over tokens; more text mostly dilutes).
+/// The most characters of a section one chunk embeds (static models average
+/// over tokens, so more text mostly dilutes; a transformer reads 512 tokens).
 const CHUNK_CHARS: usize = 2_000;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -233,8 +233,12 @@ fn data_file(dir: &Path, fingerprint: &str, format: VectorFormat) -> PathBuf {
 }
 
 /// The texts a note is embedded as: its title with a differing first
-/// heading, aliases, tags and summary, then each section under its
-/// heading path.
+/// heading, aliases, tags and summary, then each section's text under its
+/// note title and heading path (said once: a first heading that repeats the
+/// title is left out of the path, and the heading line out of the text). A
+/// section longer than [`CHUNK_CHARS`] is embedded as consecutive pieces,
+/// each under the same path, so no part of a long note goes unembedded; a
+/// note yields at most [`MAX_NOTE_CHUNKS`] chunks.
 pub fn chunk_texts(note: &Note) -> Vec<String> {
     let meta = &note.meta;
     let mut head = meta.title.clone();
@@ -248,23 +252,100 @@ pub fn chunk_texts(note: &Note) -> Vec<String> {
         head.push_str(&meta.summary);
     }
     let mut chunks = vec![head];
+    let title = crate::text::fold(&meta.title);
     for section in note.sections() {
-        let text = note.body[section.range.clone()].trim();
-        if text.is_empty() {
-            continue;
-        }
-        let mut chunk = meta.title.clone();
+        let start = section.heading.map_or(section.range.start, |h| {
+            note.headings[h]
+                .range
+                .end
+                .clamp(section.range.start, section.range.end)
+        });
+        let text = note.body[start..section.range.end].trim();
+        let mut label = meta.title.clone();
         if let Some(heading) = section.heading {
-            for title in note.heading_path(heading) {
-                chunk.push_str(" > ");
-                chunk.push_str(title);
+            let path = note.heading_path(heading);
+            let repeats_title = path.first().is_some_and(|h| crate::text::fold(h) == title);
+            for step in &path[usize::from(repeats_title)..] {
+                label.push_str(" > ");
+                label.push_str(step);
             }
         }
-        chunk.push('\n');
-        chunk.extend(text.chars().take(CHUNK_CHARS));
-        chunks.push(chunk);
+        if text.is_empty() {
+            // A heading with nothing under it still says something, unless
+            // it is the title or the headings below it carry it in their paths.
+            let has_child = section.heading.is_some_and(|h| {
+                note.headings
+                    .get(h + 1)
+                    .is_some_and(|next| next.level > note.headings[h].level)
+            });
+            if label.len() > meta.title.len() && !has_child {
+                chunks.push(label);
+            }
+            continue;
+        }
+        for piece in pieces(text, CHUNK_CHARS) {
+            if chunks.len() == MAX_NOTE_CHUNKS {
+                return chunks;
+            }
+            let mut chunk = String::with_capacity(label.len() + 1 + piece.len());
+            chunk.push_str(&label);
+            chunk.push('\n');
+            chunk.push_str(piece);
+            // A short note's only section can say just what its title
+            // line says (the summary is its first paragraph).
+            if chunk != chunks[0] {
+                chunks.push(chunk);
+            }
+        }
     }
+    chunks.truncate(MAX_NOTE_CHUNKS);
     chunks
+}
+
+/// The most chunks one note is embedded as (a hostile or enormous note
+/// must not cost hours of a transformer's time): 256 chunks of up to
+/// [`CHUNK_CHARS`] characters, about half a million characters.
+const MAX_NOTE_CHUNKS: usize = 256;
+
+/// `text` cut into consecutive pieces of at most `max_chars` characters,
+/// each ended, within its second half, after its last paragraph, else line,
+/// else sentence, else word (a run without any is cut at the limit).
+fn pieces(text: &str, max_chars: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while let Some((limit, _)) = rest.char_indices().nth(max_chars) {
+        let half = rest.char_indices().nth(max_chars / 2).map_or(0, |(i, _)| i);
+        let cut = best_cut(&rest[half..limit])
+            .map(|cut| half + cut)
+            .filter(|&cut| cut > 0)
+            .unwrap_or(limit);
+        let (piece, next) = rest.split_at(cut);
+        out.push(piece.trim_end());
+        rest = next.trim_start();
+    }
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+/// Where a piece had best end in `tail`: at its last paragraph break, else
+/// line break, else sentence end, else space.
+fn best_cut(tail: &str) -> Option<usize> {
+    let sentence_end = || {
+        tail.char_indices()
+            .rev()
+            .find(|&(i, c)| {
+                matches!(c, '。' | '！' | '？')
+                    || (matches!(c, '.' | '!' | '?')
+                        && tail[i + 1..].starts_with(char::is_whitespace))
+            })
+            .map(|(i, c)| i + c.len_utf8())
+    };
+    tail.rfind("\n\n")
+        .or_else(|| tail.rfind('\n'))
+        .or_else(sentence_end)
+        .or_else(|| tail.rfind(char::is_whitespace))
 }
 
 /// Chunks embedded per batch: each batch is journaled, and the progress
@@ -656,6 +737,83 @@ mod tests {
     use super::*;
     use crate::embed::static_model::tests::tiny_model_files;
     use crate::index::{IndexConfig, VaultIndex};
+
+    fn chunks_of(text: &str) -> Vec<String> {
+        chunk_texts(&crate::parse::parse_note("notes/raft.md", text, None).0)
+    }
+
+    #[test]
+    fn a_chunk_says_the_title_and_heading_path_once() {
+        let chunks = chunks_of(
+            "---\ntitle: Raft\ntags: [consensus]\n---\n# Raft\n\nLeaders replicate logs.\n\n## Election\n\nTerms grow.\n\n### Votes\n\nOne per term.\n",
+        );
+        assert_eq!(
+            chunks,
+            [
+                "Raft · consensus\nLeaders replicate logs.",
+                "Raft\nLeaders replicate logs.",
+                "Raft > Election\nTerms grow.",
+                "Raft > Election > Votes\nOne per term.",
+            ]
+        );
+        // A first heading other than the title stays in the path; a heading
+        // with nothing under it is embedded unless a deeper one follows.
+        let chunks = chunks_of("# Consensus\n\n## Open\n\n## Log\n\n### Entries\n\nappended\n");
+        assert_eq!(chunks_of("# Raft\n\nOne line.\n"), ["raft\nOne line."]);
+        assert_eq!(
+            chunks,
+            [
+                "raft · Consensus\nappended",
+                "raft > Consensus > Open",
+                "raft > Consensus > Log > Entries\nappended",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_section_is_embedded_whole_in_pieces_under_its_path() {
+        let sentence = "The leader appends the entry and replicates it. ";
+        let text = format!("# Raft\n\n## Log\n\n{}\n", sentence.repeat(100));
+        let chunks = chunks_of(&text);
+        assert_eq!(chunks.len(), 4, "{chunks:?}");
+        let mut joined = String::new();
+        for chunk in &chunks[1..] {
+            let piece = chunk.strip_prefix("raft > Log\n").expect(chunk);
+            assert!(piece.chars().count() <= CHUNK_CHARS);
+            assert!(
+                piece.ends_with("replicates it."),
+                "cut inside a sentence: {piece:?}"
+            );
+            joined.push_str(piece);
+            joined.push(' ');
+        }
+        assert_eq!(joined, sentence.repeat(100));
+        // A hostile note yields a bounded number of chunks.
+        let huge = format!(
+            "# Raft\n\n{}",
+            "word ".repeat(CHUNK_CHARS * MAX_NOTE_CHUNKS)
+        );
+        assert_eq!(chunks_of(&huge).len(), MAX_NOTE_CHUNKS);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pieces_cover_the_text_within_the_limit(
+            text in "[a-c .。\n é]{0,400}",
+            max_chars in 1usize..60,
+        ) {
+            let pieces = pieces(&text, max_chars);
+            let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+            proptest::prop_assert_eq!(
+                pieces.iter().map(|p| squeeze(p)).collect::<String>(),
+                squeeze(&text)
+            );
+            for piece in &pieces {
+                proptest::prop_assert!(!piece.is_empty() && piece.chars().count() <= max_chars);
+                proptest::prop_assert_eq!(piece.trim(), *piece);
+            }
+        }
+    }
 
     fn tiny_embedder(tmp: &Path) -> Box<dyn Embedder> {
         let folder = tmp.join("tiny");
