@@ -698,14 +698,14 @@ impl Embedder for LoadedBert {
     }
 
     /// Measured with all-MiniLM-L6-v2 on SciFact train (lexical 0.704):
-    /// with score fusion nDCG@10 0.724 at 0.3, 0.735 at 0.5, 0.739 at 0.7,
-    /// 0.732 at 1; with rank fusion 0.715 at 0.5, 0.706 at 1.
+    /// with score fusion nDCG@10 0.727 at 0.3, 0.736 at 0.5, 0.742 at 0.7,
+    /// 0.737 at 1; with rank fusion 0.721 at 0.5.
     fn default_weight(&self) -> f64 {
         BERT_SEMANTIC_WEIGHT
     }
 
     /// Score fusion keeps how much closer one passage is than the next,
-    /// which a strong model's similarities mean (SciFact: 0.735 vs 0.715).
+    /// which a strong model's similarities mean (SciFact: 0.736 vs 0.721).
     fn default_fusion(&self) -> Fusion {
         Fusion::Score
     }
