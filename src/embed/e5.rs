@@ -668,18 +668,20 @@ impl E5 {
                 parallel,
             );
             let attention = Attention::new(&q, &k, &v, &spans, s.heads, h);
-            let attend = |(t, out): (usize, &mut [f32])| {
+            // Tokens two at a time: a pair in one window shares each row it
+            // reads, and each token's sums are the ones it gets alone.
+            let attend = |(pair, out): (usize, &mut [f32])| {
                 #[cfg(target_arch = "x86_64")]
                 if q4::avx2() {
                     // SAFETY: the target features were detected on this CPU.
-                    return unsafe { attention.token_avx2(t, out) };
+                    return unsafe { attention.tokens_avx2(2 * pair, out) };
                 }
-                attention.token(t, out);
+                attention.tokens(2 * pair, out);
             };
             if parallel {
-                context.par_chunks_mut(h).enumerate().for_each(attend);
+                context.par_chunks_mut(2 * h).enumerate().for_each(attend);
             } else {
-                context.chunks_mut(h).enumerate().for_each(attend);
+                context.chunks_mut(2 * h).enumerate().for_each(attend);
             }
             acts.quantize(&context, h);
             q4::matmul(
@@ -735,6 +737,7 @@ struct Attention<'a> {
     values: &'a [f32],
     spans: &'a [Range<usize>],
     heads: usize,
+    hidden: usize,
 }
 
 impl<'a> Attention<'a> {
@@ -765,23 +768,41 @@ impl<'a> Attention<'a> {
             values,
             spans,
             heads,
+            hidden: h,
         }
     }
 
-    /// [`Attention::token`] compiled for AVX2.
+    /// [`Attention::tokens`] compiled for AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn token_avx2(&self, t: usize, out: &mut [f32]) {
-        self.token(t, out);
+    fn tokens_avx2(&self, t: usize, out: &mut [f32]) {
+        self.tokens(t, out);
+    }
+
+    /// The outputs of tokens `t` and `t + 1` (or of `t` alone when `out`
+    /// holds one token), every head, into `out` (`hidden` wide per token):
+    /// together when both are in one window, else one after the other.
+    #[inline(always)]
+    fn tokens(&self, t: usize, out: &mut [f32]) {
+        let h = self.hidden;
+        let span = self.spans[self.spans.partition_point(|sp| sp.end <= t)].clone();
+        if out.len() == 2 * h && span.contains(&(t + 1)) {
+            let (first, second) = out.split_at_mut(h);
+            self.pair(t, &span, first, second);
+        } else {
+            for (i, out) in out.chunks_exact_mut(h).enumerate() {
+                let span = self.spans[self.spans.partition_point(|sp| sp.end <= t + i)].clone();
+                self.token(t + i, &span, out);
+            }
+        }
     }
 
     /// Token `t`'s output, every head, into `out` (`hidden` wide).
     #[inline(always)]
-    fn token(&self, t: usize, out: &mut [f32]) {
+    fn token(&self, t: usize, span: &Range<usize>, out: &mut [f32]) {
         let h = out.len();
         let head = h / self.heads;
         let scale = 1.0 / (head as f32).sqrt();
-        let span = self.spans[self.spans.partition_point(|sp| sp.end <= t)].clone();
         let n = span.len();
         let mut weights = vec![0f32; n];
         for hd in 0..self.heads {
@@ -798,6 +819,89 @@ impl<'a> Attention<'a> {
             });
         }
     }
+
+    /// [`Attention::token`] for tokens `t` and `t + 1` of one window at
+    /// once: each row read serves both, and each token's sums are the same
+    /// operations in the same order as alone.
+    #[inline(always)]
+    fn pair(&self, t: usize, span: &Range<usize>, first: &mut [f32], second: &mut [f32]) {
+        let h = first.len();
+        let head = h / self.heads;
+        let scale = 1.0 / (head as f32).sqrt();
+        let n = span.len();
+        let mut weights = vec![0f32; 2 * n];
+        for hd in 0..self.heads {
+            let (one, two) = weights.split_at_mut(n);
+            let query = |t: usize| &self.queries[t * h + hd * head..][..head];
+            let keys = &self.keys[span.start * h + hd * head * n..][..head * n];
+            weighted_sum_pair(one, two, || {
+                query(t)
+                    .iter()
+                    .copied()
+                    .zip(query(t + 1).iter().copied())
+                    .zip(keys.chunks_exact(n))
+            });
+            for weights in [&mut *one, &mut *two] {
+                weights.iter_mut().for_each(|w| *w *= scale);
+                kernels::softmax_rows(weights, n);
+            }
+            let values = |other: usize| &self.values[other * h + hd * head..][..head];
+            weighted_sum_pair(
+                &mut first[hd * head..][..head],
+                &mut second[hd * head..][..head],
+                || {
+                    one.iter()
+                        .copied()
+                        .zip(two.iter().copied())
+                        .zip(span.clone().map(values))
+                },
+            );
+        }
+    }
+}
+
+/// [`weighted_sum`] of the same rows with two sets of weights, into
+/// `first` and `second`.
+#[inline(always)]
+fn weighted_sum_pair<'r, I>(first: &mut [f32], second: &mut [f32], pairs: impl Fn() -> I)
+where
+    I: Iterator<Item = ((f32, f32), &'r [f32])>,
+{
+    let mut start = 0;
+    while start < first.len() {
+        start += match first.len() - start {
+            32.. => columns_pair::<32, _>(first, second, start, pairs()),
+            8.. => columns_pair::<8, _>(first, second, start, pairs()),
+            _ => columns_pair::<1, _>(first, second, start, pairs()),
+        };
+    }
+}
+
+#[inline(always)]
+fn columns_pair<'r, const W: usize, I>(
+    first: &mut [f32],
+    second: &mut [f32],
+    start: usize,
+    pairs: I,
+) -> usize
+where
+    I: Iterator<Item = ((f32, f32), &'r [f32])>,
+{
+    let mut one = [0f32; W];
+    let mut two = [0f32; W];
+    for ((a, b), row) in pairs {
+        for ((one, two), x) in one
+            .iter_mut()
+            .zip(two.iter_mut())
+            .zip(&row[start..start + W])
+        {
+            *one = a.mul_add(*x, *one);
+            *two = b.mul_add(*x, *two);
+        }
+    }
+    first[start..start + W].copy_from_slice(&one);
+    second[start..start + W].copy_from_slice(&two);
+    W
 }
 
 /// `out[i] = Σ weight · row[i]` over the pairs `pairs()` gives, in their
