@@ -254,6 +254,9 @@ pub fn chunk_texts(note: &Note) -> Vec<String> {
     let mut chunks = vec![head];
     let title = crate::text::fold(&meta.title);
     for section in note.sections() {
+        if chunks.len() == MAX_NOTE_CHUNKS {
+            break;
+        }
         let start = section.heading.map_or(section.range.start, |h| {
             note.headings[h]
                 .range
@@ -298,7 +301,6 @@ pub fn chunk_texts(note: &Note) -> Vec<String> {
             }
         }
     }
-    chunks.truncate(MAX_NOTE_CHUNKS);
     chunks
 }
 
@@ -794,6 +796,10 @@ mod tests {
             "word ".repeat(CHUNK_CHARS * MAX_NOTE_CHUNKS)
         );
         assert_eq!(chunks_of(&huge).len(), MAX_NOTE_CHUNKS);
+        let headings: String = (0..2 * MAX_NOTE_CHUNKS)
+            .map(|i| format!("## H{i}\n\n"))
+            .collect();
+        assert_eq!(chunks_of(&headings).len(), MAX_NOTE_CHUNKS);
     }
 
     proptest::proptest! {
