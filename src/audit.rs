@@ -105,7 +105,15 @@ impl FileAudit {
 pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
     let mut file = FileAudit::new(path);
     let (note, _) = parse_note(path, raw, None);
-    file.private = policy.private_reason(&note);
+    // The same order as the policy applies: the path, then the frontmatter
+    // as written (broken or not), then the note as parsed.
+    file.private = if policy.is_private_path(path) {
+        Some("in a private folder".into())
+    } else {
+        policy
+            .frontmatter_reason(raw)
+            .or_else(|| policy.private_reason(&note))
+    };
     let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;
     file.redactions = policy
         .findings(raw)

@@ -84,11 +84,36 @@ const HIDDEN_MARKERS: &[&str] = &[
 enum Hidden {
     Nothing,
     PrivateField,
+    /// `private: true` (in one of its spellings) in a frontmatter damaged
+    /// the way hand-written YAML breaks, or that redaction would break.
+    DamagedPrivateField(usize),
     PrivateTag,
     PrivateFolder,
     Comments,
     PrivateSection,
 }
+
+/// Frontmatter lines that make a note private, each in YAML that does not
+/// parse as written, or that would not once its secret is redacted, or in a
+/// spelling of the flag other than `private: true`.
+const DAMAGES: &[&str] = &[
+    "summary: Note: session two\nprivate: true\n",
+    "private: true\ntitle: again\n",
+    "private: true\nnested:\n\tkey: tab\n",
+    "aws_key: AKIA29326ML64LG2TJF8 (prod)\nprivate: true\n",
+    "key: -----BEGIN OPENSSH PRIVATE KEY-----\nprivate: true\n",
+    "private: [true]\n",
+    "private: 1\n",
+    "Private: y\n",
+    "ai: 0\n",
+    "visibility: [Private]\n",
+    "private: 'on'\n",
+    "tags: [ok, private/diary\n",
+];
+
+/// Markup a secret may be split by in a note: gone from what a reader (and
+/// the pack) sees, so the secret reads whole there.
+const SPLITTERS: &[&str] = &["%%x%%", "<!-- x -->", "<span></span>", "<wbr>"];
 
 fn words(count: std::ops::Range<usize>) -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(WORDS), count).prop_map(|w| w.join(" "))
@@ -98,6 +123,7 @@ fn hidden() -> impl Strategy<Value = Hidden> {
     prop_oneof![
         Just(Hidden::Nothing),
         Just(Hidden::PrivateField),
+        (0usize..DAMAGES.len()).prop_map(Hidden::DamagedPrivateField),
         Just(Hidden::PrivateTag),
         Just(Hidden::PrivateFolder),
         Just(Hidden::Comments),
@@ -127,6 +153,7 @@ fn note(
     };
     match hidden {
         Hidden::PrivateField => front.push_str("private: true\n"),
+        Hidden::DamagedPrivateField(damage) => front.push_str(DAMAGES[*damage]),
         Hidden::PrivateTag => front.push_str("tags: [private/diary]\n"),
         _ => {}
     }
@@ -135,7 +162,18 @@ fn note(
     }
     text.push_str(&format!("---\n{front}---\n# Note {index}\n\n{body}\n\n"));
     for (i, secret) in planted.iter().enumerate() {
-        match (place + i) % 3 {
+        match (place + i) % 4 {
+            3 => {
+                let core = secret_core(secret);
+                let middle = core.len() / 2;
+                let split = format!(
+                    "{}{}{}",
+                    &core[..middle],
+                    SPLITTERS[(place + i) % SPLITTERS.len()],
+                    &core[middle..]
+                );
+                text.push_str(&format!("raft {}\n\n", secret.replace(core, &split)));
+            }
             0 => text.push_str(&format!("raft leader uses {secret} here.\n\n")),
             1 => text.push_str(&format!(
                 "| key | value |\n|---|---|\n| raft | {secret} |\n\n"
@@ -144,7 +182,10 @@ fn note(
         }
     }
     match hidden {
-        Hidden::PrivateField | Hidden::PrivateTag | Hidden::PrivateFolder => {
+        Hidden::PrivateField
+        | Hidden::DamagedPrivateField(_)
+        | Hidden::PrivateTag
+        | Hidden::PrivateFolder => {
             text.push_str("raft leader PRIVATENOTEMARK quorum\n")
         }
         Hidden::Comments => text.push_str(

@@ -451,8 +451,8 @@ impl Bindings {
         if text.trim().is_empty() {
             return Ok(Bindings::default());
         }
-        let bindings: Bindings =
-            yaml_serde::from_str(text).map_err(|err| format!("bad bindings file {path}: {err}"))?;
+        let bindings: Bindings = crate::parse::yaml::from_str(text)
+            .map_err(|err| format!("bad bindings file {path}: {err}"))?;
         for library in &bindings.libraries {
             if !is_plain_name(library) {
                 return Err(format!(

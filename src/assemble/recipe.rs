@@ -338,7 +338,7 @@ impl Labels {
 impl Recipe {
     pub fn parse(text: &str) -> Result<Recipe, String> {
         let recipe: Recipe =
-            yaml_serde::from_str(text).map_err(|err| format!("bad recipe: {err}"))?;
+            crate::parse::yaml::from_str(text).map_err(|err| format!("bad recipe: {err}"))?;
         recipe.check()?;
         Ok(recipe)
     }

@@ -84,7 +84,7 @@ impl Schemas {
                 continue;
             }
             let text = project.read(&entry.path)?;
-            let mut schema: Schema = yaml_serde::from_str(&text)
+            let mut schema: Schema = crate::parse::yaml::from_str(&text)
                 .map_err(|err| format!("bad schema {}: {err}", entry.path))?;
             for (name, rule) in &schema.fields {
                 let name = name.as_str().ok_or_else(|| {

@@ -1212,6 +1212,17 @@ pub(crate) fn read_and_parse(
     if rel == crate::vault::log::LOG_FILE || walk::is_base(rel) {
         return (entry, None);
     }
+    // A file in a private folder is never opened, so nothing about it (not
+    // even that it cannot be read) reaches a diagnostic.
+    let private_path = policy.is_private_path(rel)
+        || item
+            .found
+            .target
+            .as_deref()
+            .is_some_and(|target| policy.is_private_path(target));
+    if private_path {
+        return (entry, None);
+    }
     match walk::read_text(&item.found.read_path, max_bytes) {
         Ok((text, mtime)) => {
             // The policy is part of what a note's content is: under another
@@ -1232,6 +1243,11 @@ pub(crate) fn read_and_parse(
                 .prepare(rel, &text, mtime)
                 .filter(|_| !target_private)
             else {
+                if Policy::is_unreadable_frontmatter(&text) {
+                    entry
+                        .problems
+                        .push(crate::privacy::UNREADABLE_NOTE.to_string());
+                }
                 return (entry, None);
             };
             entry.problems = prepared.problems.clone();

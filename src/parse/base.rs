@@ -100,7 +100,8 @@ pub fn parse(text: &str) -> Result<Base, String> {
     if text.len() as u64 > MAX_BASE_BYTES {
         return Err("too large".into());
     }
-    let value: Value = yaml_serde::from_str(text).map_err(|err| format!("broken YAML: {err}"))?;
+    let value: Value =
+        super::yaml::parse_value(text).map_err(|err| format!("broken YAML: {err}"))?;
     let Value::Mapping(map) = value else {
         return Err("not a key/value mapping".into());
     };

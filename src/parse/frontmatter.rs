@@ -49,16 +49,43 @@ pub fn split(text: &str) -> Split<'_> {
     }
 }
 
-/// Parses the YAML of a frontmatter block into a mapping.
-pub fn parse(yaml: &str) -> Result<Mapping, String> {
+/// Why a frontmatter block could not be read as fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrontmatterError {
+    /// Not valid YAML, a duplicate key, or not a key/value mapping.
+    Broken(String),
+    /// Valid YAML that expands past the bound: nothing in it can be read.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for FrontmatterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrontmatterError::Broken(message) | FrontmatterError::Unreadable(message) => {
+                f.write_str(message)
+            }
+        }
+    }
+}
+
+/// Parses the YAML of a frontmatter block into a mapping (bounded: see
+/// [`super::yaml`]).
+pub fn parse(yaml: &str) -> Result<Mapping, FrontmatterError> {
     if yaml.trim().is_empty() {
         return Ok(Mapping::new());
     }
-    match yaml_serde::from_str::<Value>(yaml) {
+    match super::yaml::parse_value(yaml) {
         Ok(Value::Mapping(mapping)) => Ok(mapping),
         Ok(Value::Null) => Ok(Mapping::new()),
-        Ok(_) => Err("frontmatter is not a key/value mapping".into()),
-        Err(err) => Err(format!("broken YAML frontmatter: {err}")),
+        Ok(_) => Err(FrontmatterError::Broken(
+            "frontmatter is not a key/value mapping".into(),
+        )),
+        Err(super::yaml::YamlError::Syntax(err)) => Err(FrontmatterError::Broken(format!(
+            "broken YAML frontmatter: {err}"
+        ))),
+        Err(err @ super::yaml::YamlError::TooLarge) => Err(FrontmatterError::Unreadable(format!(
+            "frontmatter cannot be read: {err}"
+        ))),
     }
 }
 
@@ -130,6 +157,9 @@ mod tests {
     #[test]
     fn broken_yaml_is_an_error_message() {
         let err = parse("title: [unclosed\n").unwrap_err();
-        assert!(err.starts_with("broken YAML frontmatter"), "{err}");
+        assert!(
+            err.to_string().starts_with("broken YAML frontmatter"),
+            "{err}"
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod frontmatter;
 pub mod markdown;
 pub mod properties;
 pub mod reader;
+pub mod yaml;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
@@ -19,14 +20,28 @@ pub const SUMMARY_FALLBACK_CHARS: usize = 400;
 
 /// Parses a note's text. `path` is relative to the vault, `/`-separated.
 pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note, Vec<String>) {
+    parse_note_with_fields(path, text, mtime, None)
+}
+
+/// [`parse_note`], with `fields` (when given) standing for what the
+/// frontmatter block says.
+pub fn parse_note_with_fields(
+    path: &str,
+    text: &str,
+    mtime: Option<DateTime<Utc>>,
+    fields: Option<yaml_serde::Mapping>,
+) -> (Note, Vec<String>) {
     let mut problems = Vec::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let split = frontmatter::split(text);
     problems.extend(split.problem);
-    let fields = match split.yaml.map(frontmatter::parse) {
+    let fields = match fields
+        .map(Ok)
+        .or_else(|| split.yaml.map(frontmatter::parse))
+    {
         Some(Ok(fields)) => fields,
         Some(Err(problem)) => {
-            problems.push(problem);
+            problems.push(problem.to_string());
             yaml_serde::Mapping::new()
         }
         None => yaml_serde::Mapping::new(),

@@ -14,6 +14,10 @@ use crate::note::Note;
 use crate::parse::{frontmatter, parse_note};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
 
+/// The diagnostic of a note kept out because its frontmatter cannot be
+/// read: it may say the note is private, so the note is treated as such.
+pub const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands past the YAML bound), so the note is treated as private and left out";
+
 /// The detector kinds that are personal data rather than secrets.
 pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
 
@@ -56,16 +60,36 @@ impl Policy {
         } else {
             raw
         };
-        let (text, redactions) = self.redact(raw);
-        let text = self.strip_comments(&text);
-        let (note, mut problems) = parse_note(path, &text, mtime);
+        // Whether the note is private is decided from what its author
+        // wrote, before redaction or anything else can change it.
+        if self.frontmatter_reason(raw).is_some() {
+            return None;
+        }
+        // Comments go before secrets are looked for, so a secret split by a
+        // comment is seen whole and no secret can swallow a comment's opener.
+        let stripped = self.strip_comments(raw);
+        let (text, redactions) = self.redact(&stripped);
+        let (mut note, mut problems) = parse_note(path, &text, mtime);
+        if text != stripped {
+            self.keep_redacted_fields(&stripped, path, &text, mtime, &mut note, &mut problems);
+        }
         problems.extend(canvas_problem.clone());
         if self.is_private(&note) {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
             Some(cut) => {
-                let (cut_note, mut cut_problems) = parse_note(path, &cut, mtime);
+                let (mut cut_note, mut cut_problems) = parse_note(path, &cut, mtime);
+                if cut != stripped {
+                    self.keep_redacted_fields(
+                        &stripped,
+                        path,
+                        &cut,
+                        mtime,
+                        &mut cut_note,
+                        &mut cut_problems,
+                    );
+                }
                 cut_problems.extend(canvas_problem);
                 (cut, cut_note, cut_problems)
             }
@@ -79,9 +103,81 @@ impl Policy {
         })
     }
 
+    /// When redaction broke a frontmatter that parsed before it (a
+    /// placeholder where YAML expects a plain value), the note keeps its
+    /// fields as parsed from the unredacted text, each value redacted as
+    /// the line `key: value` would be.
+    fn keep_redacted_fields(
+        &self,
+        unredacted: &str,
+        path: &str,
+        redacted: &str,
+        mtime: Option<DateTime<Utc>>,
+        note: &mut Note,
+        problems: &mut Vec<String>,
+    ) {
+        let text = redacted.strip_prefix('\u{feff}').unwrap_or(redacted);
+        let redacted_parses = frontmatter::split(text)
+            .yaml
+            .is_none_or(|yaml| frontmatter::parse(yaml).is_ok());
+        if redacted_parses {
+            return;
+        }
+        let original = unredacted.strip_prefix('\u{feff}').unwrap_or(unredacted);
+        let Some(Ok(fields)) = frontmatter::split(original).yaml.map(frontmatter::parse) else {
+            return;
+        };
+        let fields = fields
+            .into_iter()
+            .map(|(key, value)| {
+                let name = key.as_str().unwrap_or("").to_string();
+                (key, self.redact_value(&name, value))
+            })
+            .collect();
+        let (kept, kept_problems) =
+            crate::parse::parse_note_with_fields(path, redacted, mtime, Some(fields));
+        *note = kept;
+        *problems = kept_problems;
+    }
+
+    fn redact_value(&self, key: &str, value: yaml_serde::Value) -> yaml_serde::Value {
+        use yaml_serde::Value;
+        match value {
+            Value::String(text) => {
+                let line = format!("{key}: {text}");
+                let (redacted, _) = self.redact(&line);
+                Value::String(match redacted.strip_prefix(&format!("{key}: ")) {
+                    Some(value) => value.to_string(),
+                    None if redacted == line => text,
+                    None => "[REDACTED]".to_string(),
+                })
+            }
+            Value::Sequence(items) => Value::Sequence(
+                items
+                    .into_iter()
+                    .map(|item| self.redact_value(key, item))
+                    .collect(),
+            ),
+            Value::Mapping(fields) => Value::Mapping(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let name = k.as_str().unwrap_or(key).to_string();
+                        (k, self.redact_value(&name, v))
+                    })
+                    .collect(),
+            ),
+            Value::Tagged(mut tagged) => {
+                tagged.value = self.redact_value(key, tagged.value);
+                Value::Tagged(tagged)
+            }
+            other => other,
+        }
+    }
+
     /// Every secret in `raw` replaced by its placeholder, and where each was.
     pub fn redact(&self, raw: &str) -> (String, Vec<Redaction>) {
-        let findings = self.findings(raw);
+        let findings = self.findings_through_markup(raw);
         if findings.is_empty() {
             return (raw.to_string(), Vec::new());
         }
@@ -121,6 +217,35 @@ impl Policy {
         findings
     }
 
+    /// The findings in `text`, and those that only appear once inline HTML
+    /// tags are taken out (`ghp_ab<wbr>cd…`, `<span></span>` inside a
+    /// token), each covering the tags inside it: a reader, and a pack that
+    /// renders HTML as its text, sees the token whole.
+    pub fn findings_through_markup(&self, text: &str) -> Vec<secrets::Finding> {
+        let mut findings = self.findings(text);
+        let Some(view) = MarkupView::new(text) else {
+            return findings;
+        };
+        let mut added = false;
+        for finding in self.findings(&view.text) {
+            let range = view.original(finding.range.clone());
+            if !findings
+                .iter()
+                .any(|f| f.range.start < range.end && range.start < f.range.end)
+            {
+                findings.push(secrets::Finding {
+                    range,
+                    kind: finding.kind,
+                });
+                added = true;
+            }
+        }
+        if added {
+            findings.sort_by_key(|f| f.range.start);
+        }
+        findings
+    }
+
     /// The text with comments left out of its body (never its frontmatter).
     fn strip_comments(&self, text: &str) -> String {
         let rules = &self.file.strip;
@@ -142,17 +267,30 @@ impl Policy {
     /// The text without the sections under private headings, or `None` when
     /// it has none.
     fn cut_private_sections(&self, text: &str, note: &Note) -> Option<String> {
-        let cut: Vec<std::ops::Range<usize>> = note
+        // Markdown headings and HTML ones (`<h2>Private</h2>`) alike.
+        let mut headings: Vec<(u8, &str, std::ops::Range<usize>)> = note
             .headings
             .iter()
+            .map(|h| (h.level, h.text.as_str(), h.range.clone()))
+            .collect();
+        for block in &note.blocks {
+            if block.kind == crate::parse::markdown::BlockKind::Html
+                && let Some((level, text)) = html_heading(&note.body[block.range.clone()])
+            {
+                headings.push((level, text, block.range.clone()));
+            }
+        }
+        headings.sort_by_key(|(_, _, range)| range.start);
+        let cut: Vec<std::ops::Range<usize>> = headings
+            .iter()
             .enumerate()
-            .filter(|(_, heading)| self.is_private_heading(&heading.text))
-            .map(|(index, heading)| {
-                let end = note.headings[index + 1..]
+            .filter(|(_, (_, text, _))| self.is_private_heading(text))
+            .map(|(index, (level, _, range))| {
+                let end = headings[index + 1..]
                     .iter()
-                    .find(|next| next.level <= heading.level)
-                    .map_or(note.body.len(), |next| next.range.start);
-                heading.range.start..end
+                    .find(|(next, _, _)| next <= level)
+                    .map_or(note.body.len(), |(_, _, next)| next.start);
+                range.start..end
             })
             .collect();
         if cut.is_empty() {
@@ -171,6 +309,74 @@ impl Policy {
         out.push_str(&note.body[cursor..]);
         Some(out)
     }
+}
+
+/// The level and text of an HTML block that is one heading element
+/// (`<h2>Private</h2>`, `<h3 id="x">Private</h3>`).
+fn html_heading(block: &str) -> Option<(u8, &str)> {
+    let block = block.trim();
+    let rest = block
+        .strip_prefix("<h")
+        .or_else(|| block.strip_prefix("<H"))?;
+    let level = rest.bytes().next().filter(|b| (b'1'..=b'6').contains(b))? - b'0';
+    let open_end = rest.find('>')?;
+    let inner = &rest[open_end + 1..];
+    let close = inner.to_ascii_lowercase().rfind(&format!("</h{level}>"))?;
+    Some((level, inner[..close].trim()))
+}
+
+/// A text with its inline HTML tags taken out, and where each of its bytes
+/// came from.
+struct MarkupView {
+    text: String,
+    /// For each byte of `text`, its offset in the original.
+    origin: Vec<usize>,
+}
+
+impl MarkupView {
+    /// `None` when the text has no tag (`<` then a letter or `/`).
+    fn new(original: &str) -> Option<MarkupView> {
+        let bytes = original.as_bytes();
+        let is_tag_start = |at: usize| {
+            bytes[at] == b'<'
+                && bytes
+                    .get(at + 1)
+                    .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'/')
+        };
+        if !has_tag(bytes, is_tag_start) {
+            return None;
+        }
+        let mut text = String::with_capacity(original.len());
+        let mut origin = Vec::with_capacity(original.len());
+        let mut at = 0;
+        while at < bytes.len() {
+            if is_tag_start(at)
+                && let Some(len) = original[at + 1..]
+                    .find(['>', '\n', '<'].as_slice())
+                    .filter(|&end| bytes[at + 1 + end] == b'>')
+            {
+                at += len + 2;
+                continue;
+            }
+            let len = original[at..].chars().next().map_or(1, char::len_utf8);
+            text.push_str(&original[at..at + len]);
+            origin.extend(at..at + len);
+            at += len;
+        }
+        Some(MarkupView { text, origin })
+    }
+
+    /// The original range of `range` in the view (tags inside it included).
+    fn original(&self, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        self.origin[range.start]..self.origin[range.end - 1] + 1
+    }
+}
+
+fn has_tag(bytes: &[u8], is_tag_start: impl Fn(usize) -> bool) -> bool {
+    bytes
+        .iter()
+        .enumerate()
+        .any(|(at, b)| *b == b'<' && is_tag_start(at))
 }
 
 /// Where the body starts in a note's text (after the BOM and frontmatter).
@@ -202,6 +408,55 @@ mod tests {
                 .prepare("p.md", "---\nprivate: true\n---\nsecret", None)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn redaction_that_breaks_the_yaml_keeps_the_fields_and_the_flag() {
+        let policy = Policy::default();
+        let raw =
+            "---\ntitle: Keys\naws_key: AKIA29326ML64LG2TJF8 (prod)\ntags: [ops]\n---\nbody\n";
+        let prepared = policy.prepare("k.md", raw, None).unwrap();
+        assert!(!prepared.text.contains("AKIA29326ML64LG2TJF8"));
+        assert_eq!(prepared.note.meta.title, "Keys");
+        assert_eq!(prepared.note.meta.tags, ["ops"]);
+        assert_eq!(
+            frontmatter::get(&prepared.note.frontmatter, "aws_key")
+                .and_then(frontmatter::scalar)
+                .as_deref(),
+            Some("[REDACTED:aws_access_key_id] (prod)")
+        );
+        assert!(prepared.problems.is_empty(), "{:?}", prepared.problems);
+        let private = "---\naws_key: AKIA29326ML64LG2TJF8 (prod)\nprivate: true\n---\nbody\n";
+        assert!(policy.prepare("p.md", private, None).is_none());
+        let key_block = "---\nkey: -----BEGIN OPENSSH PRIVATE KEY-----\nprivate: true\n---\nbody\n";
+        assert!(policy.prepare("p.md", key_block, None).is_none());
+    }
+
+    #[test]
+    fn secrets_split_by_comments_or_markup_are_seen_whole() {
+        let policy = Policy::default();
+        let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+        for split in ["%%x%%", "<!-- x -->", "<span></span>", "<wbr>", "<b></b>"] {
+            let raw = format!("# K\n\nkey {}{split}{} here\n", &token[..12], &token[12..]);
+            let prepared = policy.prepare("k.md", &raw, None).unwrap();
+            assert_eq!(
+                prepared.text, "# K\n\nkey [REDACTED:github_token] here\n",
+                "{split}"
+            );
+        }
+        // A value running into a comment does not take the comment with it.
+        let raw = "# K\n\npassword = h8Kq2vZ9xW4m%%never shown%% after\n";
+        let prepared = policy.prepare("k.md", raw, None).unwrap();
+        assert!(!prepared.text.contains("never shown"), "{}", prepared.text);
+    }
+
+    #[test]
+    fn private_sections_under_every_kind_of_heading_are_cut() {
+        let policy = Policy::default();
+        let raw = "# T\n\nshown\n\n## Private ^diary\n\ncut one\n\n## [[Private]]\n\ncut two\n\n\
+                   <h2>Private</h2>\n\ncut three\n\n## Public\n\nkept\n";
+        let prepared = policy.prepare("t.md", raw, None).unwrap();
+        assert_eq!(prepared.text, "# T\n\nshown\n\n## Public\n\nkept\n");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::note::Note;
+use crate::parse::frontmatter::{self, FrontmatterError};
 
 /// The policy file, at the vault root.
 pub const POLICY_FILE: &str = ".ctxpack.yaml";
@@ -153,7 +154,8 @@ impl Policy {
         let file: PolicyFile = if text.trim().is_empty() {
             PolicyFile::default()
         } else {
-            yaml_serde::from_str(text).map_err(|err| format!("not a valid policy: {err}"))?
+            crate::parse::yaml::from_str(text)
+                .map_err(|err| format!("not a valid policy: {err}"))?
         };
         Policy::from_file(file)
     }
@@ -235,8 +237,64 @@ impl Policy {
         if self.is_private_path(&note.meta.path) {
             return Some("in a private folder".into());
         }
+        self.fields_reason(&note.frontmatter).or_else(|| {
+            note.meta
+                .tags
+                .iter()
+                .find(|tag| self.is_private_tag(tag))
+                .map(|tag| format!("tag #{tag}"))
+        })
+    }
+
+    /// Why a note is private judged from its unredacted frontmatter alone,
+    /// before anything else reads the note. A frontmatter that does not
+    /// parse is scanned line by line for the policy's keys and tags; one
+    /// that cannot be read at all (it expands past the YAML bound) makes the
+    /// note private, since nothing in it can be checked.
+    pub fn frontmatter_reason(&self, raw: &str) -> Option<String> {
+        let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+        let split = frontmatter::split(text);
+        match split.yaml {
+            Some(yaml) => match frontmatter::parse(yaml) {
+                Ok(fields) => self.fields_reason(&fields).or_else(|| {
+                    ["tags", "tag"]
+                        .iter()
+                        .filter_map(|key| frontmatter::get(&fields, key))
+                        .flat_map(|value| frontmatter::list(value, &[',', ' ']))
+                        .find(|tag| self.is_private_tag(tag))
+                        .map(|tag| format!("tag #{}", tag.trim_start_matches('#')))
+                }),
+                Err(FrontmatterError::Broken(_)) => self
+                    .lenient_reason(yaml)
+                    .map(|reason| format!("{reason}, in a frontmatter that does not parse")),
+                Err(FrontmatterError::Unreadable(_)) => Some(UNREADABLE_FRONTMATTER.into()),
+            },
+            // An unterminated block is read as body text, but its leading
+            // `key: value` lines may still say the note is private.
+            None if split.problem.is_some() => {
+                let after_opening = text.find('\n').map_or("", |end| &text[end + 1..]);
+                self.lenient_reason(leading_yaml_lines(after_opening))
+                    .map(|reason| format!("{reason}, in a frontmatter with no closing line"))
+            }
+            None => None,
+        }
+    }
+
+    /// Whether the frontmatter of `raw` cannot be read at all.
+    pub fn is_unreadable_frontmatter(raw: &str) -> bool {
+        let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+        frontmatter::split(text).yaml.is_some_and(|yaml| {
+            matches!(
+                frontmatter::parse(yaml),
+                Err(FrontmatterError::Unreadable(_))
+            )
+        })
+    }
+
+    /// The policy field among `fields` that makes a note private.
+    fn fields_reason(&self, fields: &yaml_serde::Mapping) -> Option<String> {
         for (key, values) in &self.file.private.fields {
-            for (k, v) in &note.frontmatter {
+            for (k, v) in fields {
                 if k.as_str()
                     .is_some_and(|k| k.trim().eq_ignore_ascii_case(key.trim()))
                     && values.iter().any(|wanted| same_value(v, wanted))
@@ -245,44 +303,170 @@ impl Policy {
                 }
             }
         }
-        note.meta.tags.iter().find_map(|tag| {
-            let folded = tag.to_lowercase();
-            self.tags
-                .iter()
-                .any(|private| {
-                    folded == *private
-                        || folded
-                            .strip_prefix(private.as_str())
-                            .is_some_and(|rest| rest.starts_with('/'))
-                })
-                .then(|| format!("tag #{tag}"))
+        None
+    }
+
+    /// The policy's keys and private tags found in YAML that does not
+    /// parse, read as loosely as a person wrote them: any indentation,
+    /// quotes, flow lists or block lists, trailing comments.
+    fn lenient_reason(&self, yaml: &str) -> Option<String> {
+        let mut key = String::new();
+        for line in yaml.lines() {
+            let line = line.trim();
+            let value = if let Some(item) = line.strip_prefix('-') {
+                item
+            } else if let Some((name, value)) = line.split_once(':') {
+                key = name.trim().trim_matches(['"', '\'']).to_string();
+                value
+            } else {
+                continue;
+            };
+            let value = value.split(" #").next().unwrap_or(value);
+            let tokens = value
+                .split(['[', ']', '{', '}', ','])
+                .map(|token| token.trim().trim_matches(['"', '\'']).trim())
+                .filter(|token| !token.is_empty());
+            let is_tags = key.eq_ignore_ascii_case("tags") || key.eq_ignore_ascii_case("tag");
+            for token in tokens {
+                if is_tags
+                    && let Some(tag) = token
+                        .split_whitespace()
+                        .find(|tag| self.is_private_tag(tag))
+                {
+                    return Some(format!("tag #{}", tag.trim_start_matches('#')));
+                }
+                let found = yaml_serde::Value::String(token.to_string());
+                if let Some((field, _)) = self.file.private.fields.iter().find(|(field, values)| {
+                    field.trim().eq_ignore_ascii_case(&key)
+                        && values.iter().any(|wanted| same_value(&found, wanted))
+                }) {
+                    return Some(format!("frontmatter '{field}'"));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `tag` (with or without `#`) is a private tag or nested in one.
+    fn is_private_tag(&self, tag: &str) -> bool {
+        let folded = tag.trim_start_matches('#').to_lowercase();
+        self.tags.iter().any(|private| {
+            folded == *private
+                || folded
+                    .strip_prefix(private.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
         })
     }
 
     /// Whether a heading's text names a private section.
+    /// The heading is read as a reader sees it: without a trailing block
+    /// id (`^id`), link brackets (`[[Private]]`, `[[x|Private]]`), inline
+    /// tags or emphasis.
     pub fn is_private_heading(&self, heading: &str) -> bool {
-        !self.headings.is_empty() && self.headings.contains(&crate::text::fold(heading))
+        !self.headings.is_empty()
+            && self
+                .headings
+                .contains(&crate::text::fold(&heading_words(heading)))
     }
 }
 
-/// Frontmatter values compare loosely: `true`, `"true"` and `yes` alike;
-/// strings ignoring case.
-fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
-    fn as_text(value: &yaml_serde::Value) -> Option<String> {
-        match value {
-            yaml_serde::Value::Bool(b) => Some(b.to_string()),
-            yaml_serde::Value::String(s) => Some(match s.trim().to_lowercase().as_str() {
-                "yes" | "on" => "true".to_string(),
-                "no" | "off" => "false".to_string(),
-                other => other.to_string(),
-            }),
-            yaml_serde::Value::Number(n) => Some(n.to_string()),
-            _ => None,
+/// The reason given for a note whose frontmatter cannot be read at all.
+pub const UNREADABLE_FRONTMATTER: &str =
+    "a frontmatter that cannot be read (it expands past the YAML bound); treated as private";
+
+/// A heading's words as shown: no block id, link brackets, tags or
+/// emphasis marks.
+fn heading_words(heading: &str) -> String {
+    let mut text = heading.trim();
+    if let Some((before, id)) = text.rsplit_once(" ^")
+        && !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        text = before.trim_end();
+    }
+    let mut shown = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("[[") {
+        shown.push_str(&rest[..open]);
+        let inner = &rest[open + 2..];
+        let Some(close) = inner.find("]]") else {
+            shown.push_str(&rest[open..]);
+            rest = "";
+            break;
+        };
+        let link = &inner[..close];
+        shown.push_str(link.rsplit_once('|').map_or(link, |(_, alias)| alias));
+        rest = &inner[close + 2..];
+    }
+    shown.push_str(rest);
+    let shown = shown.replace(['*', '_', '`', '='], "");
+    let shown = strip_tags(&shown);
+    shown.trim().to_string()
+}
+
+/// `text` without `<…>` tags.
+fn strip_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        match rest[open..].find('>') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
         }
     }
-    match (as_text(found), as_text(wanted)) {
-        (Some(found), Some(wanted)) => found == wanted,
-        _ => false,
+    out.push_str(rest);
+    out
+}
+
+/// The leading lines of `text` that look like YAML (`key: value`, list
+/// items, indented or blank-free continuations, comments).
+fn leading_yaml_lines(text: &str) -> &str {
+    let mut end = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        let yaml_like = !trimmed.is_empty()
+            && (trimmed.starts_with('-')
+                || trimmed.starts_with('#')
+                || line.starts_with([' ', '\t'])
+                || trimmed.contains(':'));
+        if !yaml_like {
+            break;
+        }
+        end += line.len();
+    }
+    &text[..end]
+}
+
+/// Frontmatter values compare loosely: `true`, `"true"`, `yes`, `y`, `on`
+/// and `1` alike (and their opposites); strings ignoring case; a list
+/// matches when one of its items does.
+fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
+    fn as_text(value: &yaml_serde::Value) -> Option<String> {
+        let text = match value {
+            yaml_serde::Value::Bool(b) => b.to_string(),
+            yaml_serde::Value::String(s) => {
+                s.trim().trim_matches(['"', '\'']).trim().to_lowercase()
+            }
+            yaml_serde::Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        Some(match text.as_str() {
+            "yes" | "y" | "on" | "1" => "true".to_string(),
+            "no" | "n" | "off" | "0" => "false".to_string(),
+            _ => text,
+        })
+    }
+    match found {
+        yaml_serde::Value::Sequence(items) => items.iter().any(|item| same_value(item, wanted)),
+        yaml_serde::Value::Tagged(tagged) => same_value(&tagged.value, wanted),
+        _ => match (as_text(found), as_text(wanted)) {
+            (Some(found), Some(wanted)) => found == wanted,
+            _ => false,
+        },
     }
 }
 
@@ -309,6 +493,108 @@ mod tests {
         assert!(!policy.is_private(&note("a.md", "---\nprivate: false\nai: true\n---\nx")));
         assert!(!policy.is_private(&note("a.md", "#privateer is not #private-ish")));
         assert!(!policy.is_private(&note("journalism/a.md", "x")));
+    }
+
+    #[test]
+    fn every_common_spelling_of_the_flag_is_understood() {
+        let policy = Policy::default();
+        for front in [
+            "private: [true]",
+            "private: 1",
+            "private: y",
+            "private: 'on'",
+            "PRIVATE: YES",
+            "ai: 0",
+            "ai: n",
+            "ai: [false]",
+            "visibility: [Private]",
+            "visibility: \"private\"",
+        ] {
+            let raw = format!("---\n{front}\n---\nx");
+            assert!(policy.is_private(&note("a.md", &raw)), "{front}");
+            assert!(policy.frontmatter_reason(&raw).is_some(), "{front}");
+        }
+        for front in [
+            "private: 0",
+            "private: [false]",
+            "ai: 1",
+            "visibility: public",
+        ] {
+            let raw = format!("---\n{front}\n---\nx");
+            assert!(!policy.is_private(&note("a.md", &raw)), "{front}");
+            assert_eq!(policy.frontmatter_reason(&raw), None, "{front}");
+        }
+    }
+
+    #[test]
+    fn a_frontmatter_that_does_not_parse_is_read_leniently() {
+        let policy = Policy::default();
+        let reason = |front: &str| policy.frontmatter_reason(&format!("---\n{front}---\nbody"));
+        let broken = ", in a frontmatter that does not parse";
+        assert_eq!(
+            reason("summary: Note: session two\nprivate: true\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(
+            reason("private: true\nprivate: true\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(
+            reason("a: 1\n\tb: 2\n  \"Private\" : 'yes' # mine\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(
+            reason("tags:\n  - work\n  - '#private/diary'\nx: [\n"),
+            Some(format!("tag #private/diary{broken}"))
+        );
+        assert_eq!(
+            reason("ai:\n- false\nx: y: z\n"),
+            Some(format!("frontmatter 'ai'{broken}"))
+        );
+        assert_eq!(reason("summary: Note: two\nprivate: false\n"), None);
+        // An unterminated block is body text, but its flag still counts.
+        assert_eq!(
+            policy.frontmatter_reason("---\ntitle: T\nprivate: true\n\n# Body\n"),
+            Some("frontmatter 'private', in a frontmatter with no closing line".into())
+        );
+        assert_eq!(
+            policy.frontmatter_reason("---\ntitle: T\n\nprivate: true in prose\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_frontmatter_that_cannot_be_read_makes_the_note_private() {
+        let mut front = format!("l0: &l0 \"{}\"\n", "x".repeat(1024));
+        for level in 1..=4 {
+            let items = vec![format!("*l{}", level - 1); 32].join(", ");
+            front.push_str(&format!("l{level}: &l{level} [{items}]\n"));
+        }
+        let raw = format!("---\n{front}---\nbody");
+        let policy = Policy::default();
+        assert_eq!(
+            policy.frontmatter_reason(&raw).as_deref(),
+            Some(UNREADABLE_FRONTMATTER)
+        );
+        assert!(Policy::is_unreadable_frontmatter(&raw));
+        assert!(policy.prepare("a.md", &raw, None).is_none());
+    }
+
+    #[test]
+    fn private_headings_are_read_as_shown() {
+        let policy = Policy::default();
+        for heading in [
+            "Private",
+            "Private ^block-1",
+            "[[Private]]",
+            "[[notes/x|Private]]",
+            "**Private**",
+            "<span id=\"p\">Private</span>",
+        ] {
+            assert!(policy.is_private_heading(heading), "{heading}");
+        }
+        assert!(!policy.is_private_heading("Private life of bees"));
+        assert!(!policy.is_private_heading("Public ^private"));
     }
 
     #[test]

@@ -552,20 +552,26 @@ fn read_note(
         path: found.rel_path.clone(),
         message,
     };
+    let target_private = found
+        .target
+        .as_deref()
+        .is_some_and(|target| policy.is_private_path(target));
+    // A file in a private folder is never opened, so nothing about it (not
+    // even that it cannot be read) reaches a diagnostic.
+    if target_private || policy.is_private_path(&found.rel_path) {
+        return (None, Vec::new());
+    }
     match walk::read_text(&found.read_path, max_bytes) {
         Ok((text, mtime)) => {
             let mtime = mtime.map(DateTime::<Utc>::from);
-            let target_private = found
-                .target
-                .as_deref()
-                .is_some_and(|target| policy.is_private_path(target));
-            match policy
-                .prepare(&found.rel_path, &text, mtime)
-                .filter(|_| !target_private)
-            {
+            match policy.prepare(&found.rel_path, &text, mtime) {
                 Some(prepared) => (
                     Some(prepared.note),
                     prepared.problems.into_iter().map(diagnostic).collect(),
+                ),
+                None if Policy::is_unreadable_frontmatter(&text) => (
+                    None,
+                    vec![diagnostic(crate::privacy::UNREADABLE_NOTE.to_string())],
                 ),
                 None => (None, Vec::new()),
             }

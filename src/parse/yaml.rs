@@ -1,0 +1,229 @@
+//! YAML read with a bound on what it may expand to.
+//!
+//! YAML aliases let a few kilobytes stand for gigabytes (`&a [x, x, …]`,
+//! `&b [*a, *a, …]`); the parser bounds the depth of such nesting but not
+//! its width, so every YAML ctxpack reads (frontmatter, `.base` files, the
+//! policy, configs, recipes) is built through [`parse_value`], which counts
+//! every node and byte as the document is expanded and stops at the bound,
+//! before the memory is spent.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor};
+use yaml_serde::value::{Tag, TaggedValue};
+use yaml_serde::{Mapping, Value};
+
+/// The least a document may expand to, whatever its size.
+const MIN_EXPANDED_BYTES: usize = 1 << 20;
+/// A document may expand to this many times its own length (a plain
+/// mapping costs about three; aliases are what go past it).
+const EXPANSION_FACTOR: usize = 16;
+/// What one node costs besides its text.
+const NODE_COST: usize = 16;
+
+const TOO_LARGE: &str = "YAML expands past its bound (aliases repeated too often)";
+
+/// Why a YAML text could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum YamlError {
+    /// Not valid YAML (or a duplicate key).
+    Syntax(String),
+    /// Valid YAML that expands past the bound: read as nothing.
+    TooLarge,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            YamlError::Syntax(message) => f.write_str(message),
+            YamlError::TooLarge => f.write_str(TOO_LARGE),
+        }
+    }
+}
+
+/// The bound for a document of `len` bytes.
+pub fn expansion_bound(len: usize) -> usize {
+    len.saturating_mul(EXPANSION_FACTOR).max(MIN_EXPANDED_BYTES)
+}
+
+/// Parses one YAML document into a value, refusing one that expands past
+/// [`expansion_bound`] of its length.
+pub fn parse_value(text: &str) -> Result<Value, YamlError> {
+    let left = Cell::new(expansion_bound(text.len()));
+    let deserializer = yaml_serde::Deserializer::from_str(text);
+    Bounded { left: &left }
+        .deserialize(deserializer)
+        .map_err(|err| {
+            let message = err.to_string();
+            if message.contains(TOO_LARGE) {
+                YamlError::TooLarge
+            } else {
+                YamlError::Syntax(message)
+            }
+        })
+}
+
+/// Deserializes `T` from YAML after checking that the document stays
+/// within the bound (the typed pass keeps its own error messages).
+pub fn from_str<T: de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    parse_value(text).map_err(|err| err.to_string())?;
+    yaml_serde::from_str(text).map_err(|err| err.to_string())
+}
+
+struct Bounded<'a> {
+    left: &'a Cell<usize>,
+}
+
+impl Bounded<'_> {
+    fn charge<E: de::Error>(&self, cost: usize) -> Result<(), E> {
+        let left = self.left.get();
+        if cost > left {
+            return Err(E::custom(TOO_LARGE));
+        }
+        self.left.set(left - cost);
+        Ok(())
+    }
+
+    fn again(&self) -> Bounded<'_> {
+        Bounded { left: self.left }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+        self.charge(NODE_COST)?;
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<Value, E> {
+        self.charge(NODE_COST)?;
+        Ok(Value::Number(i.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Value, E> {
+        self.charge(NODE_COST)?;
+        Ok(Value::Number(u.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<Value, E> {
+        self.charge(NODE_COST)?;
+        Ok(Value::Number(f.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        self.charge(NODE_COST + s.len())?;
+        Ok(Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+        self.charge(NODE_COST + s.len())?;
+        Ok(Value::String(s))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.charge(NODE_COST)?;
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        self.charge(NODE_COST)?;
+        let mut sequence = Vec::new();
+        while let Some(item) = items.next_element_seed(self.again())? {
+            sequence.push(item);
+        }
+        Ok(Value::Sequence(sequence))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Value, A::Error> {
+        self.charge(NODE_COST)?;
+        let mut mapping = Mapping::new();
+        while let Some(key) = entries.next_key_seed(self.again())? {
+            if mapping.contains_key(&key) {
+                let shown = key
+                    .as_str()
+                    .map_or_else(|| "a key".to_string(), |k| format!("key '{k}'"));
+                return Err(de::Error::custom(format!("duplicate entry with {shown}")));
+            }
+            let value = entries.next_value_seed(self.again())?;
+            mapping.insert(key, value);
+        }
+        Ok(Value::Mapping(mapping))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+        use serde::de::VariantAccess;
+        let (tag, contents): (String, _) = data.variant()?;
+        self.charge(NODE_COST + tag.len())?;
+        let value = contents.newtype_variant_seed(self.again())?;
+        Ok(Value::Tagged(Box::new(TaggedValue {
+            tag: Tag::new(tag),
+            value,
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinary_yaml_reads_as_the_unbounded_parser_reads_it() {
+        let text = "title: T\ntags: [a, b]\nn: 3\nf: 1.5\nok: true\nnone: ~\n\
+                    nested:\n  k: [1, {x: y}]\nanchor: &a v\nalias: *a\ntagged: !custom 7\n";
+        let ours = parse_value(text).unwrap();
+        let theirs: Value = yaml_serde::from_str(text).unwrap();
+        assert_eq!(ours, theirs);
+        assert_eq!(parse_value("").unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn wide_alias_expansion_stops_at_the_bound() {
+        // Each level repeats the one below 32 times: 32^4 copies of a 1 KB
+        // string (a gigabyte) from a text of a few kilobytes.
+        let mut text = format!("l0: &l0 \"{}\"\n", "x".repeat(1024));
+        for level in 1..=4 {
+            let items = vec![format!("*l{}", level - 1); 32].join(", ");
+            text.push_str(&format!("l{level}: &l{level} [{items}]\n"));
+        }
+        assert!(text.len() < 8 * 1024);
+        assert_eq!(parse_value(&text), Err(YamlError::TooLarge));
+        // A little sharing stays well within it.
+        assert!(parse_value("a: &a [1, 2]\nb: [*a, *a, *a]\n").is_ok());
+    }
+
+    #[test]
+    fn duplicate_keys_and_broken_syntax_are_syntax_errors() {
+        assert!(matches!(
+            parse_value("a: 1\na: 2\n"),
+            Err(YamlError::Syntax(message)) if message.contains("duplicate entry with key 'a'")
+        ));
+        assert!(matches!(
+            parse_value("summary: Note: two\n"),
+            Err(YamlError::Syntax(_))
+        ));
+        assert!(from_str::<Value>("a: [").is_err());
+    }
+}
