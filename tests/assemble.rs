@@ -1393,3 +1393,69 @@ fn assembly_reads_cards_through_the_privacy_policy() {
         "{omitted:?}"
     );
 }
+
+#[test]
+fn candidates_and_slots_pass_the_same_gate_as_every_read() {
+    let world = World::new();
+    let root = world.example("novel");
+    const LEAK: &str = "GATELEAKMARK";
+    let planted = [
+        (".env", format!("TOKEN={LEAK}\n")),
+        (".git/config", format!("[remote]\nurl = {LEAK}\n")),
+        ("_raw/clip.md", format!("# Clip\n\n{LEAK}\n")),
+        ("notes.txt", format!("{LEAK}\n")),
+        (
+            "drafts/CAPS.MD",
+            format!("---\nprivate: true\n---\n# Caps\n\n{LEAK}\n"),
+        ),
+        ("drafts/ignored.md", format!("# Ignored\n\n{LEAK}\n")),
+    ];
+    for (path, text) in &planted {
+        let path = root.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    fs::write(root.join("drafts/.okignore"), "ignored.md\n").unwrap();
+    for (candidate, _) in &planted {
+        let output = run(
+            &world,
+            &root,
+            &novel_args("validation", "8", &["--candidate", candidate, "--no-write"]),
+        );
+        assert!(!stdout(&output).contains(LEAK), "{candidate}");
+        assert!(!stderr(&output).contains(LEAK), "{candidate}");
+        // A private note is refused as it is read (exit 1), any other path
+        // as a usage error before anything is read.
+        let (code, expected) = if candidate.ends_with(".MD") {
+            (1, "is private under the privacy policy; not read")
+        } else {
+            (2, "is not a note the project lists")
+        };
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{candidate}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(expected),
+            "{candidate}: {}",
+            stderr(&output)
+        );
+    }
+    // A slot naming a file the walk skips: its text never reaches the pack.
+    fs::write(
+        root.join(format!("works/{WORK}/装配.yaml")),
+        "libraries: [打斗范式, 言情范式]\nslots:\n  writer: .env\n  detector: _raw/clip.md\n",
+    )
+    .unwrap();
+    for (agent, scenario) in [("writer", "continuation"), ("detector", "validation")] {
+        let output = run(
+            &world,
+            &root,
+            &novel_args(scenario, "8", &["--agent", agent, "--no-write"]),
+        );
+        assert!(!stdout(&output).contains(LEAK), "{agent}");
+        assert!(!stderr(&output).contains(LEAK), "{agent}");
+    }
+}

@@ -298,6 +298,9 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
              not bind; it is not opened"
         )));
     }
+    if let Some(candidate) = &request.candidate {
+        project.check_listed(candidate).map_err(usage)?;
+    }
 
     let schemas = Schemas::load(&project, &recipe.schemas_dir).map_err(project_error)?;
     let baseline_agent = recipe.agent(&recipe.baseline.agent);

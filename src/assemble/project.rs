@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 use serde::Deserialize;
 
+use crate::vault::walk;
+
 /// Files larger than this are refused rather than read.
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
@@ -224,6 +226,7 @@ impl Project {
             Err(err) => return Err(unreadable(format!("cannot read: {err}"))),
         };
         self.check_opened(rel, &file)?;
+        self.check_listed(rel)?;
         let bytes = read_limited(file).map_err(unreadable)?;
         self.record(rel);
         let text = String::from_utf8(bytes)
@@ -234,7 +237,7 @@ impl Project {
                     err.utf8_error().valid_up_to()
                 ))
             })?;
-        if !rel.ends_with(".md") {
+        if is_config_file(rel) {
             return Ok(Some(text));
         }
         let target = path
@@ -260,6 +263,36 @@ impl Project {
             );
         }
         Ok(Some(prepared.text))
+    }
+
+    /// Refuses `rel` unless it is the project's YAML configuration (outside
+    /// hidden folders) or a note the vault's walk lists: the same rules as
+    /// every other read (hidden, skipped and ignored files, case-insensitive
+    /// extensions), so `--candidate .env` or a slot naming `.git/config`
+    /// reads nothing.
+    pub fn check_listed(&self, rel: &str) -> Result<(), ReadError> {
+        let rel = rel.trim_start_matches("./");
+        if fs::symlink_metadata(self.root.join(rel)).is_err() {
+            // Nothing there: reading it finds nothing, whatever its name.
+            return Ok(());
+        }
+        let hidden_part = rel.split('/').any(|part| part.starts_with('.'));
+        let listed = !hidden_part
+            && (is_config_file(rel)
+                || (is_markdown(rel) && {
+                    let scope = walk::Scope::new(vec![rel.to_string()]);
+                    let listing = walk::walk_scope(&self.root, &[], &scope)
+                        .unwrap_or_else(|| walk::walk(&self.root, &[]));
+                    listing.files.iter().any(|found| found.rel_path == rel)
+                }));
+        if listed {
+            Ok(())
+        } else {
+            Err(ReadError::Refused(format!(
+                "'{rel}' is not a note the project lists (hidden, skipped, ignored or not \
+                 Markdown); not read"
+            )))
+        }
     }
 
     /// Refuses (and records) `rel` when its canonical path `real` lies in a
@@ -434,6 +467,17 @@ pub struct Entry {
     pub is_dir: bool,
     /// The canonical path (symlinks resolved).
     pub real: PathBuf,
+}
+
+/// The project's own YAML (recipe, schemas, bindings, outlines).
+fn is_config_file(rel: &str) -> bool {
+    rel.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml"))
+}
+
+fn is_markdown(rel: &str) -> bool {
+    rel.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("md"))
 }
 
 /// A work's bindings: the libraries L3 may read and the identity slots.
