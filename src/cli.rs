@@ -871,6 +871,14 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         return Ok(session);
     }
     let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?;
+    if !resolved.ignored.is_empty() && !cli.quiet {
+        eprintln!(
+            "ctxpack: warning: {} in {} ignored: a .env found by walking up from the working \
+             folder may only choose the vault; set them in the environment or your own config",
+            resolved.ignored.join(", "),
+            resolved.source
+        );
+    }
     let daemon = daemon_wanted(cli, &resolved.vars);
     let session = Session::open(
         &resolved.vault,

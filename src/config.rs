@@ -39,7 +39,18 @@ pub struct Resolved {
     pub vault: PathBuf,
     pub source: ConfigSource,
     pub vars: BTreeMap<String, String>,
+    /// Keys of a `.env` found by walking up that were not taken (see
+    /// [`DOTENV_KEYS`]).
+    pub ignored: Vec<String>,
 }
+
+/// What a `.env` found by walking up from the working folder may set: it
+/// may belong to a checkout the user does not trust, so it may choose the
+/// vault (and QMD's collection, searched with a `qmd` the user installed),
+/// but never name a program to run, start a background process or send
+/// the vault to a store. Those are read from the environment or the
+/// user's own config files only.
+pub const DOTENV_KEYS: &[&str] = &[VAULT_KEY, "QMD_WIKI_COLLECTION", "QMD_CLI_SEARCH_MODE"];
 
 /// What resolution needs from the environment, so tests can supply it.
 #[derive(Clone, Debug, Default)]
@@ -129,6 +140,7 @@ fn resolve_source(
             vault: absolute(&env.cwd, path),
             source: ConfigSource::Flag,
             vars: BTreeMap::new(),
+            ignored: Vec::new(),
         });
     }
     if let Some(name) = name {
@@ -145,6 +157,7 @@ fn resolve_source(
                 vault,
                 source: ConfigSource::Global(file),
                 vars,
+                ignored: Vec::new(),
             });
         }
         return Err(ConfigError(format!(
@@ -185,6 +198,7 @@ fn resolve_named(name: &str, env: &Environment) -> Result<Resolved, ConfigError>
                         file,
                     },
                     vars,
+                    ignored: Vec::new(),
                 }),
                 None => Err(ConfigError(format!(
                     "{} does not set {VAULT_KEY}",
@@ -242,12 +256,16 @@ fn walk_up_dotenv(env: &Environment) -> Result<Option<Resolved>, ConfigError> {
     while let Some(current) = dir {
         let file = current.join(".env");
         if is_config_file(&file) {
-            let vars = read_config_file(&file)?;
+            let (vars, ignored): (BTreeMap<String, String>, BTreeMap<String, String>) =
+                read_config_file(&file)?
+                    .into_iter()
+                    .partition(|(key, _)| DOTENV_KEYS.contains(&key.as_str()));
             if let Some(vault) = vault_path(&vars, &file, env) {
                 return Ok(Some(Resolved {
                     vault,
                     source: ConfigSource::DotEnv(file),
                     vars,
+                    ignored: ignored.into_keys().collect(),
                 }));
             }
         }

@@ -766,3 +766,55 @@ fn eval_reports_evidence_and_its_notes_in_packs() {
         "{text}"
     );
 }
+
+#[test]
+fn a_dotenv_found_walking_up_chooses_the_vault_but_runs_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new();
+    one_page_vault(&world, "envvault");
+    let ran = world.path().join("ran");
+    let program = world.work().join("x");
+    write(
+        &program,
+        format!("#!/bin/sh\ntouch {}\n", ran.display()).as_bytes(),
+    );
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    write(
+        &world.work().join(".env"),
+        b"OBSIDIAN_VAULT_PATH=../envvault\nQMD_WIKI_COLLECTION=wiki\nQMD_CLI=./x\n\
+          CTXPACK_DAEMON=1\nCTXPACK_STORE=postgres://elsewhere.invalid/db\n",
+    );
+    let out = world
+        .cmd()
+        .current_dir(world.work())
+        .env(
+            "PATH",
+            format!(".:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .args(["pack", "raft", "--no-log"])
+        .output()
+        .unwrap();
+    let stderr = common::stderr(&out);
+    assert!(ok(&out).contains("[[envvault]]"));
+    assert!(
+        stderr.contains("warning: CTXPACK_DAEMON, CTXPACK_STORE, QMD_CLI in ")
+            && stderr.contains("ignored: a .env found by walking up from the working folder may only choose the vault"),
+        "{stderr}"
+    );
+    assert!(!ran.exists(), "the .env's program ran");
+    // Neither `qmd` in the working folder (via a relative PATH entry) runs.
+    let qmd = world.work().join("qmd");
+    fs::copy(&program, &qmd).unwrap();
+    let out = world
+        .cmd()
+        .current_dir(world.work())
+        .env(
+            "PATH",
+            format!(".:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .args(["pack", "raft", "--no-log"])
+        .output()
+        .unwrap();
+    assert!(ok(&out).contains("[[envvault]]"));
+    assert!(!ran.exists(), "a qmd in the working folder ran");
+}

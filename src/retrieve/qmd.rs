@@ -173,8 +173,9 @@ fn find_on_path(name: &str, path_env: Option<&OsStr>) -> Result<PathBuf, String>
         return Err("was not found: PATH is not set".to_string());
     };
     std::env::split_paths(path_env)
-        // An empty PATH entry means the current folder, which must not supply a binary.
-        .filter(|dir| !dir.as_os_str().is_empty())
+        // An empty or relative PATH entry means (a folder of) the working
+        // folder, which must not supply a binary.
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
         .find(|candidate| check_executable(candidate).is_ok())
         .ok_or_else(|| "was not found on PATH".to_string())
