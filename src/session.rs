@@ -616,14 +616,54 @@ impl Session {
         shape: &crate::pack::style::Shape,
     ) -> Result<Pack, String> {
         let options = &request.options;
-        crate::pack::style::shape_pack(shape, options.budget, options.tokenizer, |budget| {
-            let mut request = request.clone();
-            request.options.budget = budget;
-            self.pack(&request)
-        })
+        let policy = self.vault.policy();
+        let redact = |text: &str| policy.redact_printed(text);
+        crate::pack::style::shape_pack(
+            shape,
+            options.budget,
+            options.tokenizer,
+            &redact,
+            |budget| {
+                let mut request = request.clone();
+                request.options.budget = budget;
+                self.pack(&request)
+            },
+        )
     }
 
+    /// The pack of `request`. A topic and subqueries are redacted before
+    /// anything prints or logs them, and the printed pack is checked once
+    /// more for secrets after every transformation (HTML to text, links to
+    /// their text): one found there is replaced and the pack refitted to
+    /// its budget.
     pub fn pack(&self, request: &PackRequest) -> Pack {
+        let policy = self.vault.policy();
+        let redacted;
+        let request = match redacted_request(policy, request) {
+            Some(clean) => {
+                redacted = clean;
+                &redacted
+            }
+            None => request,
+        };
+        let budget = request.options.budget;
+        let mut inner = budget;
+        let mut sized = request.clone();
+        loop {
+            let pack = self.pack_unchecked(&sized);
+            match crate::pack::style::redact_printed(pack, budget, |text| {
+                policy.redact_printed(text)
+            }) {
+                Ok(pack) => return pack,
+                Err(excess) => {
+                    inner = inner.saturating_sub(excess).max(1);
+                    sized.options.budget = inner;
+                }
+            }
+        }
+    }
+
+    fn pack_unchecked(&self, request: &PackRequest) -> Pack {
         let vault = &self.vault;
         match (&request.mode, request.ranker) {
             (PackMode::Note(anchor), _) => self.note_pack(request, anchor),
@@ -1224,6 +1264,30 @@ pub struct SearchHit {
     #[serde(skip)]
     pub highlights: Vec<Range<usize>>,
     pub explanation: Explanation,
+}
+
+/// `request` with secrets in its topic and subqueries redacted, or `None`
+/// when it has none.
+fn redacted_request(policy: &crate::privacy::Policy, request: &PackRequest) -> Option<PackRequest> {
+    let redact = |text: &str| policy.redact_printed(text);
+    let topic = match &request.mode {
+        PackMode::Topic(topic) => redact(topic),
+        _ => None,
+    };
+    let subqueries: Vec<Option<String>> = request.subqueries.iter().map(|q| redact(q)).collect();
+    if topic.is_none() && subqueries.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut clean = request.clone();
+    if let Some(topic) = topic {
+        clean.mode = PackMode::Topic(topic);
+    }
+    for (query, redacted) in clean.subqueries.iter_mut().zip(subqueries) {
+        if let Some(redacted) = redacted {
+            *query = redacted;
+        }
+    }
+    Some(clean)
 }
 
 #[derive(Clone, Debug)]

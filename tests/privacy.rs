@@ -566,3 +566,118 @@ fn changing_the_policy_rebuilds_what_the_index_holds() {
     let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
     assert_eq!(found, "b.md\n");
 }
+
+#[test]
+fn the_printed_pack_is_checked_once_more_in_every_style() {
+    let world = World::new();
+    // A token split by inline HTML, which the layouts print as its text.
+    let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+    let split = format!("{}<wbr>{}<span></span>", &token[..16], &token[16..]);
+    let vault = world.vault(
+        "vault",
+        &[(
+            "raft.md",
+            &format!("# Raft\n\nThe raft leader token is {split} for access.\n\nMore raft text.\n"),
+        )],
+    );
+    for style in ["markdown", "plain", "xml", "json"] {
+        for tokenizer in ["chars4", "o200k"] {
+            let out = world.pack(
+                &vault,
+                &[
+                    "raft",
+                    "--style",
+                    style,
+                    "--tokenizer",
+                    tokenizer,
+                    "--budget",
+                    "400",
+                ],
+            );
+            let text = common::ok(&out);
+            assert!(!text.contains(token), "{style} {tokenizer}:\n{text}");
+            if style == "markdown" {
+                // The header's count is the count of what is printed.
+                let actual: usize = text
+                    .split("| Actual: ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap();
+                let counter = if tokenizer == "o200k" {
+                    Tokenizer::O200k
+                } else {
+                    Tokenizer::Chars4
+                };
+                assert_eq!(actual, counter.count(&text), "{tokenizer}");
+                assert!(actual <= 400);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_secret_in_a_topic_is_never_printed_or_logged() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("raft.md", "# Raft\n\nraft leader\n")]);
+    std::fs::write(vault.join("log.md"), "# Wiki Log\n\n").unwrap();
+    let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+    let out = world
+        .cmd()
+        .args(["pack", &format!("raft {token}"), "--vault"])
+        .arg(&vault)
+        .args(["--subquery", &format!("leader {token}")])
+        .output()
+        .unwrap();
+    let text = common::ok(&out);
+    assert!(!text.contains(token), "{text}");
+    assert!(
+        text.starts_with("# Context Pack: raft [REDACTED:github_token]\n"),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(vault.join("log.md")).unwrap();
+    assert!(!log.contains(token), "{log}");
+    assert!(log.contains("[REDACTED:github_token]"), "{log}");
+}
+
+#[test]
+fn unreadable_private_files_are_not_named_and_unreadable_frontmatter_is_private() {
+    let world = World::new();
+    let mut bomb = format!("l0: &l0 \"{}\"\n", "x".repeat(1024));
+    for level in 1..=4 {
+        let items = vec![format!("*l{}", level - 1); 32].join(", ");
+        bomb.push_str(&format!("l{level}: &l{level} [{items}]\n"));
+    }
+    let vault = world.vault(
+        "vault",
+        &[
+            (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
+            ("open.md", "# Open\n\nraft leader\n"),
+            ("bomb.md", &format!("---\n{bomb}---\nraft BOMBMARK\n")),
+        ],
+    );
+    std::fs::create_dir_all(vault.join("journal")).unwrap();
+    std::fs::write(vault.join("journal/bad-bytes.md"), b"raft \xff\xfe\0 diary").unwrap();
+    for format in ["json", "text"] {
+        let status = run(&world, &vault, &["status", "--format", format]);
+        assert!(!status.contains("bad-bytes"), "{status}");
+        assert!(status.contains("bomb.md"), "{status}");
+        assert!(
+            status.contains("the frontmatter cannot be read (it expands past the YAML bound), so the note is treated as private"),
+            "{status}"
+        );
+    }
+    let status = run(&world, &vault, &["status", "--format", "json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["notes"], 1, "{status}");
+    let pack = run(&world, &vault, &["pack", "raft", "--no-log"]);
+    assert!(
+        !pack.contains("BOMBMARK") && !pack.contains("diary"),
+        "{pack}"
+    );
+    let audit = run(&world, &vault, &["audit"]);
+    assert!(
+        audit.contains("bomb.md: private (a frontmatter that cannot be read"),
+        "{audit}"
+    );
+}

@@ -1221,6 +1221,15 @@ pub(crate) fn read_and_parse(
             .as_deref()
             .is_some_and(|target| policy.is_private_path(target));
     if private_path {
+        // Not read, but known: counted among the private notes, and seen as
+        // unchanged until its size or time changes.
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(policy.fingerprint().as_bytes());
+        hasher.update(b"\0private folder\0");
+        hasher.update(rel.as_bytes());
+        hasher.update(&size.to_le_bytes());
+        hasher.update(&mtime_ns.to_le_bytes());
+        entry.hash = *hasher.finalize().as_bytes();
         return (entry, None);
     }
     match walk::read_text(&item.found.read_path, max_bytes) {

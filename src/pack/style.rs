@@ -101,6 +101,7 @@ pub fn shape_pack(
     shape: &Shape,
     budget: usize,
     tokenizer: Tokenizer,
+    redact: &dyn Fn(&str) -> Option<String>,
     mut build: impl FnMut(usize) -> Pack,
 ) -> Result<Pack, String> {
     if matches!(shape, Shape::Style(Style::Markdown)) {
@@ -116,7 +117,7 @@ pub fn shape_pack(
     let mut inner = budget.saturating_sub(shape.reserve(tokenizer)).max(1);
     let mut pack = build(inner);
     for round in 0.. {
-        let (text, actual) = print(shape, &pack, tokenizer)?;
+        let (text, actual) = print(shape, &pack, tokenizer, redact)?;
         if actual <= budget {
             return Ok(finish(pack, text, actual, budget));
         }
@@ -135,7 +136,7 @@ pub fn shape_pack(
         } else {
             break;
         }
-        let (text, actual) = print(shape, &pack, tokenizer)?;
+        let (text, actual) = print(shape, &pack, tokenizer, redact)?;
         if actual <= budget {
             return Ok(finish(pack, text, actual, budget));
         }
@@ -148,9 +149,21 @@ pub fn shape_pack(
 
 /// The text and its count, with the count printed in it (the fixed point
 /// of "count the text that contains this number").
-fn print(shape: &Shape, pack: &Pack, tokenizer: Tokenizer) -> Result<(String, usize), String> {
+fn print(
+    shape: &Shape,
+    pack: &Pack,
+    tokenizer: Tokenizer,
+    redact: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, usize), String> {
+    // Secrets are looked for once more in the text as printed, and counted
+    // as replaced.
+    let render = |a: usize| {
+        shape
+            .render(pack, a)
+            .map(|text| redact(&text).unwrap_or(text))
+    };
     let mut failure = None;
-    let actual = fixed_point(|a| match shape.render(pack, a) {
+    let actual = fixed_point(|a| match render(a) {
         Ok(text) => tokenizer.count(&text),
         Err(error) => {
             failure.get_or_insert(error);
@@ -160,7 +173,7 @@ fn print(shape: &Shape, pack: &Pack, tokenizer: Tokenizer) -> Result<(String, us
     if let Some(error) = failure {
         return Err(error);
     }
-    let text = shape.render(pack, actual)?;
+    let text = render(actual)?;
     let counted = tokenizer.count(&text);
     Ok((text, counted))
 }
@@ -178,6 +191,56 @@ fn finish(mut pack: Pack, text: String, actual: usize, budget: usize) -> Pack {
         pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
     }
     pack
+}
+
+/// The markdown pack with the secrets `redact` finds in its printed text
+/// replaced and its header's budget and count made true again, or
+/// `Err(excess)` when the replacements took it past `budget` (pack again
+/// under a budget smaller by that much).
+pub fn redact_printed(
+    mut pack: Pack,
+    budget: usize,
+    redact: impl Fn(&str) -> Option<String>,
+) -> Result<Pack, usize> {
+    let redacted = redact(&pack.bundle);
+    if redacted.is_none() && pack.budget == budget {
+        return Ok(pack);
+    }
+    let text = redacted.unwrap_or_else(|| pack.bundle.clone());
+    if text.is_empty() {
+        pack.budget = budget;
+        return Ok(pack);
+    }
+    let counter = pack.counter;
+    let actual = fixed_point(|a| counter.count(&with_header_counts(&text, budget, a)));
+    if actual > budget {
+        return Err(actual - budget);
+    }
+    pack.bundle = with_header_counts(&text, budget, actual);
+    pack.actual = actual;
+    pack.budget = budget;
+    Ok(pack)
+}
+
+/// `text` with its `# Budget:` header line saying `budget` and `actual`.
+fn with_header_counts(text: &str, budget: usize, actual: usize) -> String {
+    let Some(start) = text
+        .match_indices("# Budget: ")
+        .map(|(at, _)| at)
+        .find(|&at| at == 0 || text.as_bytes()[at - 1] == b'\n')
+    else {
+        return text.to_string();
+    };
+    let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let Some(pages) = text[start..end].find("| Pages: ") else {
+        return text.to_string();
+    };
+    format!(
+        "{}# Budget: {budget} tokens | Actual: {actual} tokens {}{}",
+        &text[..start],
+        &text[start + pages..end],
+        &text[end..]
+    )
 }
 
 /// The pack's title line, as the markdown header words it.
@@ -386,6 +449,69 @@ mod tests {
             xml_escape("</document> ]]> & \"q\" \u{1}\t"),
             "&lt;/document&gt; ]]&gt; &amp; &quot;q&quot; \u{fffd}\t"
         );
+    }
+
+    #[test]
+    fn the_printed_pack_is_redacted_with_true_counts_or_refitted() {
+        use crate::pack::{PackMode, PackOptions, build_pack};
+        let vault = crate::vault::Vault::from_texts(
+            "/v".into(),
+            &[(
+                "raft.md".into(),
+                "# Raft\n\nraft leader SLOT quorum\n".into(),
+            )],
+        );
+        let at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let policy = crate::privacy::Policy::default();
+        let redact = |text: &str| policy.redact_printed(text);
+        for tokenizer in [Tokenizer::Chars4, Tokenizer::O200k] {
+            let mut pack = build_pack(
+                &vault,
+                &PackMode::Topic("raft".into()),
+                &PackOptions::new(1000, tokenizer, at),
+            );
+            let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+            pack.bundle = pack.bundle.replace("SLOT", token);
+            let redacted = redact_printed(pack.clone(), 1000, redact).unwrap();
+            assert!(!redacted.bundle.contains(token));
+            assert!(
+                redacted
+                    .bundle
+                    .contains("raft leader [REDACTED:github_token] quorum")
+            );
+            assert_eq!(redacted.actual, tokenizer.count(&redacted.bundle));
+            assert!(
+                redacted
+                    .bundle
+                    .contains(&format!("| Actual: {} tokens |", redacted.actual))
+            );
+            // A placeholder longer than its secret (in characters; exact
+            // counters charge random keys more than placeholders), in a pack
+            // at its budget: packed again under a smaller one.
+            pack.bundle = pack
+                .bundle
+                .replace(token, &["AKIA29326ML64LG2TJF8"; 5].join(" "));
+            let full = tokenizer.count(&pack.bundle);
+            pack.actual = full;
+            let refit = redact_printed(pack.clone(), full, redact).map(|p| p.bundle);
+            if tokenizer == Tokenizer::Chars4 {
+                assert_eq!(refit, Err(9));
+            } else {
+                assert!(refit.is_ok_and(|text| tokenizer.count(&text) <= full));
+            }
+            // Nothing to redact: the pack comes back as it was.
+            let clean = build_pack(
+                &vault,
+                &PackMode::Topic("raft".into()),
+                &PackOptions::new(1000, tokenizer, at),
+            );
+            assert_eq!(
+                redact_printed(clean.clone(), 1000, redact).unwrap().bundle,
+                clean.bundle
+            );
+        }
     }
 
     #[test]

@@ -217,6 +217,25 @@ impl Policy {
         findings
     }
 
+    /// `text` with every secret the policy redacts replaced, or `None` when
+    /// it has none: the last check on what is printed (a pack in any
+    /// style, a topic), whatever transformations came before.
+    pub fn redact_printed(&self, text: &str) -> Option<String> {
+        let findings = self.findings_through_markup(text);
+        if findings.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut cursor = 0;
+        for finding in findings {
+            out.push_str(&text[cursor..finding.range.start]);
+            out.push_str(&format!("[REDACTED:{}]", finding.kind));
+            cursor = finding.range.end;
+        }
+        out.push_str(&text[cursor..]);
+        Some(out)
+    }
+
     /// The findings in `text`, and those that only appear once inline HTML
     /// tags are taken out (`ghp_ab<wbr>cd…`, `<span></span>` inside a
     /// token), each covering the tags inside it: a reader, and a pack that
