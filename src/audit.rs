@@ -78,6 +78,21 @@ pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
             audited
         })
         .collect();
+    // Bases files are shown as data when a note embeds one: their secrets
+    // are redacted too.
+    files.extend(
+        walked
+            .files
+            .par_iter()
+            .filter(|f| walk::is_base(&f.rel_path) && !policy.is_private_path(&f.rel_path))
+            .filter_map(|found| {
+                let (text, _) = walk::read_text(&found.read_path, MAX_FILE_BYTES).ok()?;
+                let mut file = FileAudit::new(&found.rel_path);
+                file.redactions = audited_secrets(policy, &text);
+                (!file.redactions.is_empty()).then_some(file)
+            })
+            .collect::<Vec<_>>(),
+    );
     files.sort_by(|a, b| a.path.cmp(&b.path));
     AuditReport {
         notes: notes.len(),
@@ -115,15 +130,7 @@ pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
             .or_else(|| policy.private_reason(&note))
     };
     let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;
-    file.redactions = policy
-        .findings(raw)
-        .into_iter()
-        .map(|finding| AuditedSecret {
-            line: line_of(raw, finding.range.start),
-            kind: finding.kind.to_string(),
-            masked: secrets::mask(&raw[finding.range]),
-        })
-        .collect();
+    file.redactions = audited_secrets(policy, raw);
     if file.private.is_none() {
         let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
         let body = frontmatter::split(text).body;
@@ -148,6 +155,21 @@ pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
         && file.comments.is_empty()
         && file.private_sections.is_empty();
     (!empty).then_some(file)
+}
+
+/// The secrets `policy` redacts in `raw`, as the notes' reading finds them
+/// (through inline markup too), each with its line and masked.
+fn audited_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
+    let line_of = |offset: usize| raw[..offset].matches('\n').count() as u32 + 1;
+    policy
+        .findings_through_markup(raw)
+        .into_iter()
+        .map(|finding| AuditedSecret {
+            line: line_of(finding.range.start),
+            kind: finding.kind.to_string(),
+            masked: secrets::mask(&raw[finding.range]),
+        })
+        .collect()
 }
 
 /// The report as text: one line per finding.

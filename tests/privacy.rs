@@ -681,3 +681,33 @@ fn unreadable_private_files_are_not_named_and_unreadable_frontmatter_is_private(
         "{audit}"
     );
 }
+
+#[test]
+fn bases_are_redacted_and_audited_and_a_note_link_to_one_is_not_a_note() {
+    let world = World::new();
+    let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "views.base",
+                &format!("views:\n  - type: table\n    name: Keys {token}\n"),
+            ),
+            ("raft.md", "# Raft\n\nraft leader\n\n![[views.base]]\n"),
+        ],
+    );
+    std::os::unix::fs::symlink(vault.join("views.base"), vault.join("link.md")).unwrap();
+    let pack = run(&world, &vault, &["pack", "raft", "--no-log"]);
+    assert!(!pack.contains(token), "{pack}");
+    assert!(pack.contains("Keys [REDACTED:github_token]"), "{pack}");
+    let audit = run(&world, &vault, &["audit"]);
+    assert!(
+        audit.contains("views.base:3: secret github_token ghp_… redacted"),
+        "{audit}"
+    );
+    let status = run(&world, &vault, &["status", "--format", "json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["notes"], 1, "{status}");
+    let search = run(&world, &vault, &["search", "Keys", "--format", "json"]);
+    assert!(!search.contains("link.md"), "{search}");
+}

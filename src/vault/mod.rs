@@ -414,7 +414,9 @@ impl Vault {
             return None;
         }
         let (text, _) = walk::read_text(&path, max_bytes).ok()?;
-        Some(text)
+        // A Bases file is shown as data (view names, filters, formulas):
+        // its secrets are redacted like a note's.
+        Some(self.policy.redact(&text).0)
     }
 
     /// The privacy policy every read goes through.

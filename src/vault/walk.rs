@@ -55,6 +55,14 @@ fn is_listed_kind(name: &str) -> bool {
     })
 }
 
+fn extension_of(rel_path: &str) -> &str {
+    rel_path
+        .rsplit('/')
+        .next()
+        .and_then(|name| name.rsplit_once('.'))
+        .map_or("", |(_, ext)| ext)
+}
+
 /// Whether a listed file is a Bases file (not a note).
 pub fn is_base(rel_path: &str) -> bool {
     rel_path
@@ -165,7 +173,10 @@ fn finish_walk(
     listed.sort_unstable();
     let mut linked = Vec::new();
     for (rel_path, target_rel, target) in links {
-        if listed.binary_search(&target_rel.as_str()).is_ok() {
+        // A link is read as what its target is: a note's name on a Bases
+        // file (or the other way round) would read data as a note.
+        let same_kind = extension_of(&rel_path).eq_ignore_ascii_case(extension_of(&target_rel));
+        if same_kind && listed.binary_search(&target_rel.as_str()).is_ok() {
             linked.push(Found {
                 rel_path,
                 read_path: target,
