@@ -1048,3 +1048,72 @@ fn tls_is_verified_against_the_named_ca_and_never_shows_the_password() {
         "no encryption",
     );
 }
+
+/// The store holds nothing about a private note: no text, and no row in
+/// its files table (a reader role could list paths, sizes and hashes), for
+/// every way a note is private (a folder, a flag in broken YAML, a flag
+/// redaction would break); a note that becomes private loses its rows.
+#[test]
+fn the_store_holds_no_row_for_a_private_file() {
+    let Some(pg) = Pg::fresh("private_rows") else {
+        return;
+    };
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
+            ("journal/2026-05-01.md", "# Diary\n\nraft PRIVATEMARK\n"),
+            (
+                "broken.md",
+                "---\nsummary: Note: two\nprivate: true\n---\nraft PRIVATEMARK\n",
+            ),
+            (
+                "redacted.md",
+                "---\naws_key: AKIA29326ML64LG2TJF8 (prod)\nprivate: true\n---\nraft PRIVATEMARK\n",
+            ),
+            ("open.md", "# Open\n\nraft leader\n"),
+            ("later.md", "# Later\n\nraft quorum\n"),
+        ],
+    );
+    let synced = sync(&world, &pg, &vault);
+    assert!(!synced.contains("error"), "{synced}");
+    let paths = || -> Vec<String> {
+        pg.rows("SELECT path FROM ctxpack_files ORDER BY path")
+            .into_iter()
+            .filter_map(|row| row[0].clone())
+            .collect()
+    };
+    assert_eq!(paths(), ["later.md", "open.md"]);
+    let notes = || -> Vec<String> {
+        pg.rows("SELECT path FROM ctxpack_notes ORDER BY path")
+            .into_iter()
+            .filter_map(|row| row[0].clone())
+            .collect()
+    };
+    assert_eq!(notes(), ["later.md", "open.md"]);
+    write(
+        &vault.join("later.md"),
+        b"---\nprivate: [true]\n---\n# Later\n\nraft quorum PRIVATEMARK\n",
+    );
+    let synced = sync(&world, &pg, &vault);
+    assert!(!synced.contains("error"), "{synced}");
+    assert_eq!(paths(), ["open.md"]);
+    assert_eq!(notes(), ["open.md"]);
+    let pack = ok(&on_store(
+        &world,
+        &pg,
+        &vault,
+        &["pack", "raft", "--no-log"],
+    ));
+    assert!(
+        !pack.contains("PRIVATEMARK") && !pack.contains("Later"),
+        "{pack}"
+    );
+    // Nothing changed: the private files are found private again, quietly.
+    let again = sync(&world, &pg, &vault);
+    assert!(
+        again.contains(": 0 added, 0 changed, 0 removed, 5 unchanged"),
+        "{again}"
+    );
+}

@@ -299,12 +299,14 @@ async fn sync_in(
     });
     let mut deltas: FxHashMap<String, TermDelta> = FxHashMap::default();
     while let Ok((batch, shares)) = tokio::task::block_in_place(|| receiver.recv()) {
-        let mut file_rows = Vec::with_capacity(batch.len());
+        let batch_len = batch.len();
+        let mut file_rows = Vec::with_capacity(batch_len);
         let mut new_notes = Vec::new();
         // The batch place of each note in `new_notes`.
         let mut new_places = Vec::new();
         // Notes whose stored version goes: changed, or no longer notes.
         let mut gone: Vec<String> = Vec::new();
+        let mut dropped_rows: Vec<String> = Vec::new();
         for (
             place,
             Parsed {
@@ -316,6 +318,25 @@ async fn sync_in(
         {
             let same = previous_hash == Some(entry.hash) && entry.hash != [0; 32];
             let was_note = stored.get(&entry.path).is_some_and(|f| f.is_note);
+            // A file the policy keeps out has no row at all (not even its
+            // path, size or hash: any reader of the store could see them);
+            // it is read again at each sync to find it private again.
+            let private = !entry.is_note
+                && entry.problems.is_empty()
+                && entry.hash != [0; 32]
+                && !crate::vault::walk::ROLE_FILES.contains(&entry.path.as_str());
+            if private {
+                if previous_hash.is_some() {
+                    report.changed += 1;
+                    if was_note {
+                        gone.push(entry.path.clone());
+                    }
+                    dropped_rows.push(entry.path);
+                } else {
+                    report.unchanged += 1;
+                }
+                continue;
+            }
             if same && entry.is_note == was_note {
                 report.unchanged += 1;
             } else {
@@ -342,8 +363,15 @@ async fn sync_in(
             });
         }
         let ids = forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
+        if !dropped_rows.is_empty() {
+            tx.execute(
+                "DELETE FROM ctxpack_files WHERE vault = $1 AND path = ANY($2)",
+                &[&vault_id, &dropped_rows],
+            )
+            .await?;
+        }
         let mut new_ids = Vec::with_capacity(new_notes.len());
-        let mut id_at: Vec<Option<u32>> = vec![None; file_rows.len()];
+        let mut id_at: Vec<Option<u32>> = vec![None; batch_len];
         for (note, place) in new_notes.iter().zip(&new_places) {
             let id = match ids.get(&note.path) {
                 Some(&id) => id,
