@@ -130,7 +130,9 @@ pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
             .or_else(|| policy.private_reason(&note))
     };
     let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;
-    file.redactions = audited_secrets(policy, raw);
+    // Secrets are looked for as the notes' reading does: once comments are
+    // out (a secret split by one reads whole).
+    file.redactions = audited_secrets(policy, &policy.strip_comments(raw));
     if file.private.is_none() {
         let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
         let body = frontmatter::split(text).body;

@@ -320,6 +320,23 @@ fn planted_vault(world: &World) -> std::path::PathBuf {
             format!("keys/k{i:02}.md"),
             format!("# Key {i}\n\nThe raft leader config uses {secret} for access.\n"),
         ));
+        let core = secret_core(secret);
+        let middle = core.len() / 2;
+        let splitter = SPLITTERS[i % SPLITTERS.len()];
+        let split = format!("{}{splitter}{}", &core[..middle], &core[middle..]);
+        files.push((
+            format!("split/s{i:02}.md"),
+            format!(
+                "# Split {i}\n\nThe raft leader config uses {} for access.\n",
+                secret.replace(core, &split)
+            ),
+        ));
+    }
+    for (i, damage) in DAMAGES.iter().enumerate() {
+        files.push((
+            format!("damaged/d{i:02}.md"),
+            format!("---\n{damage}---\nraft leader PRIVATENOTEMARK\n"),
+        ));
     }
     let files: Vec<(&str, &str)> = files
         .iter()
@@ -436,18 +453,29 @@ fn no_command_or_tool_prints_what_the_policy_hides() {
     );
     let status = run(&world, &vault, &["status", "--format", "json"]);
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
-    assert_eq!(status["privacy"]["private_notes"], 3, "{status}");
+    let private_notes = 3 + DAMAGES.len();
+    assert_eq!(
+        status["privacy"]["private_notes"], private_notes,
+        "{status}"
+    );
     assert_eq!(status["privacy"]["policy"], ".ctxpack.yaml");
     let audit = run(&world, &vault, &["audit", "--format", "json"]);
     let audit: serde_json::Value = serde_json::from_str(&audit).unwrap();
-    assert_eq!(audit["private_notes"], 3, "{audit}");
+    assert_eq!(audit["private_notes"], private_notes, "{audit}");
     assert_eq!(audit["private_sections"], 1, "{audit}");
-    assert_eq!(audit["comments"], 2, "{audit}");
+    let split_by_comments = (0..SECRETS.len())
+        .filter(|i| {
+            SPLITTERS[i % SPLITTERS.len()].ends_with("%%")
+                || SPLITTERS[i % SPLITTERS.len()].starts_with("<!--")
+        })
+        .count();
+    assert_eq!(audit["comments"], 2 + split_by_comments, "{audit}");
     let redacted = audit["redactions"].as_u64().unwrap() as usize;
+    // Every planted secret, whole or split by markup, is found.
     assert!(
-        redacted >= SECRETS.len(),
+        redacted >= 2 * SECRETS.len(),
         "{redacted} of {}: {audit}",
-        SECRETS.len()
+        2 * SECRETS.len()
     );
     run(&world, &vault, &["audit"]);
     let log = std::fs::read_to_string(vault.join("log.md")).unwrap_or_default();
@@ -486,6 +514,41 @@ fn no_command_or_tool_prints_what_the_policy_hides() {
         answers.push_str(&text);
     }
     assert!(answers.contains("[REDACTED:"), "{answers}");
+    drop(client);
+
+    // The same vault synced to a real PostgreSQL store and read back from it.
+    let Some(pg) = common::pg::Pg::fresh("privacy_everywhere") else {
+        return;
+    };
+    let on_store = |args: &[&str]| {
+        let output = world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--store", &pg.url, "--model", "none"])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", common::stdout(&output), common::stderr(&output));
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {text}");
+        assert_clean(&format!("store {args:?}"), &text);
+        text
+    };
+    on_store(&["index"]);
+    let found = on_store(&["search", "raft", "--limit", "100", "--format", "files"]);
+    assert!(found.contains("open.md"), "{found}");
+    for private in ["journal/", "private-field.md", "tagged.md", "damaged/"] {
+        assert!(!found.contains(private), "{private} in the store: {found}");
+    }
+    on_store(&["pack", "raft leader", "--budget", "100000", "--no-log"]);
+    on_store(&["pack", "--recent", "--dailies", "5", "--no-log"]);
+    on_store(&["status", "--format", "json"]);
+    let rows = pg.rows("SELECT path FROM ctxpack_files");
+    for row in rows.into_iter().flatten().flatten() {
+        for private in ["journal/", "private-field.md", "tagged.md", "damaged/"] {
+            assert!(!row.contains(private), "{row} has a row in the store");
+        }
+    }
 }
 
 #[test]

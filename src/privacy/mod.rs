@@ -266,7 +266,7 @@ impl Policy {
     }
 
     /// The text with comments left out of its body (never its frontmatter).
-    fn strip_comments(&self, text: &str) -> String {
+    pub fn strip_comments(&self, text: &str) -> String {
         let rules = &self.file.strip;
         if !rules.obsidian_comments && !rules.html_comments {
             return text.to_string();
