@@ -582,6 +582,9 @@ impl From<config::ConfigError> for Failure {
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
         // A policy that does not parse is the user's configuration to fix.
+        if let Some(refused) = err.downcast_ref::<location::IndexDirError>() {
+            return Failure::Usage(refused.to_string());
+        }
         match err.downcast_ref::<crate::privacy::PolicyError>() {
             Some(policy) => Failure::Usage(policy.to_string()),
             None => Failure::Runtime(err),
@@ -1290,6 +1293,8 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
         Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
     })?;
+    // Checked before `--stop` or a background watcher's lock touch it.
+    location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
     let mut config = IndexConfig::new(dir);
     config.policy = std::sync::Arc::new(
         crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,

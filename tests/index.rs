@@ -1145,3 +1145,101 @@ fn watch_keeps_the_index_current() {
     let committed = VaultIndex::open_committed(&root, &index, &Default::default()).unwrap();
     assert_eq!(committed.search_notes("narwhal", 5).unwrap().len(), 1);
 }
+
+/// Every file under `dir` with its bytes, for before/after comparisons.
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    listing(dir)
+}
+
+#[test]
+fn an_index_folder_in_or_around_the_vault_or_of_the_user_is_refused_untouched() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
+            ("tantivy/mine.md", &note("Mine", "A note about tantivy.")),
+        ],
+    );
+    std::os::unix::fs::symlink(&vault, world.path().join("link")).unwrap();
+    let before = snapshot_of(&vault);
+    let inside = [
+        (vault.clone(), "is the vault"),
+        (vault.join("tantivy"), "is inside the vault"),
+        (vault.join("sub/index"), "is inside the vault"),
+        (world.path().join("link/.index"), "is inside the vault"),
+        (
+            world.path().join("else/../vault/idx"),
+            "is inside the vault",
+        ),
+        (world.path().to_path_buf(), "contains the vault"),
+    ];
+    for (dir, relation) in &inside {
+        for command in [
+            &["search", "zebra"][..],
+            &["index", "--rebuild"],
+            &["status"],
+        ] {
+            let out = world
+                .cmd()
+                .args(command)
+                .arg("--vault")
+                .arg(&vault)
+                .arg("--index-dir")
+                .arg(dir)
+                .output()
+                .unwrap();
+            common::fails(&out, 2, relation);
+            assert_eq!(snapshot_of(&vault), before, "{command:?} {}", dir.display());
+        }
+    }
+    // CTXPACK_INDEX_DIR is held to the same rule.
+    let out = world
+        .cmd()
+        .env("CTXPACK_INDEX_DIR", &vault)
+        .args(["search", "zebra", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    common::fails(&out, 2, "is the vault");
+
+    // A folder of the user's outside the vault, not empty and unmarked,
+    // with a `tantivy/` folder of its own, is refused and left whole.
+    let foreign = world.vault(
+        "foreign",
+        &[("tantivy/keep.md", "keep me"), ("notes.txt", "mine too")],
+    );
+    let foreign_before = snapshot_of(&foreign);
+    for command in [
+        &["index"][..],
+        &["index", "--rebuild"],
+        &["search", "zebra"],
+    ] {
+        let out = index_like(&world, command, &vault, &foreign);
+        common::fails(&out, 2, "is not empty and is not a ctxpack index");
+        assert_eq!(snapshot_of(&foreign), foreign_before, "{command:?}");
+    }
+
+    // An empty folder is taken, marked, and serves.
+    let empty = world.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    ok(&index_cmd(&world, &vault, &empty, &[]));
+    assert!(empty.join(".ctxpack-index").is_file());
+    assert_eq!(search_paths(&world, &vault, &empty, "zebra"), ["a.md"]);
+    assert_eq!(snapshot_of(&vault), before);
+}
+
+fn index_like(world: &World, command: &[&str], vault: &Path, index: &Path) -> std::process::Output {
+    world
+        .cmd()
+        .args(command)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap()
+}

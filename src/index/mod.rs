@@ -164,6 +164,12 @@ impl UpdateReport {
     }
 }
 
+/// Whether an error of [`VaultIndex::open`] must end the command rather
+/// than let it go on without the index: an index folder ctxpack refuses.
+pub fn is_fatal(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<location::IndexDirError>().is_some()
+}
+
 /// Takes `lock`, retrying while another process holds it, for at most `wait`.
 fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::TryLockError> {
     let deadline = std::time::Instant::now() + wait;
@@ -248,8 +254,7 @@ impl VaultIndex {
     /// building it on first use and bringing it up to date. If another
     /// process is updating it, the last committed state is used instead.
     pub fn open(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        fs::create_dir_all(&config.dir)
-            .with_context(|| format!("cannot create index folder {}", config.dir.display()))?;
+        location::claim(root, &config.dir, LOCK_FILE)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -464,7 +469,7 @@ impl VaultIndex {
 
     /// Deletes the index (keeping the feedback store) and builds it anew.
     pub fn rebuild(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        fs::create_dir_all(&config.dir)?;
+        location::claim(root, &config.dir, LOCK_FILE)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
