@@ -1243,3 +1243,78 @@ fn index_like(world: &World, command: &[&str], vault: &Path, index: &Path) -> st
         .output()
         .unwrap()
 }
+
+/// The blobs the commit in `index` names: catalog, links, backlinks.
+fn committed_blobs(index: &Path) -> Vec<String> {
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(index.join("tantivy/meta.json")).unwrap())
+            .unwrap();
+    let payload: serde_json::Value =
+        serde_json::from_str(meta["payload"].as_str().unwrap()).unwrap();
+    ["catalog", "links", "backlinks"]
+        .iter()
+        .map(|kind| format!("{kind}-{}.bin", payload[kind].as_str().unwrap()))
+        .collect()
+}
+
+/// The content-addressed files in `index` (blobs and their side files).
+fn blob_files(index: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(index)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            ["catalog-", "links-", "backlinks-"]
+                .iter()
+                .any(|kind| name.starts_with(kind))
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn stale_blobs_of_every_kind_are_collected_keeping_the_previous_commit() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", &note("Alpha", "Alpha links to [[b]] today.")),
+            ("b.md", &note("Beta", "Beta is here.")),
+        ],
+    );
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    // Left by an older run: blobs and a check file no commit names.
+    let stray = "0123456789abcdef0123456789abcdef";
+    for name in [
+        format!("backlinks-{stray}.bin"),
+        format!("links-{stray}.bin"),
+        format!("catalog-{stray}.bin"),
+        format!("catalog-{stray}.checked"),
+    ] {
+        fs::write(index.join(name), b"old").unwrap();
+    }
+    let mut previous = committed_blobs(&index);
+    for round in 0..5 {
+        // Every round changes the link graph: new backlinks, links, catalog.
+        fs::write(
+            vault.join(format!("c{round}.md")),
+            note(&format!("C{round}"), "A new note."),
+        )
+        .unwrap();
+        fs::write(
+            vault.join("a.md"),
+            note("Alpha", &format!("Alpha links to [[c{round}]] now.")),
+        )
+        .unwrap();
+        ok(&index_cmd(&world, &vault, &index, &[]));
+        let current = committed_blobs(&index);
+        assert_ne!(current, previous, "round {round}");
+        let mut expected: Vec<String> = current.iter().chain(&previous).cloned().collect();
+        expected.sort();
+        assert_eq!(blob_files(&index), expected, "round {round}");
+        previous = current;
+    }
+    assert_eq!(search_paths(&world, &vault, &index, "alpha"), ["a.md"]);
+}

@@ -1499,11 +1499,22 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         backlinks: backlinks_hash.clone(),
         policy: policy.fingerprint().to_string(),
     })?;
+    // The commit this one replaces: readers that opened it may still read
+    // its blobs (the backlink table and link table are opened lazily), so
+    // they are kept until the next commit; every older blob is collected.
+    let previous: Option<Payload> = writer
+        .index()
+        .load_metas()
+        .ok()
+        .and_then(|metas| metas.payload)
+        .and_then(|payload| serde_json::from_str(&payload).ok());
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);
     prepared.commit()?;
-    // A reader that read the previous commit but not yet its blobs fails to
-    // open them, waits for the lock and opens this commit instead.
-    catalog::remove_stale(dir, &[catalog_hash, links_hash, backlinks_hash]);
+    let mut keep = vec![catalog_hash, links_hash, backlinks_hash];
+    if let Some(previous) = previous {
+        keep.extend([previous.catalog, previous.links, previous.backlinks]);
+    }
+    catalog::remove_stale(dir, &keep);
     Ok(())
 }
