@@ -1051,6 +1051,11 @@ fn report_open(cli: &Cli, session: &Session) {
         if report.busy {
             eprintln!("ctxpack: another process is updating the index; using its last state");
         }
+        if let Some(why) = &report.failed {
+            eprintln!(
+                "ctxpack: warning: the index could not be updated ({why}); using its last state"
+            );
+        }
     }
     if let Some(error) = &session.index_error {
         eprintln!("ctxpack: warning: no index ({error}); ranking without full-text search");
@@ -1346,6 +1351,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     if report.busy {
         eprintln!("ctxpack: another process is updating the index; try again later");
     }
+    if let Some(why) = &report.failed {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "the index could not be updated ({why}); its last state is kept"
+        )));
+    }
     println!(
         "{}: {} notes, {} sections ({}) in {:.2}s",
         config.dir.display(),
@@ -1459,6 +1469,12 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
         root,
         Some(&stop),
         &mut || match VaultIndex::open(root, config) {
+            Ok((
+                _,
+                UpdateReport {
+                    failed: Some(why), ..
+                },
+            )) => eprintln!("ctxpack: warning: update failed: {why}"),
             Ok((_, report)) if report.changed_anything() => {
                 println!("updated: {}", describe_update(&report));
             }

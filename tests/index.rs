@@ -1318,3 +1318,78 @@ fn stale_blobs_of_every_kind_are_collected_keeping_the_previous_commit() {
     }
     assert_eq!(search_paths(&world, &vault, &index, "alpha"), ["a.md"]);
 }
+
+/// `ctxpack ARGS` run with no room to write any file (`RLIMIT_FSIZE` 0,
+/// SIGXFSZ ignored, so each write fails with EFBIG as on a full disk).
+fn without_room(world: &World, args: &[&str], vault: &Path, index: &Path) -> std::process::Output {
+    let cmd = world.cmd();
+    let program = cmd.get_program().to_owned();
+    Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 0 && trap '' XFSZ && exec \"$0\" \"$@\"")
+        .arg(program)
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env_remove("CTXPACK_INDEX_DIR")
+        .current_dir(world.work())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_update_that_cannot_be_written_keeps_the_last_commit_and_heals() {
+    let world = World::new();
+    let (root, index, _) = indexed_then_edited(&world);
+    let out = without_room(
+        &world,
+        &["search", "zebra", "--format", "files"],
+        &root,
+        &index,
+    );
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("a.md"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("the index could not be updated"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("no index"), "{}", stderr(&out));
+    // `index` itself says it could not do what it was asked.
+    let out = without_room(&world, &["index"], &root, &index);
+    common::fails(&out, 1, "the index could not be updated");
+    // The last good commit is whole: the old text, every note.
+    let policy = ctxpack::privacy::Policy::default();
+    let stale = VaultIndex::open_committed(&root, &index, &policy).unwrap();
+    assert_eq!(stale.catalog.metas.len(), 2);
+    assert_eq!(library_search(&stale, "white"), ["a.md"]);
+    assert_eq!(library_search(&stale, "blue"), Vec::<String>::new());
+    drop(stale);
+    // With room again, the next command updates.
+    let out = world
+        .cmd()
+        .args(["search", "blue", "--format", "files", "--vault"])
+        .arg(&root)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out).lines().collect::<Vec<_>>(), ["a.md"]);
+    assert_eq!(stderr(&out), "");
+    let out = index_cmd(&world, &root, &index, &[]);
+    assert!(
+        ok(&out).contains("0 added, 0 changed, 0 removed, 2 unchanged"),
+        "{}",
+        stdout(&out)
+    );
+}

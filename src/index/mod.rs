@@ -156,6 +156,11 @@ pub struct UpdateReport {
     pub busy: bool,
     /// What changed was asked of a live watcher, not found by a walk.
     pub from_watcher: bool,
+    /// Why the update could not be written (a full disk, a quota, a
+    /// read-only folder): the last good commit serves, and the next open
+    /// tries again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 impl UpdateReport {
@@ -382,10 +387,29 @@ impl VaultIndex {
                     Ok(report) => Ok((index, report)),
                     Err(err) => {
                         drop(index);
-                        let mut report = Self::build(root, config)?;
-                        report.rebuilt = Some(format!("the update failed: {err:#}"));
-                        let index = Self::open_committed(root, &config.dir, &config.policy)?;
-                        Ok((index, report))
+                        match Self::build(root, config) {
+                            Ok(mut report) => {
+                                report.rebuilt = Some(format!("the update failed: {err:#}"));
+                                let index =
+                                    Self::open_committed(root, &config.dir, &config.policy)?;
+                                Ok((index, report))
+                            }
+                            // Neither the update nor a rebuild could be
+                            // written, but the last commit is intact: it
+                            // serves, and the next open tries again.
+                            Err(build_err) => {
+                                match Self::open_committed(root, &config.dir, &config.policy) {
+                                    Ok(index) => Ok((
+                                        index,
+                                        UpdateReport {
+                                            failed: Some(format!("{err:#}")),
+                                            ..UpdateReport::default()
+                                        },
+                                    )),
+                                    Err(_) => Err(build_err),
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -404,8 +428,10 @@ impl VaultIndex {
         result.map(|(index, mut report)| {
             // Whatever path was taken, the index now holds every change the
             // watcher had seen when it answered.
+            // A failed update applied none of them: the token stays.
             if let Some(token) = token
                 && stored.as_ref() != Some(&token)
+                && report.failed.is_none()
             {
                 let _ = changes::write_token(&config.dir, &token, &context);
             }
@@ -487,7 +513,10 @@ impl VaultIndex {
     /// An existing, readable full-text index is emptied and refilled in one
     /// commit, so readers keep the old state until the new one is complete;
     /// an unreadable one is deleted first.
-    /// If refilling fails, the folder is deleted and built once more.
+    /// If refilling fails, the folder is deleted and built once more,
+    /// unless its last commit is one this ctxpack reads: that commit is
+    /// never destroyed by a build that could not be written (a full disk
+    /// would then leave no index at all), and the error is returned.
     fn build(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
         let tantivy_dir = config.dir.join(TANTIVY_DIR);
         let (schema, _) = schema();
@@ -495,7 +524,9 @@ impl VaultIndex {
             Ok(index) if index.schema() == schema => {
                 let refilled = remove_uncommitted_files(&index, &tantivy_dir)
                     .and_then(|()| Self::fill(root, config, index));
-                if refilled.is_ok() {
+                if refilled.is_ok()
+                    || Self::open_committed(root, &config.dir, &config.policy).is_ok()
+                {
                     return refilled;
                 }
             }
