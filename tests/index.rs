@@ -1393,3 +1393,99 @@ fn an_update_that_cannot_be_written_keeps_the_last_commit_and_heals() {
         stdout(&out)
     );
 }
+
+/// Runs `cmd` to its end, failing the test if it takes more than `limit`
+/// (a command stuck for ever is killed, not waited for).
+fn finish_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!("still running after {limit:?}: {}", stderr(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_stuck_lock_holder_is_named_and_waited_for_a_bounded_time() {
+    let world = World::new();
+    let vault = big_vault(&world, 3000);
+    let index = world.path().join("index");
+    // A cold build, stopped while it holds the lock: no commit exists yet.
+    let mut holder = world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = holder.id();
+    // A failed assertion must not leave a stopped process behind.
+    struct KillOnDrop<'a>(&'a mut std::process::Child);
+    impl Drop for KillOnDrop<'_> {
+        fn drop(&mut self) {
+            if self.0.try_wait().ok().flatten().is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    let holder = KillOnDrop(&mut holder);
+    let started = Instant::now();
+    while fs::read_to_string(index.join("ctxpack.lock")).unwrap_or_default()
+        != format!("{pid} ctxpack index")
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no holder");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    signal(pid, "-STOP");
+    let named = format!("held by pid {pid} (ctxpack index)");
+    let run = |args: &[&str]| {
+        let mut cmd = world.cmd();
+        cmd.env("CTXPACK_LOCK_WAIT", "1")
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index);
+        finish_within(cmd, Duration::from_secs(60))
+    };
+    let gave_up = format!("stayed locked by pid {pid} (ctxpack index) for 1 s");
+    // A search goes on without the index, saying why.
+    let out = run(&["search", "unique7", "--format", "files"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches(&named).count(), 1, "{err}");
+    assert!(err.contains(&gave_up), "{err}");
+    assert!(err.contains("ranking without full-text search"), "{err}");
+    for args in [&["status"][..], &["index", "--rebuild"]] {
+        let out = run(args);
+        common::fails(&out, 1, &gave_up);
+        assert_eq!(stderr(&out).matches(&named).count(), 1, "{}", stderr(&out));
+    }
+    signal(pid, "-CONT");
+    assert!(holder.0.wait().unwrap().success());
+    assert_eq!(
+        search_paths(&world, &vault, &index, "unique7")[0],
+        "n00007.md"
+    );
+}

@@ -54,6 +54,12 @@ const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a command waits for the index lock when it cannot go on
+/// without it (no commit to read yet, or `index --rebuild`): a holder that
+/// makes no progress must not make every later command hang.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Overrides [`LOCK_WAIT`], in seconds.
+pub const LOCK_WAIT_VAR: &str = "CTXPACK_LOCK_WAIT";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
@@ -188,6 +194,89 @@ fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::Tr
     }
 }
 
+fn lock_wait() -> std::time::Duration {
+    std::env::var(LOCK_WAIT_VAR)
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .unwrap_or(LOCK_WAIT)
+}
+
+/// Writes this process's id and command (the program and its subcommand,
+/// never the rest: a query is nobody's business) into the lock file it
+/// now holds, for a process that finds it taken to name. Best effort.
+fn record_holder(lock: &fs::File) {
+    use std::os::unix::fs::FileExt;
+    let mut args = std::env::args_os();
+    let program = args
+        .next()
+        .and_then(|p| {
+            Path::new(&p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "ctxpack".into());
+    let command = args
+        .next()
+        .map(|a| a.to_string_lossy().chars().take(40).collect::<String>())
+        .unwrap_or_default();
+    let line = format!("{} {} {}", std::process::id(), program, command);
+    let _ = lock.set_len(0);
+    let _ = lock.write_all_at(line.trim_end().as_bytes(), 0);
+}
+
+/// Who holds the lock of the index in `dir`, as its holder recorded it:
+/// `pid N (command)`, or `another process` when that record is missing
+/// or names a process that no longer runs.
+fn lock_holder(dir: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let _ = crate::safe_fs::open_regular(&dir.join(LOCK_FILE))
+        .and_then(|file| file.take(256).read_to_string(&mut text));
+    let (pid, command) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    match pid.parse::<u32>() {
+        Ok(pid) if Path::new(&format!("/proc/{pid}")).exists() => {
+            format!("pid {pid} ({})", command.trim())
+        }
+        _ => "another process".into(),
+    }
+}
+
+/// Takes the index lock, waiting for its holder at most [`lock_wait`];
+/// says once, on stderr, that it waits and for whom, and ends in an error
+/// naming the holder when the wait runs out.
+fn wait_for_lock(lock: &fs::File, dir: &Path) -> Result<()> {
+    let taken = match lock.try_lock() {
+        Err(fs::TryLockError::WouldBlock) => {
+            let wait = lock_wait();
+            let holder = lock_holder(dir);
+            eprintln!(
+                "ctxpack: waiting for the index lock in {}, held by {holder} (at most {} s)",
+                dir.display(),
+                wait.as_secs_f64()
+            );
+            match try_lock_for(lock, wait) {
+                Err(fs::TryLockError::WouldBlock) => bail!(
+                    "the index in {} stayed locked by {holder} for {} s; if that process is stuck, \
+                     stop it (or set {LOCK_WAIT_VAR} to wait longer)",
+                    dir.display(),
+                    wait.as_secs_f64()
+                ),
+                other => other,
+            }
+        }
+        other => other,
+    };
+    match taken {
+        Ok(()) => {
+            record_holder(lock);
+            Ok(())
+        }
+        Err(fs::TryLockError::Error(err)) => Err(err).context("lock the index"),
+        Err(fs::TryLockError::WouldBlock) => bail!("the index is locked"),
+    }
+}
+
 /// How an update learns what changed in the vault.
 enum Changes {
     /// The whole vault walked.
@@ -268,6 +357,7 @@ impl VaultIndex {
             .with_context(|| format!("cannot open {}", config.dir.join(LOCK_FILE).display()))?;
         match try_lock_for(&lock, BUSY_WAIT) {
             Ok(()) => {
+                record_holder(&lock);
                 let result = Self::open_as_writer(root, config);
                 let _ = lock.unlock();
                 result
@@ -283,7 +373,7 @@ impl VaultIndex {
                     )),
                     Err(_) => {
                         // Nothing usable yet: wait for the other process's build.
-                        lock.lock().context("wait for the index lock")?;
+                        wait_for_lock(&lock, &config.dir)?;
                         let result = Self::open_as_writer(root, config);
                         let _ = lock.unlock();
                         result
@@ -501,7 +591,7 @@ impl VaultIndex {
             .truncate(false)
             .write(true)
             .open(config.dir.join(LOCK_FILE))?;
-        lock.lock().context("wait for the index lock")?;
+        wait_for_lock(&lock, &config.dir)?;
         let mut report = Self::build(root, config)?;
         report.rebuilt = Some("requested".into());
         let index = Self::open_committed(root, &config.dir, &config.policy)?;
