@@ -1489,3 +1489,42 @@ fn a_stuck_lock_holder_is_named_and_waited_for_a_bounded_time() {
         "n00007.md"
     );
 }
+
+#[test]
+fn a_vault_deleted_during_a_cold_index_is_an_error_and_nothing_is_committed() {
+    let world = World::new();
+    let vault = big_vault(&world, 3000);
+    let index = world.path().join("index");
+    let indexer = world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = indexer.id();
+    // Once it holds the lock, it is indexing.
+    let started = Instant::now();
+    while fs::read_to_string(index.join("ctxpack.lock")).unwrap_or_default()
+        != format!("{pid} ctxpack index")
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    fs::remove_dir_all(&vault).unwrap();
+    let out = indexer.wait_with_output().unwrap();
+    common::fails(
+        &out,
+        1,
+        "vanished (moved or deleted) while it was being indexed",
+    );
+    assert!(!stdout(&out).contains("added"), "{}", stdout(&out));
+    let committed = fs::read_to_string(index.join("tantivy/meta.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|meta| meta["payload"].is_string());
+    assert!(!committed, "a commit was made");
+}

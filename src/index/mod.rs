@@ -176,10 +176,43 @@ impl UpdateReport {
 }
 
 /// Whether an error of [`VaultIndex::open`] must end the command rather
-/// than let it go on without the index: an index folder ctxpack refuses.
+/// than let it go on without the index: an index folder ctxpack refuses,
+/// or a vault that vanished while it was read.
 pub fn is_fatal(err: &anyhow::Error) -> bool {
     err.downcast_ref::<location::IndexDirError>().is_some()
+        || err.downcast_ref::<VaultVanished>().is_some()
 }
+
+/// The vault's folder was moved away or deleted while it was being
+/// indexed: what was read is no vault, and nothing is committed.
+#[derive(Debug)]
+pub struct VaultVanished(pub PathBuf);
+
+impl std::fmt::Display for VaultVanished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the vault folder {} vanished (moved or deleted) while it was being indexed; \
+             nothing was committed",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for VaultVanished {}
+
+/// The vault folder's identity (device, inode), or the error saying it is gone.
+fn root_identity(root: &Path) -> Result<(u64, u64), VaultVanished> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(root)
+        .ok()
+        .filter(|meta| meta.is_dir())
+        .map(|meta| (meta.dev(), meta.ino()))
+        .ok_or_else(|| VaultVanished(root.to_path_buf()))
+}
+
+/// The diagnostic of a file listed by the walk and gone when it was read.
+const VANISHED: &str = "vanished while the index was being updated; not indexed";
 
 /// Takes `lock`, retrying while another process holds it, for at most `wait`.
 fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::TryLockError> {
@@ -475,6 +508,7 @@ impl VaultIndex {
                 };
                 match index.update_from(config, walked) {
                     Ok(report) => Ok((index, report)),
+                    Err(err) if err.downcast_ref::<VaultVanished>().is_some() => Err(err),
                     Err(err) => {
                         drop(index);
                         match Self::build(root, config) {
@@ -614,7 +648,11 @@ impl VaultIndex {
             Ok(index) if index.schema() == schema => {
                 let refilled = remove_uncommitted_files(&index, &tantivy_dir)
                     .and_then(|()| Self::fill(root, config, index));
+                let vanished = refilled
+                    .as_ref()
+                    .is_err_and(|err| err.downcast_ref::<VaultVanished>().is_some());
                 if refilled.is_ok()
+                    || vanished
                     || Self::open_committed(root, &config.dir, &config.policy).is_ok()
                 {
                     return refilled;
@@ -641,6 +679,7 @@ impl VaultIndex {
         writer.delete_all_documents()?;
         let mut state = IndexState {
             policy: Arc::clone(&config.policy),
+            root_identity: Some(root_identity(root)?),
             ..IndexState::default()
         };
         let walked = walk::walk(root, &config.hidden);
@@ -654,11 +693,11 @@ impl VaultIndex {
                 previous_hash: None,
             })
             .collect();
-        let added = work.len();
-        index_files(&writer, fields, work, config, &mut state)?;
+        let listed = work.len();
+        let indexed = index_files(&writer, fields, work, config, &mut state)?;
         finish(root, &config.dir, &mut writer, state)?;
         Ok(UpdateReport {
-            added,
+            added: listed - indexed.vanished_new,
             ..UpdateReport::default()
         })
     }
@@ -731,6 +770,7 @@ impl VaultIndex {
         let mut state = IndexState {
             walk_problems,
             policy: Arc::clone(&config.policy),
+            root_identity: Some(root_identity(&self.root)?),
             ..IndexState::default()
         };
         for file in kept {
@@ -756,9 +796,11 @@ impl VaultIndex {
             }
         }
         // A file touched but rewritten with identical content is not a change.
-        let identical = index_files(&writer, self.fields, pending, config, &mut state)?;
-        report.changed -= identical;
-        report.unchanged += identical;
+        let indexed = index_files(&writer, self.fields, pending, config, &mut state)?;
+        report.changed -= indexed.identical + indexed.vanished_known;
+        report.unchanged += indexed.identical;
+        report.added -= indexed.vanished_new;
+        report.removed += indexed.vanished_known;
         let dir = self.dir.clone();
         let root = self.root.clone();
         finish(&root, &dir, &mut writer, state)?;
@@ -1063,6 +1105,97 @@ mod tests {
         );
     }
 
+    /// A tantivy index in memory, with ctxpack's schema and analyzer.
+    fn memory_index() -> (Index, Fields) {
+        let (schema, fields) = schema();
+        let index = Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(analyzer::ANALYZER, analyzer::analyzer());
+        (index, fields)
+    }
+
+    fn pending(root: &Path, previous_hash: Option<[u8; 32]>) -> Vec<Pending> {
+        walk::walk(root, &[])
+            .files
+            .into_iter()
+            .map(|found| Pending {
+                stat: found.stat,
+                found,
+                previous_hash,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn files_gone_before_they_are_read_are_diagnosed_not_indexed() {
+        let vault = tempfile::tempdir().unwrap();
+        let root = vault.path().canonicalize().unwrap();
+        for name in ["a.md", "b.md", "c.md"] {
+            fs::write(root.join(name), format!("# {name}\n\nText of {name}.\n")).unwrap();
+        }
+        let config = IndexConfig::new(root.join("unused"));
+        for previous_hash in [None, Some([1; 32])] {
+            let work = pending(&root, previous_hash);
+            fs::rename(root.join("b.md"), root.join("b.txt")).unwrap();
+            let (index, fields) = memory_index();
+            let writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+            let mut state = IndexState::default();
+            let indexed = index_files(&writer, fields, work, &config, &mut state).unwrap();
+            fs::rename(root.join("b.txt"), root.join("b.md")).unwrap();
+            let (new, known) = if previous_hash.is_some() {
+                (0, 1)
+            } else {
+                (1, 0)
+            };
+            assert_eq!(
+                (
+                    indexed.identical,
+                    indexed.vanished_new,
+                    indexed.vanished_known
+                ),
+                (0, new, known)
+            );
+            let files: Vec<&str> = state.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(files, ["a.md", "c.md"]);
+            assert_eq!(
+                state.walk_problems,
+                [Diagnostic {
+                    path: "b.md".into(),
+                    message: VANISHED.into(),
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_is_committed_when_the_vault_folder_vanished_or_was_replaced() {
+        let world = tempfile::tempdir().unwrap();
+        let root = world.path().canonicalize().unwrap().join("vault");
+        let dir = world.path().join("index");
+        fs::create_dir_all(&dir).unwrap();
+        for replace in [false, true] {
+            fs::create_dir_all(&root).unwrap();
+            fs::write(root.join("a.md"), "# A\n\nSome text.\n").unwrap();
+            let (index, fields) = memory_index();
+            let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+            let mut state = IndexState {
+                root_identity: Some(root_identity(&root).unwrap()),
+                ..IndexState::default()
+            };
+            let config = IndexConfig::new(dir.clone());
+            index_files(&writer, fields, pending(&root, None), &config, &mut state).unwrap();
+            fs::rename(&root, world.path().join(format!("moved-{replace}"))).unwrap();
+            if replace {
+                fs::create_dir(&root).unwrap();
+            }
+            let err = finish(&root, &dir, &mut writer, state).unwrap_err();
+            assert!(err.downcast_ref::<VaultVanished>().is_some(), "{err:#}");
+            assert_eq!(index.load_metas().unwrap().payload, None);
+            let _ = fs::remove_dir(&root);
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn sentences_around_any_link_are_valid_ranges(
@@ -1251,6 +1384,20 @@ struct IndexState {
     metas: Vec<NoteMeta>,
     raw_links: Vec<Vec<RawLink>>,
     walk_problems: Vec<Diagnostic>,
+    /// The vault folder's (device, inode) when the work began: a commit is
+    /// made only if the same folder is still there.
+    root_identity: Option<(u64, u64)>,
+}
+
+/// What [`index_files`] did besides indexing.
+struct Indexed {
+    /// Files with the same content as before (their documents kept).
+    identical: usize,
+    /// New files gone before they were read (not indexed, diagnosed).
+    vanished_new: usize,
+    /// Known files gone before they were read again (their documents
+    /// deleted: they are removed).
+    vanished_known: usize,
 }
 
 pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
@@ -1263,15 +1410,16 @@ pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnosti
 }
 
 /// Reads, parses and indexes `work` in batches, recording the results in
-/// `state`. Returns how many files had the same content as before (their
-/// documents are left as they are).
+/// `state`. A file the walk listed and that is gone when read is left out
+/// of the catalog with a diagnostic, so the next update does not believe
+/// it was indexed.
 fn index_files(
     writer: &IndexWriter,
     fields: Fields,
     work: Vec<Pending>,
     config: &IndexConfig,
     state: &mut IndexState,
-) -> Result<usize> {
+) -> Result<Indexed> {
     let progress = if config.progress && std::io::stderr().is_terminal() && work.len() > 200 {
         let bar = ProgressBar::new(work.len() as u64);
         bar.set_style(
@@ -1282,7 +1430,12 @@ fn index_files(
     } else {
         ProgressBar::hidden()
     };
-    let mut identical = 0;
+    let mut indexed = Indexed {
+        identical: 0,
+        vanished_new: 0,
+        vanished_known: 0,
+    };
+    let problems_before = state.walk_problems.len();
     for batch in work.chunks(BATCH) {
         let parsed: Vec<(FileEntry, Option<Note>)> = batch
             .par_iter()
@@ -1292,9 +1445,22 @@ fn index_files(
             })
             .collect();
         for (item, (mut entry, note)) in batch.iter().zip(parsed) {
+            if note.is_none() && !entry.problems.is_empty() && vanished(&item.found) {
+                if item.previous_hash.is_some() {
+                    writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
+                    indexed.vanished_known += 1;
+                } else {
+                    indexed.vanished_new += 1;
+                }
+                state.walk_problems.push(Diagnostic {
+                    path: item.found.rel_path.clone(),
+                    message: VANISHED.into(),
+                });
+                continue;
+            }
             let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
             if same {
-                identical += 1;
+                indexed.identical += 1;
             } else if item.previous_hash.is_some() {
                 writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
             }
@@ -1312,7 +1478,16 @@ fn index_files(
         progress.inc(batch.len() as u64);
     }
     progress.finish_and_clear();
-    Ok(identical)
+    if state.walk_problems.len() > problems_before {
+        state.walk_problems.sort();
+    }
+    Ok(indexed)
+}
+
+/// Whether the file the walk found is no longer there to read.
+fn vanished(found: &walk::Found) -> bool {
+    fs::symlink_metadata(&found.read_path)
+        .is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
 }
 
 pub(crate) fn read_and_parse(
@@ -1522,7 +1697,15 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         metas,
         raw_links,
         walk_problems,
+        root_identity: identity_at_start,
     } = state;
+    // Notes read from a folder moved away or deleted meanwhile are not
+    // the vault: commit nothing (the last commit, if any, stays).
+    if let Some(identity) = identity_at_start
+        && root_identity(root)? != identity
+    {
+        return Err(VaultVanished(root.to_path_buf()).into());
+    }
     let mut order: Vec<usize> = (0..metas.len()).collect();
     order.sort_by(|&a, &b| metas[a].path.cmp(&metas[b].path));
     let mut metas_sorted = Vec::with_capacity(metas.len());
