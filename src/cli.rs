@@ -1633,9 +1633,20 @@ fn watch_with(
     on_change();
     let quiet_period = Duration::from_millis(300);
     let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    // The watch is on this folder, not on the path: another folder there
+    // would never be seen.
+    let watched = crate::vault::changes::root_identity(root);
     loop {
         let first = match events.recv_timeout(Duration::from_millis(100)) {
             Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout)
+                if crate::vault::changes::root_identity(root) != watched =>
+            {
+                return Err(Failure::Runtime(anyhow::anyhow!(
+                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
+                    root.display()
+                )));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
             Err(_) => break,
         };
