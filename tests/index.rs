@@ -1528,3 +1528,37 @@ fn a_vault_deleted_during_a_cold_index_is_an_error_and_nothing_is_committed() {
         .is_some_and(|meta| meta["payload"].is_string());
     assert!(!committed, "a commit was made");
 }
+
+#[test]
+fn notes_of_equal_score_rank_the_same_after_every_build() {
+    let world = World::new();
+    let files: Vec<(String, String)> = (0..400)
+        .map(|n| {
+            (
+                format!("n{n:03}.md"),
+                "The zebra grazes here.\n".to_string(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let vault = world.vault("vault", &refs);
+    let expected: Vec<String> = (0..50).map(|n| format!("n{n:03}.md")).collect();
+    for build in 0..3 {
+        let index = world.path().join(format!("index-{build}"));
+        ok(&index_cmd(&world, &vault, &index, &[]));
+        assert_eq!(
+            search_paths(&world, &vault, &index, "zebra"),
+            expected,
+            "cold build {build}"
+        );
+        ok(&index_cmd(&world, &vault, &index, &["--rebuild"]));
+        assert_eq!(
+            search_paths(&world, &vault, &index, "zebra"),
+            expected,
+            "rebuild {build}"
+        );
+    }
+}

@@ -925,13 +925,27 @@ impl VaultIndex {
         limit: usize,
         stats: &KindStatistics,
     ) -> Result<Vec<(String, Option<usize>, f32)>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let searcher = &stats.searcher;
-        let fetch = limit.saturating_mul(2).saturating_add(16);
-        let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
-            query,
-            &TopDocs::with_limit(fetch).order_by_score(),
-            stats,
-        )?;
+        let mut fetch = limit.saturating_mul(2).saturating_add(16);
+        // Among documents of equal score tantivy keeps those of the lowest
+        // document ids, which follow the indexing threads' scheduling: when
+        // the hits fetched end on a tie with the `limit`-th, more may tie
+        // beyond them, and all are fetched so the path decides.
+        let top: Vec<(f32, DocAddress)> = loop {
+            let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
+                query,
+                &TopDocs::with_limit(fetch).order_by_score(),
+                stats,
+            )?;
+            let cut_in_a_tie = top.len() == fetch && top[fetch - 1].0 >= top[limit - 1].0;
+            if !cut_in_a_tie {
+                break top;
+            }
+            fetch = fetch.saturating_mul(4);
+        };
         let mut hits = Vec::with_capacity(top.len().min(limit + 8));
         for (score, address) in top {
             // Best first: past the `limit`-th hit only ties with it can
@@ -1193,6 +1207,54 @@ mod tests {
             assert!(err.downcast_ref::<VaultVanished>().is_some(), "{err:#}");
             assert_eq!(index.load_metas().unwrap().payload, None);
             let _ = fs::remove_dir(&root);
+        }
+    }
+
+    #[test]
+    fn hits_of_equal_score_are_taken_in_path_order_whatever_the_document_order() {
+        let (index, fields) = memory_index();
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        // Added in reverse path order: document ids run against the paths.
+        for n in (0..100).rev() {
+            let mut doc = TantivyDocument::default();
+            doc.add_text(fields.path, format!("n{n:03}.md"));
+            doc.add_text(fields.text, "the zebra grazes");
+            writer.add_document(doc).unwrap();
+        }
+        writer.commit().unwrap();
+        let reader: IndexReader = index.reader().unwrap();
+        let stats = KindStatistics {
+            searcher: reader.searcher(),
+            docs: 100,
+        };
+        let query = BooleanQuery::new(vec![should_term(
+            fields.text,
+            "zebra",
+            IndexRecordOption::WithFreqs,
+            1.0,
+        )]);
+        let opened = VaultIndex {
+            dir: PathBuf::new(),
+            root: PathBuf::new(),
+            index: index.clone(),
+            reader,
+            fields,
+            catalog: Catalog::default(),
+            links_hash: String::new(),
+            links: OnceLock::new(),
+            graph: OnceLock::new(),
+            backlinks_hash: String::new(),
+        };
+        for limit in [1, 10, 50, 100, 150] {
+            let paths: Vec<String> = opened
+                .top_paths(&query, limit, &stats)
+                .unwrap()
+                .into_iter()
+                .map(|(path, _, _)| path)
+                .collect();
+            let expected: Vec<String> =
+                (0..limit.min(100)).map(|n| format!("n{n:03}.md")).collect();
+            assert_eq!(paths, expected, "limit {limit}");
         }
     }
 
