@@ -146,8 +146,9 @@ pub fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
 
 /// Makes `dir` the index folder of the vault at `root`: refused when it
 /// overlaps the vault or is a non-empty folder without ctxpack's marker;
-/// created (with the marker) when missing; marked when empty or when it
-/// is an index an older ctxpack made (it holds `legacy_lock`, and its
+/// created (with the marker) when missing; marked when empty (or holding
+/// only marked views' indexes, see [`view_dir`]) or when it is an index
+/// an older ctxpack made (it holds `legacy_lock`, and its
 /// `tantivy` folder, if any, is a tantivy index).
 pub fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -157,8 +158,12 @@ pub fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            let empty = entries.next().is_none();
+        Ok(entries) => {
+            // A view's index, marked itself, is ctxpack's own too.
+            let empty = entries.flatten().all(|entry| {
+                entry.file_name().to_string_lossy().starts_with("view-")
+                    && fs_is_file(&entry.path().join(MARKER_FILE))
+            });
             let tantivy = dir.join("tantivy");
             let legacy = fs_is_file(&dir.join(legacy_lock))
                 && (!tantivy.exists() || fs_is_file(&tantivy.join("meta.json")));
@@ -231,6 +236,16 @@ mod tests {
         // A lock file alone does not make a folder of notes an index.
         std::fs::write(foreign.join("ctxpack.lock"), "").unwrap();
         assert!(claim(&vault, &foreign, "ctxpack.lock").is_err());
+        // Holding only the index of a view, it is the whole vault's to take.
+        let views = base.join("views");
+        claim(
+            &vault,
+            &view_dir(views.clone(), &["private".into()]),
+            "ctxpack.lock",
+        )
+        .unwrap();
+        claim(&vault, &views, "ctxpack.lock").unwrap();
+        assert!(fs_is_file(&views.join(MARKER_FILE)));
         let legacy = base.join("legacy");
         std::fs::create_dir_all(legacy.join("tantivy")).unwrap();
         std::fs::write(legacy.join("tantivy/meta.json"), "{}").unwrap();
