@@ -518,6 +518,11 @@ impl VaultIndex {
                                     Self::open_committed(root, &config.dir, &config.policy)?;
                                 Ok((index, report))
                             }
+                            Err(build_err)
+                                if build_err.downcast_ref::<VaultVanished>().is_some() =>
+                            {
+                                Err(build_err)
+                            }
                             // Neither the update nor a rebuild could be
                             // written, but the last commit is intact: it
                             // serves, and the next open tries again.
