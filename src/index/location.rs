@@ -175,6 +175,12 @@ pub fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
                 ))
                 .into());
             }
+            if legacy && !empty {
+                // Recognised without it each time: a full disk must not
+                // stop the last index from serving.
+                let _ = std::fs::write(&marker, MARKER_TEXT);
+                return Ok(());
+            }
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(dir)
