@@ -582,6 +582,9 @@ impl From<config::ConfigError> for Failure {
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
         // A policy that does not parse is the user's configuration to fix.
+        if let Some(refused) = err.downcast_ref::<location::IndexDirError>() {
+            return Failure::Usage(refused.to_string());
+        }
         match err.downcast_ref::<crate::privacy::PolicyError>() {
             Some(policy) => Failure::Usage(policy.to_string()),
             None => Failure::Runtime(err),
@@ -1056,6 +1059,11 @@ fn report_open(cli: &Cli, session: &Session) {
         if report.busy {
             eprintln!("ctxpack: another process is updating the index; using its last state");
         }
+        if let Some(why) = &report.failed {
+            eprintln!(
+                "ctxpack: warning: the index could not be updated ({why}); using its last state"
+            );
+        }
     }
     if let Some(error) = &session.index_error {
         eprintln!("ctxpack: warning: no index ({error}); ranking without full-text search");
@@ -1298,6 +1306,8 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
         Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
     })?;
+    // Checked before `--stop` or a background watcher's lock touch it.
+    location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
     let mut config = IndexConfig::new(dir);
     config.policy = std::sync::Arc::new(
         crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
@@ -1348,6 +1358,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     }
     if report.busy {
         eprintln!("ctxpack: another process is updating the index; try again later");
+    }
+    if let Some(why) = &report.failed {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "the index could not be updated ({why}); its last state is kept"
+        )));
     }
     println!(
         "{}: {} notes, {} sections ({}) in {:.2}s",
@@ -1462,6 +1477,12 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
         root,
         Some(&stop),
         &mut || match VaultIndex::open(root, config) {
+            Ok((
+                _,
+                UpdateReport {
+                    failed: Some(why), ..
+                },
+            )) => eprintln!("ctxpack: warning: update failed: {why}"),
             Ok((_, report)) if report.changed_anything() => {
                 println!("updated: {}", describe_update(&report));
             }
@@ -1620,9 +1641,20 @@ fn watch_with(
     on_change();
     let quiet_period = Duration::from_millis(300);
     let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    // The watch is on this folder, not on the path: another folder there
+    // would never be seen.
+    let watched = crate::vault::changes::root_identity(root);
     loop {
         let first = match events.recv_timeout(Duration::from_millis(100)) {
             Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout)
+                if crate::vault::changes::root_identity(root) != watched =>
+            {
+                return Err(Failure::Runtime(anyhow::anyhow!(
+                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
+                    root.display()
+                )));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
             Err(_) => break,
         };

@@ -167,15 +167,25 @@ impl Session {
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
         let policy = Arc::new(Policy::load(&root)?);
-        let index_dir = location::index_dir(&root, choice.dir.as_deref())
-            .map(|dir| location::view_dir(dir, &choice.hidden));
+        let index_dir = location::index_dir(&root, choice.dir.as_deref());
+        // The folder a view's index sits in must not overlap the vault either.
+        if let Some(dir) = &index_dir {
+            location::check_outside(&root, dir)?;
+        }
+        let index_dir = index_dir.map(|dir| location::view_dir(dir, &choice.hidden));
         let opened = match &index_dir {
             Some(dir) => {
                 let mut config = IndexConfig::new(dir.clone());
                 config.progress = choice.progress;
                 config.hidden = choice.hidden.clone();
                 config.policy = Arc::clone(&policy);
-                VaultIndex::open(&root, &config).map_err(|err| format!("{err:#}"))
+                match VaultIndex::open(&root, &config) {
+                    Ok(opened) => Ok(opened),
+                    // Not a reason to rank without the index: the user's
+                    // configuration or vault is wrong, and says so.
+                    Err(err) if crate::index::is_fatal(&err) => return Err(err),
+                    Err(err) => Err(format!("{err:#}")),
+                }
             }
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
         };

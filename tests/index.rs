@@ -1145,3 +1145,420 @@ fn watch_keeps_the_index_current() {
     let committed = VaultIndex::open_committed(&root, &index, &Default::default()).unwrap();
     assert_eq!(committed.search_notes("narwhal", 5).unwrap().len(), 1);
 }
+
+/// Every file under `dir` with its bytes, for before/after comparisons.
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    listing(dir)
+}
+
+#[test]
+fn an_index_folder_in_or_around_the_vault_or_of_the_user_is_refused_untouched() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "a.md",
+                &note("Alpha", "The zebra crossing is painted white."),
+            ),
+            ("tantivy/mine.md", &note("Mine", "A note about tantivy.")),
+        ],
+    );
+    std::os::unix::fs::symlink(&vault, world.path().join("link")).unwrap();
+    let before = snapshot_of(&vault);
+    let inside = [
+        (vault.clone(), "is the vault"),
+        (vault.join("tantivy"), "is inside the vault"),
+        (vault.join("sub/index"), "is inside the vault"),
+        (world.path().join("link/.index"), "is inside the vault"),
+        (
+            world.path().join("else/../vault/idx"),
+            "is inside the vault",
+        ),
+        (world.path().to_path_buf(), "contains the vault"),
+    ];
+    for (dir, relation) in &inside {
+        for command in [
+            &["search", "zebra"][..],
+            &["index", "--rebuild"],
+            &["status"],
+        ] {
+            let out = world
+                .cmd()
+                .args(command)
+                .arg("--vault")
+                .arg(&vault)
+                .arg("--index-dir")
+                .arg(dir)
+                .output()
+                .unwrap();
+            common::fails(&out, 2, relation);
+            assert_eq!(snapshot_of(&vault), before, "{command:?} {}", dir.display());
+        }
+    }
+    // CTXPACK_INDEX_DIR is held to the same rule.
+    let out = world
+        .cmd()
+        .env("CTXPACK_INDEX_DIR", &vault)
+        .args(["search", "zebra", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    common::fails(&out, 2, "is the vault");
+
+    // A folder of the user's outside the vault, not empty and unmarked,
+    // with a `tantivy/` folder of its own, is refused and left whole.
+    let foreign = world.vault(
+        "foreign",
+        &[("tantivy/keep.md", "keep me"), ("notes.txt", "mine too")],
+    );
+    let foreign_before = snapshot_of(&foreign);
+    for command in [
+        &["index"][..],
+        &["index", "--rebuild"],
+        &["search", "zebra"],
+    ] {
+        let out = index_like(&world, command, &vault, &foreign);
+        common::fails(&out, 2, "is not empty and is not a ctxpack index");
+        assert_eq!(snapshot_of(&foreign), foreign_before, "{command:?}");
+    }
+
+    // An empty folder is taken, marked, and serves.
+    let empty = world.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    ok(&index_cmd(&world, &vault, &empty, &[]));
+    assert!(empty.join(".ctxpack-index").is_file());
+    assert_eq!(search_paths(&world, &vault, &empty, "zebra"), ["a.md"]);
+    assert_eq!(snapshot_of(&vault), before);
+}
+
+fn index_like(world: &World, command: &[&str], vault: &Path, index: &Path) -> std::process::Output {
+    world
+        .cmd()
+        .args(command)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap()
+}
+
+/// The blobs the commit in `index` names: catalog, links, backlinks.
+fn committed_blobs(index: &Path) -> Vec<String> {
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(index.join("tantivy/meta.json")).unwrap())
+            .unwrap();
+    let payload: serde_json::Value =
+        serde_json::from_str(meta["payload"].as_str().unwrap()).unwrap();
+    ["catalog", "links", "backlinks"]
+        .iter()
+        .map(|kind| format!("{kind}-{}.bin", payload[kind].as_str().unwrap()))
+        .collect()
+}
+
+/// The content-addressed files in `index` (blobs and their side files).
+fn blob_files(index: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(index)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            ["catalog-", "links-", "backlinks-"]
+                .iter()
+                .any(|kind| name.starts_with(kind))
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn stale_blobs_of_every_kind_are_collected_keeping_the_previous_commit() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", &note("Alpha", "Alpha links to [[b]] today.")),
+            ("b.md", &note("Beta", "Beta is here.")),
+        ],
+    );
+    let index = world.path().join("index");
+    ok(&index_cmd(&world, &vault, &index, &[]));
+    // Left by an older run: blobs and a check file no commit names.
+    let stray = "0123456789abcdef0123456789abcdef";
+    for name in [
+        format!("backlinks-{stray}.bin"),
+        format!("links-{stray}.bin"),
+        format!("catalog-{stray}.bin"),
+        format!("catalog-{stray}.checked"),
+    ] {
+        fs::write(index.join(name), b"old").unwrap();
+    }
+    let mut previous = committed_blobs(&index);
+    for round in 0..5 {
+        // Every round changes the link graph: new backlinks, links, catalog.
+        fs::write(
+            vault.join(format!("c{round}.md")),
+            note(&format!("C{round}"), "A new note."),
+        )
+        .unwrap();
+        fs::write(
+            vault.join("a.md"),
+            note("Alpha", &format!("Alpha links to [[c{round}]] now.")),
+        )
+        .unwrap();
+        ok(&index_cmd(&world, &vault, &index, &[]));
+        let current = committed_blobs(&index);
+        assert_ne!(current, previous, "round {round}");
+        let mut expected: Vec<String> = current.iter().chain(&previous).cloned().collect();
+        expected.sort();
+        assert_eq!(blob_files(&index), expected, "round {round}");
+        previous = current;
+    }
+    assert_eq!(search_paths(&world, &vault, &index, "alpha"), ["a.md"]);
+}
+
+/// `ctxpack ARGS` run with no room to write any file (`RLIMIT_FSIZE` 0,
+/// SIGXFSZ ignored, so each write fails with EFBIG as on a full disk).
+fn without_room(world: &World, args: &[&str], vault: &Path, index: &Path) -> std::process::Output {
+    let cmd = world.cmd();
+    let program = cmd.get_program().to_owned();
+    Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 0 && trap '' XFSZ && exec \"$0\" \"$@\"")
+        .arg(program)
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(index)
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env_remove("CTXPACK_INDEX_DIR")
+        .current_dir(world.work())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_update_that_cannot_be_written_keeps_the_last_commit_and_heals() {
+    let world = World::new();
+    let (root, index, _) = indexed_then_edited(&world);
+    let out = without_room(
+        &world,
+        &["search", "zebra", "--format", "files"],
+        &root,
+        &index,
+    );
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("a.md"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("the index could not be updated"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("no index"), "{}", stderr(&out));
+    // `index` itself says it could not do what it was asked.
+    let out = without_room(&world, &["index"], &root, &index);
+    common::fails(&out, 1, "the index could not be updated");
+    // The last good commit is whole: the old text, every note.
+    let policy = ctxpack::privacy::Policy::default();
+    let stale = VaultIndex::open_committed(&root, &index, &policy).unwrap();
+    assert_eq!(stale.catalog.metas.len(), 2);
+    assert_eq!(library_search(&stale, "white"), ["a.md"]);
+    assert_eq!(library_search(&stale, "blue"), Vec::<String>::new());
+    drop(stale);
+    // With room again, the next command updates.
+    let out = world
+        .cmd()
+        .args(["search", "blue", "--format", "files", "--vault"])
+        .arg(&root)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out).lines().collect::<Vec<_>>(), ["a.md"]);
+    assert_eq!(stderr(&out), "");
+    let out = index_cmd(&world, &root, &index, &[]);
+    assert!(
+        ok(&out).contains("0 added, 0 changed, 0 removed, 2 unchanged"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Runs `cmd` to its end, failing the test if it takes more than `limit`
+/// (a command stuck for ever is killed, not waited for).
+fn finish_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!("still running after {limit:?}: {}", stderr(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_stuck_lock_holder_is_named_and_waited_for_a_bounded_time() {
+    let world = World::new();
+    let vault = big_vault(&world, 3000);
+    let index = world.path().join("index");
+    // A cold build, stopped while it holds the lock: no commit exists yet.
+    let mut holder = world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = holder.id();
+    // A failed assertion must not leave a stopped process behind.
+    struct KillOnDrop<'a>(&'a mut std::process::Child);
+    impl Drop for KillOnDrop<'_> {
+        fn drop(&mut self) {
+            if self.0.try_wait().ok().flatten().is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    let holder = KillOnDrop(&mut holder);
+    let started = Instant::now();
+    while fs::read_to_string(index.join("ctxpack.lock")).unwrap_or_default()
+        != format!("{pid} ctxpack index")
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no holder");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    signal(pid, "-STOP");
+    let named = format!("held by pid {pid} (ctxpack index)");
+    let run = |args: &[&str]| {
+        let mut cmd = world.cmd();
+        cmd.env("CTXPACK_LOCK_WAIT", "1")
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index);
+        finish_within(cmd, Duration::from_secs(60))
+    };
+    let gave_up = format!("stayed locked by pid {pid} (ctxpack index) for 1 s");
+    // A search goes on without the index, saying why.
+    let out = run(&["search", "unique7", "--format", "files"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches(&named).count(), 1, "{err}");
+    assert!(err.contains(&gave_up), "{err}");
+    assert!(err.contains("ranking without full-text search"), "{err}");
+    for args in [&["status"][..], &["index", "--rebuild"]] {
+        let out = run(args);
+        common::fails(&out, 1, &gave_up);
+        assert_eq!(stderr(&out).matches(&named).count(), 1, "{}", stderr(&out));
+    }
+    signal(pid, "-CONT");
+    assert!(holder.0.wait().unwrap().success());
+    assert_eq!(
+        search_paths(&world, &vault, &index, "unique7")[0],
+        "n00007.md"
+    );
+}
+
+#[test]
+fn a_vault_deleted_during_a_cold_index_is_an_error_and_nothing_is_committed() {
+    let world = World::new();
+    let vault = big_vault(&world, 3000);
+    let index = world.path().join("index");
+    let indexer = world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(&index)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = indexer.id();
+    // Once it holds the lock, it is indexing.
+    let started = Instant::now();
+    while fs::read_to_string(index.join("ctxpack.lock")).unwrap_or_default()
+        != format!("{pid} ctxpack index")
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    fs::remove_dir_all(&vault).unwrap();
+    let out = indexer.wait_with_output().unwrap();
+    common::fails(
+        &out,
+        1,
+        "vanished (moved or deleted) while it was being indexed",
+    );
+    assert!(!stdout(&out).contains("added"), "{}", stdout(&out));
+    let committed = fs::read_to_string(index.join("tantivy/meta.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|meta| meta["payload"].is_string());
+    assert!(!committed, "a commit was made");
+}
+
+#[test]
+fn notes_of_equal_score_rank_the_same_after_every_build() {
+    let world = World::new();
+    let files: Vec<(String, String)> = (0..400)
+        .map(|n| {
+            (
+                format!("n{n:03}.md"),
+                "The zebra grazes here.\n".to_string(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let vault = world.vault("vault", &refs);
+    let expected: Vec<String> = (0..50).map(|n| format!("n{n:03}.md")).collect();
+    for build in 0..3 {
+        let index = world.path().join(format!("index-{build}"));
+        ok(&index_cmd(&world, &vault, &index, &[]));
+        assert_eq!(
+            search_paths(&world, &vault, &index, "zebra"),
+            expected,
+            "cold build {build}"
+        );
+        ok(&index_cmd(&world, &vault, &index, &["--rebuild"]));
+        assert_eq!(
+            search_paths(&world, &vault, &index, "zebra"),
+            expected,
+            "rebuild {build}"
+        );
+    }
+}

@@ -456,3 +456,57 @@ fn a_serving_mcp_server_does_not_stop_on_request() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("ctxpack serve"));
     assert!(index.join("watch.sock").exists());
 }
+
+#[test]
+fn a_vault_folder_replaced_under_a_watch_is_never_trusted_stale() {
+    let world = World::new();
+    let (vault, index) = vault_with_notes(&world);
+    // Killed when dropped, should an assertion fail first.
+    let mut watch = Watcher {
+        child: world
+            .cmd()
+            .args(["index", "--watch", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(&index)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    };
+    let mut first = String::new();
+    BufReader::new(watch.child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    wait_until("the socket", || index.join("watch.sock").exists());
+    assert!(watcher_answers(&world, &vault, &index));
+    // The vault moved away and a copy put in its place, then edited.
+    fs::rename(&vault, world.path().join("vault.old")).unwrap();
+    fs::create_dir_all(vault.join("deep")).unwrap();
+    fs::write(vault.join("deep/b.md"), note("Beta", "the second note")).unwrap();
+    fs::write(vault.join("a.md"), note("Alpha", "an okapi")).unwrap();
+    assert_eq!(search(&world, &vault, &index, "okapi").0, "a.md\n");
+    fs::write(vault.join("a.md"), note("Alpha", "a quokka")).unwrap();
+    assert_eq!(search(&world, &vault, &index, "quokka").0, "a.md\n");
+    // The watch of the old folder ends, saying why.
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = watch.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the watch of the old folder goes on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(watch.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("was moved, deleted or replaced; the watch stopped"),
+        "{stderr}"
+    );
+    fs::write(vault.join("a.md"), note("Alpha", "a tapir")).unwrap();
+    assert_eq!(search(&world, &vault, &index, "tapir").0, "a.md\n");
+}

@@ -534,7 +534,11 @@ pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
     dir.join(format!("{kind}-{hash}.bin"))
 }
 
-/// Removes blobs (and leftover temporary files) not named in `keep`.
+/// The kinds of content-addressed blob an index commit names.
+const BLOB_KINDS: [&str; 3] = ["catalog-", "links-", "backlinks-"];
+
+/// Removes blobs of every kind, their `.checked` side files, and leftover
+/// temporary files, unless their name holds a hash in `keep`.
 pub fn remove_stale(dir: &Path, keep: &[String]) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -542,7 +546,7 @@ pub fn remove_stale(dir: &Path, keep: &[String]) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let is_blob = ["catalog-", "links-"].iter().any(|p| name.starts_with(p))
+        let is_blob = BLOB_KINDS.iter().any(|p| name.starts_with(p))
             && (name.ends_with(".bin") || name.ends_with(".checked"));
         let is_temp = name.starts_with('.') && name.ends_with(".tmp");
         let kept = keep.iter().any(|hash| name.contains(hash.as_str()));

@@ -61,3 +61,202 @@ pub fn vault_id(root: &Path) -> String {
     let hash = blake3::hash(root.as_os_str().as_encoded_bytes());
     format!("{name}-{}", &hash.to_hex()[..16])
 }
+
+/// The file ctxpack writes into every index folder it creates or adopts.
+/// ctxpack deletes or clears only inside a folder that carries it, so an
+/// `--index-dir` pointed at a folder of the user's is never emptied.
+pub const MARKER_FILE: &str = ".ctxpack-index";
+const MARKER_TEXT: &str = "This folder is a ctxpack index; ctxpack may delete what is in it.\n";
+
+/// An index folder ctxpack will not use: inside the vault, around it, or a
+/// folder of someone else's. A configuration error (the command line's or
+/// `CTXPACK_INDEX_DIR`'s), not a failure while running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDirError(pub String);
+
+impl std::fmt::Display for IndexDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for IndexDirError {}
+
+/// `path` made absolute with symlinks and `..` resolved, also when its
+/// last components do not exist yet: the deepest existing ancestor is
+/// canonicalized and the rest appended (a component that does not exist
+/// is no symlink, so `..` after it is taken lexically).
+pub fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let base = loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            break canonical;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last.as_os_str().to_os_string());
+                existing = parent;
+            }
+            // Not even the file system's root resolves: keep the text.
+            _ => break existing.to_path_buf(),
+        }
+    };
+    let mut out = base;
+    for name in rest.into_iter().rev() {
+        match Path::new(&name).components().next() {
+            Some(std::path::Component::ParentDir) => {
+                out.pop();
+            }
+            Some(std::path::Component::CurDir) | None => {}
+            Some(_) => out.push(name),
+        }
+    }
+    out
+}
+
+/// Refuses an index folder equal to the vault, inside it, or holding it:
+/// ctxpack writes and deletes in its index folder, and never in a vault.
+pub fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
+    let root = resolved(root);
+    let resolved_dir = resolved(dir);
+    let relation = if resolved_dir == root {
+        "is the vault"
+    } else if resolved_dir.starts_with(&root) {
+        "is inside the vault"
+    } else if root.starts_with(&resolved_dir) {
+        "contains the vault"
+    } else {
+        return Ok(());
+    };
+    Err(IndexDirError(format!(
+        "the index folder {} {relation} ({}); choose a folder outside the vault \
+         (--index-dir or CTXPACK_INDEX_DIR)",
+        dir.display(),
+        root.display()
+    )))
+}
+
+/// Makes `dir` the index folder of the vault at `root`: refused when it
+/// overlaps the vault or is a non-empty folder without ctxpack's marker;
+/// created (with the marker) when missing; marked when empty (or holding
+/// only marked views' indexes, see [`view_dir`]) or when it is an index
+/// an older ctxpack made (it holds `legacy_lock`, and its
+/// `tantivy` folder, if any, is a tantivy index).
+pub fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    check_outside(root, dir)?;
+    let marker = dir.join(MARKER_FILE);
+    if fs_is_file(&marker) {
+        return Ok(());
+    }
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            // A view's index, marked itself, is ctxpack's own too.
+            let empty = entries.flatten().all(|entry| {
+                entry.file_name().to_string_lossy().starts_with("view-")
+                    && fs_is_file(&entry.path().join(MARKER_FILE))
+            });
+            let tantivy = dir.join("tantivy");
+            let legacy = fs_is_file(&dir.join(legacy_lock))
+                && (!tantivy.exists() || fs_is_file(&tantivy.join("meta.json")));
+            if !empty && !legacy {
+                return Err(IndexDirError(format!(
+                    "the index folder {} is not empty and is not a ctxpack index (no {MARKER_FILE}); \
+                     ctxpack clears its index folder, so it uses only a new or empty one",
+                    dir.display()
+                ))
+                .into());
+            }
+            if legacy && !empty {
+                // Recognised without it each time: a full disk must not
+                // stop the last index from serving.
+                let _ = std::fs::write(&marker, MARKER_TEXT);
+                return Ok(());
+            }
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create index folder {}", dir.display()))?;
+        }
+        Err(err) => {
+            return Err(err).with_context(|| format!("cannot read index folder {}", dir.display()));
+        }
+    }
+    std::fs::write(&marker, MARKER_TEXT)
+        .with_context(|| format!("cannot write {}", marker.display()))
+}
+
+/// A regular file, not followed through a symlink.
+fn fs_is_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_folder_overlapping_the_vault_is_refused_through_links_and_dots() {
+        let world = tempfile::tempdir().unwrap();
+        let base = world.path().canonicalize().unwrap();
+        let vault = base.join("vault");
+        std::fs::create_dir_all(vault.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&vault, base.join("link")).unwrap();
+        let refused = |dir: PathBuf| check_outside(&vault, &dir).unwrap_err().0;
+        assert!(refused(vault.clone()).contains("is the vault"));
+        assert!(refused(vault.join("sub/new/index")).contains("is inside the vault"));
+        assert!(refused(base.join("link/.index")).contains("is inside the vault"));
+        assert!(refused(base.join("elsewhere/../vault/x")).contains("is inside the vault"));
+        assert!(refused(base.clone()).contains("contains the vault"));
+        assert_eq!(check_outside(&vault, &base.join("index")), Ok(()));
+        assert_eq!(check_outside(&vault, &base.join("vault2/index")), Ok(()));
+    }
+
+    #[test]
+    fn only_a_new_empty_or_marked_folder_is_claimed() {
+        let world = tempfile::tempdir().unwrap();
+        let base = world.path().canonicalize().unwrap();
+        let vault = base.join("vault");
+        std::fs::create_dir_all(&vault).unwrap();
+        let new = base.join("a/b");
+        claim(&vault, &new, "ctxpack.lock").unwrap();
+        assert!(fs_is_file(&new.join(MARKER_FILE)));
+        let empty = base.join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        claim(&vault, &empty, "ctxpack.lock").unwrap();
+        assert!(fs_is_file(&empty.join(MARKER_FILE)));
+        let foreign = base.join("foreign");
+        std::fs::create_dir_all(foreign.join("tantivy")).unwrap();
+        std::fs::write(foreign.join("tantivy/notes.md"), "mine").unwrap();
+        let err = claim(&vault, &foreign, "ctxpack.lock").unwrap_err();
+        assert!(err.downcast_ref::<IndexDirError>().is_some(), "{err:#}");
+        assert!(!foreign.join(MARKER_FILE).exists());
+        // A lock file alone does not make a folder of notes an index.
+        std::fs::write(foreign.join("ctxpack.lock"), "").unwrap();
+        assert!(claim(&vault, &foreign, "ctxpack.lock").is_err());
+        // Holding only the index of a view, it is the whole vault's to take.
+        let views = base.join("views");
+        claim(
+            &vault,
+            &view_dir(views.clone(), &["private".into()]),
+            "ctxpack.lock",
+        )
+        .unwrap();
+        claim(&vault, &views, "ctxpack.lock").unwrap();
+        assert!(fs_is_file(&views.join(MARKER_FILE)));
+        let legacy = base.join("legacy");
+        std::fs::create_dir_all(legacy.join("tantivy")).unwrap();
+        std::fs::write(legacy.join("tantivy/meta.json"), "{}").unwrap();
+        std::fs::write(legacy.join("ctxpack.lock"), "").unwrap();
+        claim(&vault, &legacy, "ctxpack.lock").unwrap();
+        assert!(fs_is_file(&legacy.join(MARKER_FILE)));
+    }
+}

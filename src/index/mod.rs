@@ -54,6 +54,12 @@ const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a command waits for the index lock when it cannot go on
+/// without it (no commit to read yet, or `index --rebuild`): a holder that
+/// makes no progress must not make every later command hang.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Overrides [`LOCK_WAIT`], in seconds.
+pub const LOCK_WAIT_VAR: &str = "CTXPACK_LOCK_WAIT";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
@@ -156,6 +162,11 @@ pub struct UpdateReport {
     pub busy: bool,
     /// What changed was asked of a live watcher, not found by a walk.
     pub from_watcher: bool,
+    /// Why the update could not be written (a full disk, a quota, a
+    /// read-only folder): the last good commit serves, and the next open
+    /// tries again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 impl UpdateReport {
@@ -163,6 +174,45 @@ impl UpdateReport {
         self.added + self.changed + self.removed > 0 || self.rebuilt.is_some()
     }
 }
+
+/// Whether an error of [`VaultIndex::open`] must end the command rather
+/// than let it go on without the index: an index folder ctxpack refuses,
+/// or a vault that vanished while it was read.
+pub fn is_fatal(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<location::IndexDirError>().is_some()
+        || err.downcast_ref::<VaultVanished>().is_some()
+}
+
+/// The vault's folder was moved away or deleted while it was being
+/// indexed: what was read is no vault, and nothing is committed.
+#[derive(Debug)]
+pub struct VaultVanished(pub PathBuf);
+
+impl std::fmt::Display for VaultVanished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the vault folder {} vanished (moved or deleted) while it was being indexed; \
+             nothing was committed",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for VaultVanished {}
+
+/// The vault folder's identity (device, inode), or the error saying it is gone.
+fn root_identity(root: &Path) -> Result<(u64, u64), VaultVanished> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(root)
+        .ok()
+        .filter(|meta| meta.is_dir())
+        .map(|meta| (meta.dev(), meta.ino()))
+        .ok_or_else(|| VaultVanished(root.to_path_buf()))
+}
+
+/// The diagnostic of a file listed by the walk and gone when it was read.
+const VANISHED: &str = "vanished while the index was being updated; not indexed";
 
 /// Takes `lock`, retrying while another process holds it, for at most `wait`.
 fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::TryLockError> {
@@ -174,6 +224,89 @@ fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::Tr
             }
             other => return other,
         }
+    }
+}
+
+fn lock_wait() -> std::time::Duration {
+    std::env::var(LOCK_WAIT_VAR)
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .unwrap_or(LOCK_WAIT)
+}
+
+/// Writes this process's id and command (the program and its subcommand,
+/// never the rest: a query is nobody's business) into the lock file it
+/// now holds, for a process that finds it taken to name. Best effort.
+fn record_holder(lock: &fs::File) {
+    use std::os::unix::fs::FileExt;
+    let mut args = std::env::args_os();
+    let program = args
+        .next()
+        .and_then(|p| {
+            Path::new(&p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "ctxpack".into());
+    let command = args
+        .next()
+        .map(|a| a.to_string_lossy().chars().take(40).collect::<String>())
+        .unwrap_or_default();
+    let line = format!("{} {} {}", std::process::id(), program, command);
+    let _ = lock.set_len(0);
+    let _ = lock.write_all_at(line.trim_end().as_bytes(), 0);
+}
+
+/// Who holds the lock of the index in `dir`, as its holder recorded it:
+/// `pid N (command)`, or `another process` when that record is missing
+/// or names a process that no longer runs.
+fn lock_holder(dir: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let _ = crate::safe_fs::open_regular(&dir.join(LOCK_FILE))
+        .and_then(|file| file.take(256).read_to_string(&mut text));
+    let (pid, command) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    match pid.parse::<u32>() {
+        Ok(pid) if Path::new(&format!("/proc/{pid}")).exists() => {
+            format!("pid {pid} ({})", command.trim())
+        }
+        _ => "another process".into(),
+    }
+}
+
+/// Takes the index lock, waiting for its holder at most [`lock_wait`];
+/// says once, on stderr, that it waits and for whom, and ends in an error
+/// naming the holder when the wait runs out.
+fn wait_for_lock(lock: &fs::File, dir: &Path) -> Result<()> {
+    let taken = match lock.try_lock() {
+        Err(fs::TryLockError::WouldBlock) => {
+            let wait = lock_wait();
+            let holder = lock_holder(dir);
+            eprintln!(
+                "ctxpack: waiting for the index lock in {}, held by {holder} (at most {} s)",
+                dir.display(),
+                wait.as_secs_f64()
+            );
+            match try_lock_for(lock, wait) {
+                Err(fs::TryLockError::WouldBlock) => bail!(
+                    "the index in {} stayed locked by {holder} for {} s; if that process is stuck, \
+                     stop it (or set {LOCK_WAIT_VAR} to wait longer)",
+                    dir.display(),
+                    wait.as_secs_f64()
+                ),
+                other => other,
+            }
+        }
+        other => other,
+    };
+    match taken {
+        Ok(()) => {
+            record_holder(lock);
+            Ok(())
+        }
+        Err(fs::TryLockError::Error(err)) => Err(err).context("lock the index"),
+        Err(fs::TryLockError::WouldBlock) => bail!("the index is locked"),
     }
 }
 
@@ -248,8 +381,7 @@ impl VaultIndex {
     /// building it on first use and bringing it up to date. If another
     /// process is updating it, the last committed state is used instead.
     pub fn open(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        fs::create_dir_all(&config.dir)
-            .with_context(|| format!("cannot create index folder {}", config.dir.display()))?;
+        location::claim(root, &config.dir, LOCK_FILE)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -258,6 +390,7 @@ impl VaultIndex {
             .with_context(|| format!("cannot open {}", config.dir.join(LOCK_FILE).display()))?;
         match try_lock_for(&lock, BUSY_WAIT) {
             Ok(()) => {
+                record_holder(&lock);
                 let result = Self::open_as_writer(root, config);
                 let _ = lock.unlock();
                 result
@@ -273,7 +406,7 @@ impl VaultIndex {
                     )),
                     Err(_) => {
                         // Nothing usable yet: wait for the other process's build.
-                        lock.lock().context("wait for the index lock")?;
+                        wait_for_lock(&lock, &config.dir)?;
                         let result = Self::open_as_writer(root, config);
                         let _ = lock.unlock();
                         result
@@ -375,12 +508,37 @@ impl VaultIndex {
                 };
                 match index.update_from(config, walked) {
                     Ok(report) => Ok((index, report)),
+                    Err(err) if err.downcast_ref::<VaultVanished>().is_some() => Err(err),
                     Err(err) => {
                         drop(index);
-                        let mut report = Self::build(root, config)?;
-                        report.rebuilt = Some(format!("the update failed: {err:#}"));
-                        let index = Self::open_committed(root, &config.dir, &config.policy)?;
-                        Ok((index, report))
+                        match Self::build(root, config) {
+                            Ok(mut report) => {
+                                report.rebuilt = Some(format!("the update failed: {err:#}"));
+                                let index =
+                                    Self::open_committed(root, &config.dir, &config.policy)?;
+                                Ok((index, report))
+                            }
+                            Err(build_err)
+                                if build_err.downcast_ref::<VaultVanished>().is_some() =>
+                            {
+                                Err(build_err)
+                            }
+                            // Neither the update nor a rebuild could be
+                            // written, but the last commit is intact: it
+                            // serves, and the next open tries again.
+                            Err(build_err) => {
+                                match Self::open_committed(root, &config.dir, &config.policy) {
+                                    Ok(index) => Ok((
+                                        index,
+                                        UpdateReport {
+                                            failed: Some(format!("{err:#}")),
+                                            ..UpdateReport::default()
+                                        },
+                                    )),
+                                    Err(_) => Err(build_err),
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -399,8 +557,10 @@ impl VaultIndex {
         result.map(|(index, mut report)| {
             // Whatever path was taken, the index now holds every change the
             // watcher had seen when it answered.
+            // A failed update applied none of them: the token stays.
             if let Some(token) = token
                 && stored.as_ref() != Some(&token)
+                && report.failed.is_none()
             {
                 let _ = changes::write_token(&config.dir, &token, &context);
             }
@@ -464,13 +624,13 @@ impl VaultIndex {
 
     /// Deletes the index (keeping the feedback store) and builds it anew.
     pub fn rebuild(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        fs::create_dir_all(&config.dir)?;
+        location::claim(root, &config.dir, LOCK_FILE)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(config.dir.join(LOCK_FILE))?;
-        lock.lock().context("wait for the index lock")?;
+        wait_for_lock(&lock, &config.dir)?;
         let mut report = Self::build(root, config)?;
         report.rebuilt = Some("requested".into());
         let index = Self::open_committed(root, &config.dir, &config.policy)?;
@@ -482,7 +642,10 @@ impl VaultIndex {
     /// An existing, readable full-text index is emptied and refilled in one
     /// commit, so readers keep the old state until the new one is complete;
     /// an unreadable one is deleted first.
-    /// If refilling fails, the folder is deleted and built once more.
+    /// If refilling fails, the folder is deleted and built once more,
+    /// unless its last commit is one this ctxpack reads: that commit is
+    /// never destroyed by a build that could not be written (a full disk
+    /// would then leave no index at all), and the error is returned.
     fn build(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
         let tantivy_dir = config.dir.join(TANTIVY_DIR);
         let (schema, _) = schema();
@@ -490,7 +653,13 @@ impl VaultIndex {
             Ok(index) if index.schema() == schema => {
                 let refilled = remove_uncommitted_files(&index, &tantivy_dir)
                     .and_then(|()| Self::fill(root, config, index));
-                if refilled.is_ok() {
+                let vanished = refilled
+                    .as_ref()
+                    .is_err_and(|err| err.downcast_ref::<VaultVanished>().is_some());
+                if refilled.is_ok()
+                    || vanished
+                    || Self::open_committed(root, &config.dir, &config.policy).is_ok()
+                {
                     return refilled;
                 }
             }
@@ -515,6 +684,7 @@ impl VaultIndex {
         writer.delete_all_documents()?;
         let mut state = IndexState {
             policy: Arc::clone(&config.policy),
+            root_identity: Some(root_identity(root)?),
             ..IndexState::default()
         };
         let walked = walk::walk(root, &config.hidden);
@@ -528,11 +698,11 @@ impl VaultIndex {
                 previous_hash: None,
             })
             .collect();
-        let added = work.len();
-        index_files(&writer, fields, work, config, &mut state)?;
+        let listed = work.len();
+        let indexed = index_files(&writer, fields, work, config, &mut state)?;
         finish(root, &config.dir, &mut writer, state)?;
         Ok(UpdateReport {
-            added,
+            added: listed - indexed.vanished_new,
             ..UpdateReport::default()
         })
     }
@@ -605,6 +775,7 @@ impl VaultIndex {
         let mut state = IndexState {
             walk_problems,
             policy: Arc::clone(&config.policy),
+            root_identity: Some(root_identity(&self.root)?),
             ..IndexState::default()
         };
         for file in kept {
@@ -630,9 +801,11 @@ impl VaultIndex {
             }
         }
         // A file touched but rewritten with identical content is not a change.
-        let identical = index_files(&writer, self.fields, pending, config, &mut state)?;
-        report.changed -= identical;
-        report.unchanged += identical;
+        let indexed = index_files(&writer, self.fields, pending, config, &mut state)?;
+        report.changed -= indexed.identical + indexed.vanished_known;
+        report.unchanged += indexed.identical;
+        report.added -= indexed.vanished_new;
+        report.removed += indexed.vanished_known;
         let dir = self.dir.clone();
         let root = self.root.clone();
         finish(&root, &dir, &mut writer, state)?;
@@ -757,13 +930,27 @@ impl VaultIndex {
         limit: usize,
         stats: &KindStatistics,
     ) -> Result<Vec<(String, Option<usize>, f32)>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let searcher = &stats.searcher;
-        let fetch = limit.saturating_mul(2).saturating_add(16);
-        let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
-            query,
-            &TopDocs::with_limit(fetch).order_by_score(),
-            stats,
-        )?;
+        let mut fetch = limit.saturating_mul(2).saturating_add(16);
+        // Among documents of equal score tantivy keeps those of the lowest
+        // document ids, which follow the indexing threads' scheduling: when
+        // the hits fetched end on a tie with the `limit`-th, more may tie
+        // beyond them, and all are fetched so the path decides.
+        let top: Vec<(f32, DocAddress)> = loop {
+            let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
+                query,
+                &TopDocs::with_limit(fetch).order_by_score(),
+                stats,
+            )?;
+            let cut_in_a_tie = top.len() == fetch && top[fetch - 1].0 >= top[limit - 1].0;
+            if !cut_in_a_tie {
+                break top;
+            }
+            fetch = fetch.saturating_mul(4);
+        };
         let mut hits = Vec::with_capacity(top.len().min(limit + 8));
         for (score, address) in top {
             // Best first: past the `limit`-th hit only ties with it can
@@ -935,6 +1122,145 @@ mod tests {
             &body[from as usize..to as usize],
             " The link [[x]] sits here."
         );
+    }
+
+    /// A tantivy index in memory, with ctxpack's schema and analyzer.
+    fn memory_index() -> (Index, Fields) {
+        let (schema, fields) = schema();
+        let index = Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(analyzer::ANALYZER, analyzer::analyzer());
+        (index, fields)
+    }
+
+    fn pending(root: &Path, previous_hash: Option<[u8; 32]>) -> Vec<Pending> {
+        walk::walk(root, &[])
+            .files
+            .into_iter()
+            .map(|found| Pending {
+                stat: found.stat,
+                found,
+                previous_hash,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn files_gone_before_they_are_read_are_diagnosed_not_indexed() {
+        let vault = tempfile::tempdir().unwrap();
+        let root = vault.path().canonicalize().unwrap();
+        for name in ["a.md", "b.md", "c.md"] {
+            fs::write(root.join(name), format!("# {name}\n\nText of {name}.\n")).unwrap();
+        }
+        let config = IndexConfig::new(root.join("unused"));
+        for previous_hash in [None, Some([1; 32])] {
+            let work = pending(&root, previous_hash);
+            fs::rename(root.join("b.md"), root.join("b.txt")).unwrap();
+            let (index, fields) = memory_index();
+            let writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+            let mut state = IndexState::default();
+            let indexed = index_files(&writer, fields, work, &config, &mut state).unwrap();
+            fs::rename(root.join("b.txt"), root.join("b.md")).unwrap();
+            let (new, known) = if previous_hash.is_some() {
+                (0, 1)
+            } else {
+                (1, 0)
+            };
+            assert_eq!(
+                (
+                    indexed.identical,
+                    indexed.vanished_new,
+                    indexed.vanished_known
+                ),
+                (0, new, known)
+            );
+            let files: Vec<&str> = state.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(files, ["a.md", "c.md"]);
+            assert_eq!(
+                state.walk_problems,
+                [Diagnostic {
+                    path: "b.md".into(),
+                    message: VANISHED.into(),
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_is_committed_when_the_vault_folder_vanished_or_was_replaced() {
+        let world = tempfile::tempdir().unwrap();
+        let root = world.path().canonicalize().unwrap().join("vault");
+        let dir = world.path().join("index");
+        fs::create_dir_all(&dir).unwrap();
+        for replace in [false, true] {
+            fs::create_dir_all(&root).unwrap();
+            fs::write(root.join("a.md"), "# A\n\nSome text.\n").unwrap();
+            let (index, fields) = memory_index();
+            let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+            let mut state = IndexState {
+                root_identity: Some(root_identity(&root).unwrap()),
+                ..IndexState::default()
+            };
+            let config = IndexConfig::new(dir.clone());
+            index_files(&writer, fields, pending(&root, None), &config, &mut state).unwrap();
+            fs::rename(&root, world.path().join(format!("moved-{replace}"))).unwrap();
+            if replace {
+                fs::create_dir(&root).unwrap();
+            }
+            let err = finish(&root, &dir, &mut writer, state).unwrap_err();
+            assert!(err.downcast_ref::<VaultVanished>().is_some(), "{err:#}");
+            assert_eq!(index.load_metas().unwrap().payload, None);
+            let _ = fs::remove_dir(&root);
+        }
+    }
+
+    #[test]
+    fn hits_of_equal_score_are_taken_in_path_order_whatever_the_document_order() {
+        let (index, fields) = memory_index();
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        // Added in reverse path order: document ids run against the paths.
+        for n in (0..100).rev() {
+            let mut doc = TantivyDocument::default();
+            doc.add_text(fields.path, format!("n{n:03}.md"));
+            doc.add_text(fields.text, "the zebra grazes");
+            writer.add_document(doc).unwrap();
+        }
+        writer.commit().unwrap();
+        let reader: IndexReader = index.reader().unwrap();
+        let stats = KindStatistics {
+            searcher: reader.searcher(),
+            docs: 100,
+        };
+        let query = BooleanQuery::new(vec![should_term(
+            fields.text,
+            "zebra",
+            IndexRecordOption::WithFreqs,
+            1.0,
+        )]);
+        let opened = VaultIndex {
+            dir: PathBuf::new(),
+            root: PathBuf::new(),
+            index: index.clone(),
+            reader,
+            fields,
+            catalog: Catalog::default(),
+            links_hash: String::new(),
+            links: OnceLock::new(),
+            graph: OnceLock::new(),
+            backlinks_hash: String::new(),
+        };
+        for limit in [1, 10, 50, 100, 150] {
+            let paths: Vec<String> = opened
+                .top_paths(&query, limit, &stats)
+                .unwrap()
+                .into_iter()
+                .map(|(path, _, _)| path)
+                .collect();
+            let expected: Vec<String> =
+                (0..limit.min(100)).map(|n| format!("n{n:03}.md")).collect();
+            assert_eq!(paths, expected, "limit {limit}");
+        }
     }
 
     proptest::proptest! {
@@ -1125,6 +1451,20 @@ struct IndexState {
     metas: Vec<NoteMeta>,
     raw_links: Vec<Vec<RawLink>>,
     walk_problems: Vec<Diagnostic>,
+    /// The vault folder's (device, inode) when the work began: a commit is
+    /// made only if the same folder is still there.
+    root_identity: Option<(u64, u64)>,
+}
+
+/// What [`index_files`] did besides indexing.
+struct Indexed {
+    /// Files with the same content as before (their documents kept).
+    identical: usize,
+    /// New files gone before they were read (not indexed, diagnosed).
+    vanished_new: usize,
+    /// Known files gone before they were read again (their documents
+    /// deleted: they are removed).
+    vanished_known: usize,
 }
 
 pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
@@ -1137,15 +1477,16 @@ pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnosti
 }
 
 /// Reads, parses and indexes `work` in batches, recording the results in
-/// `state`. Returns how many files had the same content as before (their
-/// documents are left as they are).
+/// `state`. A file the walk listed and that is gone when read is left out
+/// of the catalog with a diagnostic, so the next update does not believe
+/// it was indexed.
 fn index_files(
     writer: &IndexWriter,
     fields: Fields,
     work: Vec<Pending>,
     config: &IndexConfig,
     state: &mut IndexState,
-) -> Result<usize> {
+) -> Result<Indexed> {
     let progress = if config.progress && std::io::stderr().is_terminal() && work.len() > 200 {
         let bar = ProgressBar::new(work.len() as u64);
         bar.set_style(
@@ -1156,7 +1497,12 @@ fn index_files(
     } else {
         ProgressBar::hidden()
     };
-    let mut identical = 0;
+    let mut indexed = Indexed {
+        identical: 0,
+        vanished_new: 0,
+        vanished_known: 0,
+    };
+    let problems_before = state.walk_problems.len();
     for batch in work.chunks(BATCH) {
         let parsed: Vec<(FileEntry, Option<Note>)> = batch
             .par_iter()
@@ -1166,9 +1512,22 @@ fn index_files(
             })
             .collect();
         for (item, (mut entry, note)) in batch.iter().zip(parsed) {
+            if note.is_none() && !entry.problems.is_empty() && vanished(&item.found) {
+                if item.previous_hash.is_some() {
+                    writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
+                    indexed.vanished_known += 1;
+                } else {
+                    indexed.vanished_new += 1;
+                }
+                state.walk_problems.push(Diagnostic {
+                    path: item.found.rel_path.clone(),
+                    message: VANISHED.into(),
+                });
+                continue;
+            }
             let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
             if same {
-                identical += 1;
+                indexed.identical += 1;
             } else if item.previous_hash.is_some() {
                 writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
             }
@@ -1186,7 +1545,16 @@ fn index_files(
         progress.inc(batch.len() as u64);
     }
     progress.finish_and_clear();
-    Ok(identical)
+    if state.walk_problems.len() > problems_before {
+        state.walk_problems.sort();
+    }
+    Ok(indexed)
+}
+
+/// Whether the file the walk found is no longer there to read.
+fn vanished(found: &walk::Found) -> bool {
+    fs::symlink_metadata(&found.read_path)
+        .is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
 }
 
 pub(crate) fn read_and_parse(
@@ -1421,7 +1789,15 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         metas,
         raw_links,
         walk_problems,
+        root_identity: identity_at_start,
     } = state;
+    // Notes read from a folder moved away or deleted meanwhile are not
+    // the vault: commit nothing (the last commit, if any, stays).
+    if let Some(identity) = identity_at_start
+        && root_identity(root)? != identity
+    {
+        return Err(VaultVanished(root.to_path_buf()).into());
+    }
     let mut order: Vec<usize> = (0..metas.len()).collect();
     order.sort_by(|&a, &b| metas[a].path.cmp(&metas[b].path));
     let mut metas_sorted = Vec::with_capacity(metas.len());
@@ -1519,11 +1895,22 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         backlinks: backlinks_hash.clone(),
         policy: policy.fingerprint().to_string(),
     })?;
+    // The commit this one replaces: readers that opened it may still read
+    // its blobs (the backlink table and link table are opened lazily), so
+    // they are kept until the next commit; every older blob is collected.
+    let previous: Option<Payload> = writer
+        .index()
+        .load_metas()
+        .ok()
+        .and_then(|metas| metas.payload)
+        .and_then(|payload| serde_json::from_str(&payload).ok());
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);
     prepared.commit()?;
-    // A reader that read the previous commit but not yet its blobs fails to
-    // open them, waits for the lock and opens this commit instead.
-    catalog::remove_stale(dir, &[catalog_hash, links_hash, backlinks_hash]);
+    let mut keep = vec![catalog_hash, links_hash, backlinks_hash];
+    if let Some(previous) = previous {
+        keep.extend([previous.catalog, previous.links, previous.backlinks]);
+    }
+    catalog::remove_stale(dir, &keep);
     Ok(())
 }

@@ -26,6 +26,18 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(50);
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 const MAX_REQUEST_BYTES: u64 = 512;
 
+/// The (device, inode) of the folder at `root` now, `None` when no folder
+/// is there. A watcher watches one folder, not a path: when the path names
+/// another folder (the vault moved away and a copy put in its place), what
+/// it saw says nothing about the vault.
+pub fn root_identity(root: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(root)
+        .ok()
+        .filter(|meta| meta.is_dir())
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
 /// A point in one watcher's history of changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Token {
@@ -375,6 +387,8 @@ mod linux {
         complete: bool,
         /// Set by a `stop` request, when the process stops on request.
         stop_requests: Option<Arc<AtomicBool>>,
+        /// The folder the watches are on, as [`root_identity`] saw it.
+        identity: Option<(u64, u64)>,
     }
 
     impl Watcher {
@@ -386,9 +400,31 @@ mod linux {
                 log: ChangeLog::new(instance_name(root), MAX_LOGGED),
                 complete: true,
                 stop_requests: None,
+                identity: root_identity(root),
             };
             watcher.watch_tree(String::new());
             Ok(watcher)
+        }
+
+        /// When the root path no longer names the folder watched, starts
+        /// over on the folder there now (if any) under a new instance, so
+        /// every earlier token is unknown and commands walk.
+        fn rearm_if_replaced(&mut self) {
+            let now = root_identity(&self.root);
+            if now == self.identity {
+                return;
+            }
+            for (wd, _) in self.dirs.drain() {
+                let _ = self.inotify.watches().remove(wd);
+            }
+            self.log = ChangeLog::new(instance_name(&self.root), MAX_LOGGED);
+            self.identity = now;
+            // Without a folder there is nothing to watch: unknown until one
+            // is back.
+            self.complete = now.is_some();
+            if now.is_some() {
+                self.watch_tree(String::new());
+            }
         }
 
         fn serve(mut self, listener: UnixListener, stop: &AtomicBool) {
@@ -447,6 +483,7 @@ mod linux {
             // Everything the kernel queued before the request arrived is
             // read before answering: no stale answer.
             self.drain(buffer);
+            self.rearm_if_replaced();
             let answer = respond(
                 &self.log,
                 self.complete,
@@ -653,6 +690,39 @@ mod linux {
                     .len(),
                 51
             );
+        }
+
+        #[test]
+        fn a_vault_folder_replaced_under_the_watcher_is_watched_anew() {
+            let dir = tempfile::tempdir().unwrap();
+            let base = dir.path().canonicalize().unwrap();
+            let root = base.join("vault");
+            fs::create_dir_all(root.join("sub")).unwrap();
+            let mut watcher = Watcher::start(&root).unwrap();
+            let mut buffer = vec![0u8; 64 * 1024];
+            let since = |token: &Token| format!("since {} {}", token.instance, token.seq);
+            let before = watcher.log.token();
+            // Moved away, and a copy put in its place.
+            fs::rename(&root, base.join("vault.old")).unwrap();
+            fs::create_dir_all(root.join("sub")).unwrap();
+            let answer = watcher.respond(&since(&before), &mut buffer).unwrap();
+            assert_eq!(answer.changed, None);
+            assert_ne!(answer.token.instance, before.instance);
+            // The folder now there is the one watched.
+            fs::write(root.join("sub/new.md"), "x").unwrap();
+            let answer = watcher.respond(&since(&answer.token), &mut buffer).unwrap();
+            assert_eq!(answer.changed, Some(vec!["sub/new.md".to_string()]));
+            // Gone altogether: unknown, until a folder is back.
+            fs::remove_dir_all(&root).unwrap();
+            let answer = watcher.respond(&since(&answer.token), &mut buffer).unwrap();
+            assert_eq!(answer.changed, None);
+            let answer = watcher.respond(&since(&answer.token), &mut buffer).unwrap();
+            assert_eq!(answer.changed, None);
+            fs::create_dir(&root).unwrap();
+            let answer = watcher.respond("current", &mut buffer).unwrap();
+            fs::write(root.join("back.md"), "x").unwrap();
+            let answer = watcher.respond(&since(&answer.token), &mut buffer).unwrap();
+            assert_eq!(answer.changed, Some(vec!["back.md".to_string()]));
         }
     }
 }
