@@ -808,3 +808,249 @@ fn resources_and_the_prompt() {
             .contains("needs a topic")
     );
 }
+
+/// Starts `ctxpack serve` over `vault` with raw pipes (no reader thread:
+/// the test decides when stdout is read) and completes the handshake.
+fn serve_piped(
+    world: &World,
+    vault: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 0, "{answer}");
+    (child, stdin, stdout)
+}
+
+#[test]
+fn notifications_and_stray_responses_are_never_answered_nor_fatal() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nalpha\n")]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "alpha"}}});
+    let messages = [
+        // Before `initialize`: a notification, and a response nobody asked for.
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 99, "result": {}}),
+        initialize,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        // After it: the same, an unknown notification and one that does not decode.
+        json!({"jsonrpc": "2.0", "id": 98, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 97, "error": {"code": 1, "message": "x"}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/made_up"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "x"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": "x"}}),
+        search,
+    ];
+    let (printed, code, stderr) = serve_raw(&world, &vault, &messages, &[1, 2]);
+    assert_eq!(code, None, "the server must keep serving: {stderr}");
+    let ids: Vec<Value> = printed
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!(2)], "{printed:?}");
+    let answer: Value = serde_json::from_str(&printed[1]).unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("a.md"), "{text}");
+}
+
+#[test]
+fn undecodable_requests_are_answered_under_their_ids() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nalpha\n")]);
+    let mut client = Client::start(&world, &vault);
+    let wait = std::time::Duration::from_secs(60);
+    for (line, code) in [
+        // Valid JSON the protocol layer cannot decode (a lone surrogate).
+        (
+            r#"{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"search","arguments":{"query":"\ud800"}}}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"u2","method":"tools/call","params":"x"}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"u3","method":"resources/read","params":{"url":"x"}}"#,
+            -32602,
+        ),
+        (r#"{"jsonrpc":"2.0","id":"u4"}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":"u5","method":"no/such"}"#, -32601),
+        (r#"{"jsonrpc":"2.0","id":"u6","method":7}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":4.5,"method":"ping"}"#, -32600),
+    ] {
+        client.send_raw(format!("{line}\n").as_bytes());
+        let answer = client.receive(wait).expect("an answer");
+        let sent: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let id = match sent["id"].clone() {
+            Value::Null => json!("u1"),
+            id => id,
+        };
+        assert_eq!(answer["id"], id, "{line}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+    }
+    // The server goes on.
+    let (is_error, text) = client.call("search", json!({"query": "alpha"}));
+    assert!(!is_error && text.contains("a.md"), "{text}");
+}
+
+#[test]
+fn requests_in_flight_sharing_an_id_are_each_answered() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    for query in ["paxos", "quorum", "crdt"] {
+        client.send(json!({
+            "jsonrpc": "2.0", "id": 77, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": query, "limit": 1}}
+        }));
+    }
+    let mut tops = Vec::new();
+    for _ in 0..3 {
+        let answer = client
+            .receive(std::time::Duration::from_secs(60))
+            .expect("an answer to each request");
+        assert_eq!(answer["id"], 77, "{answer}");
+        let hits: Value =
+            serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        tops.push(hits["hits"][0]["path"].as_str().unwrap().to_string());
+    }
+    tops.sort();
+    assert_eq!(
+        tops,
+        [
+            "concepts/crdt.md",
+            "concepts/paxos.md",
+            "concepts/quorum.md"
+        ]
+    );
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .unwrap();
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+/// A client that writes many requests and reads no answer: the server
+/// stops reading (its memory stays bounded) and, once the client reads,
+/// every answer arrives.
+#[test]
+fn a_client_that_stops_reading_costs_bounded_memory() {
+    const REQUESTS: u64 = 1_500;
+    let world = World::new();
+    // Each answer is a 100 KB note: unread answers kept in memory would
+    // cost 150 MB and more.
+    let line = "Raft elects a leader and the leader replicates the log.\n";
+    let body = line.repeat(100_000 / line.len());
+    let vault = world.vault("vault", &[("big.md", &format!("# Big\n\n{body}"))]);
+    let (mut child, mut stdin, mut stdout) = serve_piped(&world, &vault);
+    let pid = child.id();
+    let read_note = |id: u64| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get_note", "arguments": {"path": "big.md"}}
+        })
+    };
+    // Warm: the index is open and a few answers went out.
+    for id in 0..4 {
+        writeln!(stdin, "{}", read_note(1_000_000 + id)).unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    for _ in 0..4 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+    }
+    let before = resident_bytes(pid);
+
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = std::sync::Arc::clone(&written);
+    let writer = std::thread::spawn(move || {
+        for id in 0..REQUESTS {
+            if writeln!(stdin, "{}", read_note(id)).is_err() {
+                break;
+            }
+            count.store(id + 1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let _ = stdin.flush();
+        stdin
+    });
+    // Until the writer is stuck (the server stopped reading) or done, and
+    // a while after, the server's memory is sampled.
+    let mut peak = before;
+    let mut last = (0, std::time::Instant::now());
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        peak = peak.max(resident_bytes(pid));
+        let now = written.load(std::sync::atomic::Ordering::SeqCst);
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        } else if last.1.elapsed() > std::time::Duration::from_secs(3) {
+            break;
+        }
+    }
+    // Its pipe full, the writer waits: the server stopped reading.
+    assert!(
+        written.load(std::sync::atomic::Ordering::SeqCst) < REQUESTS,
+        "the server read every request while none was answered"
+    );
+    let growth = peak.saturating_sub(before);
+    assert!(
+        growth < 200 << 20,
+        "{} MB more with {} requests unread",
+        growth >> 20,
+        written.load(std::sync::atomic::Ordering::SeqCst)
+    );
+
+    // Reading again: every answer arrives, each under its id.
+    let mut answered = std::collections::BTreeSet::new();
+    while (answered.len() as u64) < REQUESTS {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server stopped"
+        );
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert!(
+            answer["result"]["content"][0]["text"].is_string(),
+            "{answer}"
+        );
+        answered.insert(answer["id"].as_u64().unwrap());
+    }
+    assert_eq!(answered, (0..REQUESTS).collect());
+    drop(writer.join().unwrap());
+    let _ = child.kill();
+    let _ = child.wait();
+}
