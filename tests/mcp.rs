@@ -320,13 +320,17 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "get_note",
             json!({"path": "../outside/secret.md"}),
-            "leads outside the vault",
+            "no note '../outside/secret.md' in the vault",
         ),
-        ("get_note", json!({"path": "/etc/passwd"}), "is absolute"),
+        (
+            "get_note",
+            json!({"path": "/etc/passwd"}),
+            "no note '/etc/passwd' in the vault",
+        ),
         (
             "get_note",
             json!({"path": "leak.md"}),
-            "leads outside the vault",
+            "no note 'leak.md' in the vault",
         ),
         (
             "get_note",
@@ -336,7 +340,7 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "mark_useful",
             json!({"path": "../x.md", "useful": true}),
-            "leads outside the vault",
+            "no note '../x.md' in the vault",
         ),
         (
             "mark_useful",
@@ -407,10 +411,13 @@ fn a_note_pack_answers_like_the_command_line() {
     for (arguments, message) in [
         (
             json!({"note": "../outside/secret.md"}),
-            "leads outside the vault",
+            "no note '../outside/secret.md' in the vault",
         ),
-        (json!({"note": "leak.md"}), "leads outside the vault"),
-        (json!({"note": "/etc/passwd"}), "is not inside the vault"),
+        (json!({"note": "leak.md"}), "no note 'leak.md' in the vault"),
+        (
+            json!({"note": "/etc/passwd"}),
+            "no note '/etc/passwd' in the vault",
+        ),
         (
             json!({"note": "missing.md"}),
             "no note 'missing.md' in the vault",
@@ -1053,4 +1060,113 @@ fn a_client_that_stops_reading_costs_bounded_memory() {
     drop(writer.join().unwrap());
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Every path that is not a readable listed note gets one answer, the same
+/// but for the path the caller sent: it tells neither where the vault is,
+/// nor whether a hidden file exists, nor where a symlink points.
+#[test]
+fn a_note_that_cannot_be_read_gets_one_answer_whatever_the_reason() {
+    let world = World::new();
+    let outside = world.vault("outside", &[("secret.md", "# Secret\n\nTOP SECRET\n")]);
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", "# A\n\nalpha\n"),
+            (".hidden/notes.md", "# Hidden\n\nHIDDEN-TEXT\n"),
+            ("_raw/dump.md", "# Dump\n\nRAW-TEXT\n"),
+            (
+                "private.md",
+                "---\nprivate: true\n---\n# Private\n\nPRIVATE-TEXT\n",
+            ),
+        ],
+    );
+    std::os::unix::fs::symlink(outside.join("secret.md"), vault.join("leak.md")).unwrap();
+    let vault = vault.canonicalize().unwrap();
+    let mut client = Client::start(&world, &vault);
+    let root = vault.display().to_string();
+    let outside_root = outside.canonicalize().unwrap().display().to_string();
+    let mut answers = Vec::new();
+    for path in [
+        format!("{root}/missing.md"),
+        format!("{root}/.hidden/notes.md"),
+        format!("{root}/_raw/dump.md"),
+        format!("{root}/private.md"),
+        format!("{root}/leak.md"),
+        format!("{outside_root}/secret.md"),
+        "/etc/passwd".to_string(),
+        "missing.md".to_string(),
+        ".hidden/notes.md".to_string(),
+        "private.md".to_string(),
+        "leak.md".to_string(),
+        "../outside/secret.md".to_string(),
+    ] {
+        for (tool, arguments) in [
+            ("context_pack", json!({"note": path})),
+            ("get_note", json!({"path": path})),
+        ] {
+            let (is_error, text) = client.call(tool, arguments);
+            assert!(is_error, "{tool} {path}: {text}");
+            let general = text.replace(&format!("'{path}'"), "'P'");
+            assert!(
+                !general.contains(&root) && !general.contains(&outside_root),
+                "{tool} {path}: {text}"
+            );
+            for marker in ["TOP SECRET", "HIDDEN-TEXT", "RAW-TEXT", "PRIVATE-TEXT"] {
+                assert!(!text.contains(marker), "{tool} {path}: {text}");
+            }
+            answers.push(general);
+        }
+    }
+    answers.dedup();
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert!(
+        answers[0].starts_with("no note 'P' in the vault"),
+        "{}",
+        answers[0]
+    );
+    // A listed note is read by its path inside the vault, or its absolute one.
+    let (is_error, text) = client.call("context_pack", json!({"note": format!("{root}/a.md")}));
+    assert!(!is_error && text.contains("alpha"), "{text}");
+    let (is_error, text) = client.call("get_note", json!({"path": "a.md"}));
+    assert!(!is_error && text.contains("alpha"), "{text}");
+}
+
+/// `index.md` and `hot.md`, read as notes or resources, drop the lines
+/// that link to a note the vault does not list (private, skipped, missing).
+#[test]
+fn role_files_never_name_notes_a_client_cannot_read() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("raft.md", "# Raft\n\nconsensus\n"),
+            ("merger.md", "---\nprivate: true\n---\n# Merger\n\nsecret\n"),
+            ("_raw/leak.md", "# Leak\n\nraw\n"),
+            (
+                "index.md",
+                "# Index\n\n- [[raft]] the replicated log\n- [[merger]] ACME-MERGER-2027 talks\n\
+                 - [Dump](_raw/leak.md) RAW-DUMP notes\nAll notes of the team.\n",
+            ),
+            ("hot.md", "# Hot\n\n- [[raft]]\n- [[merger]] HOT-MERGER\n"),
+        ],
+    );
+    let mut client = Client::start(&world, &vault);
+    let (is_error, index) = client.call("get_note", json!({"path": "index.md"}));
+    assert!(!is_error, "{index}");
+    assert_eq!(
+        index,
+        "# Index\n\n- [[raft]] the replicated log\nAll notes of the team.\n"
+    );
+    let read = client.request("resources/read", json!({"uri": "ctxpack://note/hot.md"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "# Hot\n\n- [[raft]]\n",
+        "{read}"
+    );
+    let (is_error, lines) = client.call("get_note", json!({"path": "index.md", "lines": "3-4"}));
+    assert!(!is_error, "{lines}");
+    assert_eq!(
+        lines,
+        "- [[raft]] the replicated log\nAll notes of the team."
+    );
 }
