@@ -1117,6 +1117,25 @@ fn a_note_that_cannot_be_read_gets_one_answer_whatever_the_reason() {
             }
             answers.push(general);
         }
+        let (is_error, text) = client.call("mark_useful", json!({"path": path, "useful": true}));
+        assert!(is_error, "mark_useful {path}: {text}");
+        answers.push(text.replace(&format!("'{path}'"), "'P'"));
+        // A note resource names the path the same way.
+        let encoded: String = path
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    (b as char).to_string()
+                }
+                other => format!("%{other:02X}"),
+            })
+            .collect();
+        let read = client.request(
+            "resources/read",
+            json!({"uri": format!("ctxpack://note/{encoded}")}),
+        );
+        let message = read["error"]["message"].as_str().unwrap_or_default();
+        answers.push(message.replace(&format!("'{path}'"), "'P'"));
     }
     answers.dedup();
     assert_eq!(answers.len(), 1, "{answers:#?}");
