@@ -356,8 +356,9 @@ struct ServeArgs {
     /// instead of stdio.
     #[arg(long, value_name = "ADDRESS")]
     http: Option<std::net::SocketAddr>,
-    /// Bearer token clients must send (required outside loopback; also
-    /// read from CTXPACK_TOKEN).
+    /// Bearer token clients must send (required outside loopback). Prefer
+    /// CTXPACK_TOKEN: a token given here shows in the process list, which
+    /// every user of the machine can read.
     #[arg(
         long,
         value_name = "TOKEN",

@@ -16,7 +16,7 @@ use chrono::{SecondsFormat, Utc};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock as Content, GetPromptRequestParams, GetPromptResponse,
+    CallToolResult, ContentBlock as Content, Extensions, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
     PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceContents, Role, ServerCapabilities,
@@ -43,6 +43,7 @@ use crate::vault::log;
 mod http_hosts;
 pub mod packs;
 mod resources;
+mod role_files;
 mod stdio;
 
 /// What the server serves.
@@ -172,6 +173,10 @@ pub fn serve_http(
         let service =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
         let token = Arc::new(token);
+        // Sessions open one at a time, so the count checked is the count
+        // the new session joins (checked and opened apart, 60 concurrent
+        // initializes opened 7 sessions under a limit of 2).
+        let opening = Arc::new(tokio::sync::Mutex::new(()));
         let router =
             axum::Router::new()
                 .nest_service("/mcp", service)
@@ -179,17 +184,28 @@ pub fn serve_http(
                     move |request: axum::extract::Request, next: axum::middleware::Next| {
                         let token = Arc::clone(&token);
                         let sessions = Arc::clone(&sessions);
+                        let opening = Arc::clone(&opening);
                         async move {
                             if let Some(refused) = check_bearer(token.as_deref(), &request) {
                                 return refused;
                             }
                             let opens_session = request.method() == axum::http::Method::POST
                                 && !request.headers().contains_key("mcp-session-id");
-                            if opens_session
-                                && let Some(refused) = check_sessions(&sessions, max_sessions).await
-                            {
+                            if !opens_session {
+                                return next.run(request).await;
+                            }
+                            // The body is read first, so a client sending
+                            // it slowly holds no other opening up.
+                            let request = match read_body(request).await {
+                                Ok(request) => request,
+                                Err(refused) => return refused,
+                            };
+                            let _opening = opening.lock().await;
+                            if let Some(refused) = check_sessions(&sessions, max_sessions).await {
                                 return refused;
                             }
+                            // The session is in the manager's table when
+                            // the answer to its `initialize` comes back.
                             next.run(request).await
                         }
                     },
@@ -237,6 +253,25 @@ fn check_bearer(
         )
             .into_response()
     })
+}
+
+/// `request` with its body read into memory (at most [`MAX_MESSAGE_BYTES`]).
+async fn read_body(
+    request: axum::extract::Request,
+) -> Result<axum::extract::Request, axum::response::Response> {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => Ok(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        )),
+        Err(_) => Err((
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("cannot read the request body (at most {MAX_MESSAGE_BYTES} bytes)"),
+        )
+            .into_response()),
+    }
 }
 
 /// Refuses a request that would open a session past the limit.
@@ -345,6 +380,32 @@ fn counter_and_format(
         "json" => Ok((tokenizer, true)),
         other => Err(format!("format must be markdown or json, got '{other}'")),
     }
+}
+
+/// The HTTP session a request came in (its `Mcp-Session-Id`); `None` over
+/// stdio, where the one client owns everything.
+fn session_of(extensions: &Extensions) -> Option<String> {
+    extensions
+        .get::<axum::http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
+        .map(str::to_string)
+}
+
+/// The one answer for every note path that is not a readable listed note
+/// (outside the vault, absolute, hidden, skipped, private, missing, a
+/// symlink leading out): it repeats only what the caller sent, so it tells
+/// neither where the vault is, nor whether a hidden file exists, nor where a
+/// link points.
+fn no_note(given: &str) -> String {
+    format!(
+        "no note '{}' in the vault (give a note's path relative to the vault; hidden files, \
+         skipped folders such as _raw, agent files, log.md, ignored, private and non-Markdown \
+         files are never read)",
+        crate::text::truncate_chars(given, 200)
+    )
 }
 
 fn timed_out(tool: &str, limit: Duration) -> CallToolResult {
@@ -579,13 +640,13 @@ impl CtxpackServer {
         let state = &self.state;
         let result = match tool {
             "search" => decode(arguments).map(|args| state.search(args)),
-            "context_pack" => decode(arguments).map(|args| state.context_pack(args)),
-            "assemble" => decode(arguments).map(|args| state.assemble(args)),
+            "context_pack" => decode(arguments).map(|args| state.context_pack(args, None)),
+            "assemble" => decode(arguments).map(|args| state.assemble(args, None)),
             "get_note" => decode(arguments).map(|args| state.get_note(args)),
             "mark_useful" => decode(arguments).map(|args| state.mark_useful(args)),
             "status" => decode::<StatusArgs>(arguments).map(|_| state.status()),
-            "read_pack" => decode(arguments).map(|args| state.read_pack(args)),
-            "grep_pack" => decode(arguments).map(|args| state.grep_pack(args)),
+            "read_pack" => decode(arguments).map(|args| state.read_pack(args, None)),
+            "grep_pack" => decode(arguments).map(|args| state.grep_pack(args, None)),
             other => Err(tool_error(format!("no tool '{other}'"))),
         };
         result.unwrap_or_else(|error| error)
@@ -677,17 +738,31 @@ impl CtxpackServer {
     #[tool(
         description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON."
     )]
-    async fn context_pack(&self, Parameters(args): Parameters<ContextPackArgs>) -> CallToolResult {
-        self.call("context_pack", move |state| state.context_pack(args))
-            .await
+    async fn context_pack(
+        &self,
+        Parameters(args): Parameters<ContextPackArgs>,
+        extensions: Extensions,
+    ) -> CallToolResult {
+        let owner = session_of(&extensions);
+        self.call("context_pack", move |state| {
+            state.context_pack(args, owner.as_deref())
+        })
+        .await
     }
 
     #[tool(
         description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
     )]
-    async fn assemble(&self, Parameters(args): Parameters<AssembleArgs>) -> CallToolResult {
-        self.call("assemble", move |state| state.assemble(args))
-            .await
+    async fn assemble(
+        &self,
+        Parameters(args): Parameters<AssembleArgs>,
+        extensions: Extensions,
+    ) -> CallToolResult {
+        let owner = session_of(&extensions);
+        self.call("assemble", move |state| {
+            state.assemble(args, owner.as_deref())
+        })
+        .await
     }
 
     #[tool(
@@ -716,17 +791,31 @@ impl CtxpackServer {
     #[tool(
         description = "Read the next part of a pack too large for one result, by the pack_handle and next_offset the last part gave. Parts end at line ends."
     )]
-    async fn read_pack(&self, Parameters(args): Parameters<ReadPackArgs>) -> CallToolResult {
-        self.call("read_pack", move |state| state.read_pack(args))
-            .await
+    async fn read_pack(
+        &self,
+        Parameters(args): Parameters<ReadPackArgs>,
+        extensions: Extensions,
+    ) -> CallToolResult {
+        let owner = session_of(&extensions);
+        self.call("read_pack", move |state| {
+            state.read_pack(args, owner.as_deref())
+        })
+        .await
     }
 
     #[tool(
         description = "Find the lines of a large pack (by pack_handle) matching a regular expression, with context lines; each match gives an offset read_pack can start from."
     )]
-    async fn grep_pack(&self, Parameters(args): Parameters<GrepPackArgs>) -> CallToolResult {
-        self.call("grep_pack", move |state| state.grep_pack(args))
-            .await
+    async fn grep_pack(
+        &self,
+        Parameters(args): Parameters<GrepPackArgs>,
+        extensions: Extensions,
+    ) -> CallToolResult {
+        let owner = session_of(&extensions);
+        self.call("grep_pack", move |state| {
+            state.grep_pack(args, owner.as_deref())
+        })
+        .await
     }
 }
 
@@ -767,7 +856,7 @@ impl State {
         json_result(&value)
     }
 
-    fn context_pack(&self, args: ContextPackArgs) -> CallToolResult {
+    fn context_pack(&self, args: ContextPackArgs, owner: Option<&str>) -> CallToolResult {
         let budget = args.budget_tokens.unwrap_or(crate::pack::DEFAULT_BUDGET);
         if !(1..=MAX_BUDGET).contains(&budget) {
             return tool_error(format!(
@@ -834,12 +923,12 @@ impl State {
         let session = self.session();
         let mode = if let Some(path) = &args.note {
             match session.anchor_note(path) {
-                Ok(path) => PackMode::Note(NoteAnchor {
+                Ok(path) if session.vault.is_listed(&path) => PackMode::Note(NoteAnchor {
                     path,
                     depth,
                     include_self: args.include_self.unwrap_or(true),
                 }),
-                Err(message) => return tool_error(message),
+                _ => return tool_error(no_note(path)),
             }
         } else if args.recent.unwrap_or(false) {
             PackMode::Recent
@@ -901,12 +990,18 @@ impl State {
         } else {
             pack.bundle
         };
-        self.sized_result(text, tokenizer)
+        self.sized_result(text, tokenizer, owner)
     }
 
     /// `text` as a tool result, or, when it is over the result limit, its
-    /// first part and a handle to read the rest by.
-    fn sized_result(&self, text: String, tokenizer: Tokenizer) -> CallToolResult {
+    /// first part and a handle to read the rest by (only in the session
+    /// `owner`).
+    fn sized_result(
+        &self,
+        text: String,
+        tokenizer: Tokenizer,
+        owner: Option<&str>,
+    ) -> CallToolResult {
         let limit = self.options.limits.max_result_tokens;
         let total_tokens = tokenizer.count(&text);
         if total_tokens <= limit {
@@ -917,7 +1012,7 @@ impl State {
             Ok((first, next)) => (first.to_string(), next),
             Err(message) => return tool_error(message),
         };
-        let handle = self.packs.put(text, tokenizer);
+        let handle = self.packs.put(text, tokenizer, owner);
         let continuation = packs::Continuation {
             pack_handle: &handle,
             total_bytes,
@@ -931,8 +1026,8 @@ impl State {
         }
     }
 
-    fn read_pack(&self, args: ReadPackArgs) -> CallToolResult {
-        let (text, tokenizer) = match self.packs.get(&args.pack_handle) {
+    fn read_pack(&self, args: ReadPackArgs, owner: Option<&str>) -> CallToolResult {
+        let (text, tokenizer) = match self.packs.get(&args.pack_handle, owner) {
             Ok(found) => found,
             Err(message) => return tool_error(message),
         };
@@ -957,8 +1052,8 @@ impl State {
         }
     }
 
-    fn grep_pack(&self, args: GrepPackArgs) -> CallToolResult {
-        let (text, _) = match self.packs.get(&args.pack_handle) {
+    fn grep_pack(&self, args: GrepPackArgs, owner: Option<&str>) -> CallToolResult {
+        let (text, _) = match self.packs.get(&args.pack_handle, owner) {
             Ok(found) => found,
             Err(message) => return tool_error(message),
         };
@@ -968,7 +1063,7 @@ impl State {
         }
     }
 
-    fn assemble(&self, args: AssembleArgs) -> CallToolResult {
+    fn assemble(&self, args: AssembleArgs, owner: Option<&str>) -> CallToolResult {
         let (tokenizer, json) =
             match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
                 Ok(choice) => choice,
@@ -1002,33 +1097,31 @@ impl State {
         };
         match crate::assemble::assemble(&self.options.root, &request) {
             Ok(assembly) if json => match serde_json::to_string_pretty(&assembly) {
-                Ok(text) => self.sized_result(text, tokenizer),
+                Ok(text) => self.sized_result(text, tokenizer, owner),
                 Err(err) => tool_error(format!("cannot encode the result: {err}")),
             },
-            Ok(assembly) => self.sized_result(assembly.text, tokenizer),
+            Ok(assembly) => self.sized_result(assembly.text, tokenizer, owner),
             Err(err) => tool_error(err.to_string()),
         }
     }
 
     /// A note's path (checked to stay inside the vault) and its text as
     /// the privacy policy prepares it; the tool and the resources share it.
+    /// Every path that is not a readable listed note gets [`no_note`].
     fn note_text(&self, session: &Session, path: &str) -> Result<(String, String), String> {
-        let relative = inside_vault(&session.root, path)?;
-        // One message for a missing note and a file never read, so the
-        // answer does not tell whether a hidden file exists.
-        let not_a_note = || {
-            format!(
-                "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
-                 agent files, log.md, ignored and non-Markdown files are never read)"
-            )
-        };
+        let relative = inside_vault(&session.root, path).map_err(|_| no_note(path))?;
         if !session.vault.is_listed(&relative) {
-            return Err(not_a_note());
+            return Err(no_note(path));
         }
         let Some(prepared) = session.vault.read_prepared(&relative) else {
-            return Err(not_a_note());
+            return Err(no_note(path));
         };
-        Ok((relative, prepared.text))
+        let text = match relative.as_str() {
+            // Their lines may name notes a client must not learn of.
+            "index.md" | "hot.md" => role_files::without_unlisted_links(&session.vault, &prepared),
+            _ => prepared.text,
+        };
+        Ok((relative, text))
     }
 
     fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
@@ -1066,10 +1159,12 @@ impl State {
         let session = self.session();
         let relative = match inside_vault(&session.root, &args.path) {
             Ok(relative) => relative,
-            Err(message) => return tool_error(message),
+            Err(_) => return tool_error(no_note(&args.path)),
         };
-        if session.vault.metas.search_path(&relative).is_err() {
-            return tool_error(format!("no note '{relative}' in the vault"));
+        if session.vault.metas.search_path(&relative).is_err()
+            || !session.vault.is_listed(&relative)
+        {
+            return tool_error(no_note(&args.path));
         }
         let Some(store) = session.store.as_deref() else {
             return tool_error("no index to keep feedback in");
@@ -1087,7 +1182,7 @@ impl State {
 
     /// The text of a resource: a note (as `get_note` reads it) or a kept
     /// pack.
-    fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, String> {
+    fn read_resource(&self, uri: &str, owner: Option<&str>) -> Result<ReadResourceResult, String> {
         let contents = match resources::parse_uri(uri)? {
             resources::Target::Note(path) => {
                 let session = self.session();
@@ -1095,7 +1190,7 @@ impl State {
                 ResourceContents::text(text, uri).with_mime_type("text/markdown")
             }
             resources::Target::Pack(handle) => {
-                let (text, _) = self.packs.get(&handle)?;
+                let (text, _) = self.packs.get(&handle, owner)?;
                 ResourceContents::text(text.to_string(), uri).with_mime_type("text/plain")
             }
         };
@@ -1187,9 +1282,10 @@ impl ServerHandler for CtxpackServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        self.blocking(move |state| state.read_resource(&request.uri))
+        let owner = session_of(&context.extensions);
+        self.blocking(move |state| state.read_resource(&request.uri, owner.as_deref()))
             .await
             .map(ReadResourceResponse::from)
     }

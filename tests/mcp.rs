@@ -320,13 +320,17 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "get_note",
             json!({"path": "../outside/secret.md"}),
-            "leads outside the vault",
+            "no note '../outside/secret.md' in the vault",
         ),
-        ("get_note", json!({"path": "/etc/passwd"}), "is absolute"),
+        (
+            "get_note",
+            json!({"path": "/etc/passwd"}),
+            "no note '/etc/passwd' in the vault",
+        ),
         (
             "get_note",
             json!({"path": "leak.md"}),
-            "leads outside the vault",
+            "no note 'leak.md' in the vault",
         ),
         (
             "get_note",
@@ -336,7 +340,7 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
         (
             "mark_useful",
             json!({"path": "../x.md", "useful": true}),
-            "leads outside the vault",
+            "no note '../x.md' in the vault",
         ),
         (
             "mark_useful",
@@ -407,10 +411,13 @@ fn a_note_pack_answers_like_the_command_line() {
     for (arguments, message) in [
         (
             json!({"note": "../outside/secret.md"}),
-            "leads outside the vault",
+            "no note '../outside/secret.md' in the vault",
         ),
-        (json!({"note": "leak.md"}), "leads outside the vault"),
-        (json!({"note": "/etc/passwd"}), "is not inside the vault"),
+        (json!({"note": "leak.md"}), "no note 'leak.md' in the vault"),
+        (
+            json!({"note": "/etc/passwd"}),
+            "no note '/etc/passwd' in the vault",
+        ),
         (
             json!({"note": "missing.md"}),
             "no note 'missing.md' in the vault",
@@ -806,5 +813,379 @@ fn resources_and_the_prompt() {
             .as_str()
             .unwrap()
             .contains("needs a topic")
+    );
+}
+
+/// Starts `ctxpack serve` over `vault` with raw pipes (no reader thread:
+/// the test decides when stdout is read) and completes the handshake.
+fn serve_piped(
+    world: &World,
+    vault: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 0, "{answer}");
+    (child, stdin, stdout)
+}
+
+#[test]
+fn notifications_and_stray_responses_are_never_answered_nor_fatal() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nalpha\n")]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "alpha"}}});
+    let messages = [
+        // Before `initialize`: a notification, and a response nobody asked for.
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 99, "result": {}}),
+        initialize,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        // After it: the same, an unknown notification and one that does not decode.
+        json!({"jsonrpc": "2.0", "id": 98, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 97, "error": {"code": 1, "message": "x"}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/made_up"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "x"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": "x"}}),
+        search,
+    ];
+    let (printed, code, stderr) = serve_raw(&world, &vault, &messages, &[1, 2]);
+    assert_eq!(code, None, "the server must keep serving: {stderr}");
+    let ids: Vec<Value> = printed
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!(2)], "{printed:?}");
+    let answer: Value = serde_json::from_str(&printed[1]).unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("a.md"), "{text}");
+}
+
+#[test]
+fn undecodable_requests_are_answered_under_their_ids() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nalpha\n")]);
+    let mut client = Client::start(&world, &vault);
+    let wait = std::time::Duration::from_secs(60);
+    for (line, code) in [
+        // Valid JSON the protocol layer cannot decode (a lone surrogate).
+        (
+            r#"{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"search","arguments":{"query":"\ud800"}}}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"u2","method":"tools/call","params":"x"}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"u3","method":"resources/read","params":{"url":"x"}}"#,
+            -32602,
+        ),
+        (r#"{"jsonrpc":"2.0","id":"u4"}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":"u5","method":"no/such"}"#, -32601),
+        (r#"{"jsonrpc":"2.0","id":"u6","method":7}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":4.5,"method":"ping"}"#, -32600),
+    ] {
+        client.send_raw(format!("{line}\n").as_bytes());
+        let answer = client.receive(wait).expect("an answer");
+        let sent: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let id = match sent["id"].clone() {
+            Value::Null => json!("u1"),
+            id => id,
+        };
+        assert_eq!(answer["id"], id, "{line}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+    }
+    // The server goes on.
+    let (is_error, text) = client.call("search", json!({"query": "alpha"}));
+    assert!(!is_error && text.contains("a.md"), "{text}");
+}
+
+#[test]
+fn requests_in_flight_sharing_an_id_are_each_answered() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    for query in ["paxos", "quorum", "crdt"] {
+        client.send(json!({
+            "jsonrpc": "2.0", "id": 77, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": query, "limit": 1}}
+        }));
+    }
+    let mut tops = Vec::new();
+    for _ in 0..3 {
+        let answer = client
+            .receive(std::time::Duration::from_secs(60))
+            .expect("an answer to each request");
+        assert_eq!(answer["id"], 77, "{answer}");
+        let hits: Value =
+            serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        tops.push(hits["hits"][0]["path"].as_str().unwrap().to_string());
+    }
+    tops.sort();
+    assert_eq!(
+        tops,
+        [
+            "concepts/crdt.md",
+            "concepts/paxos.md",
+            "concepts/quorum.md"
+        ]
+    );
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .unwrap();
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+/// A client that writes many requests and reads no answer: the server
+/// stops reading (its memory stays bounded) and, once the client reads,
+/// every answer arrives.
+#[test]
+fn a_client_that_stops_reading_costs_bounded_memory() {
+    const REQUESTS: u64 = 1_500;
+    let world = World::new();
+    // Each answer is a 100 KB note: unread answers kept in memory would
+    // cost 150 MB and more.
+    let line = "Raft elects a leader and the leader replicates the log.\n";
+    let body = line.repeat(100_000 / line.len());
+    let vault = world.vault("vault", &[("big.md", &format!("# Big\n\n{body}"))]);
+    let (mut child, mut stdin, mut stdout) = serve_piped(&world, &vault);
+    let pid = child.id();
+    let read_note = |id: u64| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get_note", "arguments": {"path": "big.md"}}
+        })
+    };
+    // Warm: the index is open and a few answers went out.
+    for id in 0..4 {
+        writeln!(stdin, "{}", read_note(1_000_000 + id)).unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    for _ in 0..4 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+    }
+    let before = resident_bytes(pid);
+
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = std::sync::Arc::clone(&written);
+    let writer = std::thread::spawn(move || {
+        for id in 0..REQUESTS {
+            if writeln!(stdin, "{}", read_note(id)).is_err() {
+                break;
+            }
+            count.store(id + 1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let _ = stdin.flush();
+        stdin
+    });
+    // Until the writer is stuck (the server stopped reading) or done, and
+    // a while after, the server's memory is sampled.
+    let mut peak = before;
+    let mut last = (0, std::time::Instant::now());
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        peak = peak.max(resident_bytes(pid));
+        let now = written.load(std::sync::atomic::Ordering::SeqCst);
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        } else if last.1.elapsed() > std::time::Duration::from_secs(3) {
+            break;
+        }
+    }
+    // Its pipe full, the writer waits: the server stopped reading.
+    assert!(
+        written.load(std::sync::atomic::Ordering::SeqCst) < REQUESTS,
+        "the server read every request while none was answered"
+    );
+    let growth = peak.saturating_sub(before);
+    assert!(
+        growth < 200 << 20,
+        "{} MB more with {} requests unread",
+        growth >> 20,
+        written.load(std::sync::atomic::Ordering::SeqCst)
+    );
+
+    // Reading again: every answer arrives, each under its id.
+    let mut answered = std::collections::BTreeSet::new();
+    while (answered.len() as u64) < REQUESTS {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server stopped"
+        );
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert!(
+            answer["result"]["content"][0]["text"].is_string(),
+            "{answer}"
+        );
+        answered.insert(answer["id"].as_u64().unwrap());
+    }
+    assert_eq!(answered, (0..REQUESTS).collect());
+    drop(writer.join().unwrap());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Every path that is not a readable listed note gets one answer, the same
+/// but for the path the caller sent: it tells neither where the vault is,
+/// nor whether a hidden file exists, nor where a symlink points.
+#[test]
+fn a_note_that_cannot_be_read_gets_one_answer_whatever_the_reason() {
+    let world = World::new();
+    let outside = world.vault("outside", &[("secret.md", "# Secret\n\nTOP SECRET\n")]);
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", "# A\n\nalpha\n"),
+            (".hidden/notes.md", "# Hidden\n\nHIDDEN-TEXT\n"),
+            ("_raw/dump.md", "# Dump\n\nRAW-TEXT\n"),
+            (
+                "private.md",
+                "---\nprivate: true\n---\n# Private\n\nPRIVATE-TEXT\n",
+            ),
+        ],
+    );
+    std::os::unix::fs::symlink(outside.join("secret.md"), vault.join("leak.md")).unwrap();
+    let vault = vault.canonicalize().unwrap();
+    let mut client = Client::start(&world, &vault);
+    let root = vault.display().to_string();
+    let outside_root = outside.canonicalize().unwrap().display().to_string();
+    let mut answers = Vec::new();
+    for path in [
+        format!("{root}/missing.md"),
+        format!("{root}/.hidden/notes.md"),
+        format!("{root}/_raw/dump.md"),
+        format!("{root}/private.md"),
+        format!("{root}/leak.md"),
+        format!("{outside_root}/secret.md"),
+        "/etc/passwd".to_string(),
+        "missing.md".to_string(),
+        ".hidden/notes.md".to_string(),
+        "private.md".to_string(),
+        "leak.md".to_string(),
+        "../outside/secret.md".to_string(),
+    ] {
+        for (tool, arguments) in [
+            ("context_pack", json!({"note": path})),
+            ("get_note", json!({"path": path})),
+        ] {
+            let (is_error, text) = client.call(tool, arguments);
+            assert!(is_error, "{tool} {path}: {text}");
+            let general = text.replace(&format!("'{path}'"), "'P'");
+            assert!(
+                !general.contains(&root) && !general.contains(&outside_root),
+                "{tool} {path}: {text}"
+            );
+            for marker in ["TOP SECRET", "HIDDEN-TEXT", "RAW-TEXT", "PRIVATE-TEXT"] {
+                assert!(!text.contains(marker), "{tool} {path}: {text}");
+            }
+            answers.push(general);
+        }
+        let (is_error, text) = client.call("mark_useful", json!({"path": path, "useful": true}));
+        assert!(is_error, "mark_useful {path}: {text}");
+        answers.push(text.replace(&format!("'{path}'"), "'P'"));
+        // A note resource names the path the same way.
+        let encoded: String = path
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    (b as char).to_string()
+                }
+                other => format!("%{other:02X}"),
+            })
+            .collect();
+        let read = client.request(
+            "resources/read",
+            json!({"uri": format!("ctxpack://note/{encoded}")}),
+        );
+        let message = read["error"]["message"].as_str().unwrap_or_default();
+        answers.push(message.replace(&format!("'{path}'"), "'P'"));
+    }
+    answers.dedup();
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert!(
+        answers[0].starts_with("no note 'P' in the vault"),
+        "{}",
+        answers[0]
+    );
+    // A listed note is read by its path inside the vault, or its absolute one.
+    let (is_error, text) = client.call("context_pack", json!({"note": format!("{root}/a.md")}));
+    assert!(!is_error && text.contains("alpha"), "{text}");
+    let (is_error, text) = client.call("get_note", json!({"path": "a.md"}));
+    assert!(!is_error && text.contains("alpha"), "{text}");
+}
+
+/// `index.md` and `hot.md`, read as notes or resources, drop the lines
+/// that link to a note the vault does not list (private, skipped, missing).
+#[test]
+fn role_files_never_name_notes_a_client_cannot_read() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("raft.md", "# Raft\n\nconsensus\n"),
+            ("merger.md", "---\nprivate: true\n---\n# Merger\n\nsecret\n"),
+            ("_raw/leak.md", "# Leak\n\nraw\n"),
+            (
+                "index.md",
+                "# Index\n\n- [[raft]] the replicated log\n- [[merger]] ACME-MERGER-2027 talks\n\
+                 - [Dump](_raw/leak.md) RAW-DUMP notes\nAll notes of the team.\n",
+            ),
+            ("hot.md", "# Hot\n\n- [[raft]]\n- [[merger]] HOT-MERGER\n"),
+        ],
+    );
+    let mut client = Client::start(&world, &vault);
+    let (is_error, index) = client.call("get_note", json!({"path": "index.md"}));
+    assert!(!is_error, "{index}");
+    assert_eq!(
+        index,
+        "# Index\n\n- [[raft]] the replicated log\nAll notes of the team.\n"
+    );
+    let read = client.request("resources/read", json!({"uri": "ctxpack://note/hot.md"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "# Hot\n\n- [[raft]]\n",
+        "{read}"
+    );
+    let (is_error, lines) = client.call("get_note", json!({"path": "index.md", "lines": "3-4"}));
+    assert!(!is_error, "{lines}");
+    assert_eq!(
+        lines,
+        "- [[raft]] the replicated log\nAll notes of the team."
     );
 }

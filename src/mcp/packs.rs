@@ -31,6 +31,9 @@ pub const MAX_MATCHES: usize = 100;
 
 struct Entry {
     handle: String,
+    /// The HTTP session that built the pack (`None` over stdio, which has
+    /// one client): only it may read the pack.
+    owner: Option<String>,
     text: Arc<str>,
     tokenizer: Tokenizer,
     expires: Instant,
@@ -62,8 +65,8 @@ impl Default for PackStore {
 }
 
 impl PackStore {
-    /// Keeps `text` and returns its handle.
-    pub fn put(&self, text: String, tokenizer: Tokenizer) -> String {
+    /// Keeps `text` for the session `owner` and returns its handle.
+    pub fn put(&self, text: String, tokenizer: Tokenizer, owner: Option<&str>) -> String {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tag = blake3::keyed_hash(&self.secret, &n.to_le_bytes()).to_hex();
         let handle = format!("pack-{n}-{}", &tag[..16]);
@@ -79,6 +82,7 @@ impl PackStore {
         }
         entries.push_back(Entry {
             handle: handle.clone(),
+            owner: owner.map(str::to_string),
             text: Arc::from(text),
             tokenizer,
             expires: now + HANDLE_LIFETIME,
@@ -86,12 +90,15 @@ impl PackStore {
         handle
     }
 
-    /// The text and counter kept under `handle`.
-    pub fn get(&self, handle: &str) -> Result<(Arc<str>, Tokenizer), String> {
+    /// The text and counter kept under `handle` for the session `owner`;
+    /// another session's pack is unknown to it, with the same answer.
+    pub fn get(&self, handle: &str, owner: Option<&str>) -> Result<(Arc<str>, Tokenizer), String> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .iter()
-            .find(|e| e.handle == handle && e.expires > Instant::now())
+            .find(|e| {
+                e.handle == handle && e.owner.as_deref() == owner && e.expires > Instant::now()
+            })
             .map(|e| (Arc::clone(&e.text), e.tokenizer))
             .ok_or_else(|| {
                 format!(
@@ -271,14 +278,32 @@ mod tests {
     #[test]
     fn handles_expire_by_count_and_unknown_ones_are_errors() {
         let store = PackStore::default();
-        let first = store.put("a\n".into(), Tokenizer::Chars4);
-        assert_eq!(&*store.get(&first).unwrap().0, "a\n");
+        let first = store.put("a\n".into(), Tokenizer::Chars4, None);
+        assert_eq!(&*store.get(&first, None).unwrap().0, "a\n");
         for _ in 0..MAX_PACKS {
-            store.put("b\n".into(), Tokenizer::Chars4);
+            store.put("b\n".into(), Tokenizer::Chars4, None);
         }
-        let error = store.get(&first).unwrap_err();
+        let error = store.get(&first, None).unwrap_err();
         assert!(error.contains("unknown or expired"), "{error}");
-        assert!(store.get("pack-1-0000").is_err());
+        assert!(store.get("pack-1-0000", None).is_err());
+    }
+
+    #[test]
+    fn a_pack_is_read_only_by_the_session_that_built_it() {
+        let store = PackStore::default();
+        let handle = store.put("mine\n".into(), Tokenizer::Chars4, Some("session-a"));
+        assert_eq!(&*store.get(&handle, Some("session-a")).unwrap().0, "mine\n");
+        let unknown = store
+            .get("pack-9-0000000000000000", Some("session-b"))
+            .unwrap_err();
+        for other in [Some("session-b"), None] {
+            let refused = store.get(&handle, other).unwrap_err();
+            // The same answer as for a handle never given.
+            assert_eq!(
+                refused.replace(&handle, "H"),
+                unknown.replace("pack-9-0000000000000000", "H")
+            );
+        }
     }
 
     #[test]

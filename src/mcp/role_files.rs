@@ -1,0 +1,100 @@
+//! `index.md` and `hot.md` as a client may see them. They describe the
+//! vault's notes, private ones included, so the lines that would tell a
+//! client of a note it cannot read are dropped: every line holding a
+//! wikilink, embed or Markdown note link that does not resolve to a listed
+//! note. A private note, one the walker skips, one in a library no work
+//! binds and one that does not exist look alike (all unlisted), so the rule
+//! cannot tell them apart, and a client cannot either: a line linking a
+//! note still to be written is dropped too.
+
+use crate::privacy::Prepared;
+use crate::vault::Vault;
+
+/// The text of the role file `prepared` without its lines that link to a
+/// note the vault does not list.
+pub fn without_unlisted_links(vault: &Vault, prepared: &Prepared) -> String {
+    let text = prepared.text.as_str();
+    let note = &prepared.note;
+    let from = note.meta.path.as_str();
+    // The body's links are the note's own; the frontmatter is scanned the
+    // same way, since its text is shown too.
+    let body_start = match text.strip_suffix(note.body.as_str()) {
+        Some(head) => head.len(),
+        None => 0,
+    };
+    let head_links = crate::parse::markdown::analyze(&text[..body_start]).links;
+    let body_links = if body_start > 0 || text == note.body {
+        note.links.clone()
+    } else {
+        // The body is not where it was expected: scan the whole text.
+        crate::parse::markdown::analyze(text).links
+    };
+    let unlisted: Vec<std::ops::Range<usize>> = head_links
+        .iter()
+        .map(|link| (link, 0))
+        .chain(body_links.iter().map(|link| (link, body_start)))
+        .filter(|(link, _)| !link.target.is_empty())
+        .filter(|(link, _)| {
+            !vault
+                .resolve(from, link)
+                .and_then(|idx| vault.metas.get(idx))
+                .is_some_and(|meta| vault.is_listed(&meta.path))
+        })
+        .map(|(link, offset)| link.range.start + offset..link.range.end + offset)
+        .collect();
+    if unlisted.is_empty() {
+        return prepared.text.clone();
+    }
+    let mut kept = String::with_capacity(text.len());
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let end = start + line.len();
+        if !unlisted
+            .iter()
+            .any(|link| link.start < end && start < link.end)
+        {
+            kept.push_str(line);
+        }
+        start = end;
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn lines_linking_unlisted_notes_are_dropped() {
+        let policy = Arc::new(crate::privacy::Policy::default());
+        let files: Vec<(String, String)> = [
+            ("raft.md", "# Raft\n\nconsensus\n"),
+            ("paxos.md", "# Paxos\n\nconsensus\n"),
+            (
+                "index.md",
+                "---\nsee: \"[[ghost]]\"\n---\n# Index\n\n- [[raft]] the log\n- [[secret-plan]] the merger\n\
+                 - [Paxos](paxos.md) older\n- [Plan](plans/secret-plan.md) dates\n- ![[_raw/dump]]\n\
+                 - [[#Index]] here\n- [site](https://example.org) outside\nplain words\n",
+            ),
+        ]
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+        let vault = Vault::from_texts_with("/v".into(), &files, Arc::clone(&policy));
+        let prepared = policy.prepare("index.md", &files[2].1, None).unwrap();
+        assert_eq!(
+            without_unlisted_links(&vault, &prepared),
+            "---\n---\n# Index\n\n- [[raft]] the log\n- [Paxos](paxos.md) older\n\
+             - [[#Index]] here\n- [site](https://example.org) outside\nplain words\n"
+        );
+        // Nothing to drop: the text as it was.
+        let plain = policy
+            .prepare("hot.md", "# Hot\n\n[[raft]] and [[paxos]]\n", None)
+            .unwrap();
+        assert_eq!(
+            without_unlisted_links(&vault, &plain),
+            "# Hot\n\n[[raft]] and [[paxos]]\n"
+        );
+    }
+}
