@@ -35,7 +35,7 @@ enum Matcher {
         pattern: &'static str,
         accept: fn(&str, &Range<usize>) -> bool,
     },
-    /// A `-----BEGIN … PRIVATE KEY-----` block up to its END line.
+    /// A `-----BEGIN … PRIVATE KEY-----` block up to its END line, or a PuTTY `.ppk` key.
     PrivateKeyBlock,
 }
 
@@ -90,7 +90,7 @@ const fn pattern(
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub const DETECTORS_VERSION: u32 = 2;
+pub const DETECTORS_VERSION: u32 = 3;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -99,7 +99,7 @@ pub const DETECTORS_VERSION: u32 = 2;
 static DETECTORS: &[Detector] = &[
     Detector {
         kind: "private_key",
-        triggers: &["PRIVATE KEY"],
+        triggers: &["PRIVATE KEY", "PuTTY-User-Key-File-"],
         exact_triggers: true,
         left_bounded: false,
         right_bounded: false,
@@ -414,7 +414,10 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
             (Matcher::Pattern { accept, .. }, Some(regex)) => {
                 collect_pattern(text, detector, regex, *accept, index, &mut candidates);
             }
-            _ => collect_private_keys(text, index, &mut candidates),
+            _ => {
+                collect_private_keys(text, index, &mut candidates);
+                collect_putty_keys(text, index, &mut candidates);
+            }
         }
     }
     resolve_overlaps(candidates)
@@ -484,39 +487,138 @@ fn collect_private_keys(text: &str, index: usize, candidates: &mut Vec<(Range<us
                     .unwrap_or(0);
                 marker_end + closing
             }
-            None => end_of_key_material(text, begin.end()),
+            None => end_of_key_material(text, begin.range()),
         };
         candidates.push((begin.start()..end, index));
         search_from = end.max(begin.end());
     }
 }
 
-fn end_of_key_material(text: &str, from: usize) -> usize {
+fn end_of_key_material(text: &str, begin: Range<usize>) -> usize {
     let bytes = text.as_bytes();
-    let is_material = |byte: u8| byte.is_ascii_alphanumeric() || b"+/=\\".contains(&byte);
-    let mut end = from;
-    while end < bytes.len() && is_material(bytes[end]) {
+    let mut end = begin.end;
+    while end < bytes.len() && is_key_material(bytes[end]) {
         end += 1;
     }
     if end < bytes.len() && bytes[end] != b'\n' && bytes[end] != b'\r' {
         return end;
     }
+    // A key quoted in Markdown (`> -----BEGIN …`) goes on with quoted lines.
+    let line_start = text[..begin.start]
+        .rfind('\n')
+        .map_or(0, |offset| offset + 1);
+    let quoted = text[line_start..begin.start].trim_start().starts_with('>');
+    // Headers (`Proc-Type:`, `Comment:`) only straight after the BEGIN line,
+    // then the blank line that ends them; after the first line of key
+    // material only key material goes on (a `private: true` line that
+    // follows a cut-off key in frontmatter is not part of it).
+    let mut headers_allowed = end == begin.end;
+    let mut blank_allowed = false;
+    // Where the next line is looked for: past a blank line that is part of
+    // the block only if key material follows it.
+    let mut cursor = end;
     loop {
-        let line_start = match text[end..].find('\n') {
-            Some(offset) => end + offset + 1,
+        let line_start = match text[cursor..].find('\n') {
+            Some(offset) => cursor + offset + 1,
             None => return end,
         };
         let line_end = text[line_start..]
             .find('\n')
             .map_or(text.len(), |offset| line_start + offset);
         let line = text[line_start..line_end].trim_end_matches('\r');
-        let is_header = line.split_once(": ").is_some_and(|(name, _)| {
-            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-        if line.is_empty() || !(is_header || line.bytes().all(is_material)) {
+        cursor = line_start + line.len();
+        // Indented keys (a YAML block, a list item, a code block) keep their indentation.
+        let mut content = line.trim_start_matches([' ', '\t']);
+        if quoted {
+            content = content.trim_start_matches(['>', ' ', '\t']);
+        }
+        if headers_allowed && is_pem_header(content) {
+            blank_allowed = true;
+            end = cursor;
+            continue;
+        }
+        headers_allowed = false;
+        if blank_allowed && content.is_empty() {
+            blank_allowed = false;
+            continue;
+        }
+        blank_allowed = false;
+        if content.is_empty() || !content.bytes().all(is_key_material) {
             return end;
         }
-        end = line_start + line.len();
+        end = cursor;
+    }
+}
+
+fn is_key_material(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"+/=\\".contains(&byte)
+}
+
+/// `Proc-Type: 4,ENCRYPTED`, `DEK-Info: …`, `Comment: …`: a capitalised name.
+fn is_pem_header(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(name, value)| {
+        name.as_bytes().first().is_some_and(u8::is_ascii_uppercase)
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !value.trim().is_empty()
+    })
+}
+
+static PUTTY_BEGIN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"PuTTY-User-Key-File-[23]: [^\r\n]*").expect("valid pattern"));
+
+/// A PuTTY `.ppk` key: from its first line over its named fields and the
+/// counted lines of public and private key, to `Private-MAC:` (or, cut off,
+/// to the last private line). A file whose private lines are missing is not
+/// a finding.
+fn collect_putty_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usize>, usize)>) {
+    for header in PUTTY_BEGIN.find_iter(text) {
+        let mut cursor = header.end();
+        let mut counted_lines_left = 0usize;
+        let mut in_private = false;
+        let mut end = None;
+        while let Some(offset) = text[cursor..].find('\n') {
+            let line_start = cursor + offset + 1;
+            let line_end = text[line_start..]
+                .find('\n')
+                .map_or(text.len(), |offset| line_start + offset);
+            let line = text[line_start..line_end].trim_end_matches('\r');
+            let content = line.trim_start_matches([' ', '\t']);
+            cursor = line_start + line.len();
+            if counted_lines_left > 0 {
+                if content.is_empty() || !content.bytes().all(is_key_material) {
+                    break;
+                }
+                counted_lines_left -= 1;
+                if in_private {
+                    end = Some(cursor);
+                }
+                continue;
+            }
+            let Some((name, value)) = content.split_once(": ") else {
+                break;
+            };
+            match name {
+                "Encryption" | "Comment" | "Key-Derivation" | "Argon2-Memory" | "Argon2-Passes"
+                | "Argon2-Parallelism" | "Argon2-Salt" => {}
+                "Public-Lines" | "Private-Lines" => {
+                    let Ok(count) = value.trim().parse::<usize>() else {
+                        break;
+                    };
+                    counted_lines_left = count;
+                    in_private = name == "Private-Lines";
+                }
+                "Private-MAC" | "Private-Hash" if end.is_some() => {
+                    let value_start = cursor - value.len();
+                    let hex = value.bytes().take_while(u8::is_ascii_hexdigit).count();
+                    end = Some(value_start + hex);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        if let Some(end) = end {
+            candidates.push((header.start()..end, index));
+        }
     }
 }
 
@@ -893,6 +995,18 @@ mod tests {
             "\"private_key\": \"",
             r"-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQC7\n-----END PRIVATE KEY-----",
             "\\n\",",
+        ),
+        (
+            "private_key",
+            "",
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: eddsa-key-20251201\nPublic-Lines: 2\n3p3wEwboGll5c1n7F1ZCX8CGiouFvMiCGzyqH0LM4OJfooQbrv0NKeNWGgryqqoQ\nuYs4XboDeF9mQf4SRFw6L+UNWKrFGB0HOh+5lX2/1jilO9o8tTVjQ5dAIV+lBgE2\nPrivate-Lines: 2\n2RTPMygcwkFa/orMCfM/2QYi7fEQeMH9SJSy5Y3rn3dH5c6BeDixciVIUtVR9hlf\niNlh77+okiWaYve1ld0LPWEZR4E=\nPrivate-MAC: 85a2110b724c4068b6b2357efce4f0a3e6d9fc50b1f8b6ad7488545a8bdf0381",
+            "",
+        ),
+        (
+            "private_key",
+            "ssh:\n  key: |\n    ",
+            "-----BEGIN RSA PRIVATE KEY-----\n    Y2EQGoK5NfHG81ikRXx3TxRuCRO0OaQV6PyU+M6k6tYX0qhYVMS7t6qM1TobfNPI\n    RWI4Czyx+QiC5dNEgyEY139QRCDF9jM+/9X+JmY41DLFwqrUUOu384vx6Y5Dr7HV",
+            "\n  user: deploy",
         ),
         ("aws_access_key_id", "", "AKIANACKPBDJXPHV5WRZ", ""),
         (
@@ -1368,6 +1482,63 @@ mod tests {
         let text = "OPENAI_API_KEY=\"sk-t6j7bWXZOmsZkniopfEZWECRcwj80bPTrt6oJucmRvDDi507\"";
         let (redacted, _) = redact(text, &DetectorOptions::default());
         assert_eq!(redacted, "OPENAI_API_KEY=\"[REDACTED:openai_api_key]\"");
+    }
+
+    fn redacted(text: &str) -> String {
+        redact(text, &DetectorOptions::default()).0
+    }
+
+    #[test]
+    fn a_cut_off_key_in_frontmatter_does_not_take_the_next_property() {
+        let text = "---\nssh_key: -----BEGIN OPENSSH PRIVATE KEY-----\nprivate: true\ntags: [ops]\n---\nBody.";
+        assert_eq!(
+            redacted(text),
+            "---\nssh_key: [REDACTED:private_key]\nprivate: true\ntags: [ops]\n---\nBody."
+        );
+        // After the first line of key material, a header-shaped line ends the block too.
+        let text = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAiliIusX2bzg\nComment: not part of it\n";
+        assert_eq!(
+            redacted(text),
+            "[REDACTED:private_key]\nComment: not part of it\n"
+        );
+        // Headers straight after the BEGIN line, and the blank line after them, are part of it.
+        let text = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,5E2F\n\nMIIEowIBAAKCAQEAiliIusX2bzg\n\nAfter.";
+        assert_eq!(redacted(text), "[REDACTED:private_key]\n\nAfter.");
+        let text =
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\nThe rest was cut off.";
+        assert_eq!(
+            redacted(text),
+            "[REDACTED:private_key]\n\nThe rest was cut off."
+        );
+    }
+
+    #[test]
+    fn an_indented_key_without_its_end_line_is_redacted_to_its_last_line() {
+        let text = "deploy:\n  key: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEqP\n    SEvDAwTfeOXS==\n  user: deploy\n";
+        assert_eq!(
+            redacted(text),
+            "deploy:\n  key: |\n    [REDACTED:private_key]\n  user: deploy\n"
+        );
+        let text = "> -----BEGIN EC PRIVATE KEY-----\n> MHcCAQEEIGx0Q7kBCvZnZQP5GwI1pMCIuHLt5Et9\n> pFBY2CK08Z8CoAoGCCqGSM49\n\nQuoted above.";
+        assert_eq!(redacted(text), "> [REDACTED:private_key]\n\nQuoted above.");
+    }
+
+    #[test]
+    fn a_putty_key_is_redacted_to_its_mac() {
+        let text = "Saved as id.ppk:\n\nPuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: rsa-key-20251201\nPublic-Lines: 1\nAAAAB3NzaC1yc2EAAAABJQAAAIEAhZ\nPrivate-Lines: 2\nAAAAgBkGMX2LqS8r0q4hN2pQz\nL7vK3mW9xT1yF5cE8bJ2nA==\nPrivate-MAC: 9c1f0e2ab47d83e5\nDone.";
+        assert_eq!(
+            redacted(text),
+            "Saved as id.ppk:\n\n[REDACTED:private_key]\nDone."
+        );
+        // Cut off before its MAC: to the last private line.
+        let cut = "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 1\nAAAAC3NzaC1lZDI1NTE5AAAAIK\nPrivate-Lines: 1\nAAAAIBbX9q2Lm7Kp\nThe rest is missing.";
+        assert_eq!(
+            redacted(cut),
+            "[REDACTED:private_key]\nThe rest is missing."
+        );
+        // Naming the format is not a key.
+        let prose = "PuTTY-User-Key-File-3: ssh-ed25519 is the first line of a .ppk file.\nEncryption: none";
+        assert_eq!(redacted(prose), prose);
     }
 
     #[test]
