@@ -441,6 +441,7 @@ fn collect_pattern(
             .next()
             .unwrap_or(whole)
             .range();
+        let secret = before_comment_marker(text, secret);
         if (detector.left_bounded && is_word_byte_at(bytes, whole.start().wrapping_sub(1)))
             || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
         {
@@ -450,6 +451,21 @@ fn collect_pattern(
             continue;
         }
         candidates.push((secret, index));
+    }
+}
+
+/// A value stops before a comment's opener or closer: taking `%%` or `<!--`
+/// into the redaction would leave the rest of that comment to be printed when
+/// comments are stripped afterwards.
+fn before_comment_marker(text: &str, secret: Range<usize>) -> Range<usize> {
+    let value = &text[secret.clone()];
+    match ["%%", "<!--", "-->"]
+        .iter()
+        .filter_map(|marker| value.find(marker))
+        .min()
+    {
+        Some(offset) => secret.start..secret.start + offset,
+        None => secret,
     }
 }
 
@@ -1486,6 +1502,30 @@ mod tests {
 
     fn redacted(text: &str) -> String {
         redact(text, &DetectorOptions::default()).0
+    }
+
+    #[test]
+    fn a_value_stops_before_a_comment_marker() {
+        for (text, expected) in [
+            (
+                "password: S3cret!x%%rotate on Monday%%",
+                "password: [REDACTED:password_assignment]%%rotate on Monday%%",
+            ),
+            (
+                "password=S3cret!x<!-- old one -->",
+                "password=[REDACTED:password_assignment]<!-- old one -->",
+            ),
+            (
+                "<!-- password=S3cret!x-->",
+                "<!-- password=[REDACTED:password_assignment]-->",
+            ),
+            (
+                "api_key=X61PLIUDKGJ3478Ns1IM%%private%%",
+                "api_key=[REDACTED:secret_assignment]%%private%%",
+            ),
+        ] {
+            assert_eq!(redacted(text), expected);
+        }
     }
 
     #[test]
