@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{LazyLock, OnceLock};
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 /// One secret found in a text.
@@ -81,6 +81,26 @@ const fn pattern(
         kind,
         triggers,
         exact_triggers: true,
+        left_bounded: true,
+        right_bounded: true,
+        personal: false,
+        matcher: Matcher::Pattern { pattern, accept },
+    }
+}
+
+/// A detector woken by a word in any case: a header's name, or the name of a
+/// provider whose format is too plain to stand alone (a UUID, 40
+/// characters), where `accept` checks that the word is near.
+const fn any_case(
+    kind: &'static str,
+    triggers: &'static [&'static str],
+    pattern: &'static str,
+    accept: fn(&str, &Range<usize>) -> bool,
+) -> Detector {
+    Detector {
+        kind,
+        triggers,
+        exact_triggers: false,
         left_bounded: true,
         right_bounded: true,
         personal: false,
@@ -258,6 +278,155 @@ static DETECTORS: &[Detector] = &[
         accept_token_body,
     ),
     pattern(
+        "digitalocean_token",
+        &["dop_v1_", "doo_v1_", "dor_v1_"],
+        r"do[opr]_v1_[0-9a-f]{64}",
+        accept_random,
+    ),
+    any_case(
+        "mailgun_api_key",
+        &["mailgun"],
+        r"key-[0-9a-f]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}",
+        accept_near_mailgun,
+    ),
+    pattern(
+        "square_token",
+        &["sq0atp-", "sq0csp-", "EAAA"],
+        r"sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|EAAA[0-9A-Za-z_-]{60}",
+        accept_random,
+    ),
+    pattern(
+        "shopify_token",
+        &["shpat_", "shpss_", "shpca_", "shppa_"],
+        r"shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}",
+        accept_random,
+    ),
+    pattern(
+        "discord_webhook_url",
+        &["/api/webhooks/"],
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,68})",
+        accept_token_body,
+    ),
+    pattern(
+        "discord_bot_token",
+        // The first part is a user id of 18-19 digits in base64, which
+        // starts `MT` for every id since 2017 (`1…`); older 17-digit ids
+        // (`OD`, `OT`) are left out, as those two letters in any case would
+        // wake the detector on most English text.
+        &["MT"],
+        r"MT[A-Za-z0-9_-]{22,26}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}",
+        accept_discord_bot_token,
+    ),
+    pattern(
+        "databricks_token",
+        &["dapi"],
+        r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?",
+        accept_random,
+    ),
+    any_case(
+        "cloudflare_api_token",
+        &["cloudflare", "cf_api", "cf-api", "cf_token"],
+        r"[A-Za-z0-9_-]{40}|[0-9a-f]{37}",
+        accept_near_cloudflare,
+    ),
+    pattern(
+        "pypi_token",
+        &["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"],
+        r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]+",
+        accept_pypi_token,
+    ),
+    any_case(
+        "heroku_api_key",
+        &["HRKU-", "heroku"],
+        r"HRKU-[A-Za-z0-9_-]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        accept_heroku_key,
+    ),
+    any_case(
+        "sentry_dsn",
+        &["sentry"],
+        r"https?://([0-9a-f]{32})(?::[0-9a-f]{32})?@[A-Za-z0-9.-]*sentry[A-Za-z0-9.-]*(?::[0-9]{1,5})?/",
+        accept_random,
+    ),
+    pattern(
+        "sentry_token",
+        &["sntrys_", "sntryu_"],
+        r"sntrys_[A-Za-z0-9+/=_-]+|sntryu_[0-9a-f]{64}",
+        accept_sentry_token,
+    ),
+    pattern(
+        "vault_token",
+        &["hvs.", "hvb.", "hvr."],
+        r"hv[sbr]\.[A-Za-z0-9_-]+",
+        accept_vault_token,
+    ),
+    pattern(
+        "atlassian_api_token",
+        &["ATATT3", "ATCTT3"],
+        r"AT[AC]TT3[A-Za-z0-9_=-]+",
+        accept_atlassian_token,
+    ),
+    pattern(
+        "docker_token",
+        &["dckr_pat_", "dckr_oat_"],
+        r"dckr_(?:pat|oat)_[A-Za-z0-9_-]+",
+        accept_docker_token,
+    ),
+    pattern(
+        "age_secret_key",
+        &["AGE-SECRET-KEY-1"],
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        accept_random,
+    ),
+    pattern(
+        "grafana_token",
+        &["glsa_", "glc_"],
+        r"glsa_[A-Za-z0-9]{32}_[0-9a-fA-F]{8}|glc_[A-Za-z0-9+/]+={0,2}",
+        accept_grafana_token,
+    ),
+    pattern(
+        "linear_api_key",
+        &["lin_api_"],
+        r"lin_api_[A-Za-z0-9]{40}",
+        accept_random,
+    ),
+    pattern(
+        "notion_token",
+        &["secret_", "ntn_"],
+        r"secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,50}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "doppler_token",
+        &[
+            "dp.pt.",
+            "dp.st.",
+            "dp.ct.",
+            "dp.sa.",
+            "dp.scim.",
+            "dp.audit.",
+        ],
+        r"dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{1,30}\.)?[A-Za-z0-9]{40,44}",
+        accept_random,
+    ),
+    pattern(
+        "terraform_token",
+        &[".atlasv1."],
+        r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]+",
+        accept_terraform_token,
+    ),
+    pattern(
+        "postman_api_key",
+        &["PMAK-"],
+        r"PMAK-[0-9a-fA-F]{24}-[0-9a-fA-F]{34}",
+        accept_random,
+    ),
+    pattern(
+        "newrelic_key",
+        &["NRAK-", "NRII-"],
+        r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}",
+        accept_random,
+    ),
+    pattern(
         "jwt",
         &["eyJ"],
         r"eyJ[A-Za-z0-9_-]{8,}\.(?:eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*|[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
@@ -343,6 +512,29 @@ pub const KINDS: &[&str] = &[
     "sendgrid_api_key",
     "twilio_api_key",
     "telegram_bot_token",
+    "digitalocean_token",
+    "mailgun_api_key",
+    "square_token",
+    "shopify_token",
+    "discord_webhook_url",
+    "discord_bot_token",
+    "databricks_token",
+    "cloudflare_api_token",
+    "pypi_token",
+    "heroku_api_key",
+    "sentry_dsn",
+    "sentry_token",
+    "vault_token",
+    "atlassian_api_token",
+    "docker_token",
+    "age_secret_key",
+    "grafana_token",
+    "linear_api_key",
+    "notion_token",
+    "doppler_token",
+    "terraform_token",
+    "postman_api_key",
+    "newrelic_key",
     "jwt",
     "url_password",
     "http_authorization",
@@ -373,9 +565,12 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
             trigger_detector.push((index, detector.exact_triggers.then_some(*literal)));
         }
     }
+    // A DFA whatever the number of literals: past 100 the builder would pick
+    // an NFA, and the pass over every text ran at a quarter of the speed.
     let triggers = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
+        .kind(Some(AhoCorasickKind::DFA))
         .build(&literals)
         .expect("trigger literals are valid");
     Compiled {
@@ -779,6 +974,115 @@ fn accept_openai_key(text: &str, range: &Range<usize>) -> bool {
         && body.bytes().any(|b| b.is_ascii_uppercase())
         && entropy(body) >= 3.5
         && !is_filler(value)
+}
+
+/// Provider bodies: random characters of at least two classes (lower case,
+/// upper case, digits), not a documentation filler.
+fn accept_random(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let classes = [
+        value.bytes().any(|b| b.is_ascii_lowercase()),
+        value.bytes().any(|b| b.is_ascii_uppercase()),
+        value.bytes().any(|b| b.is_ascii_digit()),
+    ]
+    .iter()
+    .filter(|present| **present)
+    .count();
+    classes >= 2 && entropy(value) >= 3.0 && !is_filler(value)
+}
+
+/// A random value at least `min_len` bytes long (formats whose length the pattern leaves open).
+fn random_of_length(text: &str, range: &Range<usize>, min_len: usize) -> bool {
+    range.len() >= min_len && accept_random(text, range)
+}
+
+/// Whether one of `words` (any case) occurs in the `before` bytes ahead of
+/// the value or the `after` bytes behind it.
+fn mentioned_near(
+    text: &str,
+    range: &Range<usize>,
+    words: &[&str],
+    before: usize,
+    after: usize,
+) -> bool {
+    let bytes = text.as_bytes();
+    let window = &bytes[range.start.saturating_sub(before)..(range.end + after).min(bytes.len())];
+    words.iter().any(|word| {
+        window
+            .windows(word.len())
+            .any(|candidate| candidate.eq_ignore_ascii_case(word.as_bytes()))
+    })
+}
+
+fn accept_near_mailgun(text: &str, range: &Range<usize>) -> bool {
+    accept_random(text, range) && mentioned_near(text, range, &["mailgun"], 200, 200)
+}
+
+/// A 40-character token needs both cases (a 40-hex commit id near the word must not count).
+fn accept_near_cloudflare(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let mixed_case = value.bytes().any(|b| b.is_ascii_uppercase())
+        && value.bytes().any(|b| b.is_ascii_lowercase());
+    (value.len() == 37 || mixed_case)
+        && accept_random(text, range)
+        && mentioned_near(
+            text,
+            range,
+            &["cloudflare", "cf_api", "cf-api", "cf_token"],
+            200,
+            0,
+        )
+}
+
+/// `HRKU-` tokens alone; a UUID (Heroku's older key form, and the form of
+/// countless ids) only after the word Heroku and a word for a credential.
+fn accept_heroku_key(text: &str, range: &Range<usize>) -> bool {
+    if text[range.clone()].starts_with("HRKU-") {
+        return random_of_length(text, range, 25);
+    }
+    let credential_words = ["key", "token", "auth", "secret", "password", "credential"];
+    accept_random(text, range)
+        && mentioned_near(text, range, &["heroku"], 120, 0)
+        && mentioned_near(text, range, &credential_words, 120, 0)
+}
+
+/// The first of the three parts is the bot's user id (a decimal snowflake) in base64.
+fn accept_discord_bot_token(text: &str, range: &Range<usize>) -> bool {
+    use base64::Engine as _;
+    let value = &text[range.clone()];
+    let id_part = value.split('.').next().unwrap_or("");
+    let Ok(id) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(id_part) else {
+        return false;
+    };
+    (17..=20).contains(&id.len()) && id.iter().all(u8::is_ascii_digit) && accept_random(text, range)
+}
+
+fn accept_pypi_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 80)
+}
+
+fn accept_sentry_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 47)
+}
+
+fn accept_vault_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 28)
+}
+
+fn accept_atlassian_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 100)
+}
+
+fn accept_docker_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 33)
+}
+
+fn accept_grafana_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 36)
+}
+
+fn accept_terraform_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 80)
 }
 
 fn accept_jwt(text: &str, range: &Range<usize>) -> bool {
@@ -1238,6 +1542,188 @@ mod tests {
             "",
         ),
         (
+            "digitalocean_token",
+            "",
+            "dop_v1_0d00ce532840cdcda7a3168a6c2fd20ae721bfd16433b66d8e77e4f6357ad600",
+            "",
+        ),
+        (
+            "digitalocean_token",
+            "",
+            "doo_v1_8aa9212755dc977de01356e9587cd9a297dc401723f3feb37e0aae281aa61440",
+            "",
+        ),
+        (
+            "mailgun_api_key",
+            "Mailgun sending key ",
+            "key-ffc7ec090d7d3fdd49ff311309ae654d",
+            "",
+        ),
+        ("square_token", "", "sq0atp-I2H87EZyOl2ff8Z2ucn19O", ""),
+        (
+            "square_token",
+            "",
+            "sq0csp-i_r2uSeVWzyDdPEgVOx-FQ9Vn9uSfKfJKOin1o_lb0c",
+            "",
+        ),
+        (
+            "square_token",
+            "",
+            "EAAA3pWyUxHQAIQaKbKHQ2w4FW5GLCIanL6lhJ5xwEWVkAvpBSZJnSBZKE4cxKFX",
+            "",
+        ),
+        (
+            "shopify_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "shopify_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "discord_webhook_url",
+            "https://discord.com/api/webhooks/",
+            "191997843561817995/gQQL4g8MrB5nFpqbZWrNnRV1u3Mo32hGSQ7dgo3VNAf9Nk0pCnR2eXuUVga8gZd1Zre2",
+            "",
+        ),
+        (
+            "discord_bot_token",
+            "",
+            "MTU1NDMwNjI5MzEyNjk1OTk2.zQrybW.tpcxL_kEgo4hIMlrQkrt76h_QKFU5UdUnYpkKy",
+            "",
+        ),
+        (
+            "databricks_token",
+            "",
+            "dapic109a258ff3d9a018c410d11f6c2d0f3",
+            "",
+        ),
+        (
+            "cloudflare_api_token",
+            "Cloudflare (DNS edit) ",
+            "8RngDt_TKa6DAxgtM6a2BIXgAXfNQT8yBkjhwdkk",
+            "",
+        ),
+        (
+            "pypi_token",
+            "",
+            "pypi-AgEIcHlwaS5vcmczVe25deQjoO6IxpqVvT9dgL7q9vo_TzsjlcvmD4fbah2JUf7BbqfQq-e2KfUFba424HnTUJ5pW4UOma0pqLZwd1nj1D_Dm5k5UikQe_66Yb1k8vtaD5W78D4",
+            "",
+        ),
+        (
+            "heroku_api_key",
+            "",
+            "HRKU-YbGt9tJvzwPpgZe7grB_UlCnML89IxbByU49QbI-KsYPzbsHruqe_fYh_JsB",
+            "",
+        ),
+        (
+            "heroku_api_key",
+            "heroku auth token ",
+            "4ecedd25-c149-7142-1931-646aa17ae62e",
+            "",
+        ),
+        (
+            "sentry_dsn",
+            "https://",
+            "1975929df559ede5def20a4eab385b6e",
+            "@o4507.ingest.us.sentry.io/4507123",
+        ),
+        (
+            "sentry_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "vault_token",
+            "",
+            "hvs.-3ruxBk_ZttgBCU6jTwt7w5_6JgHPK_mZClRLmwly4fGUZmv9dbRcxjqkqkWg-tKkqeDYHVOciY7zLAseIiz84xmqh",
+            "",
+        ),
+        (
+            "vault_token",
+            "",
+            "hvb.HOi0el9B6LHZhqCM-9Urw7D5OBkj6gCpufMs-IAL8gFrhikMVnheujN6kKM9CpYuUC6C37AEQN1VvzpsUpnGQ8fDehnQGHcAgkLccuTIR35HhYja7AxS_ryuecfL0Qs0Hd",
+            "",
+        ),
+        (
+            "atlassian_api_token",
+            "",
+            "ATATT3EzLdqsQexyo-Vyz7WSLrdTSeagz40THgdsYecHZpxT73OneteLEresSiTCxupIighBS7Bd12jM0IrA1VrhX5AMgvqzNhh45kqmMs1iiNShXRJwmDVPiEmGngo6CqKk_Dma8ZGEU6HnI_92F_oZMvaNUFYwWRV6BZKt7EtEELpG5KknaFJ8EC=59B04C07",
+            "",
+        ),
+        (
+            "docker_token",
+            "",
+            "dckr_pat_59ZogIjQmjN7yC2XzxEeuxwUlRW",
+            "",
+        ),
+        (
+            "age_secret_key",
+            "",
+            "AGE-SECRET-KEY-1AKAGT4NFX3KU48TGRME76VQDDN9YJM4CH3UYMR2H4LQYKQDMPR45S83RN3",
+            "",
+        ),
+        (
+            "grafana_token",
+            "",
+            "glsa_MhkUTPGt8FTNCFAjYd5x5T5hYJ051I1Y_d3f985df",
+            "",
+        ),
+        (
+            "grafana_token",
+            "",
+            "glc_Q/X7Ql+cioys8VcGIcdEam46AITChpqR/H+m4lGHmRGeFTCQ0FlRtIHqHRLBMJJYMpWAunTBLtkXU7S8==",
+            "",
+        ),
+        (
+            "linear_api_key",
+            "",
+            "lin_api_Fo7mnF1llZYfyJcDSnB5jUD0xWx8kTjIspop79Zd",
+            "",
+        ),
+        (
+            "notion_token",
+            "",
+            "secret_wYckFwC1YtoWNSQONFfwiqpLXCN2ndJgVBg4lN4xgdJ",
+            "",
+        ),
+        (
+            "notion_token",
+            "",
+            "ntn_ZKPsSREupQyCxsOV48fR9pclLlG5GmtNNo4LUvkJHHx1F5",
+            "",
+        ),
+        (
+            "doppler_token",
+            "",
+            "dp.pt.n68VSgdfTYVa5pjSzCsmjk5fZIJEcEyXI13iLMShKLk",
+            "",
+        ),
+        (
+            "terraform_token",
+            "",
+            "B8EwHZLjFPCC26.atlasv1.PETcOvAuZI99J-9HPwzm0FyitFTxGRmPChcdcuH1DjRfXtMAEkrMHMGMVqq_RbApxK_",
+            "",
+        ),
+        (
+            "postman_api_key",
+            "",
+            "PMAK-c17f03a41d7efbf2ed7eca00-e28e8d5ed56eb20f46e166e01eadb547e0",
+            "",
+        ),
+        ("newrelic_key", "", "NRAK-LUFWGOZT72ZWNNW1GPSAQVEB035", ""),
+        (
+            "newrelic_key",
+            "",
+            "NRII-nKoqM9Lg7XFi5iIteiiKyHfJ4UsKEwbT",
+            "",
+        ),
+        (
             "jwt",
             "",
             "eyJhbGciOiAiSFMyNTYiLCAidHlwIjogIkpXVCJ9.eyJzdWIiOiAiNDgyMSIsICJuYW1lIjogIk1pcmEgSG9sbSIsICJpYXQiOiAxNzY0MDAwMDAwfQ.pdwpB4u3APP67oK3Shf-DzBqWYpYxJABJ3nxzcFy1Fg",
@@ -1579,6 +2065,24 @@ mod tests {
         // Naming the format is not a key.
         let prose = "PuTTY-User-Key-File-3: ssh-ed25519 is the first line of a .ppk file.\nEncryption: none";
         assert_eq!(redacted(prose), prose);
+    }
+
+    #[test]
+    fn provider_formats_that_need_their_context_are_not_found_without_it() {
+        let kept = [
+            // 32 hex after `key-` without the word Mailgun: a cache key.
+            "cache key-ffc7ec090d7d3fdd49ff311309ae654d expired",
+            // A UUID is an id unless it follows Heroku and a credential word.
+            "note id 4ecedd25-c149-7142-1931-646aa17ae62e",
+            "heroku app id 4ecedd25-c149-7142-1931-646aa17ae62e",
+            // A commit id near the word Cloudflare.
+            "cloudflare/workers-sdk at 9fceb02d0ae598e95dc970b74767f19372d61af8",
+            // Three dotted parts whose first is not a user id in base64.
+            "MTxhello_world_this_is_it.abcdef.ghijklmnopqrstuvwxyz0123456789A",
+        ];
+        for text in kept {
+            assert_eq!(find(text, &PERSONAL), vec![], "false positive in {text:?}");
+        }
     }
 
     #[test]
