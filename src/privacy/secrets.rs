@@ -446,15 +446,33 @@ static DETECTORS: &[Detector] = &[
         right_bounded: true,
         personal: false,
         matcher: Matcher::Pattern {
-            pattern: r"(?i:bearer|authorization:[ \t]*basic)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
+            pattern: r#"(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:basic|bearer|token)[ \t]+([A-Za-z0-9._~+/-]+=*)|(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"#,
             accept: accept_authorization,
         },
     },
+    any_case(
+        "http_cookie",
+        &["cookie"],
+        r#"(?i:set-cookie)[ \t]*:[ \t]*[A-Za-z0-9_.!#$%&*+^|~-]+=([\x21-\x7E&&[^;,"'\\]]+)|(?i:cookie)[ \t]*:[ \t]*((?:[A-Za-z0-9_.-]+=[\x21-\x7E&&[^;,"'\\]]*;[ \t]*)*[A-Za-z0-9_.-]+=[\x21-\x7E&&[^;,"'\\]]+)"#,
+        accept_cookie,
+    ),
+    any_case(
+        "command_line_password",
+        &["mysql", "mariadb", "sshpass", "curl", "--pass"],
+        r#"(?i:mysql[a-z_-]*|mariadb[a-z_-]*)(?:[ \t][^\r\n]*?)?[ \t]-p(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`]+))|(?i:sshpass)[ \t][^\r\n]*?-p[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`]+))|(?i:curl)(?:[ \t][^\r\n]*?)?[ \t](?:-u|--user)(?:[ \t]+|=)["']?[^\s:"'@]+:([^\s"']+)|--(?i:password|passwd|passphrase|pass)[ \t]+(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`-][^\s"'`]*))"#,
+        accept_command_line_password,
+    ),
     named(
         "password_assignment",
-        &["pass", "pwd"],
-        r#"(?i:passwd|password|passphrase|pwd|pass)[A-Za-z0-9_.-]{0,40}["']?[ \t]*(?:=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,200}))"#,
+        &["pass", "pw"],
+        r#"(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}\*{0,2}["']?[ \t]*(?:=|:=|:|=>|：)\*{0,2}[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]+))"#,
         accept_password_value,
+    ),
+    named(
+        "password_statement",
+        &["pass", "pwd", "密码", "密碼", "口令", "密钥", "密鑰"],
+        r#"(?:(?i:password|passphrase|passcode|pwd)(?:[ \t]+(?i:for|of|to|on|at)(?:[ \t]+[A-Za-z0-9_.@/-]+){1,3})?[ \t]+(?i:is|was)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?::[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#,
+        accept_password_statement,
     ),
     named(
         "secret_assignment",
@@ -538,7 +556,10 @@ pub const KINDS: &[&str] = &[
     "jwt",
     "url_password",
     "http_authorization",
+    "http_cookie",
+    "command_line_password",
     "password_assignment",
+    "password_statement",
     "secret_assignment",
     "email",
     "phone",
@@ -1094,11 +1115,6 @@ fn accept_url_password(text: &str, range: &Range<usize>) -> bool {
     !is_placeholder(password)
 }
 
-fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
-    let value = &text[range.clone()];
-    has_letter_and_digit(value) && entropy(value) >= 3.0 && !is_placeholder(value)
-}
-
 /// Values that stand for a secret rather than being one: `changeme`, `<your-token>`, `${VAR}`, `xxxx`, `****`.
 fn is_placeholder(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
@@ -1160,7 +1176,7 @@ fn is_reference(text: &str, range: &Range<usize>) -> bool {
         || value.contains("://")
         || value.starts_with(['/', '~', '.', '='])
         || value.contains("==")
-        || value.ends_with(['(', ')', ':', '.'])
+        || value.ends_with(['(', ')', ':', '.', '['])
         || value.starts_with("process.env")
         || value.starts_with("os.")
         || value.starts_with("env.")
@@ -1168,17 +1184,585 @@ fn is_reference(text: &str, range: &Range<usize>) -> bool {
         || value.starts_with("vault:")
 }
 
-fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
+fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
     let value = &text[range.clone()];
-    let has_letter = value.bytes().any(|b| b.is_ascii_alphabetic());
-    let has_other = value.bytes().any(|b| !b.is_ascii_alphabetic());
-    value.chars().count() >= 6
-        && !value.contains(char::is_whitespace)
-        && has_letter
-        && has_other
-        && !is_placeholder(value)
-        && !is_reference(text, range)
-        && !is_identifier_words(value)
+    let scheme = text[..range.start]
+        .trim_end_matches([' ', '\t'])
+        .rsplit([' ', '\t', ':', '"', '\''])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match scheme.as_str() {
+        // Basic credentials are `user:password` in base64, however short.
+        "basic" if is_basic_credentials(value) => true,
+        "token" => {
+            value.len() >= 8
+                && has_letter_and_digit(value)
+                && !is_placeholder(value)
+                && !is_filler(value)
+        }
+        _ => {
+            value.len() >= 16
+                && has_letter_and_digit(value)
+                && entropy(value) >= 3.0
+                && !is_placeholder(value)
+        }
+    }
+}
+
+/// Base64 of `user:password` with a password that is not a placeholder.
+fn is_basic_credentials(value: &str) -> bool {
+    use base64::Engine as _;
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value) else {
+        return false;
+    };
+    let Ok(credentials) = String::from_utf8(decoded) else {
+        return false;
+    };
+    credentials.split_once(':').is_some_and(|(_, password)| {
+        !password.is_empty()
+            && !password.chars().any(char::is_control)
+            && !is_password_placeholder(password)
+    })
+}
+
+/// A header of cookies: one value at least that looks like a session id, not
+/// `theme=dark`.
+fn accept_cookie(text: &str, range: &Range<usize>) -> bool {
+    text[range.clone()].split(';').any(|pair| {
+        let value = pair.split_once('=').map_or(pair, |(_, value)| value);
+        let value = value.trim().trim_matches('"');
+        value.len() >= 8
+            && value.bytes().any(|b| b.is_ascii_alphanumeric())
+            && (has_letter_and_digit(value) || entropy(value) >= 3.5)
+            && !is_placeholder(value)
+            && !is_filler(value)
+    })
+}
+
+/// After `mysql … -p`, `sshpass -p` or `curl -u user:` anything but a placeholder is the password;
+/// after `--password ` the value is judged as in an assignment.
+fn accept_command_line_password(text: &str, range: &Range<usize>) -> bool {
+    let before = text[..range.start].trim_end_matches(['"', '\'']);
+    let long_flag = before
+        .trim_end_matches([' ', '\t'])
+        .rsplit([' ', '\t'])
+        .next()
+        .is_some_and(|flag| flag.starts_with("--") && !flag.contains('='));
+    if long_flag {
+        // `--password PASSWORD`, `--password TEXT`: a usage line's metavariable.
+        let metavariable = text[range.clone()]
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b == b'_');
+        return !metavariable && password_value_ok(text, range, false);
+    }
+    let value = &text[range.clone()];
+    !is_password_placeholder(value) && !is_reference(text, range)
+}
+
+/// The value of a key naming a password, unless the key names something
+/// about the password (`password_min_length`, `password_file`) or is
+/// another word (`passenger`, `passwordless`).
+fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
+    let Some(word) = password_word_of_key(text, range.start) else {
+        return false;
+    };
+    // `pass` alone also names a pass in a test report or a mountain pass (`Pass: Fail`):
+    // under it a plain word or number is not taken for a password.
+    let value = &text[range.clone()];
+    let plain = value.chars().all(char::is_alphabetic) || value.bytes().all(|b| b.is_ascii_digit());
+    !(word == "pass" && plain) && password_value_ok(text, range, false)
+}
+
+/// `the admin password is X`, `password for the db was X`, `密码：X`, `口令是X`.
+fn accept_password_statement(text: &str, range: &Range<usize>) -> bool {
+    let before = text[..range.start].trim_end_matches([' ', '\t', '"', '\'', '`', '“', '「']);
+    let after_cjk_word = ["密码", "密碼", "口令", "密钥", "密鑰"].iter().any(|word| {
+        before
+            .trim_end_matches([':', '：', '=', ' ', '\t'])
+            .trim_end_matches(['是', '为', '為'])
+            .trim_end_matches([' ', '\t'])
+            .ends_with(word)
+    });
+    // After a CJK word an ASCII run is the value (Chinese prose around it is
+    // not ASCII); in English a plain lowercase word is more often prose
+    // (`the password is incorrect`).
+    password_value_ok(text, range, !after_cjk_word) && !is_algorithm_name(&text[range.clone()])
+}
+
+/// `AES256`, `RSA-2048`, `ed25519`: what a key is, not the key.
+fn is_algorithm_name(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    const ALGORITHMS: &[&str] = &[
+        "aes", "rsa", "des", "3des", "sha", "hmac", "ecdsa", "ed25519", "x25519", "dsa", "rc4",
+        "md5", "sm2", "sm3", "sm4", "chacha20", "ecc", "argon2", "bcrypt", "scrypt", "pbkdf2",
+    ];
+    lower.len() <= 20
+        && ALGORITHMS.iter().any(|name| {
+            lower.strip_prefix(name).is_some_and(|rest| {
+                rest.bytes()
+                    .all(|b| b.is_ascii_digit() || b"-_/".contains(&b) || b.is_ascii_lowercase())
+            })
+        })
+}
+
+/// Words after the password word in a key that make it name a property of
+/// the password rather than hold one.
+const ABOUT_A_PASSWORD: &[&str] = &[
+    "hash",
+    "hashed",
+    "file",
+    "path",
+    "dir",
+    "url",
+    "uri",
+    "env",
+    "var",
+    "field",
+    "label",
+    "prompt",
+    "hint",
+    "policy",
+    "length",
+    "len",
+    "min",
+    "max",
+    "age",
+    "expiry",
+    "expires",
+    "expiration",
+    "reset",
+    "rotation",
+    "count",
+    "attempts",
+    "retries",
+    "strength",
+    "required",
+    "enabled",
+    "enable",
+    "disabled",
+    "mode",
+    "type",
+    "manager",
+    "store",
+    "command",
+    "cmd",
+    "regex",
+    "pattern",
+    "rule",
+    "rules",
+    "format",
+    "help",
+    "text",
+    "placeholder",
+    "input",
+    "error",
+    "message",
+    "msg",
+    "title",
+    "protected",
+    "auth",
+    "authentication",
+    "changed",
+    "updated",
+    "algorithm",
+    "encoding",
+    "id",
+    "ref",
+    "name",
+    "complexity",
+    "history",
+    "lifetime",
+    "timeout",
+    "validity",
+    "show",
+    "visible",
+    "toggle",
+    "button",
+    "box",
+    "reveal",
+    "date",
+    "time",
+    "at",
+    "salt",
+    "secret",
+    "key",
+    "source",
+    "provider",
+    "helper",
+    "less",
+];
+
+/// The password word of the key before the value at `value_start`, when the
+/// key names a password itself.
+fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> {
+    let line_start = text[..value_start]
+        .rfind('\n')
+        .map_or(0, |offset| offset + 1);
+    let before = text[line_start..value_start]
+        .trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「".contains(c));
+    let key_start = before
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_ascii_alphanumeric() || "_.-".contains(*c))
+        .last()
+        .map_or(before.len(), |(index, _)| index);
+    let key = &before[key_start..];
+    let lower = key.to_ascii_lowercase();
+    const WORDS: &[&str] = &[
+        "passphrase",
+        "passcode",
+        "password",
+        "passwort",
+        "passwd",
+        "pass",
+        "pwd",
+        "pw",
+    ];
+    let bytes = key.as_bytes();
+    // Where a word starts a part of the key: at its start, after `_ - .`, or at a camelCase hump.
+    let starts_a_part = |position: usize| {
+        position == 0
+            || b"_-.".contains(&bytes[position - 1])
+            || (bytes[position].is_ascii_uppercase() && bytes[position - 1].is_ascii_lowercase())
+    };
+    // The last password word in the key, the longest at its position; the
+    // short ones only where they start a part (`StartupWMClass` holds no `pw`).
+    let (position, word) = WORDS
+        .iter()
+        .flat_map(|word| {
+            lower
+                .match_indices(word)
+                .map(|(position, _)| (position, *word))
+        })
+        .filter(|(position, word)| word.len() > 4 || starts_a_part(*position))
+        .max_by_key(|(position, word)| (*position, word.len()))?;
+    let suffix_start = position + word.len();
+    let suffix = &key[suffix_start..];
+    if suffix.is_empty() || suffix == "s" || suffix.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(word);
+    }
+    // A letter straight after the word, but for a camelCase hump, makes
+    // another word (`passenger`, `PASSENGER`, `pwned`, `passwordless`).
+    if suffix.as_bytes()[0].is_ascii_alphabetic() && !starts_a_part(suffix_start) {
+        return None;
+    }
+    let mut words: Vec<String> = Vec::new();
+    for part in suffix.split(['_', '-', '.']) {
+        // camelCase parts: `passwordMinLength` → min, length.
+        let mut current = String::new();
+        let mut previous_lowercase = false;
+        for c in part.chars() {
+            if c.is_ascii_uppercase() && previous_lowercase {
+                words.push(std::mem::take(&mut current));
+            }
+            previous_lowercase = c.is_ascii_lowercase();
+            current.push(c.to_ascii_lowercase());
+        }
+        if !current.is_empty() {
+            words.push(current);
+        }
+    }
+    let about_the_password = words
+        .iter()
+        .any(|word| ABOUT_A_PASSWORD.contains(&word.as_str()));
+    (!about_the_password).then_some(word)
+}
+
+/// Whether `value` stands for a password rather than being one, judged on the
+/// whole value: `changeme`, `<password>`, `${DB_PASS}`, `$DB_PASS`,
+/// `your_password`, `xxxx`, `****`, `password` or `secret` alone, `none`,
+/// `{{ vault_db }}`, `*alias`, `!vault`; while `MyPassword!2024` is a password.
+fn is_password_placeholder(value: &str) -> bool {
+    let value = value.trim();
+    let lower = value.to_ascii_lowercase();
+    const STANDS_FOR: &[&str] = &[
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "yes",
+        "no",
+        "undefined",
+        "string",
+        "str",
+        "required",
+        "optional",
+        "env",
+        "empty",
+        "hidden",
+        "unknown",
+        "default",
+        "same",
+        "blank",
+        "redacted",
+        "masked",
+        "omitted",
+        "tbd",
+        "todo",
+        "fixme",
+        "n/a",
+        "na",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "passphrase",
+        "secret",
+        "token",
+        "changeme",
+        "change_me",
+        "change-me",
+        "changeit",
+        "placeholder",
+        "example",
+        "sample",
+        "dummy",
+        "option",
+        "flag",
+        "argument",
+        "arg",
+        "parameter",
+        "param",
+        "value",
+        "field",
+        "prompt",
+        "stdin",
+    ];
+    if STANDS_FOR.contains(&lower.as_str()) {
+        return true;
+    }
+    const FILLERS: &[&str] = &[
+        "xxxx",
+        "****",
+        "…",
+        "...",
+        "changeme",
+        "change_me",
+        "change-me",
+        "placeholder",
+        "redacted",
+        "example",
+    ];
+    if FILLERS.iter().any(|filler| lower.contains(filler))
+        || [
+            "your", "insert", "enter_", "enter-", "replace_", "replace-", "put_",
+        ]
+        .iter()
+        .any(|start| lower.starts_with(start))
+        || ["_here", "-here"].iter().any(|end| lower.ends_with(end))
+        || distinct_chars(value) <= 2
+        || value.chars().all(|c| "xX*•.#-_=".contains(c))
+    {
+        return true;
+    }
+    let is_name = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-. ".contains(&b))
+    };
+    let wrapped = [('<', '>'), ('{', '}'), ('[', ']'), ('(', ')'), ('%', '%')]
+        .iter()
+        .any(|(open, close)| {
+            value.len() >= 2
+                && value.starts_with(*open)
+                && value.ends_with(*close)
+                && is_name(value[1..value.len() - 1].trim_matches(['{', '}', ' ']))
+        });
+    if wrapped
+        || value.starts_with("${")
+        || value.starts_with("$(")
+        || value.starts_with("{{")
+        || value.starts_with("%(")
+        || value.starts_with('<')
+    {
+        return true;
+    }
+    // `$DB_PASS`, `$password`, `*db_password` (a YAML alias), `&pw`, `!vault`, `#tag`:
+    // a sigil and a name in one case.
+    if let Some(name) = value.strip_prefix(['$', '*', '&', '!', '#', '@', '%']) {
+        let one_case_name = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && (name.bytes().all(|b| !b.is_ascii_lowercase())
+                || name.bytes().all(|b| !b.is_ascii_uppercase()));
+        let tag = value.starts_with('!')
+            && name
+                .trim_start_matches('!')
+                .bytes()
+                .all(|b| b.is_ascii_alphabetic());
+        if one_case_name || tag {
+            return true;
+        }
+    }
+    names_a_secret(value)
+}
+
+/// `DB_PASSWORD`, `db.password`, `dbPassword`, `SecretString`: the name of a
+/// secret (an environment variable, a key in a vault, a type), not its value.
+fn names_a_secret(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let only_name_characters = value
+        .bytes()
+        .all(|b| b.is_ascii_alphabetic() || b"_-.".contains(&b));
+    only_name_characters
+        && [
+            "password", "passwd", "secret", "token", "pass", "pwd", "key",
+        ]
+        .iter()
+        .any(|word| lower.contains(word))
+}
+
+/// Where a value spelt like `os.environ`, `self.password` or `config.db.pw` is read from code, not written.
+fn is_dotted_name(value: &str) -> bool {
+    let mut parts = value.split('.');
+    let first = parts.next().unwrap_or("");
+    let is_identifier = |part: &str| {
+        part.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    value.contains('.')
+        && first.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        && is_identifier(first)
+        && parts.all(is_identifier)
+}
+
+/// `db_password`, `my-app`, `DB_PASS`, `release-2024`: words of one case and
+/// numbers joined by `_ - . /`, the name of a variable rather than a password
+/// (`Xy-ab3c` is not: its parts mix cases and digits).
+fn is_plain_name(value: &str) -> bool {
+    let parts: Vec<&str> = value.split(['_', '-', '.', '/']).collect();
+    parts.len() >= 2
+        && parts.iter().all(|part| {
+            !part.is_empty()
+                && (part.bytes().all(|b| b.is_ascii_lowercase())
+                    || part.bytes().all(|b| b.is_ascii_uppercase())
+                    || part.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// `Option<String>`, `Vec<u8>`, `Optional[str]`: a field's type in code.
+fn is_type_expression(value: &str) -> bool {
+    [('<', '>'), ('[', ']')].iter().any(|(open, close)| {
+        value.ends_with(*close)
+            && value
+                .find(*open)
+                .is_some_and(|at| at > 0 && value.as_bytes()[at - 1].is_ascii_alphanumeric())
+    })
+}
+
+/// Whether the value is enclosed in quotes (so may hold spaces, and is a literal rather than a name).
+fn is_quoted(text: &str, range: &Range<usize>) -> bool {
+    let before = text[..range.start].chars().next_back();
+    let after = text[range.end..].chars().next();
+    matches!(
+        (before, after),
+        (Some('"'), Some('"'))
+            | (Some('\''), Some('\''))
+            | (Some('`'), Some('`'))
+            | (Some('“'), Some('”'))
+            | (Some('「'), Some('」'))
+    )
+}
+
+/// Whether words go on after the value on its line (`password: stored in the vault`).
+fn prose_follows(text: &str, end: usize) -> bool {
+    text[end..]
+        .trim_start_matches([' ', '\t'])
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric())
+}
+
+/// A quoted passphrase of a few plain words; a sentence with its small words
+/// is a description (`"The password of the user"`).
+fn is_passphrase(value: &str) -> bool {
+    const SENTENCE_WORDS: &[&str] = &[
+        "the",
+        "a",
+        "an",
+        "of",
+        "for",
+        "to",
+        "your",
+        "my",
+        "enter",
+        "is",
+        "in",
+        "with",
+        "and",
+        "or",
+        "see",
+        "use",
+        "from",
+        "here",
+        "this",
+        "that",
+        "password",
+        "passphrase",
+        "secret",
+        "token",
+        "key",
+        "user",
+        "required",
+        "optional",
+        "not",
+        "please",
+        "must",
+        "should",
+        "will",
+        "be",
+        "are",
+        "it",
+    ];
+    let words: Vec<&str> = value.split_whitespace().collect();
+    (2..=10).contains(&words.len())
+        && !value.trim_end().ends_with(['.', '?', ':'])
+        && words.iter().all(|word| {
+            !SENTENCE_WORDS.contains(
+                &word
+                    .to_lowercase()
+                    .trim_matches(|c: char| !c.is_alphanumeric()),
+            )
+        })
+}
+
+/// The judgement of a password value on its whole: long enough, not a
+/// placeholder, not a name read from code; a plain word or number only where
+/// no prose goes on after it (and, in a sentence, only with a capital inside
+/// it or in quotes).
+fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> bool {
+    let value = &text[range.clone()];
+    let quoted = is_quoted(text, range);
+    if value.chars().count() < 4 || is_password_placeholder(value) {
+        return false;
+    }
+    if value.contains(char::is_whitespace) {
+        return quoted && is_passphrase(value);
+    }
+    if !quoted
+        && (is_reference(text, range)
+            || is_plain_name(value)
+            || is_dotted_name(value)
+            || is_type_expression(value))
+    {
+        return false;
+    }
+    let letters_only = value.chars().all(char::is_alphabetic);
+    let digits_only = value.bytes().all(|b| b.is_ascii_digit());
+    if (letters_only || digits_only) && !quoted {
+        if prose_follows(text, range.end) {
+            return false;
+        }
+        let capital_inside = value.chars().skip(1).any(char::is_uppercase);
+        if in_a_sentence && letters_only && !capital_inside {
+            return false;
+        }
+    }
+    true
 }
 
 fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
@@ -1759,10 +2343,86 @@ mod tests {
             "bWlyYTp3MW50ZXIhQmF5OTI=",
             "",
         ),
+        (
+            "http_authorization",
+            "Authorization: Token ",
+            "3fd629a9ee86428eb665655846e2cad03d88cd83",
+            "",
+        ),
+        (
+            "http_authorization",
+            "Authorization: Basic ",
+            "b3BzOkt4NyE=",
+            "",
+        ),
+        (
+            "http_cookie",
+            "Cookie: ",
+            "sessionid=zaj5l91ozckjn272iq401gl42656frx3; theme=dark",
+            "",
+        ),
+        (
+            "http_cookie",
+            "Set-Cookie: session=",
+            "reFVuoINfJvBFxv3Tr3XHU8OA5dIkW9MFe70DOLB",
+            "; Path=/; HttpOnly",
+        ),
+        (
+            "command_line_password",
+            "mysql -u root -p",
+            "S3cretPw",
+            " notes",
+        ),
+        (
+            "command_line_password",
+            "curl -u admin:",
+            "Vq7rT2pLx9",
+            " https://api.internal/v1",
+        ),
+        (
+            "command_line_password",
+            "sshpass -p '",
+            "h8Kq2wZx",
+            "' ssh deploy@10.0.0.5",
+        ),
+        (
+            "command_line_password",
+            "restic --password ",
+            "blue7Heron!",
+            " backup",
+        ),
         ("password_assignment", "password: ", "m4ple#Crane!92", ""),
         ("password_assignment", "DB_PASSWORD=", "Vq7!rT2@pLx9", ""),
         ("password_assignment", "\"passwd\": \"", "hK8$wq2Lz0", "\""),
         ("password_assignment", "pwd='", "s3Lk#94Qa", "'"),
+        ("password_assignment", "password: ", "MyPassword!2024", ""),
+        ("password_assignment", "DB_PASSWORD=", "$ecure#Pass1", ""),
+        (
+            "password_assignment",
+            "password = \"",
+            "correct horse battery staple",
+            "\"",
+        ),
+        ("password_assignment", "passwd: ", "@dm1n!Pa55", ""),
+        ("password_assignment", "root_pw=", "Zx9!k", ""),
+        ("password_assignment", "**Password:** ", "Tr0ub4dor&3", ""),
+        ("password_assignment", "wifi password: `", "k9#Lm2!q", "`"),
+        ("password_assignment", "--password=", "(Kq9!x)7", ""),
+        (
+            "password_statement",
+            "the admin password is ",
+            "Kx82!mq7",
+            "",
+        ),
+        (
+            "password_statement",
+            "The password for the db is ",
+            "Hb5#tq2Z",
+            "",
+        ),
+        ("password_statement", "密码：", "Hx7k29pq", ""),
+        ("password_statement", "数据库口令是 ", "ZQ83mfw2", ""),
+        ("password_statement", "密钥: ", "w8Fq2LmZ9", ""),
         (
             "secret_assignment",
             "api_key = \"",
@@ -1988,6 +2648,232 @@ mod tests {
 
     fn redacted(text: &str) -> String {
         redact(text, &DetectorOptions::default()).0
+    }
+
+    #[test]
+    fn passwords_are_judged_on_the_whole_value() {
+        // Each of these leaked before: a word like `password` inside the value,
+        // a leading `$ ! @ & * ( [ { #`, spaces in quotes, letters only, fewer
+        // than six characters, a CLI flag, Chinese, a sentence, a short Basic
+        // credential, `Token`, cookies.
+        let cases = [
+            (
+                "password: MyPassword!2024",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "SECRET_TOKEN_PASSWORD=tokenSecret9!",
+                "SECRET_TOKEN_PASSWORD=[REDACTED:password_assignment]",
+            ),
+            (
+                "DB_PASSWORD=$3cr3t!x",
+                "DB_PASSWORD=[REDACTED:password_assignment]",
+            ),
+            (
+                "password: !Secure#2024",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: @dm1n-Pa55",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: &7hX!q2",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: *9kLm#2",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: (Kq9!x)7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: [Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: {Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: #Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password = \"correct horse battery staple\"",
+                "password = \"[REDACTED:password_assignment]\"",
+            ),
+            (
+                "password: sunshine",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "wifi_password: Xk9!",
+                "wifi_password: [REDACTED:password_assignment]",
+            ),
+            (
+                "pin_password=4821",
+                "pin_password=[REDACTED:password_assignment]",
+            ),
+            (
+                "- **Password:** hunter2",
+                "- **Password:** [REDACTED:password_assignment]",
+            ),
+            (
+                "Password：Zq8!mx",
+                "Password：[REDACTED:password_assignment]",
+            ),
+            (
+                "curl -u admin:S3cretPw https://api.internal/v1",
+                "curl -u admin:[REDACTED:command_line_password] https://api.internal/v1",
+            ),
+            ("mysql -pX7k", "mysql -p[REDACTED:command_line_password]"),
+            (
+                "curl -u admin:p@ss-W0rd https://api.internal",
+                "curl -u admin:[REDACTED:command_line_password] https://api.internal",
+            ),
+            (
+                "password: Xy-ab3c",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "mysql -u root -pS3cret notes",
+                "mysql -u root -p[REDACTED:command_line_password] notes",
+            ),
+            (
+                "sshpass -p 'h8Kq2wZx' ssh deploy@host",
+                "sshpass -p '[REDACTED:command_line_password]' ssh deploy@host",
+            ),
+            (
+                "--password=S3cret9",
+                "--password=[REDACTED:password_assignment]",
+            ),
+            (
+                "borg --passphrase Hx7!kq2 init",
+                "borg --passphrase [REDACTED:command_line_password] init",
+            ),
+            ("密码：Hx7k29pq", "密码：[REDACTED:password_statement]"),
+            ("密码: admin", "密码: [REDACTED:password_statement]"),
+            (
+                "服务器的密码是 abcd1234。",
+                "服务器的密码是 [REDACTED:password_statement]。",
+            ),
+            ("口令为：Kq9x!2", "口令为：[REDACTED:password_statement]"),
+            ("密钥=W8fQ2lmZ", "密钥=[REDACTED:password_statement]"),
+            (
+                "the admin password is Kx82!mq7.",
+                "the admin password is [REDACTED:password_statement].",
+            ),
+            (
+                "The password for the db is iS~yJMVD0.",
+                "The password for the db is [REDACTED:password_statement].",
+            ),
+            (
+                "The password for the db is Hb5#tq2Z, ask Mira.",
+                "The password for the db is [REDACTED:password_statement], ask Mira.",
+            ),
+            (
+                "the wifi password is \"sunshine\"",
+                "the wifi password is \"[REDACTED:password_statement]\"",
+            ),
+            (
+                "the password was changed to Tr0ub4dor",
+                "the password was changed to [REDACTED:password_statement]",
+            ),
+            (
+                "Authorization: Basic b3BzOkt4NyE=",
+                "Authorization: Basic [REDACTED:http_authorization]",
+            ),
+            (
+                "Authorization: Token 3fd629a9ee86428eb665",
+                "Authorization: Token [REDACTED:http_authorization]",
+            ),
+            (
+                "Cookie: sessionid=zaj5l91ozckjn272iq401gl42656frx3",
+                "Cookie: [REDACTED:http_cookie]",
+            ),
+            (
+                "Set-Cookie: session=reFVuoINfJvBFxv3Tr3X; Path=/; HttpOnly",
+                "Set-Cookie: session=[REDACTED:http_cookie]; Path=/; HttpOnly",
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (text, expected) in cases {
+            let got = redacted(text);
+            if got != expected {
+                wrong.push(format!(
+                    "{text:?}\n  got      {got:?}\n  expected {expected:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn placeholders_prose_and_code_about_passwords_are_kept() {
+        let kept = [
+            "password: changeme",
+            "password: <password>",
+            "password: <your-db-password>",
+            "password: ${DB_PASSWORD}",
+            "password: $DB_PASSWORD",
+            "password: $password",
+            "password: your_password",
+            "password: YOUR_PASSWORD_HERE",
+            "password: xxxx",
+            "password: ****",
+            "password: password",
+            "password: secret",
+            "password: none",
+            "password: true",
+            "password: os.environ[\"DB_PASSWORD\"]",
+            "password = os.getenv(\"DB_PASSWORD\")",
+            "password: \"{{ vault_db_password }}\"",
+            "password: *db_password",
+            "password: !vault |",
+            "password: DB_PASSWORD",
+            "password: \"Enter your password\"",
+            "password: \"The password of the service user\"",
+            "the password is stored in the vault",
+            "The password is incorrect.",
+            "password: see 1Password",
+            "Password: required",
+            "password: stored in the vault",
+            "password = get_password()",
+            "password=args.password",
+            "password = self.db_password",
+            "password = this.dbPassword",
+            "passwordless: enabled",
+            "passenger: Alice123",
+            "PASSENGER=Alice99",
+            "Pass: Fail",
+            "pub password: Option<String>,",
+            "password: Optional[str] = None",
+            "pub password: SecretString,",
+            "password: !!str",
+            "The password is Argon2-hashed.",
+            "The password is SHA256 hashed",
+            "  --password TEXT",
+            "StartupWMClass=vscodium",
+            "password: db-pass",
+            "password_min_length: 12",
+            "password_file: /run/secrets/db",
+            "PASSWORD_HASH=$2b$12$Kq9x",
+            "Use the --password option to pass it.",
+            "mysql -u root -p notes",
+            "mysql -u root -p$MYSQL_PWD notes",
+            "curl -u $USER:$API_TOKEN https://api.internal",
+            "密钥：见附件",
+            "密钥: AES256",
+            "Authorization: Basic dXNlcjo=",
+            "Authorization: Bearer $TOKEN",
+            "Cookie: theme=dark; lang=en",
+        ];
+        for text in kept {
+            assert_eq!(redacted(text), text, "redacted in {text:?}");
+        }
     }
 
     #[test]
