@@ -1754,7 +1754,11 @@ fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> b
     let letters_only = value.chars().all(char::is_alphabetic);
     let digits_only = value.bytes().all(|b| b.is_ascii_digit());
     if (letters_only || digits_only) && !quoted {
-        if prose_follows(text, range.end) {
+        // `KEY=value` with nothing between is a shell or config line, where
+        // more arguments may follow (`-e DB_PASSWORD=123456 mysql:8`); after
+        // `: ` words going on are prose (`password: stored in the vault`).
+        let right_after_equals = text[..range.start].ends_with('=');
+        if !right_after_equals && prose_follows(text, range.end) {
             return false;
         }
         let capital_inside = value.chars().skip(1).any(char::is_uppercase);
@@ -2716,6 +2720,10 @@ mod tests {
             (
                 "pin_password=4821",
                 "pin_password=[REDACTED:password_assignment]",
+            ),
+            (
+                "docker run -e MYSQL_ROOT_PASSWORD=123456 mysql:8.0",
+                "docker run -e MYSQL_ROOT_PASSWORD=[REDACTED:password_assignment] mysql:8.0",
             ),
             (
                 "- **Password:** hunter2",
