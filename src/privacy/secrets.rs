@@ -803,7 +803,13 @@ static PUTTY_BEGIN: LazyLock<Regex> =
 /// to the last private line). A file whose private lines are missing is not
 /// a finding.
 fn collect_putty_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usize>, usize)>) {
+    // Where the last walk stopped: a header inside lines already walked (a
+    // `Comment:` quoting one) starts no walk of its own, so each line is read once.
+    let mut walked_to = 0;
     for header in PUTTY_BEGIN.find_iter(text) {
+        if header.start() < walked_to {
+            continue;
+        }
         let mut cursor = header.end();
         let mut counted_lines_left = 0usize;
         let mut in_private = false;
@@ -848,6 +854,7 @@ fn collect_putty_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usiz
                 _ => break,
             }
         }
+        walked_to = cursor;
         if let Some(end) = end {
             candidates.push((header.start()..end, index));
         }
@@ -1186,7 +1193,7 @@ fn is_reference(text: &str, range: &Range<usize>) -> bool {
 
 fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
     let value = &text[range.clone()];
-    let scheme = text[..range.start]
+    let scheme = text_before(text, range.start, 64)
         .trim_end_matches([' ', '\t'])
         .rsplit([' ', '\t', ':', '"', '\''])
         .next()
@@ -1243,7 +1250,7 @@ fn accept_cookie(text: &str, range: &Range<usize>) -> bool {
 /// After `mysql … -p`, `sshpass -p` or `curl -u user:` anything but a placeholder is the password;
 /// after `--password ` the value is judged as in an assignment.
 fn accept_command_line_password(text: &str, range: &Range<usize>) -> bool {
-    let before = text[..range.start].trim_end_matches(['"', '\'']);
+    let before = text_before(text, range.start, 200).trim_end_matches(['"', '\'']);
     let long_flag = before
         .trim_end_matches([' ', '\t'])
         .rsplit([' ', '\t'])
@@ -1274,9 +1281,21 @@ fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
     !(word == "pass" && plain) && password_value_ok(text, range, false)
 }
 
+/// At most the last `max` bytes of the text before `end` (fewer to start on a
+/// character): what an accept function reads behind a value, bounded so that
+/// many candidates on one long line cost no more than the line.
+fn text_before(text: &str, end: usize, max: usize) -> &str {
+    let mut start = end.saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..end]
+}
+
 /// `the admin password is X`, `password for the db was X`, `密码：X`, `口令是X`.
 fn accept_password_statement(text: &str, range: &Range<usize>) -> bool {
-    let before = text[..range.start].trim_end_matches([' ', '\t', '"', '\'', '`', '“', '「']);
+    let before = text_before(text, range.start, 200)
+        .trim_end_matches([' ', '\t', '"', '\'', '`', '“', '「']);
     let after_cjk_word = ["密码", "密碼", "口令", "密钥", "密鑰"].iter().any(|word| {
         before
             .trim_end_matches([':', '：', '=', ' ', '\t'])
@@ -1396,11 +1415,9 @@ const ABOUT_A_PASSWORD: &[&str] = &[
 /// The password word of the key before the value at `value_start`, when the
 /// key names a password itself.
 fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> {
-    let line_start = text[..value_start]
-        .rfind('\n')
-        .map_or(0, |offset| offset + 1);
-    let before = text[line_start..value_start]
-        .trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「".contains(c));
+    let recent = text_before(text, value_start, 200);
+    let line = recent.rsplit('\n').next().unwrap_or("");
+    let before = line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「".contains(c));
     let key_start = before
         .char_indices()
         .rev()
@@ -3015,6 +3032,18 @@ mod tests {
                 .count(),
             20_000
         );
+    }
+
+    #[test]
+    fn many_candidates_on_one_line_or_in_quoted_headers_stay_linear() {
+        // Each accept function looked back to the start of the line, and each
+        // PuTTY header walked over the headers quoted after it: quadratic.
+        let one_line = "pass=Xy7!k ".repeat(100_000);
+        let found = find(&one_line, &DetectorOptions::default());
+        assert_eq!(found.len(), 100_000);
+        assert_eq!(&one_line[found[99_999].range.clone()], "Xy7!k");
+        let headers = "Comment: PuTTY-User-Key-File-3: x\n".repeat(50_000);
+        assert_eq!(find(&headers, &DetectorOptions::default()), vec![]);
     }
 
     fn filler() -> impl Strategy<Value = String> {
