@@ -1546,6 +1546,42 @@ fn is_password_placeholder(value: &str) -> bool {
         "field",
         "prompt",
         "stdin",
+        // Types and keywords of the code a note quotes (`log_passwd: __u32,`, `let passwd = unsafe {`).
+        "usize",
+        "isize",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "i32",
+        "i64",
+        "f32",
+        "f64",
+        "bool",
+        "boolean",
+        "char",
+        "int",
+        "integer",
+        "float",
+        "double",
+        "bytes",
+        "object",
+        "any",
+        "unsafe",
+        "async",
+        "await",
+        "static",
+        "const",
+        "let",
+        "mut",
+        "self",
+        "this",
+        "new",
+        "function",
+        "return",
+        "void",
+        "nullptr",
     ];
     if STANDS_FOR.contains(&lower.as_str()) {
         return true;
@@ -1661,14 +1697,33 @@ fn is_plain_name(value: &str) -> bool {
         })
 }
 
-/// `Option<String>`, `Vec<u8>`, `Optional[str]`: a field's type in code.
-fn is_type_expression(value: &str) -> bool {
-    [('<', '>'), ('[', ']')].iter().any(|(open, close)| {
-        value.ends_with(*close)
-            && value
-                .find(*open)
-                .is_some_and(|at| at > 0 && value.as_bytes()[at - 1].is_ascii_alphanumeric())
-    })
+/// Code rather than a password: a type (`Option<String>`, `Optional[str]`,
+/// `&[u8]`, `crate::uid_t`, `__u32`), a call or an index
+/// (`&derived_key[len - 2..]`), a number literal (`0x02`).
+fn is_code(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let generic_or_index = value.find(['<', '[']).is_some_and(|at| {
+        at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_')
+    });
+    let identifier_then_bracket = {
+        let name = value.trim_start_matches(['&', '*']);
+        let name_length = name
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        name_length > 0 && name[name_length..].starts_with(['(', '[', '<'])
+    };
+    let hex_literal = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()));
+    value.contains("::")
+        || value.starts_with("&[")
+        || value.starts_with("&mut")
+        || value.starts_with("__")
+        || generic_or_index
+        || identifier_then_bracket
+        || hex_literal
 }
 
 /// Whether the value is enclosed in quotes (so may hold spaces, and is a literal rather than a name).
@@ -1760,22 +1815,39 @@ fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> b
     if value.contains(char::is_whitespace) {
         return quoted && is_passphrase(value);
     }
-    if !quoted
-        && (is_reference(text, range)
-            || is_plain_name(value)
-            || is_dotted_name(value)
-            || is_type_expression(value))
-    {
+    if is_code(value) {
+        return false;
+    }
+    if !quoted && (is_reference(text, range) || is_plain_name(value) || is_dotted_name(value)) {
         return false;
     }
     let letters_only = value.chars().all(char::is_alphabetic);
     let digits_only = value.bytes().all(|b| b.is_ascii_digit());
+    // `INVALID_PASSWORD: SqlState = SqlState(…)`: a type annotation.
+    if !quoted
+        && text[range.end..]
+            .trim_start_matches([' ', '\t'])
+            .starts_with('=')
+    {
+        return false;
+    }
     if (letters_only || digits_only) && !quoted {
         // `KEY=value` with nothing between is a shell or config line, where
         // more arguments may follow (`-e DB_PASSWORD=123456 mysql:8`); after
         // `: ` words going on are prose (`password: stored in the vault`).
         let right_after_equals = text[..range.start].ends_with('=');
         if !right_after_equals && prose_follows(text, range.end) {
+            return false;
+        }
+        // `let password = config` (`.password()` on the next line): a variable.
+        let line = text_before(text, range.start, 200)
+            .rsplit('\n')
+            .next()
+            .unwrap_or("");
+        let declared = ["let ", "var ", "const ", "val ", "auto ", "my "]
+            .iter()
+            .any(|keyword| line.trim_start().starts_with(keyword));
+        if letters_only && declared {
             return false;
         }
         let capital_inside = value.chars().skip(1).any(char::is_uppercase);
@@ -2881,6 +2953,17 @@ mod tests {
             "The password is Argon2-hashed.",
             "The password is SHA256 hashed",
             "  --password TEXT",
+            "pub log_passwd: __u32,",
+            "pub pw_uid: crate::uid_t,",
+            "fn md5_hash(username: &[u8], password: &[u8]) -> String {",
+            "let passwd = unsafe {",
+            "    let password = config\n        .get_password()",
+            "UserPass = 0x02,",
+            "pub const INVALID_PASSWORD: SqlState = SqlState(Inner::E28P01);",
+            "pub type HttpPasswordCB = Option<",
+            "let pwd_verify = &derived_key[derived_key_len - 2..];",
+            "password: u.arbitrary::<&str>()?,",
+            "/// The password is `&[u8]` and not `&str`.",
             "StartupWMClass=vscodium",
             "password: db-pass",
             "password_min_length: 12",
