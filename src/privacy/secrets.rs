@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{LazyLock, OnceLock};
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 /// One secret found in a text.
@@ -35,7 +35,7 @@ enum Matcher {
         pattern: &'static str,
         accept: fn(&str, &Range<usize>) -> bool,
     },
-    /// A `-----BEGIN … PRIVATE KEY-----` block up to its END line.
+    /// A `-----BEGIN … PRIVATE KEY-----` block up to its END line, or a PuTTY `.ppk` key.
     PrivateKeyBlock,
 }
 
@@ -88,9 +88,29 @@ const fn pattern(
     }
 }
 
+/// A detector woken by a word in any case: a header's name, or the name of a
+/// provider whose format is too plain to stand alone (a UUID, 40
+/// characters), where `accept` checks that the word is near.
+const fn any_case(
+    kind: &'static str,
+    triggers: &'static [&'static str],
+    pattern: &'static str,
+    accept: fn(&str, &Range<usize>) -> bool,
+) -> Detector {
+    Detector {
+        kind,
+        triggers,
+        exact_triggers: false,
+        left_bounded: true,
+        right_bounded: true,
+        personal: false,
+        matcher: Matcher::Pattern { pattern, accept },
+    }
+}
+
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub const DETECTORS_VERSION: u32 = 2;
+pub const DETECTORS_VERSION: u32 = 3;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -99,7 +119,7 @@ pub const DETECTORS_VERSION: u32 = 2;
 static DETECTORS: &[Detector] = &[
     Detector {
         kind: "private_key",
-        triggers: &["PRIVATE KEY"],
+        triggers: &["PRIVATE KEY", "PuTTY-User-Key-File-"],
         exact_triggers: true,
         left_bounded: false,
         right_bounded: false,
@@ -258,6 +278,155 @@ static DETECTORS: &[Detector] = &[
         accept_token_body,
     ),
     pattern(
+        "digitalocean_token",
+        &["dop_v1_", "doo_v1_", "dor_v1_"],
+        r"do[opr]_v1_[0-9a-f]{64}",
+        accept_random,
+    ),
+    any_case(
+        "mailgun_api_key",
+        &["mailgun"],
+        r"key-[0-9a-f]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}",
+        accept_near_mailgun,
+    ),
+    pattern(
+        "square_token",
+        &["sq0atp-", "sq0csp-", "EAAA"],
+        r"sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|EAAA[0-9A-Za-z_-]{60}",
+        accept_random,
+    ),
+    pattern(
+        "shopify_token",
+        &["shpat_", "shpss_", "shpca_", "shppa_"],
+        r"shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}",
+        accept_random,
+    ),
+    pattern(
+        "discord_webhook_url",
+        &["/api/webhooks/"],
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,68})",
+        accept_token_body,
+    ),
+    pattern(
+        "discord_bot_token",
+        // The first part is a user id of 18-19 digits in base64, which
+        // starts `MT` for every id since 2017 (`1…`); older 17-digit ids
+        // (`OD`, `OT`) are left out, as those two letters in any case would
+        // wake the detector on most English text.
+        &["MT"],
+        r"MT[A-Za-z0-9_-]{22,26}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}",
+        accept_discord_bot_token,
+    ),
+    pattern(
+        "databricks_token",
+        &["dapi"],
+        r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?",
+        accept_random,
+    ),
+    any_case(
+        "cloudflare_api_token",
+        &["cloudflare", "cf_api", "cf-api", "cf_token"],
+        r"[A-Za-z0-9_-]{40}|[0-9a-f]{37}",
+        accept_near_cloudflare,
+    ),
+    pattern(
+        "pypi_token",
+        &["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"],
+        r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]+",
+        accept_pypi_token,
+    ),
+    any_case(
+        "heroku_api_key",
+        &["HRKU-", "heroku"],
+        r"HRKU-[A-Za-z0-9_-]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        accept_heroku_key,
+    ),
+    any_case(
+        "sentry_dsn",
+        &["sentry"],
+        r"https?://([0-9a-f]{32})(?::[0-9a-f]{32})?@[A-Za-z0-9.-]*sentry[A-Za-z0-9.-]*(?::[0-9]{1,5})?/",
+        accept_random,
+    ),
+    pattern(
+        "sentry_token",
+        &["sntrys_", "sntryu_"],
+        r"sntrys_[A-Za-z0-9+/=_-]+|sntryu_[0-9a-f]{64}",
+        accept_sentry_token,
+    ),
+    pattern(
+        "vault_token",
+        &["hvs.", "hvb.", "hvr."],
+        r"hv[sbr]\.[A-Za-z0-9_-]+",
+        accept_vault_token,
+    ),
+    pattern(
+        "atlassian_api_token",
+        &["ATATT3", "ATCTT3"],
+        r"AT[AC]TT3[A-Za-z0-9_=-]+",
+        accept_atlassian_token,
+    ),
+    pattern(
+        "docker_token",
+        &["dckr_pat_", "dckr_oat_"],
+        r"dckr_(?:pat|oat)_[A-Za-z0-9_-]+",
+        accept_docker_token,
+    ),
+    pattern(
+        "age_secret_key",
+        &["AGE-SECRET-KEY-1"],
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        accept_random,
+    ),
+    pattern(
+        "grafana_token",
+        &["glsa_", "glc_"],
+        r"glsa_[A-Za-z0-9]{32}_[0-9a-fA-F]{8}|glc_[A-Za-z0-9+/]+={0,2}",
+        accept_grafana_token,
+    ),
+    pattern(
+        "linear_api_key",
+        &["lin_api_"],
+        r"lin_api_[A-Za-z0-9]{40}",
+        accept_random,
+    ),
+    pattern(
+        "notion_token",
+        &["secret_", "ntn_"],
+        r"secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,50}",
+        accept_mixed_token,
+    ),
+    pattern(
+        "doppler_token",
+        &[
+            "dp.pt.",
+            "dp.st.",
+            "dp.ct.",
+            "dp.sa.",
+            "dp.scim.",
+            "dp.audit.",
+        ],
+        r"dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{1,30}\.)?[A-Za-z0-9]{40,44}",
+        accept_random,
+    ),
+    pattern(
+        "terraform_token",
+        &[".atlasv1."],
+        r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]+",
+        accept_terraform_token,
+    ),
+    pattern(
+        "postman_api_key",
+        &["PMAK-"],
+        r"PMAK-[0-9a-fA-F]{24}-[0-9a-fA-F]{34}",
+        accept_random,
+    ),
+    pattern(
+        "newrelic_key",
+        &["NRAK-", "NRII-"],
+        r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}",
+        accept_random,
+    ),
+    pattern(
         "jwt",
         &["eyJ"],
         r"eyJ[A-Za-z0-9_-]{8,}\.(?:eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*|[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
@@ -277,15 +446,33 @@ static DETECTORS: &[Detector] = &[
         right_bounded: true,
         personal: false,
         matcher: Matcher::Pattern {
-            pattern: r"(?i:bearer|authorization:[ \t]*basic)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
+            pattern: r#"(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:basic|bearer|token)[ \t]+([A-Za-z0-9._~+/-]+=*)|(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"#,
             accept: accept_authorization,
         },
     },
+    any_case(
+        "http_cookie",
+        &["cookie"],
+        r#"(?i:set-cookie)[ \t]*:[ \t]*[A-Za-z0-9_.!#$%&*+^|~-]+=([\x21-\x7E&&[^;,"'\\]]+)|(?i:cookie)[ \t]*:[ \t]*((?:[A-Za-z0-9_.-]+=[\x21-\x7E&&[^;,"'\\]]*;[ \t]*)*[A-Za-z0-9_.-]+=[\x21-\x7E&&[^;,"'\\]]+)"#,
+        accept_cookie,
+    ),
+    any_case(
+        "command_line_password",
+        &["mysql", "mariadb", "sshpass", "curl", "--pass"],
+        r#"(?i:mysql[a-z_-]*|mariadb[a-z_-]*)(?:[ \t][^\r\n]*?)?[ \t]-p(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`]+))|(?i:sshpass)[ \t][^\r\n]*?-p[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`]+))|(?i:curl)(?:[ \t][^\r\n]*?)?[ \t](?:-u|--user)(?:[ \t]+|=)["']?[^\s:"'@]+:([^\s"']+)|--(?i:password|passwd|passphrase|pass)[ \t]+(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`-][^\s"'`]*))"#,
+        accept_command_line_password,
+    ),
     named(
         "password_assignment",
-        &["pass", "pwd"],
-        r#"(?i:passwd|password|passphrase|pwd|pass)[A-Za-z0-9_.-]{0,40}["']?[ \t]*(?:=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,200}))"#,
+        &["pass", "pw"],
+        r#"(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}\*{0,2}["']?[ \t]*(?:=|:=|:|=>|：)\*{0,2}[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]+))"#,
         accept_password_value,
+    ),
+    named(
+        "password_statement",
+        &["pass", "pwd", "密码", "密碼", "口令", "密钥", "密鑰"],
+        r#"(?:(?i:password|passphrase|passcode|pwd)(?:[ \t]+(?i:for|of|to|on|at)(?:[ \t]+[A-Za-z0-9_.@/-]+){1,3})?[ \t]+(?i:is|was)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?::[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#,
+        accept_password_statement,
     ),
     named(
         "secret_assignment",
@@ -343,10 +530,36 @@ pub const KINDS: &[&str] = &[
     "sendgrid_api_key",
     "twilio_api_key",
     "telegram_bot_token",
+    "digitalocean_token",
+    "mailgun_api_key",
+    "square_token",
+    "shopify_token",
+    "discord_webhook_url",
+    "discord_bot_token",
+    "databricks_token",
+    "cloudflare_api_token",
+    "pypi_token",
+    "heroku_api_key",
+    "sentry_dsn",
+    "sentry_token",
+    "vault_token",
+    "atlassian_api_token",
+    "docker_token",
+    "age_secret_key",
+    "grafana_token",
+    "linear_api_key",
+    "notion_token",
+    "doppler_token",
+    "terraform_token",
+    "postman_api_key",
+    "newrelic_key",
     "jwt",
     "url_password",
     "http_authorization",
+    "http_cookie",
+    "command_line_password",
     "password_assignment",
+    "password_statement",
     "secret_assignment",
     "email",
     "phone",
@@ -373,9 +586,12 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
             trigger_detector.push((index, detector.exact_triggers.then_some(*literal)));
         }
     }
+    // A DFA whatever the number of literals: past 100 the builder would pick
+    // an NFA, and the pass over every text ran at a quarter of the speed.
     let triggers = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
+        .kind(Some(AhoCorasickKind::DFA))
         .build(&literals)
         .expect("trigger literals are valid");
     Compiled {
@@ -414,7 +630,10 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
             (Matcher::Pattern { accept, .. }, Some(regex)) => {
                 collect_pattern(text, detector, regex, *accept, index, &mut candidates);
             }
-            _ => collect_private_keys(text, index, &mut candidates),
+            _ => {
+                collect_private_keys(text, index, &mut candidates);
+                collect_putty_keys(text, index, &mut candidates);
+            }
         }
     }
     resolve_overlaps(candidates)
@@ -438,6 +657,7 @@ fn collect_pattern(
             .next()
             .unwrap_or(whole)
             .range();
+        let secret = before_comment_marker(text, secret);
         if (detector.left_bounded && is_word_byte_at(bytes, whole.start().wrapping_sub(1)))
             || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
         {
@@ -447,6 +667,21 @@ fn collect_pattern(
             continue;
         }
         candidates.push((secret, index));
+    }
+}
+
+/// A value stops before a comment's opener or closer: taking `%%` or `<!--`
+/// into the redaction would leave the rest of that comment to be printed when
+/// comments are stripped afterwards.
+fn before_comment_marker(text: &str, secret: Range<usize>) -> Range<usize> {
+    let value = &text[secret.clone()];
+    match ["%%", "<!--", "-->"]
+        .iter()
+        .filter_map(|marker| value.find(marker))
+        .min()
+    {
+        Some(offset) => secret.start..secret.start + offset,
+        None => secret,
     }
 }
 
@@ -484,39 +719,145 @@ fn collect_private_keys(text: &str, index: usize, candidates: &mut Vec<(Range<us
                     .unwrap_or(0);
                 marker_end + closing
             }
-            None => end_of_key_material(text, begin.end()),
+            None => end_of_key_material(text, begin.range()),
         };
         candidates.push((begin.start()..end, index));
         search_from = end.max(begin.end());
     }
 }
 
-fn end_of_key_material(text: &str, from: usize) -> usize {
+fn end_of_key_material(text: &str, begin: Range<usize>) -> usize {
     let bytes = text.as_bytes();
-    let is_material = |byte: u8| byte.is_ascii_alphanumeric() || b"+/=\\".contains(&byte);
-    let mut end = from;
-    while end < bytes.len() && is_material(bytes[end]) {
+    let mut end = begin.end;
+    while end < bytes.len() && is_key_material(bytes[end]) {
         end += 1;
     }
     if end < bytes.len() && bytes[end] != b'\n' && bytes[end] != b'\r' {
         return end;
     }
+    // A key quoted in Markdown (`> -----BEGIN …`) goes on with quoted lines.
+    let line_start = text[..begin.start]
+        .rfind('\n')
+        .map_or(0, |offset| offset + 1);
+    let quoted = text[line_start..begin.start].trim_start().starts_with('>');
+    // Headers (`Proc-Type:`, `Comment:`) only straight after the BEGIN line,
+    // then the blank line that ends them; after the first line of key
+    // material only key material goes on (a `private: true` line that
+    // follows a cut-off key in frontmatter is not part of it).
+    let mut headers_allowed = end == begin.end;
+    let mut blank_allowed = false;
+    // Where the next line is looked for: past a blank line that is part of
+    // the block only if key material follows it.
+    let mut cursor = end;
     loop {
-        let line_start = match text[end..].find('\n') {
-            Some(offset) => end + offset + 1,
+        let line_start = match text[cursor..].find('\n') {
+            Some(offset) => cursor + offset + 1,
             None => return end,
         };
         let line_end = text[line_start..]
             .find('\n')
             .map_or(text.len(), |offset| line_start + offset);
         let line = text[line_start..line_end].trim_end_matches('\r');
-        let is_header = line.split_once(": ").is_some_and(|(name, _)| {
-            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-        if line.is_empty() || !(is_header || line.bytes().all(is_material)) {
+        cursor = line_start + line.len();
+        // Indented keys (a YAML block, a list item, a code block) keep their indentation.
+        let mut content = line.trim_start_matches([' ', '\t']);
+        if quoted {
+            content = content.trim_start_matches(['>', ' ', '\t']);
+        }
+        if headers_allowed && is_pem_header(content) {
+            blank_allowed = true;
+            end = cursor;
+            continue;
+        }
+        headers_allowed = false;
+        if blank_allowed && content.is_empty() {
+            blank_allowed = false;
+            continue;
+        }
+        blank_allowed = false;
+        if content.is_empty() || !content.bytes().all(is_key_material) {
             return end;
         }
-        end = line_start + line.len();
+        end = cursor;
+    }
+}
+
+fn is_key_material(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"+/=\\".contains(&byte)
+}
+
+/// `Proc-Type: 4,ENCRYPTED`, `DEK-Info: …`, `Comment: …`: a capitalised name.
+fn is_pem_header(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(name, value)| {
+        name.as_bytes().first().is_some_and(u8::is_ascii_uppercase)
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !value.trim().is_empty()
+    })
+}
+
+static PUTTY_BEGIN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"PuTTY-User-Key-File-[23]: [^\r\n]*").expect("valid pattern"));
+
+/// A PuTTY `.ppk` key: from its first line over its named fields and the
+/// counted lines of public and private key, to `Private-MAC:` (or, cut off,
+/// to the last private line). A file whose private lines are missing is not
+/// a finding.
+fn collect_putty_keys(text: &str, index: usize, candidates: &mut Vec<(Range<usize>, usize)>) {
+    // Where the last walk stopped: a header inside lines already walked (a
+    // `Comment:` quoting one) starts no walk of its own, so each line is read once.
+    let mut walked_to = 0;
+    for header in PUTTY_BEGIN.find_iter(text) {
+        if header.start() < walked_to {
+            continue;
+        }
+        let mut cursor = header.end();
+        let mut counted_lines_left = 0usize;
+        let mut in_private = false;
+        let mut end = None;
+        while let Some(offset) = text[cursor..].find('\n') {
+            let line_start = cursor + offset + 1;
+            let line_end = text[line_start..]
+                .find('\n')
+                .map_or(text.len(), |offset| line_start + offset);
+            let line = text[line_start..line_end].trim_end_matches('\r');
+            let content = line.trim_start_matches([' ', '\t']);
+            cursor = line_start + line.len();
+            if counted_lines_left > 0 {
+                if content.is_empty() || !content.bytes().all(is_key_material) {
+                    break;
+                }
+                counted_lines_left -= 1;
+                if in_private {
+                    end = Some(cursor);
+                }
+                continue;
+            }
+            let Some((name, value)) = content.split_once(": ") else {
+                break;
+            };
+            match name {
+                "Encryption" | "Comment" | "Key-Derivation" | "Argon2-Memory" | "Argon2-Passes"
+                | "Argon2-Parallelism" | "Argon2-Salt" => {}
+                "Public-Lines" | "Private-Lines" => {
+                    let Ok(count) = value.trim().parse::<usize>() else {
+                        break;
+                    };
+                    counted_lines_left = count;
+                    in_private = name == "Private-Lines";
+                }
+                "Private-MAC" | "Private-Hash" if end.is_some() => {
+                    let value_start = cursor - value.len();
+                    let hex = value.bytes().take_while(u8::is_ascii_hexdigit).count();
+                    end = Some(value_start + hex);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        walked_to = cursor;
+        if let Some(end) = end {
+            candidates.push((header.start()..end, index));
+        }
     }
 }
 
@@ -663,6 +1004,115 @@ fn accept_openai_key(text: &str, range: &Range<usize>) -> bool {
         && !is_filler(value)
 }
 
+/// Provider bodies: random characters of at least two classes (lower case,
+/// upper case, digits), not a documentation filler.
+fn accept_random(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let classes = [
+        value.bytes().any(|b| b.is_ascii_lowercase()),
+        value.bytes().any(|b| b.is_ascii_uppercase()),
+        value.bytes().any(|b| b.is_ascii_digit()),
+    ]
+    .iter()
+    .filter(|present| **present)
+    .count();
+    classes >= 2 && entropy(value) >= 3.0 && !is_filler(value)
+}
+
+/// A random value at least `min_len` bytes long (formats whose length the pattern leaves open).
+fn random_of_length(text: &str, range: &Range<usize>, min_len: usize) -> bool {
+    range.len() >= min_len && accept_random(text, range)
+}
+
+/// Whether one of `words` (any case) occurs in the `before` bytes ahead of
+/// the value or the `after` bytes behind it.
+fn mentioned_near(
+    text: &str,
+    range: &Range<usize>,
+    words: &[&str],
+    before: usize,
+    after: usize,
+) -> bool {
+    let bytes = text.as_bytes();
+    let window = &bytes[range.start.saturating_sub(before)..(range.end + after).min(bytes.len())];
+    words.iter().any(|word| {
+        window
+            .windows(word.len())
+            .any(|candidate| candidate.eq_ignore_ascii_case(word.as_bytes()))
+    })
+}
+
+fn accept_near_mailgun(text: &str, range: &Range<usize>) -> bool {
+    accept_random(text, range) && mentioned_near(text, range, &["mailgun"], 200, 200)
+}
+
+/// A 40-character token needs both cases (a 40-hex commit id near the word must not count).
+fn accept_near_cloudflare(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    let mixed_case = value.bytes().any(|b| b.is_ascii_uppercase())
+        && value.bytes().any(|b| b.is_ascii_lowercase());
+    (value.len() == 37 || mixed_case)
+        && accept_random(text, range)
+        && mentioned_near(
+            text,
+            range,
+            &["cloudflare", "cf_api", "cf-api", "cf_token"],
+            200,
+            0,
+        )
+}
+
+/// `HRKU-` tokens alone; a UUID (Heroku's older key form, and the form of
+/// countless ids) only after the word Heroku and a word for a credential.
+fn accept_heroku_key(text: &str, range: &Range<usize>) -> bool {
+    if text[range.clone()].starts_with("HRKU-") {
+        return random_of_length(text, range, 25);
+    }
+    let credential_words = ["key", "token", "auth", "secret", "password", "credential"];
+    accept_random(text, range)
+        && mentioned_near(text, range, &["heroku"], 120, 0)
+        && mentioned_near(text, range, &credential_words, 120, 0)
+}
+
+/// The first of the three parts is the bot's user id (a decimal snowflake) in base64.
+fn accept_discord_bot_token(text: &str, range: &Range<usize>) -> bool {
+    use base64::Engine as _;
+    let value = &text[range.clone()];
+    let id_part = value.split('.').next().unwrap_or("");
+    let Ok(id) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(id_part) else {
+        return false;
+    };
+    (17..=20).contains(&id.len()) && id.iter().all(u8::is_ascii_digit) && accept_random(text, range)
+}
+
+fn accept_pypi_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 80)
+}
+
+fn accept_sentry_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 47)
+}
+
+fn accept_vault_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 28)
+}
+
+fn accept_atlassian_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 100)
+}
+
+fn accept_docker_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 33)
+}
+
+fn accept_grafana_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 36)
+}
+
+fn accept_terraform_token(text: &str, range: &Range<usize>) -> bool {
+    random_of_length(text, range, 80)
+}
+
 fn accept_jwt(text: &str, range: &Range<usize>) -> bool {
     entropy(&text[range.clone()]) >= 3.5
 }
@@ -670,11 +1120,6 @@ fn accept_jwt(text: &str, range: &Range<usize>) -> bool {
 fn accept_url_password(text: &str, range: &Range<usize>) -> bool {
     let password = &text[range.clone()];
     !is_placeholder(password)
-}
-
-fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
-    let value = &text[range.clone()];
-    has_letter_and_digit(value) && entropy(value) >= 3.0 && !is_placeholder(value)
 }
 
 /// Values that stand for a secret rather than being one: `changeme`, `<your-token>`, `${VAR}`, `xxxx`, `****`.
@@ -738,7 +1183,7 @@ fn is_reference(text: &str, range: &Range<usize>) -> bool {
         || value.contains("://")
         || value.starts_with(['/', '~', '.', '='])
         || value.contains("==")
-        || value.ends_with(['(', ')', ':', '.'])
+        || value.ends_with(['(', ')', ':', '.', '['])
         || value.starts_with("process.env")
         || value.starts_with("os.")
         || value.starts_with("env.")
@@ -746,17 +1191,671 @@ fn is_reference(text: &str, range: &Range<usize>) -> bool {
         || value.starts_with("vault:")
 }
 
-fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
+fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
     let value = &text[range.clone()];
-    let has_letter = value.bytes().any(|b| b.is_ascii_alphabetic());
-    let has_other = value.bytes().any(|b| !b.is_ascii_alphabetic());
-    value.chars().count() >= 6
-        && !value.contains(char::is_whitespace)
-        && has_letter
-        && has_other
-        && !is_placeholder(value)
-        && !is_reference(text, range)
-        && !is_identifier_words(value)
+    let scheme = text_before(text, range.start, 64)
+        .trim_end_matches([' ', '\t'])
+        .rsplit([' ', '\t', ':', '"', '\''])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match scheme.as_str() {
+        // Basic credentials are `user:password` in base64, however short.
+        "basic" if is_basic_credentials(value) => true,
+        "token" => {
+            value.len() >= 8
+                && has_letter_and_digit(value)
+                && !is_placeholder(value)
+                && !is_filler(value)
+        }
+        _ => {
+            value.len() >= 16
+                && has_letter_and_digit(value)
+                && entropy(value) >= 3.0
+                && !is_placeholder(value)
+        }
+    }
+}
+
+/// Base64 of `user:password` with a password that is not a placeholder.
+fn is_basic_credentials(value: &str) -> bool {
+    use base64::Engine as _;
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(value) else {
+        return false;
+    };
+    let Ok(credentials) = String::from_utf8(decoded) else {
+        return false;
+    };
+    credentials.split_once(':').is_some_and(|(_, password)| {
+        !password.is_empty()
+            && !password.chars().any(char::is_control)
+            && !is_password_placeholder(password)
+    })
+}
+
+/// A header of cookies: one value at least that looks like a session id, not
+/// `theme=dark`.
+fn accept_cookie(text: &str, range: &Range<usize>) -> bool {
+    text[range.clone()].split(';').any(|pair| {
+        let value = pair.split_once('=').map_or(pair, |(_, value)| value);
+        let value = value.trim().trim_matches('"');
+        value.len() >= 8
+            && value.bytes().any(|b| b.is_ascii_alphanumeric())
+            && (has_letter_and_digit(value) || entropy(value) >= 3.5)
+            && !is_placeholder(value)
+            && !is_filler(value)
+    })
+}
+
+/// After `mysql … -p`, `sshpass -p` or `curl -u user:` anything but a placeholder is the password;
+/// after `--password ` the value is judged as in an assignment.
+fn accept_command_line_password(text: &str, range: &Range<usize>) -> bool {
+    let before = text_before(text, range.start, 200).trim_end_matches(['"', '\'']);
+    let long_flag = before
+        .trim_end_matches([' ', '\t'])
+        .rsplit([' ', '\t'])
+        .next()
+        .is_some_and(|flag| flag.starts_with("--") && !flag.contains('='));
+    if long_flag {
+        // `--password PASSWORD`, `--password TEXT`: a usage line's metavariable.
+        let metavariable = text[range.clone()]
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b == b'_');
+        return !metavariable && password_value_ok(text, range, false);
+    }
+    let value = &text[range.clone()];
+    !is_password_placeholder(value) && !is_reference(text, range)
+}
+
+/// The value of a key naming a password, unless the key names something
+/// about the password (`password_min_length`, `password_file`) or is
+/// another word (`passenger`, `passwordless`).
+fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
+    let Some(word) = password_word_of_key(text, range.start) else {
+        return false;
+    };
+    // `pass` alone also names a pass in a test report or a mountain pass (`Pass: Fail`):
+    // under it a plain word or number is not taken for a password.
+    let value = &text[range.clone()];
+    let plain = value.chars().all(char::is_alphabetic) || value.bytes().all(|b| b.is_ascii_digit());
+    !(word == "pass" && plain) && password_value_ok(text, range, false)
+}
+
+/// At most the last `max` bytes of the text before `end` (fewer to start on a
+/// character): what an accept function reads behind a value, bounded so that
+/// many candidates on one long line cost no more than the line.
+fn text_before(text: &str, end: usize, max: usize) -> &str {
+    let mut start = end.saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..end]
+}
+
+/// `the admin password is X`, `password for the db was X`, `密码：X`, `口令是X`.
+fn accept_password_statement(text: &str, range: &Range<usize>) -> bool {
+    let before = text_before(text, range.start, 200)
+        .trim_end_matches([' ', '\t', '"', '\'', '`', '“', '「']);
+    let after_cjk_word = ["密码", "密碼", "口令", "密钥", "密鑰"].iter().any(|word| {
+        before
+            .trim_end_matches([':', '：', '=', ' ', '\t'])
+            .trim_end_matches(['是', '为', '為'])
+            .trim_end_matches([' ', '\t'])
+            .ends_with(word)
+    });
+    // After a CJK word an ASCII run is the value (Chinese prose around it is
+    // not ASCII); in English a plain lowercase word is more often prose
+    // (`the password is incorrect`).
+    password_value_ok(text, range, !after_cjk_word) && !is_algorithm_name(&text[range.clone()])
+}
+
+/// `AES256`, `RSA-2048`, `ed25519`: what a key is, not the key.
+fn is_algorithm_name(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    const ALGORITHMS: &[&str] = &[
+        "aes", "rsa", "des", "3des", "sha", "hmac", "ecdsa", "ed25519", "x25519", "dsa", "rc4",
+        "md5", "sm2", "sm3", "sm4", "chacha20", "ecc", "argon2", "bcrypt", "scrypt", "pbkdf2",
+    ];
+    lower.len() <= 20
+        && ALGORITHMS.iter().any(|name| {
+            lower.strip_prefix(name).is_some_and(|rest| {
+                rest.bytes()
+                    .all(|b| b.is_ascii_digit() || b"-_/".contains(&b) || b.is_ascii_lowercase())
+            })
+        })
+}
+
+/// Words after the password word in a key that make it name a property of
+/// the password rather than hold one.
+const ABOUT_A_PASSWORD: &[&str] = &[
+    "hash",
+    "hashed",
+    "file",
+    "path",
+    "dir",
+    "url",
+    "uri",
+    "env",
+    "var",
+    "field",
+    "label",
+    "prompt",
+    "hint",
+    "policy",
+    "length",
+    "len",
+    "min",
+    "max",
+    "age",
+    "expiry",
+    "expires",
+    "expiration",
+    "reset",
+    "rotation",
+    "count",
+    "attempts",
+    "retries",
+    "strength",
+    "required",
+    "enabled",
+    "enable",
+    "disabled",
+    "mode",
+    "type",
+    "manager",
+    "store",
+    "command",
+    "cmd",
+    "regex",
+    "pattern",
+    "rule",
+    "rules",
+    "format",
+    "help",
+    "text",
+    "placeholder",
+    "input",
+    "error",
+    "message",
+    "msg",
+    "title",
+    "protected",
+    "auth",
+    "authentication",
+    "changed",
+    "updated",
+    "algorithm",
+    "encoding",
+    "id",
+    "ref",
+    "name",
+    "complexity",
+    "history",
+    "lifetime",
+    "timeout",
+    "validity",
+    "show",
+    "visible",
+    "toggle",
+    "button",
+    "box",
+    "reveal",
+    "date",
+    "time",
+    "at",
+    "salt",
+    "secret",
+    "key",
+    "source",
+    "provider",
+    "helper",
+    "less",
+];
+
+/// The password word of the key before the value at `value_start`, when the
+/// key names a password itself.
+fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> {
+    let recent = text_before(text, value_start, 200);
+    let line = recent.rsplit('\n').next().unwrap_or("");
+    let before = line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「".contains(c));
+    let key_start = before
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_ascii_alphanumeric() || "_.-".contains(*c))
+        .last()
+        .map_or(before.len(), |(index, _)| index);
+    let key = &before[key_start..];
+    let lower = key.to_ascii_lowercase();
+    const WORDS: &[&str] = &[
+        "passphrase",
+        "passcode",
+        "password",
+        "passwort",
+        "passwd",
+        "pass",
+        "pwd",
+        "pw",
+    ];
+    let bytes = key.as_bytes();
+    // Where a word starts a part of the key: at its start, after `_ - .`, or at a camelCase hump.
+    let starts_a_part = |position: usize| {
+        position == 0
+            || b"_-.".contains(&bytes[position - 1])
+            || (bytes[position].is_ascii_uppercase() && bytes[position - 1].is_ascii_lowercase())
+    };
+    // The last password word in the key, the longest at its position; the
+    // short ones only where they start a part (`StartupWMClass` holds no `pw`).
+    let (position, word) = WORDS
+        .iter()
+        .flat_map(|word| {
+            lower
+                .match_indices(word)
+                .map(|(position, _)| (position, *word))
+        })
+        .filter(|(position, word)| word.len() > 4 || starts_a_part(*position))
+        .max_by_key(|(position, word)| (*position, word.len()))?;
+    let suffix_start = position + word.len();
+    let suffix = &key[suffix_start..];
+    if suffix.is_empty() || suffix == "s" || suffix.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(word);
+    }
+    // A letter straight after the word, but for a camelCase hump, makes
+    // another word (`passenger`, `PASSENGER`, `pwned`, `passwordless`).
+    if suffix.as_bytes()[0].is_ascii_alphabetic() && !starts_a_part(suffix_start) {
+        return None;
+    }
+    let mut words: Vec<String> = Vec::new();
+    for part in suffix.split(['_', '-', '.']) {
+        // camelCase parts: `passwordMinLength` → min, length.
+        let mut current = String::new();
+        let mut previous_lowercase = false;
+        for c in part.chars() {
+            if c.is_ascii_uppercase() && previous_lowercase {
+                words.push(std::mem::take(&mut current));
+            }
+            previous_lowercase = c.is_ascii_lowercase();
+            current.push(c.to_ascii_lowercase());
+        }
+        if !current.is_empty() {
+            words.push(current);
+        }
+    }
+    let about_the_password = words
+        .iter()
+        .any(|word| ABOUT_A_PASSWORD.contains(&word.as_str()));
+    (!about_the_password).then_some(word)
+}
+
+/// Whether `value` stands for a password rather than being one, judged on the
+/// whole value: `changeme`, `<password>`, `${DB_PASS}`, `$DB_PASS`,
+/// `your_password`, `xxxx`, `****`, `password` or `secret` alone, `none`,
+/// `{{ vault_db }}`, `*alias`, `!vault`; while `MyPassword!2024` is a password.
+fn is_password_placeholder(value: &str) -> bool {
+    let value = value.trim();
+    let lower = value.to_ascii_lowercase();
+    const STANDS_FOR: &[&str] = &[
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "yes",
+        "no",
+        "undefined",
+        "string",
+        "str",
+        "required",
+        "optional",
+        "env",
+        "empty",
+        "hidden",
+        "unknown",
+        "default",
+        "same",
+        "blank",
+        "redacted",
+        "masked",
+        "omitted",
+        "tbd",
+        "todo",
+        "fixme",
+        "n/a",
+        "na",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "passphrase",
+        "secret",
+        "token",
+        "changeme",
+        "change_me",
+        "change-me",
+        "changeit",
+        "placeholder",
+        "example",
+        "sample",
+        "dummy",
+        "option",
+        "flag",
+        "argument",
+        "arg",
+        "parameter",
+        "param",
+        "value",
+        "field",
+        "prompt",
+        "stdin",
+        // Types and keywords of the code a note quotes (`log_passwd: __u32,`, `let passwd = unsafe {`).
+        "usize",
+        "isize",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "i32",
+        "i64",
+        "f32",
+        "f64",
+        "bool",
+        "boolean",
+        "char",
+        "int",
+        "integer",
+        "float",
+        "double",
+        "bytes",
+        "object",
+        "any",
+        "unsafe",
+        "async",
+        "await",
+        "static",
+        "const",
+        "let",
+        "mut",
+        "self",
+        "this",
+        "new",
+        "function",
+        "return",
+        "void",
+        "nullptr",
+    ];
+    if STANDS_FOR.contains(&lower.as_str()) {
+        return true;
+    }
+    const FILLERS: &[&str] = &[
+        "xxxx",
+        "****",
+        "…",
+        "...",
+        "changeme",
+        "change_me",
+        "change-me",
+        "placeholder",
+        "redacted",
+        "example",
+    ];
+    if FILLERS.iter().any(|filler| lower.contains(filler))
+        || [
+            "your", "insert", "enter_", "enter-", "replace_", "replace-", "put_",
+        ]
+        .iter()
+        .any(|start| lower.starts_with(start))
+        || ["_here", "-here"].iter().any(|end| lower.ends_with(end))
+        || distinct_chars(value) <= 2
+        || value.chars().all(|c| "xX*•.#-_=".contains(c))
+    {
+        return true;
+    }
+    let is_name = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-. ".contains(&b))
+    };
+    let wrapped = [('<', '>'), ('{', '}'), ('[', ']'), ('(', ')'), ('%', '%')]
+        .iter()
+        .any(|(open, close)| {
+            value.len() >= 2
+                && value.starts_with(*open)
+                && value.ends_with(*close)
+                && is_name(value[1..value.len() - 1].trim_matches(['{', '}', ' ']))
+        });
+    if wrapped
+        || value.starts_with("${")
+        || value.starts_with("$(")
+        || value.starts_with("{{")
+        || value.starts_with("%(")
+        || value.starts_with('<')
+    {
+        return true;
+    }
+    // `$DB_PASS`, `$password`, `*db_password` (a YAML alias), `&pw`, `!vault`, `#tag`:
+    // a sigil and a name in one case.
+    if let Some(name) = value.strip_prefix(['$', '*', '&', '!', '#', '@', '%']) {
+        let one_case_name = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && (name.bytes().all(|b| !b.is_ascii_lowercase())
+                || name.bytes().all(|b| !b.is_ascii_uppercase()));
+        let tag = value.starts_with('!')
+            && name
+                .trim_start_matches('!')
+                .bytes()
+                .all(|b| b.is_ascii_alphabetic());
+        if one_case_name || tag {
+            return true;
+        }
+    }
+    names_a_secret(value)
+}
+
+/// `DB_PASSWORD`, `db.password`, `dbPassword`, `SecretString`: the name of a
+/// secret (an environment variable, a key in a vault, a type), not its value.
+fn names_a_secret(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let only_name_characters = value
+        .bytes()
+        .all(|b| b.is_ascii_alphabetic() || b"_-.".contains(&b));
+    only_name_characters
+        && [
+            "password", "passwd", "secret", "token", "pass", "pwd", "key",
+        ]
+        .iter()
+        .any(|word| lower.contains(word))
+}
+
+/// Where a value spelt like `os.environ`, `self.password` or `config.db.pw` is read from code, not written.
+fn is_dotted_name(value: &str) -> bool {
+    let mut parts = value.split('.');
+    let first = parts.next().unwrap_or("");
+    let is_identifier = |part: &str| {
+        part.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    value.contains('.')
+        && first.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        && is_identifier(first)
+        && parts.all(is_identifier)
+}
+
+/// `db_password`, `my-app`, `DB_PASS`, `release-2024`: words of one case and
+/// numbers joined by `_ - . /`, the name of a variable rather than a password
+/// (`Xy-ab3c` is not: its parts mix cases and digits).
+fn is_plain_name(value: &str) -> bool {
+    let parts: Vec<&str> = value.split(['_', '-', '.', '/']).collect();
+    parts.len() >= 2
+        && parts.iter().all(|part| {
+            !part.is_empty()
+                && (part.bytes().all(|b| b.is_ascii_lowercase())
+                    || part.bytes().all(|b| b.is_ascii_uppercase())
+                    || part.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// Code rather than a password: a type (`Option<String>`, `Optional[str]`,
+/// `&[u8]`, `crate::uid_t`, `__u32`), a call or an index
+/// (`&derived_key[len - 2..]`), a number literal (`0x02`).
+fn is_code(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let generic_or_index = value.find(['<', '[']).is_some_and(|at| {
+        at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_')
+    });
+    let identifier_then_bracket = {
+        let name = value.trim_start_matches(['&', '*']);
+        let name_length = name
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        name_length > 0 && name[name_length..].starts_with(['(', '[', '<'])
+    };
+    let hex_literal = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()));
+    value.contains("::")
+        || value.starts_with("&[")
+        || value.starts_with("&mut")
+        || value.starts_with("__")
+        || generic_or_index
+        || identifier_then_bracket
+        || hex_literal
+}
+
+/// Whether the value is enclosed in quotes (so may hold spaces, and is a literal rather than a name).
+fn is_quoted(text: &str, range: &Range<usize>) -> bool {
+    let before = text[..range.start].chars().next_back();
+    let after = text[range.end..].chars().next();
+    matches!(
+        (before, after),
+        (Some('"'), Some('"'))
+            | (Some('\''), Some('\''))
+            | (Some('`'), Some('`'))
+            | (Some('“'), Some('”'))
+            | (Some('「'), Some('」'))
+    )
+}
+
+/// Whether words go on after the value on its line (`password: stored in the vault`).
+fn prose_follows(text: &str, end: usize) -> bool {
+    text[end..]
+        .trim_start_matches([' ', '\t'])
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric())
+}
+
+/// A quoted passphrase of a few plain words; a sentence with its small words
+/// is a description (`"The password of the user"`).
+fn is_passphrase(value: &str) -> bool {
+    const SENTENCE_WORDS: &[&str] = &[
+        "the",
+        "a",
+        "an",
+        "of",
+        "for",
+        "to",
+        "your",
+        "my",
+        "enter",
+        "is",
+        "in",
+        "with",
+        "and",
+        "or",
+        "see",
+        "use",
+        "from",
+        "here",
+        "this",
+        "that",
+        "password",
+        "passphrase",
+        "secret",
+        "token",
+        "key",
+        "user",
+        "required",
+        "optional",
+        "not",
+        "please",
+        "must",
+        "should",
+        "will",
+        "be",
+        "are",
+        "it",
+    ];
+    let words: Vec<&str> = value.split_whitespace().collect();
+    (2..=10).contains(&words.len())
+        && !value.trim_end().ends_with(['.', '?', ':'])
+        && words.iter().all(|word| {
+            !SENTENCE_WORDS.contains(
+                &word
+                    .to_lowercase()
+                    .trim_matches(|c: char| !c.is_alphanumeric()),
+            )
+        })
+}
+
+/// The judgement of a password value on its whole: long enough, not a
+/// placeholder, not a name read from code; a plain word or number only where
+/// no prose goes on after it (and, in a sentence, only with a capital inside
+/// it or in quotes).
+fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> bool {
+    let value = &text[range.clone()];
+    let quoted = is_quoted(text, range);
+    if value.chars().count() < 4 || is_password_placeholder(value) {
+        return false;
+    }
+    if value.contains(char::is_whitespace) {
+        return quoted && is_passphrase(value);
+    }
+    if is_code(value) {
+        return false;
+    }
+    if !quoted && (is_reference(text, range) || is_plain_name(value) || is_dotted_name(value)) {
+        return false;
+    }
+    let letters_only = value.chars().all(char::is_alphabetic);
+    let digits_only = value.bytes().all(|b| b.is_ascii_digit());
+    // `INVALID_PASSWORD: SqlState = SqlState(…)`: a type annotation.
+    if !quoted
+        && text[range.end..]
+            .trim_start_matches([' ', '\t'])
+            .starts_with('=')
+    {
+        return false;
+    }
+    if (letters_only || digits_only) && !quoted {
+        // `KEY=value` with nothing between is a shell or config line, where
+        // more arguments may follow (`-e DB_PASSWORD=123456 mysql:8`); after
+        // `: ` words going on are prose (`password: stored in the vault`).
+        let right_after_equals = text[..range.start].ends_with('=');
+        if !right_after_equals && prose_follows(text, range.end) {
+            return false;
+        }
+        // `let password = config` (`.password()` on the next line): a variable.
+        let line = text_before(text, range.start, 200)
+            .rsplit('\n')
+            .next()
+            .unwrap_or("");
+        let declared = ["let ", "var ", "const ", "val ", "auto ", "my "]
+            .iter()
+            .any(|keyword| line.trim_start().starts_with(keyword));
+        if letters_only && declared {
+            return false;
+        }
+        let capital_inside = value.chars().skip(1).any(char::is_uppercase);
+        if in_a_sentence && letters_only && !capital_inside {
+            return false;
+        }
+    }
+    true
 }
 
 fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
@@ -893,6 +1992,18 @@ mod tests {
             "\"private_key\": \"",
             r"-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQC7\n-----END PRIVATE KEY-----",
             "\\n\",",
+        ),
+        (
+            "private_key",
+            "",
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: eddsa-key-20251201\nPublic-Lines: 2\n3p3wEwboGll5c1n7F1ZCX8CGiouFvMiCGzyqH0LM4OJfooQbrv0NKeNWGgryqqoQ\nuYs4XboDeF9mQf4SRFw6L+UNWKrFGB0HOh+5lX2/1jilO9o8tTVjQ5dAIV+lBgE2\nPrivate-Lines: 2\n2RTPMygcwkFa/orMCfM/2QYi7fEQeMH9SJSy5Y3rn3dH5c6BeDixciVIUtVR9hlf\niNlh77+okiWaYve1ld0LPWEZR4E=\nPrivate-MAC: 85a2110b724c4068b6b2357efce4f0a3e6d9fc50b1f8b6ad7488545a8bdf0381",
+            "",
+        ),
+        (
+            "private_key",
+            "ssh:\n  key: |\n    ",
+            "-----BEGIN RSA PRIVATE KEY-----\n    Y2EQGoK5NfHG81ikRXx3TxRuCRO0OaQV6PyU+M6k6tYX0qhYVMS7t6qM1TobfNPI\n    RWI4Czyx+QiC5dNEgyEY139QRCDF9jM+/9X+JmY41DLFwqrUUOu384vx6Y5Dr7HV",
+            "\n  user: deploy",
         ),
         ("aws_access_key_id", "", "AKIANACKPBDJXPHV5WRZ", ""),
         (
@@ -1108,6 +2219,188 @@ mod tests {
             "",
         ),
         (
+            "digitalocean_token",
+            "",
+            "dop_v1_0d00ce532840cdcda7a3168a6c2fd20ae721bfd16433b66d8e77e4f6357ad600",
+            "",
+        ),
+        (
+            "digitalocean_token",
+            "",
+            "doo_v1_8aa9212755dc977de01356e9587cd9a297dc401723f3feb37e0aae281aa61440",
+            "",
+        ),
+        (
+            "mailgun_api_key",
+            "Mailgun sending key ",
+            "key-ffc7ec090d7d3fdd49ff311309ae654d",
+            "",
+        ),
+        ("square_token", "", "sq0atp-I2H87EZyOl2ff8Z2ucn19O", ""),
+        (
+            "square_token",
+            "",
+            "sq0csp-i_r2uSeVWzyDdPEgVOx-FQ9Vn9uSfKfJKOin1o_lb0c",
+            "",
+        ),
+        (
+            "square_token",
+            "",
+            "EAAA3pWyUxHQAIQaKbKHQ2w4FW5GLCIanL6lhJ5xwEWVkAvpBSZJnSBZKE4cxKFX",
+            "",
+        ),
+        (
+            "shopify_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "shopify_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "discord_webhook_url",
+            "https://discord.com/api/webhooks/",
+            "191997843561817995/gQQL4g8MrB5nFpqbZWrNnRV1u3Mo32hGSQ7dgo3VNAf9Nk0pCnR2eXuUVga8gZd1Zre2",
+            "",
+        ),
+        (
+            "discord_bot_token",
+            "",
+            "MTU1NDMwNjI5MzEyNjk1OTk2.zQrybW.tpcxL_kEgo4hIMlrQkrt76h_QKFU5UdUnYpkKy",
+            "",
+        ),
+        (
+            "databricks_token",
+            "",
+            "dapic109a258ff3d9a018c410d11f6c2d0f3",
+            "",
+        ),
+        (
+            "cloudflare_api_token",
+            "Cloudflare (DNS edit) ",
+            "8RngDt_TKa6DAxgtM6a2BIXgAXfNQT8yBkjhwdkk",
+            "",
+        ),
+        (
+            "pypi_token",
+            "",
+            "pypi-AgEIcHlwaS5vcmczVe25deQjoO6IxpqVvT9dgL7q9vo_TzsjlcvmD4fbah2JUf7BbqfQq-e2KfUFba424HnTUJ5pW4UOma0pqLZwd1nj1D_Dm5k5UikQe_66Yb1k8vtaD5W78D4",
+            "",
+        ),
+        (
+            "heroku_api_key",
+            "",
+            "HRKU-YbGt9tJvzwPpgZe7grB_UlCnML89IxbByU49QbI-KsYPzbsHruqe_fYh_JsB",
+            "",
+        ),
+        (
+            "heroku_api_key",
+            "heroku auth token ",
+            "4ecedd25-c149-7142-1931-646aa17ae62e",
+            "",
+        ),
+        (
+            "sentry_dsn",
+            "https://",
+            "1975929df559ede5def20a4eab385b6e",
+            "@o4507.ingest.us.sentry.io/4507123",
+        ),
+        (
+            "sentry_token",
+            "",
+            "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",
+            "",
+        ),
+        (
+            "vault_token",
+            "",
+            "hvs.-3ruxBk_ZttgBCU6jTwt7w5_6JgHPK_mZClRLmwly4fGUZmv9dbRcxjqkqkWg-tKkqeDYHVOciY7zLAseIiz84xmqh",
+            "",
+        ),
+        (
+            "vault_token",
+            "",
+            "hvb.HOi0el9B6LHZhqCM-9Urw7D5OBkj6gCpufMs-IAL8gFrhikMVnheujN6kKM9CpYuUC6C37AEQN1VvzpsUpnGQ8fDehnQGHcAgkLccuTIR35HhYja7AxS_ryuecfL0Qs0Hd",
+            "",
+        ),
+        (
+            "atlassian_api_token",
+            "",
+            "ATATT3EzLdqsQexyo-Vyz7WSLrdTSeagz40THgdsYecHZpxT73OneteLEresSiTCxupIighBS7Bd12jM0IrA1VrhX5AMgvqzNhh45kqmMs1iiNShXRJwmDVPiEmGngo6CqKk_Dma8ZGEU6HnI_92F_oZMvaNUFYwWRV6BZKt7EtEELpG5KknaFJ8EC=59B04C07",
+            "",
+        ),
+        (
+            "docker_token",
+            "",
+            "dckr_pat_59ZogIjQmjN7yC2XzxEeuxwUlRW",
+            "",
+        ),
+        (
+            "age_secret_key",
+            "",
+            "AGE-SECRET-KEY-1AKAGT4NFX3KU48TGRME76VQDDN9YJM4CH3UYMR2H4LQYKQDMPR45S83RN3",
+            "",
+        ),
+        (
+            "grafana_token",
+            "",
+            "glsa_MhkUTPGt8FTNCFAjYd5x5T5hYJ051I1Y_d3f985df",
+            "",
+        ),
+        (
+            "grafana_token",
+            "",
+            "glc_Q/X7Ql+cioys8VcGIcdEam46AITChpqR/H+m4lGHmRGeFTCQ0FlRtIHqHRLBMJJYMpWAunTBLtkXU7S8==",
+            "",
+        ),
+        (
+            "linear_api_key",
+            "",
+            "lin_api_Fo7mnF1llZYfyJcDSnB5jUD0xWx8kTjIspop79Zd",
+            "",
+        ),
+        (
+            "notion_token",
+            "",
+            "secret_wYckFwC1YtoWNSQONFfwiqpLXCN2ndJgVBg4lN4xgdJ",
+            "",
+        ),
+        (
+            "notion_token",
+            "",
+            "ntn_ZKPsSREupQyCxsOV48fR9pclLlG5GmtNNo4LUvkJHHx1F5",
+            "",
+        ),
+        (
+            "doppler_token",
+            "",
+            "dp.pt.n68VSgdfTYVa5pjSzCsmjk5fZIJEcEyXI13iLMShKLk",
+            "",
+        ),
+        (
+            "terraform_token",
+            "",
+            "B8EwHZLjFPCC26.atlasv1.PETcOvAuZI99J-9HPwzm0FyitFTxGRmPChcdcuH1DjRfXtMAEkrMHMGMVqq_RbApxK_",
+            "",
+        ),
+        (
+            "postman_api_key",
+            "",
+            "PMAK-c17f03a41d7efbf2ed7eca00-e28e8d5ed56eb20f46e166e01eadb547e0",
+            "",
+        ),
+        ("newrelic_key", "", "NRAK-LUFWGOZT72ZWNNW1GPSAQVEB035", ""),
+        (
+            "newrelic_key",
+            "",
+            "NRII-nKoqM9Lg7XFi5iIteiiKyHfJ4UsKEwbT",
+            "",
+        ),
+        (
             "jwt",
             "",
             "eyJhbGciOiAiSFMyNTYiLCAidHlwIjogIkpXVCJ9.eyJzdWIiOiAiNDgyMSIsICJuYW1lIjogIk1pcmEgSG9sbSIsICJpYXQiOiAxNzY0MDAwMDAwfQ.pdwpB4u3APP67oK3Shf-DzBqWYpYxJABJ3nxzcFy1Fg",
@@ -1143,10 +2436,86 @@ mod tests {
             "bWlyYTp3MW50ZXIhQmF5OTI=",
             "",
         ),
+        (
+            "http_authorization",
+            "Authorization: Token ",
+            "3fd629a9ee86428eb665655846e2cad03d88cd83",
+            "",
+        ),
+        (
+            "http_authorization",
+            "Authorization: Basic ",
+            "b3BzOkt4NyE=",
+            "",
+        ),
+        (
+            "http_cookie",
+            "Cookie: ",
+            "sessionid=zaj5l91ozckjn272iq401gl42656frx3; theme=dark",
+            "",
+        ),
+        (
+            "http_cookie",
+            "Set-Cookie: session=",
+            "reFVuoINfJvBFxv3Tr3XHU8OA5dIkW9MFe70DOLB",
+            "; Path=/; HttpOnly",
+        ),
+        (
+            "command_line_password",
+            "mysql -u root -p",
+            "S3cretPw",
+            " notes",
+        ),
+        (
+            "command_line_password",
+            "curl -u admin:",
+            "Vq7rT2pLx9",
+            " https://api.internal/v1",
+        ),
+        (
+            "command_line_password",
+            "sshpass -p '",
+            "h8Kq2wZx",
+            "' ssh deploy@10.0.0.5",
+        ),
+        (
+            "command_line_password",
+            "restic --password ",
+            "blue7Heron!",
+            " backup",
+        ),
         ("password_assignment", "password: ", "m4ple#Crane!92", ""),
         ("password_assignment", "DB_PASSWORD=", "Vq7!rT2@pLx9", ""),
         ("password_assignment", "\"passwd\": \"", "hK8$wq2Lz0", "\""),
         ("password_assignment", "pwd='", "s3Lk#94Qa", "'"),
+        ("password_assignment", "password: ", "MyPassword!2024", ""),
+        ("password_assignment", "DB_PASSWORD=", "$ecure#Pass1", ""),
+        (
+            "password_assignment",
+            "password = \"",
+            "correct horse battery staple",
+            "\"",
+        ),
+        ("password_assignment", "passwd: ", "@dm1n!Pa55", ""),
+        ("password_assignment", "root_pw=", "Zx9!k", ""),
+        ("password_assignment", "**Password:** ", "Tr0ub4dor&3", ""),
+        ("password_assignment", "wifi password: `", "k9#Lm2!q", "`"),
+        ("password_assignment", "--password=", "(Kq9!x)7", ""),
+        (
+            "password_statement",
+            "the admin password is ",
+            "Kx82!mq7",
+            "",
+        ),
+        (
+            "password_statement",
+            "The password for the db is ",
+            "Hb5#tq2Z",
+            "",
+        ),
+        ("password_statement", "密码：", "Hx7k29pq", ""),
+        ("password_statement", "数据库口令是 ", "ZQ83mfw2", ""),
+        ("password_statement", "密钥: ", "w8Fq2LmZ9", ""),
         (
             "secret_assignment",
             "api_key = \"",
@@ -1370,6 +2739,346 @@ mod tests {
         assert_eq!(redacted, "OPENAI_API_KEY=\"[REDACTED:openai_api_key]\"");
     }
 
+    fn redacted(text: &str) -> String {
+        redact(text, &DetectorOptions::default()).0
+    }
+
+    #[test]
+    fn passwords_are_judged_on_the_whole_value() {
+        // Each of these leaked before: a word like `password` inside the value,
+        // a leading `$ ! @ & * ( [ { #`, spaces in quotes, letters only, fewer
+        // than six characters, a CLI flag, Chinese, a sentence, a short Basic
+        // credential, `Token`, cookies.
+        let cases = [
+            (
+                "password: MyPassword!2024",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "SECRET_TOKEN_PASSWORD=tokenSecret9!",
+                "SECRET_TOKEN_PASSWORD=[REDACTED:password_assignment]",
+            ),
+            (
+                "DB_PASSWORD=$3cr3t!x",
+                "DB_PASSWORD=[REDACTED:password_assignment]",
+            ),
+            (
+                "password: !Secure#2024",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: @dm1n-Pa55",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: &7hX!q2",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: *9kLm#2",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: (Kq9!x)7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: [Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: {Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password: #Kq9!x7",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "password = \"correct horse battery staple\"",
+                "password = \"[REDACTED:password_assignment]\"",
+            ),
+            (
+                "password: sunshine",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "wifi_password: Xk9!",
+                "wifi_password: [REDACTED:password_assignment]",
+            ),
+            (
+                "pin_password=4821",
+                "pin_password=[REDACTED:password_assignment]",
+            ),
+            (
+                "docker run -e MYSQL_ROOT_PASSWORD=123456 mysql:8.0",
+                "docker run -e MYSQL_ROOT_PASSWORD=[REDACTED:password_assignment] mysql:8.0",
+            ),
+            (
+                "- **Password:** hunter2",
+                "- **Password:** [REDACTED:password_assignment]",
+            ),
+            (
+                "Password：Zq8!mx",
+                "Password：[REDACTED:password_assignment]",
+            ),
+            (
+                "curl -u admin:S3cretPw https://api.internal/v1",
+                "curl -u admin:[REDACTED:command_line_password] https://api.internal/v1",
+            ),
+            ("mysql -pX7k", "mysql -p[REDACTED:command_line_password]"),
+            (
+                "curl -u admin:p@ss-W0rd https://api.internal",
+                "curl -u admin:[REDACTED:command_line_password] https://api.internal",
+            ),
+            (
+                "password: Xy-ab3c",
+                "password: [REDACTED:password_assignment]",
+            ),
+            (
+                "mysql -u root -pS3cret notes",
+                "mysql -u root -p[REDACTED:command_line_password] notes",
+            ),
+            (
+                "sshpass -p 'h8Kq2wZx' ssh deploy@host",
+                "sshpass -p '[REDACTED:command_line_password]' ssh deploy@host",
+            ),
+            (
+                "--password=S3cret9",
+                "--password=[REDACTED:password_assignment]",
+            ),
+            (
+                "borg --passphrase Hx7!kq2 init",
+                "borg --passphrase [REDACTED:command_line_password] init",
+            ),
+            ("密码：Hx7k29pq", "密码：[REDACTED:password_statement]"),
+            ("密码: admin", "密码: [REDACTED:password_statement]"),
+            (
+                "服务器的密码是 abcd1234。",
+                "服务器的密码是 [REDACTED:password_statement]。",
+            ),
+            ("口令为：Kq9x!2", "口令为：[REDACTED:password_statement]"),
+            ("密钥=W8fQ2lmZ", "密钥=[REDACTED:password_statement]"),
+            (
+                "the admin password is Kx82!mq7.",
+                "the admin password is [REDACTED:password_statement].",
+            ),
+            (
+                "The password for the db is iS~yJMVD0.",
+                "The password for the db is [REDACTED:password_statement].",
+            ),
+            (
+                "The password for the db is Hb5#tq2Z, ask Mira.",
+                "The password for the db is [REDACTED:password_statement], ask Mira.",
+            ),
+            (
+                "the wifi password is \"sunshine\"",
+                "the wifi password is \"[REDACTED:password_statement]\"",
+            ),
+            (
+                "the password was changed to Tr0ub4dor",
+                "the password was changed to [REDACTED:password_statement]",
+            ),
+            (
+                "Authorization: Basic b3BzOkt4NyE=",
+                "Authorization: Basic [REDACTED:http_authorization]",
+            ),
+            (
+                "Authorization: Token 3fd629a9ee86428eb665",
+                "Authorization: Token [REDACTED:http_authorization]",
+            ),
+            (
+                "Cookie: sessionid=zaj5l91ozckjn272iq401gl42656frx3",
+                "Cookie: [REDACTED:http_cookie]",
+            ),
+            (
+                "Set-Cookie: session=reFVuoINfJvBFxv3Tr3X; Path=/; HttpOnly",
+                "Set-Cookie: session=[REDACTED:http_cookie]; Path=/; HttpOnly",
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (text, expected) in cases {
+            let got = redacted(text);
+            if got != expected {
+                wrong.push(format!(
+                    "{text:?}\n  got      {got:?}\n  expected {expected:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn placeholders_prose_and_code_about_passwords_are_kept() {
+        let kept = [
+            "password: changeme",
+            "password: <password>",
+            "password: <your-db-password>",
+            "password: ${DB_PASSWORD}",
+            "password: $DB_PASSWORD",
+            "password: $password",
+            "password: your_password",
+            "password: YOUR_PASSWORD_HERE",
+            "password: xxxx",
+            "password: ****",
+            "password: password",
+            "password: secret",
+            "password: none",
+            "password: true",
+            "password: os.environ[\"DB_PASSWORD\"]",
+            "password = os.getenv(\"DB_PASSWORD\")",
+            "password: \"{{ vault_db_password }}\"",
+            "password: *db_password",
+            "password: !vault |",
+            "password: DB_PASSWORD",
+            "password: \"Enter your password\"",
+            "password: \"The password of the service user\"",
+            "the password is stored in the vault",
+            "The password is incorrect.",
+            "password: see 1Password",
+            "Password: required",
+            "password: stored in the vault",
+            "password = get_password()",
+            "password=args.password",
+            "password = self.db_password",
+            "password = this.dbPassword",
+            "passwordless: enabled",
+            "passenger: Alice123",
+            "PASSENGER=Alice99",
+            "Pass: Fail",
+            "pub password: Option<String>,",
+            "password: Optional[str] = None",
+            "pub password: SecretString,",
+            "password: !!str",
+            "The password is Argon2-hashed.",
+            "The password is SHA256 hashed",
+            "  --password TEXT",
+            "pub log_passwd: __u32,",
+            "pub pw_uid: crate::uid_t,",
+            "fn md5_hash(username: &[u8], password: &[u8]) -> String {",
+            "let passwd = unsafe {",
+            "    let password = config\n        .get_password()",
+            "UserPass = 0x02,",
+            "pub const INVALID_PASSWORD: SqlState = SqlState(Inner::E28P01);",
+            "pub type HttpPasswordCB = Option<",
+            "let pwd_verify = &derived_key[derived_key_len - 2..];",
+            "password: u.arbitrary::<&str>()?,",
+            "/// The password is `&[u8]` and not `&str`.",
+            "StartupWMClass=vscodium",
+            "password: db-pass",
+            "password_min_length: 12",
+            "password_file: /run/secrets/db",
+            "PASSWORD_HASH=$2b$12$Kq9x",
+            "Use the --password option to pass it.",
+            "mysql -u root -p notes",
+            "mysql -u root -p$MYSQL_PWD notes",
+            "curl -u $USER:$API_TOKEN https://api.internal",
+            "密钥：见附件",
+            "密钥: AES256",
+            "Authorization: Basic dXNlcjo=",
+            "Authorization: Bearer $TOKEN",
+            "Cookie: theme=dark; lang=en",
+        ];
+        for text in kept {
+            assert_eq!(redacted(text), text, "redacted in {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_stops_before_a_comment_marker() {
+        for (text, expected) in [
+            (
+                "password: S3cret!x%%rotate on Monday%%",
+                "password: [REDACTED:password_assignment]%%rotate on Monday%%",
+            ),
+            (
+                "password=S3cret!x<!-- old one -->",
+                "password=[REDACTED:password_assignment]<!-- old one -->",
+            ),
+            (
+                "<!-- password=S3cret!x-->",
+                "<!-- password=[REDACTED:password_assignment]-->",
+            ),
+            (
+                "api_key=X61PLIUDKGJ3478Ns1IM%%private%%",
+                "api_key=[REDACTED:secret_assignment]%%private%%",
+            ),
+        ] {
+            assert_eq!(redacted(text), expected);
+        }
+    }
+
+    #[test]
+    fn a_cut_off_key_in_frontmatter_does_not_take_the_next_property() {
+        let text = "---\nssh_key: -----BEGIN OPENSSH PRIVATE KEY-----\nprivate: true\ntags: [ops]\n---\nBody.";
+        assert_eq!(
+            redacted(text),
+            "---\nssh_key: [REDACTED:private_key]\nprivate: true\ntags: [ops]\n---\nBody."
+        );
+        // After the first line of key material, a header-shaped line ends the block too.
+        let text = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAiliIusX2bzg\nComment: not part of it\n";
+        assert_eq!(
+            redacted(text),
+            "[REDACTED:private_key]\nComment: not part of it\n"
+        );
+        // Headers straight after the BEGIN line, and the blank line after them, are part of it.
+        let text = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,5E2F\n\nMIIEowIBAAKCAQEAiliIusX2bzg\n\nAfter.";
+        assert_eq!(redacted(text), "[REDACTED:private_key]\n\nAfter.");
+        let text =
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\nThe rest was cut off.";
+        assert_eq!(
+            redacted(text),
+            "[REDACTED:private_key]\n\nThe rest was cut off."
+        );
+    }
+
+    #[test]
+    fn an_indented_key_without_its_end_line_is_redacted_to_its_last_line() {
+        let text = "deploy:\n  key: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEqP\n    SEvDAwTfeOXS==\n  user: deploy\n";
+        assert_eq!(
+            redacted(text),
+            "deploy:\n  key: |\n    [REDACTED:private_key]\n  user: deploy\n"
+        );
+        let text = "> -----BEGIN EC PRIVATE KEY-----\n> MHcCAQEEIGx0Q7kBCvZnZQP5GwI1pMCIuHLt5Et9\n> pFBY2CK08Z8CoAoGCCqGSM49\n\nQuoted above.";
+        assert_eq!(redacted(text), "> [REDACTED:private_key]\n\nQuoted above.");
+    }
+
+    #[test]
+    fn a_putty_key_is_redacted_to_its_mac() {
+        let text = "Saved as id.ppk:\n\nPuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: rsa-key-20251201\nPublic-Lines: 1\nAAAAB3NzaC1yc2EAAAABJQAAAIEAhZ\nPrivate-Lines: 2\nAAAAgBkGMX2LqS8r0q4hN2pQz\nL7vK3mW9xT1yF5cE8bJ2nA==\nPrivate-MAC: 9c1f0e2ab47d83e5\nDone.";
+        assert_eq!(
+            redacted(text),
+            "Saved as id.ppk:\n\n[REDACTED:private_key]\nDone."
+        );
+        // Cut off before its MAC: to the last private line.
+        let cut = "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 1\nAAAAC3NzaC1lZDI1NTE5AAAAIK\nPrivate-Lines: 1\nAAAAIBbX9q2Lm7Kp\nThe rest is missing.";
+        assert_eq!(
+            redacted(cut),
+            "[REDACTED:private_key]\nThe rest is missing."
+        );
+        // Naming the format is not a key.
+        let prose = "PuTTY-User-Key-File-3: ssh-ed25519 is the first line of a .ppk file.\nEncryption: none";
+        assert_eq!(redacted(prose), prose);
+    }
+
+    #[test]
+    fn provider_formats_that_need_their_context_are_not_found_without_it() {
+        let kept = [
+            // 32 hex after `key-` without the word Mailgun: a cache key.
+            "cache key-ffc7ec090d7d3fdd49ff311309ae654d expired",
+            // A UUID is an id unless it follows Heroku and a credential word.
+            "note id 4ecedd25-c149-7142-1931-646aa17ae62e",
+            "heroku app id 4ecedd25-c149-7142-1931-646aa17ae62e",
+            // A commit id near the word Cloudflare.
+            "cloudflare/workers-sdk at 9fceb02d0ae598e95dc970b74767f19372d61af8",
+            // Three dotted parts whose first is not a user id in base64.
+            "MTxhello_world_this_is_it.abcdef.ghijklmnopqrstuvwxyz0123456789A",
+        ];
+        for text in kept {
+            assert_eq!(find(text, &PERSONAL), vec![], "false positive in {text:?}");
+        }
+    }
+
     #[test]
     fn mask_shows_at_most_four_characters() {
         assert_eq!(mask("ghp_XOYTvNhZMcqXdocw2zvHsLOL6uuxAPJ7OyWa"), "ghp_…");
@@ -1406,6 +3115,18 @@ mod tests {
                 .count(),
             20_000
         );
+    }
+
+    #[test]
+    fn many_candidates_on_one_line_or_in_quoted_headers_stay_linear() {
+        // Each accept function looked back to the start of the line, and each
+        // PuTTY header walked over the headers quoted after it: quadratic.
+        let one_line = "pass=Xy7!k ".repeat(100_000);
+        let found = find(&one_line, &DetectorOptions::default());
+        assert_eq!(found.len(), 100_000);
+        assert_eq!(&one_line[found[99_999].range.clone()], "Xy7!k");
+        let headers = "Comment: PuTTY-User-Key-File-3: x\n".repeat(50_000);
+        assert_eq!(find(&headers, &DetectorOptions::default()), vec![]);
     }
 
     fn filler() -> impl Strategy<Value = String> {
