@@ -570,8 +570,12 @@ fn map_results(
             }
         }
     }
-    // Stable, so QMD's own order settles ties.
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+    // Ties by path, like every other arm, whatever order QMD printed them in.
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.path.cmp(&b.path))
+    });
     hits.truncate(limit);
     hits
 }
@@ -885,6 +889,24 @@ mod tests {
                 hit("concepts/raft.md", 0.93),
                 hit("concepts/paxos.md", 0.61)
             ]
+        );
+    }
+
+    #[test]
+    fn equal_scores_are_ordered_by_path_whatever_qmd_printed() {
+        let bin = tempfile::tempdir().unwrap();
+        let vault = vault();
+        let qmd = printing(
+            bin.path(),
+            r##"[
+  {"docid": "#a1b2c3", "score": 0.5, "file": "qmd://wiki/concepts/raft.md", "title": "Raft"},
+  {"docid": "#d4e5f6", "score": 0.5, "file": "qmd://wiki/concepts/paxos.md", "title": "Paxos"}
+]"##,
+        );
+        let hits = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 20).unwrap();
+        assert_eq!(
+            hits,
+            [hit("concepts/paxos.md", 0.5), hit("concepts/raft.md", 0.5)]
         );
     }
 

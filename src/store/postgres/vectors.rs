@@ -290,11 +290,15 @@ impl PgVectors {
                     "SET LOCAL enable_indexscan = off;".into()
                 };
                 tx.batch_execute(&settings).await?;
+                // Exact searches break distance ties by path, so the limit
+                // never cuts a tie differently from one run to the next
+                // (an HNSW scan must order by distance alone to be used).
+                let tie_break = if ann { "" } else { ", path" };
                 let rows = tx
                     .query(
                         &format!(
                             "SELECT path, (embedding <#> $1) * -1 FROM {table}
-                         WHERE vault = $2 ORDER BY embedding <#> $1 LIMIT $3"
+                         WHERE vault = $2 ORDER BY embedding <#> $1{tie_break} LIMIT $3"
                         ),
                         &[&query, &vault, &fetch],
                     )
