@@ -609,6 +609,47 @@ fn log_symlink_is_not_followed() {
 }
 
 #[test]
+fn a_foreign_lock_on_the_log_skips_the_line_instead_of_hanging() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    fs::write(vault.join("log.md"), "# Wiki Log\n\n").unwrap();
+    // As an editor or a sync tool would: an exclusive flock, held throughout.
+    let holder = fs::File::open(vault.join("log.md")).unwrap();
+    holder.lock().unwrap();
+    let mut child = world
+        .cmd()
+        .args(["pack", "raft", "--generated-at", GENERATED_AT, "--vault"])
+        .arg(&vault)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("pack still blocked on the lock after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(ok(&out).contains("[[a]]"));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "ctxpack: warning: could not append to {}: another process holds a lock on log.md; \
+             the log line was skipped after waiting 200 ms (the pack was still printed)\n",
+            vault.join("log.md").display()
+        )
+    );
+    holder.unlock().unwrap();
+    assert_eq!(
+        fs::read_to_string(vault.join("log.md")).unwrap(),
+        "# Wiki Log\n\n"
+    );
+}
+
+#[test]
 fn concurrent_log_appends_keep_every_line_whole() {
     let world = World::new();
     let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
