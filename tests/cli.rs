@@ -124,6 +124,43 @@ fn exact_counters() {
 }
 
 #[test]
+fn a_long_nested_quote_is_packed_within_an_exact_budget() {
+    let world = World::new();
+    let quote: String = (0..1_500)
+        .map(|i| format!("{} reply {i} quoted here.\n", "> ".repeat(1 + i % 40)))
+        .collect();
+    let vault = world.vault(
+        "vault",
+        &[("thread.md", &format!("---\ntitle: thread\n---\n{quote}"))],
+    );
+    for budget in ["600", "3000"] {
+        let out = ok(&world.pack(
+            &vault,
+            &[
+                "quoted",
+                "--budget",
+                budget,
+                "--tokenizer",
+                "o200k",
+                "--format",
+                "json",
+            ],
+        ));
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let actual = json["actual"].as_u64().unwrap();
+        // A debug build also checks, each time a page is measured, that the
+        // line-by-line sum equals the count of the whole page.
+        assert!(actual <= budget.parse().unwrap(), "{actual} > {budget}");
+        assert!(
+            actual > budget.parse::<u64>().unwrap() / 2,
+            "{actual} of {budget}"
+        );
+        assert_eq!(json["pages"][0]["path"], "thread.md");
+        assert_eq!(json["pages"][0]["body_mode"], "excerpt");
+    }
+}
+
+#[test]
 fn chinese_topic() {
     let world = World::new();
     let vault = world.example_vault("vault");
