@@ -124,6 +124,43 @@ fn exact_counters() {
 }
 
 #[test]
+fn a_long_nested_quote_is_packed_within_an_exact_budget() {
+    let world = World::new();
+    let quote: String = (0..1_500)
+        .map(|i| format!("{} reply {i} quoted here.\n", "> ".repeat(1 + i % 40)))
+        .collect();
+    let vault = world.vault(
+        "vault",
+        &[("thread.md", &format!("---\ntitle: thread\n---\n{quote}"))],
+    );
+    for budget in ["600", "3000"] {
+        let out = ok(&world.pack(
+            &vault,
+            &[
+                "quoted",
+                "--budget",
+                budget,
+                "--tokenizer",
+                "o200k",
+                "--format",
+                "json",
+            ],
+        ));
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let actual = json["actual"].as_u64().unwrap();
+        // A debug build also checks, each time a page is measured, that the
+        // line-by-line sum equals the count of the whole page.
+        assert!(actual <= budget.parse().unwrap(), "{actual} > {budget}");
+        assert!(
+            actual > budget.parse::<u64>().unwrap() / 2,
+            "{actual} of {budget}"
+        );
+        assert_eq!(json["pages"][0]["path"], "thread.md");
+        assert_eq!(json["pages"][0]["body_mode"], "excerpt");
+    }
+}
+
+#[test]
 fn chinese_topic() {
     let world = World::new();
     let vault = world.example_vault("vault");
@@ -606,6 +643,47 @@ fn log_symlink_is_not_followed() {
         "keep me\n"
     );
     assert!(stderr(&out).contains("could not append to"));
+}
+
+#[test]
+fn a_foreign_lock_on_the_log_skips_the_line_instead_of_hanging() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    fs::write(vault.join("log.md"), "# Wiki Log\n\n").unwrap();
+    // As an editor or a sync tool would: an exclusive flock, held throughout.
+    let holder = fs::File::open(vault.join("log.md")).unwrap();
+    holder.lock().unwrap();
+    let mut child = world
+        .cmd()
+        .args(["pack", "raft", "--generated-at", GENERATED_AT, "--vault"])
+        .arg(&vault)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("pack still blocked on the lock after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(ok(&out).contains("[[a]]"));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "ctxpack: warning: could not append to {}: another process holds a lock on log.md; \
+             the log line was skipped after waiting 200 ms (the pack was still printed)\n",
+            vault.join("log.md").display()
+        )
+    );
+    holder.unlock().unwrap();
+    assert_eq!(
+        fs::read_to_string(vault.join("log.md")).unwrap(),
+        "# Wiki Log\n\n"
+    );
 }
 
 #[test]

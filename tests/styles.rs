@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{World, fails, ok, write};
+use common::{World, fails, ok, stdout, write};
 
 /// The count of `text` under chars4, the default counter.
 fn chars4(text: &str) -> usize {
@@ -380,4 +380,37 @@ fn template_and_style_do_not_mix() {
         2,
         "cannot be used with",
     );
+}
+
+#[test]
+fn templates_that_would_exhaust_the_stack_are_usage_errors() {
+    let world = World::new();
+    let vault = two_note_vault(&world);
+    let path = world.path().join("hostile.j2");
+    let run = |source: String| {
+        write(&path, source.as_bytes());
+        world.pack(&vault, &["raft", "--template", path.to_str().unwrap()])
+    };
+    // Each of these overflowed minijinja's recursion and aborted (exit 134).
+    let output = run(format!("{{{{ {} }}}}\n", vec!["topic"; 30_000].join(" ~ ")));
+    fails(
+        &output,
+        2,
+        "line 1: a tag chains 29999 operators; at most 200 are allowed",
+    );
+    let output = run(format!("{{{{ {}1 }}}}\n", "- ".repeat(100_000)));
+    fails(&output, 2, "a tag chains 100000 operators");
+    let output = run(format!(
+        "{{{{ {}1{} }}}}\n",
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    ));
+    fails(&output, 2, "brackets nest 50000 deep; at most 32 levels");
+    let output = run(format!("{{{{ {} }}}}\n", vec!["1"; 100_000].join(" + ")));
+    fails(
+        &output,
+        2,
+        "400004 bytes is too large; a template may hold at most 262144 bytes",
+    );
+    assert!(stdout(&output).is_empty());
 }

@@ -1275,6 +1275,54 @@ mod tests {
             proptest::prop_assert!(from as usize <= start && to as usize >= start + 5);
             proptest::prop_assert!(body.get(from as usize..to as usize).is_some());
         }
+
+        #[test]
+        fn sentences_around_links_are_those_of_a_search_of_the_whole_body(
+            // Sentence ends far apart, so that some fall outside the window.
+            before in "([a-z如 ]{0,350}[。.!\n]){0,3}[a-z如 ]{0,350}",
+            after in "([a-z如 ]{0,350}[。.!\n]){0,3}[a-z如 ]{0,350}",
+        ) {
+            let body = format!("{before}[[x]]{after}");
+            let start = before.len();
+            proptest::prop_assert_eq!(
+                sentence_around(&body, start..start + 5),
+                unbounded_sentence_around(&body, start..start + 5)
+            );
+        }
+    }
+
+    /// `sentence_around` as it was before its searches kept to the window:
+    /// the reference its results must equal.
+    fn unbounded_sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
+        const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
+        let floor = body.floor_char_boundary(range.start.saturating_sub(300));
+        let mut start = body[..range.start]
+            .rfind(|c| ENDS.contains(&c))
+            .map_or(0, |i| {
+                i + body[i..].chars().next().map_or(1, char::len_utf8)
+            });
+        if start < floor {
+            start = body[floor..range.start]
+                .find(char::is_whitespace)
+                .map_or(range.start, |i| floor + i);
+        }
+        let ceiling = body.ceil_char_boundary((range.end + 300).min(body.len()));
+        let mut end = body[range.end..]
+            .find(|c| ENDS.contains(&c))
+            .map_or(body.len(), |i| {
+                range.end
+                    + i
+                    + body[range.end + i..]
+                        .chars()
+                        .next()
+                        .map_or(1, char::len_utf8)
+            });
+        if end > ceiling {
+            end = body[range.end..ceiling]
+                .rfind(char::is_whitespace)
+                .map_or(range.end, |i| range.end + i);
+        }
+        (start as u32, end as u32)
     }
 }
 
@@ -1751,8 +1799,14 @@ pub(crate) fn raw_links(note: &Note) -> Vec<RawLink> {
 fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
     const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
     let floor = body.floor_char_boundary(range.start.saturating_sub(300));
-    let mut start = body[..range.start]
+    // Only ends near the link can count (a farther one is past the cap), so
+    // the search stays within the window: many links on one long line would
+    // otherwise each scan the line. The window reaches a character before
+    // `floor`, whose end may fall on it.
+    let lookback = body.floor_char_boundary(floor.saturating_sub(4));
+    let mut start = body[lookback..range.start]
         .rfind(|c| ENDS.contains(&c))
+        .map(|i| lookback + i)
         .map_or(0, |i| {
             i + body[i..].chars().next().map_or(1, char::len_utf8)
         });
@@ -1762,7 +1816,7 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
             .map_or(range.start, |i| floor + i);
     }
     let ceiling = body.ceil_char_boundary((range.end + 300).min(body.len()));
-    let mut end = body[range.end..]
+    let mut end = body[range.end..ceiling]
         .find(|c| ENDS.contains(&c))
         .map_or(body.len(), |i| {
             range.end

@@ -222,11 +222,7 @@ impl Embeds {
             }
             let mut text = String::new();
             let mut cursor = block.range.start;
-            for inner in note.links.iter().filter(|l| {
-                l.kind == LinkKind::Embed
-                    && l.range.start >= block.range.start
-                    && l.range.end <= block.range.end
-            }) {
+            for inner in links_in(&note, block).filter(|l| l.kind == LinkKind::Embed) {
                 if let Some(shown) = self.expand(vault, &note, inner) {
                     text.push_str(&note.body[cursor..inner.range.start]);
                     text.push_str(&shown);
@@ -256,6 +252,20 @@ impl Embeds {
         }
         Some(parts.join("\n\n"))
     }
+}
+
+/// The links of `note` inside `block`, in order. A note's links are sorted
+/// by where they start, so they are found by binary search: a scan of every
+/// link for every block was quadratic in a note of linked paragraphs.
+fn links_in<'n>(note: &'n Note, block: &Block) -> impl Iterator<Item = &'n Link> {
+    let first = note
+        .links
+        .partition_point(|l| l.range.start < block.range.start);
+    let range = block.range.clone();
+    note.links[first..]
+        .iter()
+        .take_while(move |l| l.range.start < range.end)
+        .filter(move |l| l.range.end <= range.end)
 }
 
 /// True when a line of `text` ends with the block id `^id`.
@@ -510,11 +520,9 @@ fn select_blocks(note: &Note, mode: BodyMode) -> Vec<usize> {
                         .and_then(|h| note.headings.get(h))
                         .is_some_and(|h| KEY_IDEAS_HEADINGS.contains(&fold(&h.text).as_str()))
             }) {
-                for idx in key..section_end(note, key) {
-                    if !selected.contains(&idx) {
-                        selected.push(idx);
-                    }
-                }
+                // `selected` holds at most the lead paragraph here.
+                let lead = selected.first().copied();
+                selected.extend((key..section_end(note, key)).filter(|&idx| Some(idx) != lead));
             }
             selected.sort_unstable();
             selected
@@ -553,6 +561,7 @@ fn is_dedup_kind(kind: BlockKind) -> bool {
 /// reduced to their text.
 fn source_names(note: &Note, blocks: &[Block]) -> Vec<String> {
     let mut names = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for block in blocks {
         if block.kind == BlockKind::Heading {
             continue;
@@ -565,7 +574,7 @@ fn source_names(note: &Note, blocks: &[Block]) -> Vec<String> {
                 .unwrap_or(line);
             let line = strip_ordered_marker(line);
             let name = collapse_whitespace(&plain_inline(line));
-            if !name.is_empty() && !names.contains(&name) {
+            if !name.is_empty() && seen.insert(name.clone()) {
                 names.push(name);
             }
         }
@@ -629,11 +638,8 @@ fn rewrite_links(
 ) -> String {
     let mut out = String::new();
     let mut cursor = block.range.start;
-    for link in note.links.iter().filter(|l| {
-        matches!(l.kind, LinkKind::Wiki | LinkKind::Embed)
-            && l.range.start >= block.range.start
-            && l.range.end <= block.range.end
-    }) {
+    for link in links_in(note, block).filter(|l| matches!(l.kind, LinkKind::Wiki | LinkKind::Embed))
+    {
         if link.kind == LinkKind::Embed {
             // Code blocks show embeds as written.
             if block.kind != BlockKind::Code
@@ -742,6 +748,27 @@ fn drop_empty_headings(blocks: Vec<OutBlock>) -> Vec<OutBlock> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_block_finds_exactly_its_links() {
+        let body: String = (0..3_000)
+            .map(|i| format!("P{i} [[a{i}]] and ![[b{i}]] [x](c{i}.md)\n\n- [[d{i}]]\n\n"))
+            .collect();
+        let (note, _) = crate::parse::parse_note("n.md", &body, None);
+        assert_eq!(note.blocks.len(), 6_000);
+        for block in &note.blocks {
+            let found: Vec<&Link> = links_in(&note, block).collect();
+            let scanned: Vec<&Link> = note
+                .links
+                .iter()
+                .filter(|l| l.range.start >= block.range.start && l.range.end <= block.range.end)
+                .collect();
+            assert_eq!(found, scanned);
+        }
+        let last = &note.blocks[5_998];
+        let targets: Vec<&str> = links_in(&note, last).map(|l| l.target.as_str()).collect();
+        assert_eq!(targets, ["a2999", "b2999", "c2999"]);
+    }
 
     #[test]
     fn plain_inline_keeps_visible_text() {

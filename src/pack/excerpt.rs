@@ -165,6 +165,11 @@ fn render(
     let mut duplicates_of: Vec<String> = Vec::new();
     let mut skipped_content = false;
     let mut pending_heading: Option<&OutBlock> = None;
+    // The chosen pieces are taken in order as the blocks go by (pieces are
+    // in block order): a search of the set for every block made each render
+    // of a page of many blocks cost a tree search a block.
+    let mut chosen_in_order = chosen.iter().copied().peekable();
+    let mut kept: Vec<usize> = Vec::new();
     for (index, out) in body.blocks.iter().enumerate() {
         if out.is_heading {
             pending_heading = Some(out);
@@ -178,7 +183,12 @@ fn render(
             continue;
         }
         let in_block = all.by_block[index].clone();
-        let kept: Vec<usize> = chosen.range(in_block.clone()).copied().collect();
+        kept.clear();
+        while let Some(piece) = chosen_in_order.next_if(|&piece| piece < in_block.end) {
+            if piece >= in_block.start {
+                kept.push(piece);
+            }
+        }
         if kept.is_empty() {
             match duplicates.get(&index) {
                 Some(other) => {

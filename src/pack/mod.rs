@@ -30,6 +30,8 @@ use excerpt::Pieces;
 use render::Header;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
+
 pub const DEFAULT_BUDGET: usize = 8000;
 pub const MAX_BUDGET: usize = 100_000;
 /// Budgets above this print the seed's "large pack" warning.
@@ -719,7 +721,7 @@ impl<'a> Packer<'a> {
         let mut chosen_pieces: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); count];
         let mut duplicate_pieces: Vec<BTreeMap<usize, String>> = vec![BTreeMap::new(); count];
         let mut shown: HashMap<String, usize> = HashMap::new();
-        let mut measures: HashMap<String, usize> = HashMap::new();
+        let mut measures: FxHashMap<String, usize> = FxHashMap::default();
         let mut named: Vec<bool> = vec![false; count];
         for (_, rank, piece) in order {
             let Some(piece) = piece else {
@@ -889,13 +891,17 @@ impl<'a> Packer<'a> {
 
     /// What a page block costs after its head, with `body`.
     ///
-    /// Measured block by block, each block's measure remembered in
-    /// `measures`, when every block starts at a safe boundary (so the
-    /// measures add up exactly): adding a sentence re-counts one block, not
-    /// the page, which keeps exact counters cheap on long pages.
+    /// With an exact counter, the text is measured line by line: cut at
+    /// every safe boundary (a line break before a line that starts with
+    /// neither a space nor a slash, where measures add up exactly), each
+    /// line's measure remembered in `measures`. Adding a sentence to a page
+    /// then re-counts the lines it changed, not the page or the block: a
+    /// page of one huge block (a long quote) re-counted whole for each of
+    /// its thousands of pieces was quadratic, and remembering each version
+    /// of the block took gigabytes.
     fn rest_cost(
         &self,
-        measures: &mut HashMap<String, usize>,
+        measures: &mut FxHashMap<String, usize>,
         note: &crate::note::NoteMeta,
         summary: &str,
         body: &CompressedBody,
@@ -907,29 +913,30 @@ impl<'a> Packer<'a> {
                 .blocks
                 .iter()
                 .all(|b| crate::tokens::is_safe_boundary("\n", &b.text) && !b.text.is_empty());
-        if !additive {
-            return self.measure(&render::page_rest(note, summary, Some(&body.text), &[]));
-        }
-        let mut total = self.measure(&render::page_rest(note, summary, None, &[]));
         if self.tokenizer() == Tokenizer::Chars4 {
-            // Characters: cheaper to count than to look up.
-            return total
+            // Characters add up anywhere, and are cheaper to count than to
+            // look up.
+            if !additive {
+                return self.measure(&render::page_rest(note, summary, Some(&body.text), &[]));
+            }
+            return self.measure(&render::page_rest(note, summary, None, &[]))
                 + body
                     .blocks
                     .iter()
                     .map(|b| b.text.chars().count() + 2)
                     .sum::<usize>();
         }
+        if !additive {
+            let text = render::page_rest(note, summary, Some(&body.text), &[]);
+            return measure_lines(self.tokenizer(), measures, &text);
+        }
+        let mut total = self.measure(&render::page_rest(note, summary, None, &[]));
+        let mut segment = String::new();
         for block in &body.blocks {
-            let segment = format!("{}\n\n", block.text);
-            total += match measures.get(&segment) {
-                Some(&measure) => measure,
-                None => {
-                    let measure = self.measure(&segment);
-                    measures.insert(segment, measure);
-                    measure
-                }
-            };
+            segment.clear();
+            segment.push_str(&block.text);
+            segment.push_str("\n\n");
+            total += measure_lines(self.tokenizer(), measures, &segment);
         }
         debug_assert_eq!(
             total,
@@ -1318,6 +1325,34 @@ const PIECE_SLACK: usize = 4;
 /// sentences, more than a page needs below the largest budgets).
 const MAX_PIECES_PER_PAGE: usize = 3_000;
 
+/// The measure of `text` as the sum of its lines' measures, cut where
+/// measures add up ([`crate::tokens::is_safe_boundary`]), each looked up in
+/// `measures` or counted once.
+fn measure_lines(
+    tokenizer: Tokenizer,
+    measures: &mut FxHashMap<String, usize>,
+    text: &str,
+) -> usize {
+    let mut cached = |line: &str| {
+        if let Some(&measure) = measures.get(line) {
+            return measure;
+        }
+        let measure = tokenizer.measure(line);
+        measures.insert(line.to_string(), measure);
+        measure
+    };
+    let mut total = 0;
+    let mut start = 0;
+    for (at, _) in text.match_indices('\n') {
+        let cut = at + 1;
+        if cut < text.len() && crate::tokens::is_safe_boundary("\n", &text[cut..]) {
+            total += cached(&text[start..cut]);
+            start = cut;
+        }
+    }
+    total + cached(&text[start..])
+}
+
 /// For each piece, how many pieces away the nearest one with a query term
 /// is (`usize::MAX / 2` when none has one): context is taken nearest first.
 fn distance_to_a_match(page: &Pieces) -> Vec<usize> {
@@ -1507,4 +1542,43 @@ pub fn log_line(pack: &Pack, timestamp: &str) -> String {
         pack.pages.len(),
         pack.pages_dropped
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn lines_measured_apart_add_up_to_the_text(
+            text in "([> /-]{0,4}(word|Word|分布式|1234|\\.|, |'s|[[x]]| +)*\n{0,2}){0,12}",
+        ) {
+            for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k, Tokenizer::Chars4] {
+                let mut measures = FxHashMap::default();
+                proptest::prop_assert_eq!(
+                    measure_lines(tokenizer, &mut measures, &text),
+                    tokenizer.measure(&text)
+                );
+                // Remembered lines give the same sum.
+                proptest::prop_assert_eq!(
+                    measure_lines(tokenizer, &mut measures, &text),
+                    tokenizer.measure(&text)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_quote_is_measured_line_by_line() {
+        let text: String = (0..2_000)
+            .map(|i| format!("{} quoted reply {i}\n", "> ".repeat(1 + i % 50)))
+            .collect();
+        let mut measures = FxHashMap::default();
+        assert_eq!(
+            measure_lines(Tokenizer::O200k, &mut measures, &text),
+            Tokenizer::O200k.measure(&text)
+        );
+        // One entry a line, not one a version of the block.
+        assert_eq!(measures.len(), 2_000);
+    }
 }

@@ -19,6 +19,22 @@ use super::Pack;
 /// mistaken template ends with an error instead of running on.
 const TEMPLATE_FUEL: u64 = 50_000_000;
 
+/// The largest template accepted, in bytes: a template is the frame of a
+/// pack, and its own text counts against the budget.
+pub const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
+
+/// The most operators (`~`, `+`, `|`, `.`, `and`, a call, …) one tag may
+/// hold. minijinja parses a chain such as `a ~ a ~ a` into a tree as deep as
+/// the chain is long and walks it recursively, so a long chain overflows the
+/// stack and aborts the process; this bound keeps the tree shallow enough
+/// for a 2 MiB thread (a server's worker) in a debug build.
+pub const MAX_TAG_OPERATORS: usize = 200;
+
+/// The deepest nesting of brackets in one tag, and of block tags (`if`,
+/// `for`, …) in a template: each level is a recursion in minijinja's
+/// parser and compiler.
+pub const MAX_TEMPLATE_NESTING: usize = 32;
+
 /// A template checked to parse.
 #[derive(Clone, Debug)]
 pub struct PackTemplate {
@@ -36,6 +52,7 @@ impl PackTemplate {
 
     /// Parses `source`; an error names the line.
     pub fn parse(name: &str, source: String) -> Result<PackTemplate, String> {
+        check_shape(&source).map_err(|err| format!("template {name}: {err}"))?;
         let template = PackTemplate {
             name: name.to_string(),
             source,
@@ -95,6 +112,173 @@ impl PackTemplate {
     }
 }
 
+/// Refuses, before minijinja sees it, a template whose size, chains of
+/// operators or nesting could exhaust the stack while it is parsed,
+/// compiled or rendered (a stack overflow aborts the whole process).
+fn check_shape(source: &str) -> Result<(), String> {
+    if source.len() > MAX_TEMPLATE_BYTES {
+        return Err(format!(
+            "{} bytes is too large; a template may hold at most {MAX_TEMPLATE_BYTES} bytes",
+            source.len()
+        ));
+    }
+    let bytes = source.as_bytes();
+    let line_of = |at: usize| 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+    let mut blocks = 0usize;
+    let mut in_raw = false;
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'{', &bytes[at..]) {
+        let open = at + found;
+        let close_marker: &[u8] = match bytes.get(open + 1) {
+            Some(b'{') => b"}}",
+            Some(b'%') => b"%}",
+            Some(b'#') => b"#}",
+            _ => {
+                at = open + 1;
+                continue;
+            }
+        };
+        let inner_start = open + 2;
+        if close_marker == b"#}" {
+            if in_raw {
+                at = inner_start;
+                continue;
+            }
+            // A comment runs to its end marker; an unclosed one is
+            // minijinja's error to report.
+            match memchr::memmem::find(&bytes[inner_start..], b"#}") {
+                Some(end) => at = inner_start + end + 2,
+                None => return Ok(()),
+            }
+            continue;
+        }
+        let tag = scan_tag(bytes, inner_start, close_marker);
+        at = tag.end;
+        let words = &source[inner_start..tag.content_end];
+        let words = words.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        let keyword = words.split_whitespace().next().unwrap_or("");
+        if in_raw {
+            // Inside `raw`, tags are text; only `endraw` counts.
+            in_raw = !(close_marker == b"%}" && keyword == "endraw");
+            continue;
+        }
+        if tag.depth > MAX_TEMPLATE_NESTING {
+            return Err(format!(
+                "line {}: brackets nest {} deep; at most {MAX_TEMPLATE_NESTING} levels are allowed",
+                line_of(open),
+                tag.depth
+            ));
+        }
+        if tag.operators > MAX_TAG_OPERATORS {
+            return Err(format!(
+                "line {}: a tag chains {} operators; at most {MAX_TAG_OPERATORS} are allowed \
+                 (split the expression with `set`)",
+                line_of(open),
+                tag.operators
+            ));
+        }
+        if close_marker == b"%}" {
+            match keyword {
+                "raw" => in_raw = true,
+                "if" | "for" | "macro" | "call" | "filter" | "with" | "autoescape" | "block" => {
+                    blocks += 1;
+                    if blocks > MAX_TEMPLATE_NESTING {
+                        return Err(format!(
+                            "line {}: block tags nest more than {MAX_TEMPLATE_NESTING} deep",
+                            line_of(open)
+                        ));
+                    }
+                }
+                // `set` with no `=` opens a block that `endset` closes.
+                "set" if !words.contains('=') => blocks += 1,
+                _ if keyword.starts_with("end") => blocks = blocks.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What [`check_shape`] learns of one tag.
+struct TagShape {
+    /// Where the tag's text ends (its end marker, or the end of the source).
+    content_end: usize,
+    /// Just past the end marker.
+    end: usize,
+    operators: usize,
+    depth: usize,
+}
+
+/// Reads the tag whose text starts at `start` up to `close_marker`,
+/// outside string literals, counting operators (a run of operator
+/// characters, `.`, an opening bracket, or an operator word) and the
+/// deepest bracket nesting. Overcounting only makes the bound stricter.
+fn scan_tag(bytes: &[u8], start: usize, close_marker: &[u8]) -> TagShape {
+    let mut operators = 0usize;
+    // Signed, as minijinja's lexer counts it: a tag ends at its marker only
+    // when the brackets balance.
+    let mut depth = 0isize;
+    let mut max_depth = 0isize;
+    let mut in_operator = false;
+    let mut i = start;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if depth == 0 && bytes[i..].starts_with(close_marker) {
+            return TagShape {
+                content_end: i,
+                end: i + close_marker.len(),
+                operators,
+                depth: max_depth.unsigned_abs(),
+            };
+        }
+        let operator_char = matches!(
+            byte,
+            b'~' | b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'!' | b'|'
+        );
+        if operator_char && !in_operator {
+            operators += 1;
+        }
+        in_operator = operator_char;
+        match byte {
+            b'"' | b'\'' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != byte {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'.' => operators += 1,
+            b'(' | b'[' | b'{' => {
+                operators += 1;
+                depth += 1;
+                max_depth = max_depth.max(depth);
+            }
+            b')' | b']' | b'}' => depth -= 1,
+            _ if byte.is_ascii_alphabetic() || byte == b'_' => {
+                let word_end = bytes[i..]
+                    .iter()
+                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                    .map_or(bytes.len(), |n| i + n);
+                if matches!(
+                    &bytes[i..word_end],
+                    b"and" | b"or" | b"not" | b"in" | b"is" | b"if" | b"else"
+                ) {
+                    operators += 1;
+                }
+                i = word_end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    TagShape {
+        content_end: bytes.len(),
+        end: bytes.len(),
+        operators,
+        depth: max_depth.unsigned_abs(),
+    }
+}
+
 /// The template's data: the pack's JSON model with the printed text of
 /// each page.
 pub fn model(pack: &Pack, actual: usize) -> serde_json::Value {
@@ -117,4 +301,118 @@ pub fn model(pack: &Pack, actual: usize) -> serde_json::Value {
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses and renders `source` (with `topic` set) on a thread with the
+    /// 2 MiB stack of a server's worker: the bounds must hold there.
+    fn render_on_small_stack(source: String) -> Result<String, String> {
+        std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || {
+                let template = PackTemplate::parse("t.j2", source)?;
+                let env = template.environment();
+                let compiled = env
+                    .template_from_str(&template.source)
+                    .map_err(|err| template.describe(&err))?;
+                compiled
+                    .render(minijinja::context! { topic => "x" })
+                    .map_err(|err| template.describe(&err))
+            })
+            .expect("thread")
+            .join()
+            .expect("no panic")
+    }
+
+    fn chain(operator: &str, terms: usize) -> String {
+        vec!["topic"; terms].join(&format!(" {operator} "))
+    }
+
+    #[test]
+    fn long_operator_chains_are_refused_before_parsing() {
+        for operator in ["~", "+", "and", "|"] {
+            let source = format!("head\n{{{{ {} }}}}\n", chain(operator, 20_000));
+            assert_eq!(
+                PackTemplate::parse("t.j2", source).unwrap_err(),
+                "template t.j2: line 2: a tag chains 19999 operators; at most 200 are allowed \
+                 (split the expression with `set`)"
+            );
+        }
+        let negations = format!("{{{{ {}1 }}}}", "- ".repeat(40_000));
+        assert_eq!(
+            PackTemplate::parse("t.j2", negations).unwrap_err(),
+            "template t.j2: line 1: a tag chains 40000 operators; at most 200 are allowed \
+             (split the expression with `set`)"
+        );
+        let statement = format!("{{% set x = {} %}}", chain("~", 5_000));
+        assert!(
+            PackTemplate::parse("t.j2", statement)
+                .unwrap_err()
+                .contains("a tag chains 5000 operators")
+        );
+    }
+
+    #[test]
+    fn deep_nesting_and_huge_templates_are_refused() {
+        let brackets = format!("{{{{ {}1{} }}}}", "(".repeat(33), ")".repeat(33));
+        assert_eq!(
+            PackTemplate::parse("t.j2", brackets).unwrap_err(),
+            "template t.j2: line 1: brackets nest 33 deep; at most 32 levels are allowed"
+        );
+        let blocks = format!(
+            "{}x{}",
+            "{% if true %}".repeat(33),
+            "{% endif %}".repeat(33)
+        );
+        assert_eq!(
+            PackTemplate::parse("t.j2", blocks).unwrap_err(),
+            "template t.j2: line 1: block tags nest more than 32 deep"
+        );
+        let huge = "x".repeat(MAX_TEMPLATE_BYTES + 1);
+        assert_eq!(
+            PackTemplate::parse("t.j2", huge).unwrap_err(),
+            "template t.j2: 262145 bytes is too large; a template may hold at most 262144 bytes"
+        );
+    }
+
+    #[test]
+    fn templates_at_the_bounds_render_on_a_small_stack() {
+        let at_limit = format!("{{{{ {} }}}}", chain("~", MAX_TAG_OPERATORS + 1));
+        assert_eq!(
+            render_on_small_stack(at_limit).unwrap(),
+            "x".repeat(MAX_TAG_OPERATORS + 1)
+        );
+        let negations = format!("{{{{ {}1 }}}}", "- ".repeat(MAX_TAG_OPERATORS));
+        assert_eq!(render_on_small_stack(negations).unwrap(), "1");
+        let nested = format!(
+            "{{{{ {}topic{} }}}}",
+            "(".repeat(MAX_TEMPLATE_NESTING),
+            ")".repeat(MAX_TEMPLATE_NESTING)
+        );
+        assert_eq!(render_on_small_stack(nested).unwrap(), "x");
+        let blocks = format!(
+            "{}{{{{ topic }}}}{}",
+            "{% if true %}".repeat(MAX_TEMPLATE_NESTING),
+            "{% endif %}".repeat(MAX_TEMPLATE_NESTING)
+        );
+        assert_eq!(render_on_small_stack(blocks).unwrap(), "x");
+        // Sequential blocks and tags add nothing to the depth.
+        let many = "{% if true %}{{ topic ~ topic }}{% endif %}".repeat(1_000);
+        assert_eq!(render_on_small_stack(many).unwrap(), "xx".repeat(1_000));
+    }
+
+    #[test]
+    fn operators_in_strings_comments_and_raw_blocks_do_not_count() {
+        let text = "+".repeat(1_000);
+        let source = format!(
+            "{{{{ topic ~ \"{text}\" ~ '{text}' }}}}{{# {text} #}}\
+             {{% raw %}}{{{{ {} }}}}{{% endraw %}}",
+            chain("~", 1_000)
+        );
+        let expected = format!("x{text}{text}{{{{ {} }}}}", chain("~", 1_000));
+        assert_eq!(render_on_small_stack(source).unwrap(), expected);
+    }
 }

@@ -106,6 +106,7 @@ pub fn analyze(body: &str) -> BodyAnalysis {
     let mut block_start: Option<(BlockKind, usize)> = None;
     let mut heading_text: Option<(u8, String)> = None;
     let mut markdown_link: Option<(String, usize)> = None;
+    let mut open_headings = OpenHeadings::default();
 
     for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
         match event {
@@ -137,10 +138,7 @@ pub fn analyze(body: &str) -> BodyAnalysis {
                     && let Some((level, text)) = heading_text.take()
                 {
                     let range = whole_lines(body, range.clone());
-                    let parent = analysis
-                        .headings
-                        .iter()
-                        .rposition(|h: &Heading| h.level < level);
+                    let parent = open_headings.parent_of(level, analysis.headings.len());
                     analysis.headings.push(Heading {
                         level,
                         text: text.trim().to_string(),
@@ -193,6 +191,29 @@ pub fn analyze(body: &str) -> BodyAnalysis {
     analysis.links.append(&mut scanned);
     analysis.links.sort_by_key(|l| l.range.start);
     analysis
+}
+
+/// The headings that can still enclose a later one: each of a lower level
+/// than every heading after it. A heading's parent is the nearest earlier
+/// heading of a lower level; one of a level no lower than a later heading's
+/// can never be that for anything after the later one, so it leaves the
+/// stack, and finding every parent costs time linear in the headings.
+#[derive(Default)]
+struct OpenHeadings {
+    /// (level, index into the headings), levels strictly increasing.
+    stack: Vec<(u8, usize)>,
+}
+
+impl OpenHeadings {
+    /// The parent of heading `idx` of `level`, which then opens.
+    fn parent_of(&mut self, level: u8, idx: usize) -> Option<usize> {
+        while self.stack.last().is_some_and(|&(open, _)| open >= level) {
+            self.stack.pop();
+        }
+        let parent = self.stack.last().map(|&(_, parent)| parent);
+        self.stack.push((level, idx));
+        parent
+    }
 }
 
 fn block_kind(tag: &Tag<'_>) -> BlockKind {
@@ -267,29 +288,70 @@ fn is_excluded(pos: usize, excluded: &[Range<usize>]) -> bool {
     idx > 0 && excluded[idx - 1].contains(&pos)
 }
 
+/// `[[…]]` and `![[…]]` on one line, outside `excluded`. A `[[` whose
+/// link would hold another `[[` gives way to the later one.
+///
+/// Every search below resumes where the last one stopped, or reuses its
+/// answer, so the scan is linear in the body however many brackets share a
+/// line: the end of the current line, the first `]]` after the candidate,
+/// and the last `[[` before that `]]` are each looked up once.
 fn scan_wikilinks(body: &str, excluded: &[Range<usize>]) -> Vec<Link> {
     let bytes = body.as_bytes();
     let mut links = Vec::new();
     let mut from = 0;
-    while let Some(found) = body[from..].find('[') {
+    // The end of the line holding the last candidate.
+    let mut line_end: Option<usize> = None;
+    // The first `]]` at or after `close_from` on that line, if any.
+    let mut close: Option<(usize, Option<usize>)> = None;
+    // For that `]]`: the last `[[` ending before it, at or after `open_from`.
+    let mut last_open: Option<(usize, usize, Option<usize>)> = None;
+    while let Some(found) = memchr::memchr(b'[', &bytes[from..]) {
         let open = from + found;
         from = open + 1;
         if bytes.get(open + 1) != Some(&b'[') || is_excluded(open, excluded) {
             continue;
         }
-        let line_end = body[open..].find('\n').map_or(body.len(), |i| open + i);
-        let Some(close) = body[open + 2..line_end].find("]]") else {
+        let line_end = match line_end {
+            Some(end) if open < end => end,
+            _ => {
+                let end = memchr::memchr(b'\n', &bytes[open..]).map_or(body.len(), |i| open + i);
+                close = None;
+                line_end = Some(end);
+                end
+            }
+        };
+        let search_from = open + 2;
+        let close_at = match close {
+            Some((start, None)) if start <= search_from => None,
+            Some((start, Some(at))) if start <= search_from && at >= search_from => Some(at),
+            _ => {
+                let at = memchr::memmem::find(&bytes[search_from..line_end], b"]]")
+                    .map(|i| search_from + i);
+                close = Some((search_from, at));
+                at
+            }
+        };
+        let Some(close_at) = close_at else {
             from = line_end;
             continue;
         };
-        let inner = &body[open + 2..open + 2 + close];
-        if inner.contains("[[") {
+        let inner_open = match last_open {
+            Some((at, start, last)) if at == close_at && start <= search_from => last,
+            _ => {
+                let last = memchr::memmem::rfind(&bytes[search_from..close_at], b"[[")
+                    .map(|i| search_from + i);
+                last_open = Some((close_at, search_from, last));
+                last
+            }
+        };
+        if inner_open.is_some_and(|at| at >= search_from) {
             from = open + 2;
             continue;
         }
+        let inner = &body[search_from..close_at];
         let embed = open > 0 && bytes[open - 1] == b'!';
         let start = if embed { open - 1 } else { open };
-        let end = open + 2 + close + 2;
+        let end = close_at + 2;
         from = end;
         if let Some(link) = parse_wikilink(inner, embed, start..end) {
             links.push(link);
@@ -390,8 +452,11 @@ fn is_tag_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '-' || c == '/'
 }
 
+/// Inline `#tags` in first-seen order, each once whatever its case.
 fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
     let mut tags: Vec<String> = Vec::new();
+    // Folded as `eq_ignore_ascii_case` compares, so a tag is one lookup.
+    let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     for (pos, _) in body.match_indices('#') {
         let preceded_ok = body[..pos]
             .chars()
@@ -410,7 +475,7 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
         if tag.is_empty() || tag.chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
-        if !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+        if seen.insert(tag.to_ascii_lowercase()) {
             tags.push(tag.to_string());
         }
     }
@@ -497,5 +562,162 @@ mod tests {
                 (BlockKind::Rule, "---"),
             ]
         );
+    }
+
+    /// `scan_wikilinks` as it was before its searches were shared: each
+    /// candidate searched its line anew. The reference for equality.
+    fn reference_wikilinks(body: &str, excluded: &[Range<usize>]) -> Vec<Link> {
+        let bytes = body.as_bytes();
+        let mut links = Vec::new();
+        let mut from = 0;
+        while let Some(found) = body[from..].find('[') {
+            let open = from + found;
+            from = open + 1;
+            if bytes.get(open + 1) != Some(&b'[') || is_excluded(open, excluded) {
+                continue;
+            }
+            let line_end = body[open..].find('\n').map_or(body.len(), |i| open + i);
+            let Some(close) = body[open + 2..line_end].find("]]") else {
+                from = line_end;
+                continue;
+            };
+            let inner = &body[open + 2..open + 2 + close];
+            if inner.contains("[[") {
+                from = open + 2;
+                continue;
+            }
+            let embed = open > 0 && bytes[open - 1] == b'!';
+            let start = if embed { open - 1 } else { open };
+            let end = open + 2 + close + 2;
+            from = end;
+            if let Some(link) = parse_wikilink(inner, embed, start..end) {
+                links.push(link);
+            }
+        }
+        links
+    }
+
+    /// The tags and heading parents as first written (a scan of every
+    /// earlier tag or heading): the reference for equality.
+    fn reference_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
+        let mut tags: Vec<String> = Vec::new();
+        for (pos, _) in body.match_indices('#') {
+            let preceded_ok = body[..pos]
+                .chars()
+                .next_back()
+                .is_none_or(char::is_whitespace);
+            if !preceded_ok || is_excluded(pos, excluded) {
+                continue;
+            }
+            let rest = &body[pos + 1..];
+            let len: usize = rest
+                .chars()
+                .take_while(|&c| is_tag_char(c))
+                .map(char::len_utf8)
+                .sum();
+            let tag = rest[..len].trim_end_matches('/');
+            if tag.is_empty() || tag.chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            if !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+                tags.push(tag.to_string());
+            }
+        }
+        tags
+    }
+
+    fn reference_parents(headings: &[Heading]) -> Vec<Option<usize>> {
+        (0..headings.len())
+            .map(|i| {
+                headings[..i]
+                    .iter()
+                    .rposition(|h| h.level < headings[i].level)
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn links_tags_and_headings_equal_the_reference_scans(
+            body in "([\\[\\]!#|^ aA\n%`>-]|\\[\\[|\\]\\]|#{1,6} |x\\.md){0,120}",
+        ) {
+            let analysis = analyze(&body);
+            // Rebuild the exclusions as `analyze` does, to call the scans.
+            let mut excluded: Vec<Range<usize>> = Parser::new_ext(&body, Options::all())
+                .into_offset_iter()
+                .filter(|(event, _)| matches!(event, Event::Code(_)))
+                .map(|(_, range)| range)
+                .collect();
+            excluded.extend(obsidian_comments(&body));
+            let excluded = merge_ranges(excluded);
+            proptest::prop_assert_eq!(
+                scan_wikilinks(&body, &excluded),
+                reference_wikilinks(&body, &excluded)
+            );
+            proptest::prop_assert_eq!(
+                scan_tags(&body, &excluded),
+                reference_tags(&body, &excluded)
+            );
+            let parents: Vec<_> = analysis.headings.iter().map(|h| h.parent).collect();
+            proptest::prop_assert_eq!(parents, reference_parents(&analysis.headings));
+        }
+    }
+
+    #[test]
+    fn links_and_tags_all_on_one_line_are_each_found() {
+        let line: String = (0..20_000)
+            .map(|i| format!("[[n{i}|N {i}]] #t{i} #T{i} "))
+            .collect();
+        let analysis = analyze(&line);
+        assert_eq!(analysis.links.len(), 20_000);
+        assert_eq!(analysis.links[19_999].target, "n19999");
+        assert_eq!(analysis.links[19_999].alias.as_deref(), Some("N 19999"));
+        let first = line.find("[[n19999").unwrap();
+        assert_eq!(
+            analysis.links[19_999].range,
+            first..first + "[[n19999|N 19999]]".len()
+        );
+        // `#T{i}` is `#t{i}` in another case: each tag once, as first seen.
+        assert_eq!(analysis.inline_tags.len(), 20_000);
+        assert_eq!(analysis.inline_tags[0], "t0");
+        assert_eq!(analysis.inline_tags[19_999], "t19999");
+    }
+
+    #[test]
+    fn a_line_of_open_brackets_links_the_innermost() {
+        let body = format!(
+            "{}target]] and [[b]]\n{}",
+            "[[".repeat(50_000),
+            "[[".repeat(50_000)
+        );
+        let links = analyze(&body).links;
+        let targets: Vec<_> = links
+            .iter()
+            .map(|l| (l.target.as_str(), l.range.clone()))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![("target", 99_998..100_008), ("b", 100_013..100_018)]
+        );
+    }
+
+    #[test]
+    fn many_headings_find_their_parents() {
+        let body: String = (0..30_000)
+            .map(|i| format!("{} h{i}\n", "#".repeat(6 - i % 6)))
+            .collect();
+        let headings = analyze(&body).headings;
+        assert_eq!(headings.len(), 30_000);
+        // Levels run 6, 5, 4, 3, 2, 1, 6, …: each level-1 heading is a root,
+        // every other heading's parent is the latest level-1 before it.
+        assert_eq!(headings[5].parent, None);
+        assert_eq!(headings[6].parent, Some(5));
+        assert_eq!(headings[10].parent, Some(5));
+        assert_eq!(headings[11].parent, None);
+        assert_eq!(headings[0].parent, None);
+        assert_eq!(headings[29_999].parent, None);
+        assert_eq!(headings[29_998].parent, Some(29_993));
+        let flat: String = (0..30_000).map(|i| format!("# h{i}\n")).collect();
+        assert!(analyze(&flat).headings.iter().all(|h| h.parent.is_none()));
     }
 }

@@ -70,13 +70,16 @@ pub fn parse_note_with_fields(
         .unwrap_or_default();
 
     let mut tags: Vec<String> = Vec::new();
+    // Each tag once, compared as `eq_ignore_ascii_case` does: one lookup a
+    // tag, not a scan of every earlier one.
+    let mut seen_tags: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     let frontmatter_tags = field("tags")
         .or_else(|| field("tag"))
         .map(|v| frontmatter::list(v, &[',', ' ']))
         .unwrap_or_default();
     for tag in frontmatter_tags.iter().chain(&analysis.inline_tags) {
         let tag = tag.trim_start_matches('#');
-        if !tag.is_empty() && !tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+        if !tag.is_empty() && seen_tags.insert(tag.to_ascii_lowercase()) {
             tags.push(tag.to_string());
         }
     }
@@ -255,6 +258,19 @@ mod tests {
         assert_eq!(note.meta.summary_source, SummarySource::FirstParagraph);
         assert_eq!(note.meta.updated_source, UpdatedSource::Updated);
         assert_eq!(note.meta.stem(), "x");
+    }
+
+    #[test]
+    fn tags_are_kept_once_in_first_seen_case_however_many() {
+        let text = "---\ntags: [Rust, ai, rust]\n---\nText #rust #AI #new #Ünï #ünï\n";
+        let (note, _) = parse_note("x.md", text, None);
+        // ASCII case folds; other letters' case does not (as before).
+        assert_eq!(note.meta.tags, ["Rust", "ai", "new", "Ünï", "ünï"]);
+        let many: String = (0..20_000).map(|i| format!("#t{i} #T{i} ")).collect();
+        let (note, _) = parse_note("y.md", &format!("---\ntags: [t5, x]\n---\n{many}"), None);
+        assert_eq!(note.meta.tags.len(), 20_001);
+        assert_eq!(note.meta.tags[..3], ["t5", "x", "t0"]);
+        assert_eq!(note.meta.tags[20_000], "t19999");
     }
 
     #[test]

@@ -136,7 +136,21 @@ fn is_badge(url: &str) -> bool {
 /// Block ids (`text ^id` at a line's end, or `^id` alone on a line) and
 /// callout fold markers (`> [!note]- Title`), outside code.
 fn line_edits(text: &str, code: &[Range<usize>]) -> Vec<(Range<usize>, String)> {
-    let in_code = |pos: usize| code.iter().any(|r| r.contains(&pos));
+    let mut sorted = code.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut code: Vec<Range<usize>> = Vec::with_capacity(sorted.len());
+    for range in sorted {
+        match code.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => code.push(range),
+        }
+    }
+    // Of the merged spans that start at or before `pos`, only the last can
+    // hold it: one binary search, not a scan of every span for every line.
+    let in_code = |pos: usize| {
+        let idx = code.partition_point(|r| r.start <= pos);
+        idx > 0 && code[idx - 1].contains(&pos)
+    };
     let mut edits = Vec::new();
     let mut start = 0;
     for line in text.split_inclusive('\n') {
@@ -352,6 +366,8 @@ fn apply(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
 
 /// Dataview inline fields (`key:: value` on a line of its own, or after a
 /// list marker), outside code: readable text that also counts as a field.
+/// `code` must be sorted and not overlap (as `merge_ranges` leaves it), so
+/// each line's test is one binary search.
 pub fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     if !body.contains("::") {
@@ -361,7 +377,8 @@ pub fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, String)>
     for line in body.split_inclusive('\n') {
         let at = start;
         start += line.len();
-        if code.iter().any(|r| r.contains(&at)) {
+        let idx = code.partition_point(|r| r.start <= at);
+        if idx > 0 && code[idx - 1].contains(&at) {
             continue;
         }
         let content = line.trim();

@@ -4,9 +4,17 @@ use std::fs::OpenOptions;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 pub const LOG_FILE: &str = "log.md";
 const LOG_HEADER: &str = "# Wiki Log\n\n";
+
+/// How long the append waits for another process's lock on `log.md` (an
+/// editor, a sync or backup tool) before it skips the line: a pack is
+/// already printed, and a blocking wait would hang the command, or keep a
+/// server's worker and its slot, for as long as the other holds the lock.
+const LOCK_WAIT: Duration = Duration::from_millis(200);
+const LOCK_RETRY: Duration = Duration::from_millis(10);
 
 /// Appends `line` to `<root>/log.md` under an exclusive lock, creating the
 /// file with a `# Wiki Log` header if it is absent. Refuses to follow a
@@ -26,7 +34,7 @@ pub fn append(root: &Path, line: &str) -> io::Result<()> {
             "log.md is not a regular file; nothing written",
         ));
     }
-    file.lock()?;
+    lock_briefly(&file)?;
     let len = file.metadata()?.len();
     let mut text = String::new();
     if len == 0 {
@@ -42,6 +50,66 @@ pub fn append(root: &Path, line: &str) -> io::Result<()> {
     text.push_str(line);
     text.push('\n');
     file.write_all(text.as_bytes())?;
-    file.sync_data()?;
-    file.unlock()
+    // The line is in place once written; flushing it to disk needs no lock,
+    // and holding the lock through the flush would make other appenders
+    // wait out its latency.
+    file.unlock()?;
+    file.sync_data()
+}
+
+/// Takes the exclusive lock on `file`, retrying for at most [`LOCK_WAIT`].
+fn lock_briefly(file: &std::fs::File) -> io::Result<()> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::Error(err)) => return Err(err),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another process holds a lock on log.md; the log line was skipped after \
+                         waiting {} ms",
+                        LOCK_WAIT.as_millis()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_lock_skips_the_line_after_a_bounded_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), "first").unwrap();
+        // Another open file description: flock locks conflict between them
+        // even within one process, as between two processes.
+        let holder = std::fs::File::open(dir.path().join(LOG_FILE)).unwrap();
+        holder.lock().unwrap();
+        let started = Instant::now();
+        let err = append(dir.path(), "second").unwrap_err();
+        let waited = started.elapsed();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            err.to_string(),
+            "another process holds a lock on log.md; the log line was skipped after waiting 200 ms"
+        );
+        assert!(
+            waited >= LOCK_WAIT && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+        holder.unlock().unwrap();
+        append(dir.path(), "third").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOG_FILE)).unwrap(),
+            "# Wiki Log\n\nfirst\nthird\n"
+        );
+    }
 }
