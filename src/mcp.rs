@@ -972,7 +972,7 @@ impl State {
             subqueries,
             backlinks: args.include_backlinks.unwrap_or(true),
         };
-        let pack = match session.pack_shaped(&request, &Shape::Style(style)) {
+        let mut pack = match session.pack_shaped(&request, &Shape::Style(style)) {
             Ok(pack) => pack,
             Err(message) => return tool_error(message),
         };
@@ -980,7 +980,11 @@ impl State {
         if !session.is_from_store()
             && let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp))
         {
-            eprintln!("ctxpack: warning: could not append to log.md: {err}");
+            // The JSON result says so too (the printed pack stays as it
+            // was counted).
+            let warning = format!("could not append to log.md: {err}");
+            eprintln!("ctxpack: warning: {warning}");
+            pack.warnings.push(warning);
         }
         let text = if json {
             match serde_json::to_string_pretty(&pack) {

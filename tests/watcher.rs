@@ -419,21 +419,36 @@ fn daemon_starts_one_background_watcher_and_stop_ends_it() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(background_watchers(&index).is_empty());
 
+    // A `.env` found by walking up may come from a checkout the user does
+    // not trust: its line starts nothing (and says so).
+    let config_line = format!(
+        "OBSIDIAN_VAULT_PATH={}\nCTXPACK_DAEMON=yes\n",
+        vault.display()
+    );
     fs::create_dir_all(world.work()).unwrap();
-    fs::write(
-        world.work().join(".env"),
-        format!(
-            "OBSIDIAN_VAULT_PATH={}\nCTXPACK_DAEMON=yes\n",
-            vault.display()
-        ),
-    )
-    .unwrap();
-    let output = world
-        .cmd()
-        .args(["search", "first", "--model", "none", "--index-dir"])
-        .arg(&index)
-        .output()
-        .unwrap();
+    fs::write(world.work().join(".env"), &config_line).unwrap();
+    let search = || {
+        world
+            .cmd()
+            .args(["search", "first", "--model", "none", "--index-dir"])
+            .arg(&index)
+            .output()
+            .unwrap()
+    };
+    let output = search();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("CTXPACK_DAEMON in "),
+        "{output:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(background_watchers(&index).is_empty());
+    // The same line in the user's own config starts one.
+    fs::remove_file(world.work().join(".env")).unwrap();
+    let config = world.home().join(".config/obsidian-wiki/config");
+    fs::create_dir_all(config.parent().unwrap()).unwrap();
+    fs::write(&config, &config_line).unwrap();
+    let output = search();
     assert!(output.status.success(), "{output:?}");
     wait_until("the config line started nothing", || {
         background_watchers(&index).len() == 1
