@@ -637,6 +637,11 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
 /// The secrets in `text`, sorted by start and non-overlapping; where candidates
 /// overlap, the longest wins, then the most specific kind.
 pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
+    find_in(text, options, true)
+}
+
+/// [`find`], with the line-local detectors run on their lines only when `by_line`.
+fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding> {
     let compiled = &*COMPILED;
     let mut triggered = vec![false; DETECTORS.len()];
     for (index, detector) in DETECTORS.iter().enumerate() {
@@ -669,7 +674,7 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
         });
         match (&detector.matcher, regex) {
             (Matcher::Pattern { accept, .. }, Some(regex)) => match compiled.line_local[index] {
-                Some(slot) if !folds_to_ascii => {
+                Some(slot) if by_line && !folds_to_ascii => {
                     let hits = std::mem::take(&mut hits[slot]);
                     let lines = lines_of(text, hits, LINE_LOCAL[slot].1);
                     for line in lines {
@@ -3300,6 +3305,30 @@ mod tests {
                 copied_up_to = finding.range.end;
             }
             prop_assert_eq!(rest, &text[copied_up_to..]);
+        }
+
+        #[test]
+        fn line_local_detectors_find_what_a_whole_text_scan_finds(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("password".to_string()), Just("pass".to_string()), Just("pw".to_string()),
+                    Just("api_key".to_string()), Just("Key Ideas".to_string()), Just("secret".to_string()),
+                    Just("token".to_string()), Just("salt".to_string()), Just("credentials".to_string()),
+                    Just("mysql -u root -p".to_string()), Just("sshpass -p ".to_string()),
+                    Just("curl -u bob:".to_string()), Just("--password ".to_string()),
+                    Just(" is ".to_string()), Just(" for the db was ".to_string()), Just("密码".to_string()),
+                    Just("是".to_string()), Just("：".to_string()), Just(": ".to_string()), Just("=".to_string()),
+                    Just(" = ".to_string()), Just("\"".to_string()), Just("'".to_string()), Just("`".to_string()),
+                    Just("**".to_string()), Just("\n".to_string()), Just("\r\n".to_string()), Just("\t".to_string()),
+                    Just("\u{212A}ey=Xy7!kQ2z".to_string()), Just("pa\u{17F}\u{17F}=Xy7!kQ2z".to_string()),
+                    "[A-Za-z0-9!#%_.-]{0,16}", "\\PC{0,6}",
+                ],
+                0..30,
+            )
+        ) {
+            let text: String = parts.concat();
+            let options = DetectorOptions::default();
+            prop_assert_eq!(find_in(&text, &options, true), find_in(&text, &options, false));
         }
 
         #[test]
