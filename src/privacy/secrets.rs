@@ -572,9 +572,29 @@ struct Compiled {
     regexes: Vec<OnceLock<Option<Regex>>>,
     /// Every detector's triggers in one automaton, matched in any case (one pass over the text).
     triggers: AhoCorasick,
-    /// Trigger pattern index → (detector index, the literal when it must match in case too).
+    /// Trigger pattern index → (detector index, the literal when it must match in case too);
+    /// `usize::MAX` for the characters that fold to ASCII letters ([`FOLDS_TO_ASCII`]).
     trigger_detector: Vec<(usize, Option<&'static str>)>,
+    /// Per detector, its slot in the line-local hit lists ([`LINE_LOCAL`]).
+    line_local: Vec<Option<usize>>,
 }
+
+/// Detectors whose every match lies within one line and holds one of their
+/// triggers (in ASCII case): their regex runs only on the lines where a
+/// trigger occurs, not over the whole text. With whether a trigger must be
+/// followed by an assignment (`name = `, `name: `) to count.
+const LINE_LOCAL: &[(&str, bool)] = &[
+    ("command_line_password", false),
+    ("password_assignment", true),
+    ("password_statement", false),
+    ("secret_assignment", true),
+];
+
+/// The characters other than ASCII letters that a case-insensitive pattern
+/// matches for one (KELVIN SIGN for `k`, LONG S for `s`): a text holding one
+/// may match a pattern where no trigger is seen, so there the line-local
+/// detectors run over the whole text, as the others do.
+const FOLDS_TO_ASCII: &[&str] = &["\u{212A}", "\u{17F}"];
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let regexes = DETECTORS.iter().map(|_| OnceLock::new()).collect();
@@ -586,6 +606,18 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
             trigger_detector.push((index, detector.exact_triggers.then_some(*literal)));
         }
     }
+    for literal in FOLDS_TO_ASCII {
+        literals.push(*literal);
+        trigger_detector.push((usize::MAX, None));
+    }
+    let line_local = DETECTORS
+        .iter()
+        .map(|detector| {
+            LINE_LOCAL
+                .iter()
+                .position(|(kind, _)| *kind == detector.kind)
+        })
+        .collect();
     // A DFA whatever the number of literals: past 100 the builder would pick
     // an NFA, and the pass over every text ran at a quarter of the speed.
     let triggers = AhoCorasickBuilder::new()
@@ -598,21 +630,35 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
         regexes,
         triggers,
         trigger_detector,
+        line_local,
     }
 });
 
 /// The secrets in `text`, sorted by start and non-overlapping; where candidates
 /// overlap, the longest wins, then the most specific kind.
 pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
+    find_in(text, options, true)
+}
+
+/// [`find`], with the line-local detectors run on their lines only when `by_line`.
+fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding> {
     let compiled = &*COMPILED;
     let mut triggered = vec![false; DETECTORS.len()];
     for (index, detector) in DETECTORS.iter().enumerate() {
         triggered[index] = detector.triggers.is_empty();
     }
+    // Where the triggers of the line-local detectors occur.
+    let mut hits: [Vec<Range<usize>>; LINE_LOCAL.len()] = Default::default();
+    let mut folds_to_ascii = false;
     for found in compiled.triggers.find_overlapping_iter(text) {
         let (detector, exact) = compiled.trigger_detector[found.pattern().as_usize()];
-        if exact.is_none_or(|literal| &text[found.range()] == literal) {
+        if detector == usize::MAX {
+            folds_to_ascii = true;
+        } else if exact.is_none_or(|literal| &text[found.range()] == literal) {
             triggered[detector] = true;
+            if let Some(slot) = compiled.line_local[detector] {
+                hits[slot].push(found.range());
+            }
         }
     }
     let mut candidates: Vec<(Range<usize>, usize)> = Vec::new();
@@ -627,9 +673,32 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
             Matcher::PrivateKeyBlock => None,
         });
         match (&detector.matcher, regex) {
-            (Matcher::Pattern { accept, .. }, Some(regex)) => {
-                collect_pattern(text, detector, regex, *accept, index, &mut candidates);
-            }
+            (Matcher::Pattern { accept, .. }, Some(regex)) => match compiled.line_local[index] {
+                Some(slot) if by_line && !folds_to_ascii => {
+                    let hits = std::mem::take(&mut hits[slot]);
+                    let lines = lines_of(text, hits, LINE_LOCAL[slot].1);
+                    for line in lines {
+                        collect_pattern(
+                            text,
+                            line,
+                            detector,
+                            regex,
+                            *accept,
+                            index,
+                            &mut candidates,
+                        );
+                    }
+                }
+                _ => collect_pattern(
+                    text,
+                    0..text.len(),
+                    detector,
+                    regex,
+                    *accept,
+                    index,
+                    &mut candidates,
+                ),
+            },
             _ => {
                 collect_private_keys(text, index, &mut candidates);
                 collect_putty_keys(text, index, &mut candidates);
@@ -639,8 +708,53 @@ pub fn find(text: &str, options: &DetectorOptions) -> Vec<Finding> {
     resolve_overlaps(candidates)
 }
 
+/// The lines (without their `\n`) holding one of `hits`, in order, each
+/// once; with `assignment`, only hits followed by an assignment count.
+/// Linear in the text however many hits a line holds.
+fn lines_of(text: &str, mut hits: Vec<Range<usize>>, assignment: bool) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    hits.sort_unstable_by_key(|hit| hit.start);
+    let mut lines: Vec<Range<usize>> = Vec::new();
+    // Bytes before this are in lines already taken or already looked past.
+    let mut seen_to = 0;
+    for hit in hits {
+        if hit.start < seen_to || (assignment && !assignment_follows(bytes, hit.end)) {
+            continue;
+        }
+        let start = memchr::memrchr(b'\n', &bytes[seen_to..hit.start])
+            .map_or(seen_to, |offset| seen_to + offset + 1);
+        let end =
+            memchr::memchr(b'\n', &bytes[hit.end..]).map_or(bytes.len(), |offset| hit.end + offset);
+        lines.push(start..end);
+        seen_to = end;
+    }
+    lines
+}
+
+/// Whether the key name that a trigger ending at `end` is part of is followed
+/// by `=`, `:` or `：`: name characters, `*` (bold), a quote, then blanks.
+/// Takes more than the patterns do (any length of name), never less.
+fn assignment_follows(bytes: &[u8], end: usize) -> bool {
+    let mut at = end;
+    while at < bytes.len()
+        && (bytes[at].is_ascii_alphanumeric() || matches!(bytes[at], b'_' | b'.' | b'-' | b'*'))
+    {
+        at += 1;
+    }
+    if at < bytes.len() && matches!(bytes[at], b'"' | b'\'') {
+        at += 1;
+    }
+    while at < bytes.len() && matches!(bytes[at], b' ' | b'\t') {
+        at += 1;
+    }
+    matches!(bytes.get(at), Some(b'=' | b':'))
+        || bytes[at.min(bytes.len())..].starts_with("：".as_bytes())
+}
+
+/// The matches of `regex` in `text[within]` (a line, or the whole text).
 fn collect_pattern(
     text: &str,
+    within: Range<usize>,
     detector: &Detector,
     regex: &Regex,
     accept: fn(&str, &Range<usize>) -> bool,
@@ -648,17 +762,20 @@ fn collect_pattern(
     candidates: &mut Vec<(Range<usize>, usize)>,
 ) {
     let bytes = text.as_bytes();
-    for captures in regex.captures_iter(text) {
+    let offset = within.start;
+    for captures in regex.captures_iter(&text[within]) {
         let whole = captures.get(0).expect("group 0 always matches");
+        let whole = offset + whole.start()..offset + whole.end();
         let secret = captures
             .iter()
             .skip(1)
             .flatten()
             .next()
-            .unwrap_or(whole)
-            .range();
+            .map_or(whole.clone(), |group| {
+                offset + group.start()..offset + group.end()
+            });
         let secret = before_comment_marker(text, secret);
-        if (detector.left_bounded && is_word_byte_at(bytes, whole.start().wrapping_sub(1)))
+        if (detector.left_bounded && is_word_byte_at(bytes, whole.start.wrapping_sub(1)))
             || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
         {
             continue;
@@ -3188,6 +3305,30 @@ mod tests {
                 copied_up_to = finding.range.end;
             }
             prop_assert_eq!(rest, &text[copied_up_to..]);
+        }
+
+        #[test]
+        fn line_local_detectors_find_what_a_whole_text_scan_finds(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("password".to_string()), Just("pass".to_string()), Just("pw".to_string()),
+                    Just("api_key".to_string()), Just("Key Ideas".to_string()), Just("secret".to_string()),
+                    Just("token".to_string()), Just("salt".to_string()), Just("credentials".to_string()),
+                    Just("mysql -u root -p".to_string()), Just("sshpass -p ".to_string()),
+                    Just("curl -u bob:".to_string()), Just("--password ".to_string()),
+                    Just(" is ".to_string()), Just(" for the db was ".to_string()), Just("密码".to_string()),
+                    Just("是".to_string()), Just("：".to_string()), Just(": ".to_string()), Just("=".to_string()),
+                    Just(" = ".to_string()), Just("\"".to_string()), Just("'".to_string()), Just("`".to_string()),
+                    Just("**".to_string()), Just("\n".to_string()), Just("\r\n".to_string()), Just("\t".to_string()),
+                    Just("\u{212A}ey=Xy7!kQ2z".to_string()), Just("pa\u{17F}\u{17F}=Xy7!kQ2z".to_string()),
+                    "[A-Za-z0-9!#%_.-]{0,16}", "\\PC{0,6}",
+                ],
+                0..30,
+            )
+        ) {
+            let text: String = parts.concat();
+            let options = DetectorOptions::default();
+            prop_assert_eq!(find_in(&text, &options, true), find_in(&text, &options, false));
         }
 
         #[test]
