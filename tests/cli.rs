@@ -896,3 +896,23 @@ fn a_dotenv_found_walking_up_chooses_the_vault_but_runs_nothing() {
     assert!(ok(&out).contains("[[envvault]]"));
     assert!(!ran.exists(), "a qmd in the working folder ran");
 }
+
+/// The allocator option `main.rs` sets is mimalloc's purge delay, and it
+/// is in force from the start: mimalloc lists its options, by name, as it
+/// initialises (before `main`), when asked to be verbose.
+#[test]
+fn the_allocator_keeps_freed_memory_from_the_start() {
+    let world = World::new();
+    let out = world
+        .cmd()
+        .arg("--version")
+        .env("MIMALLOC_VERBOSE", "1")
+        .output()
+        .unwrap();
+    let stderr = common::stderr(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("option 'purge_delay': -1"),
+        "mimalloc started with another purge delay:\n{stderr}"
+    );
+}
