@@ -4,9 +4,11 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Freed memory is kept for reuse instead of being handed back to the
-/// system and faulted in again (mimalloc's purge delay of -1): a cold
-/// 10k-note index spends a third of its system time zeroing fresh pages
-/// otherwise (sys 0.31 -> 0.12 s, wall 1.80 -> 1.67 s).
+/// system and faulted in again (mimalloc's purge delay of -1), as the
+/// 100k-note sync was measured to want. On a 10k-note cold index the
+/// setting makes no difference measurable here once runs are ordered
+/// ABBA with a pause between them (1.75-1.83 s either way); a plain
+/// alternation favoured whichever process ran second.
 ///
 /// mimalloc reads its options when it initialises, in a constructor of
 /// priority 101 that runs before `main` (and before the Rust runtime's

@@ -27,6 +27,9 @@ pub struct Project {
     policy: crate::privacy::Policy,
     /// Secrets taken out of the files read: (path, redaction).
     redacted: Mutex<Vec<(String, crate::privacy::Redaction)>>,
+    /// The Markdown files the vault's walk lists (sorted), walked once, the
+    /// first time a note is read.
+    listed: std::sync::OnceLock<Vec<String>>,
 }
 
 /// Why a project path was not read.
@@ -86,6 +89,7 @@ impl Project {
             refused: Mutex::new(Vec::new()),
             policy: crate::privacy::Policy::default(),
             redacted: Mutex::new(Vec::new()),
+            listed: std::sync::OnceLock::new(),
         })
     }
 
@@ -280,10 +284,16 @@ impl Project {
         let listed = !hidden_part
             && (is_config_file(rel)
                 || (is_markdown(rel) && {
-                    let scope = walk::Scope::new(vec![rel.to_string()]);
-                    let listing = walk::walk_scope(&self.root, &[], &scope)
-                        .unwrap_or_else(|| walk::walk(&self.root, &[]));
-                    listing.files.iter().any(|found| found.rel_path == rel)
+                    let listed = self.listed.get_or_init(|| {
+                        let mut listed: Vec<String> = walk::walk(&self.root, &[])
+                            .files
+                            .into_iter()
+                            .map(|found| found.rel_path)
+                            .collect();
+                        listed.sort_unstable();
+                        listed
+                    });
+                    listed.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
                 }));
         if listed {
             Ok(())

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::note::Note;
-use crate::parse::{frontmatter, parse_note};
+use crate::parse::{frontmatter, parse_note_with_fields};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
 
 /// The diagnostic of a note kept out because its frontmatter cannot be
@@ -62,34 +62,37 @@ impl Policy {
         };
         // Whether the note is private is decided from what its author
         // wrote, before redaction or anything else can change it.
-        if self.frontmatter_reason(raw).is_some() {
+        let (reason, fields) = self.read_frontmatter(raw);
+        if reason.is_some() {
             return None;
         }
         // Comments go before secrets are looked for, so a secret split by a
         // comment is seen whole and no secret can swallow a comment's opener.
         let stripped = self.strip_comments(raw);
         let (text, redactions) = self.redact(&stripped);
-        let (mut note, mut problems) = parse_note(path, &text, mtime);
-        if text != stripped {
-            self.keep_redacted_fields(&stripped, path, &text, mtime, &mut note, &mut problems);
-        }
+        // Comments are cut from the body only: unless a secret was redacted
+        // in it, the frontmatter read above is the note's, not read again.
+        // When one was, the redacted YAML is read; if the placeholder broke
+        // it, the fields read above stand, their secrets redacted.
+        let fields = match (frontmatter_yaml(&text), frontmatter_yaml(raw)) {
+            (redacted, original) if redacted == original => fields,
+            (Some(redacted), original) => match frontmatter::parse(redacted) {
+                Ok(parsed) => Some(parsed),
+                Err(_) => {
+                    fields.map(|fields| self.redacted_fields(&fields, original.unwrap_or("")))
+                }
+            },
+            (None, _) => None,
+        };
+        let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
+        let (note, mut problems) = parse(&text);
         problems.extend(canvas_problem.clone());
         if self.is_private(&note) {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
             Some(cut) => {
-                let (mut cut_note, mut cut_problems) = parse_note(path, &cut, mtime);
-                if cut != stripped {
-                    self.keep_redacted_fields(
-                        &stripped,
-                        path,
-                        &cut,
-                        mtime,
-                        &mut cut_note,
-                        &mut cut_problems,
-                    );
-                }
+                let (cut_note, mut cut_problems) = parse(&cut);
                 cut_problems.extend(canvas_problem);
                 (cut, cut_note, cut_problems)
             }
@@ -103,59 +106,66 @@ impl Policy {
         })
     }
 
-    /// When redaction broke a frontmatter that parsed before it (a
-    /// placeholder where YAML expects a plain value), the note keeps its
-    /// fields as parsed from the unredacted text, each value redacted as
-    /// the line `key: value` would be.
-    fn keep_redacted_fields(
-        &self,
-        unredacted: &str,
-        path: &str,
-        redacted: &str,
-        mtime: Option<DateTime<Utc>>,
-        note: &mut Note,
-        problems: &mut Vec<String>,
-    ) {
-        let text = redacted.strip_prefix('\u{feff}').unwrap_or(redacted);
-        let redacted_parses = frontmatter::split(text)
-            .yaml
-            .is_none_or(|yaml| frontmatter::parse(yaml).is_ok());
-        if redacted_parses {
-            return;
-        }
-        let original = unredacted.strip_prefix('\u{feff}').unwrap_or(unredacted);
-        let Some(Ok(fields)) = frontmatter::split(original).yaml.map(frontmatter::parse) else {
-            return;
-        };
-        let fields = fields
+    /// The fields of a frontmatter that parsed before redaction, each value
+    /// redacted as the line `key: value` would be, and every secret found in
+    /// the frontmatter's text (`yaml`) replaced wherever a value holds it: a
+    /// note keeps its fields when a placeholder breaks the YAML (`aws_key:
+    /// [REDACTED:…] (prod)`), and no secret the text lost stays in them.
+    fn redacted_fields(&self, fields: &yaml_serde::Mapping, yaml: &str) -> yaml_serde::Mapping {
+        let secrets: Vec<(&str, &str)> = self
+            .findings_through_markup(yaml)
             .into_iter()
+            .map(|finding| (&yaml[finding.range], finding.kind))
+            .filter(|(secret, _)| !secret.is_empty())
+            .collect();
+        fields
+            .iter()
             .map(|(key, value)| {
                 let name = key.as_str().unwrap_or("").to_string();
-                (key, self.redact_value(&name, value))
+                (
+                    key.clone(),
+                    self.redact_value(&name, value.clone(), &secrets),
+                )
             })
-            .collect();
-        let (kept, kept_problems) =
-            crate::parse::parse_note_with_fields(path, redacted, mtime, Some(fields));
-        *note = kept;
-        *problems = kept_problems;
+            .collect()
     }
 
-    fn redact_value(&self, key: &str, value: yaml_serde::Value) -> yaml_serde::Value {
+    fn redact_value(
+        &self,
+        key: &str,
+        value: yaml_serde::Value,
+        secrets: &[(&str, &str)],
+    ) -> yaml_serde::Value {
         use yaml_serde::Value;
         match value {
+            // A number can be a PIN or a numeric password: kept as a number
+            // unless it reads as a secret.
+            Value::Number(number) => {
+                let text = number.to_string();
+                match self.redact_value(key, Value::String(text.clone()), secrets) {
+                    Value::String(redacted) if redacted != text => Value::String(redacted),
+                    _ => Value::Number(number),
+                }
+            }
             Value::String(text) => {
                 let line = format!("{key}: {text}");
                 let (redacted, _) = self.redact(&line);
-                Value::String(match redacted.strip_prefix(&format!("{key}: ")) {
+                let mut value = match redacted.strip_prefix(&format!("{key}: ")) {
                     Some(value) => value.to_string(),
                     None if redacted == line => text,
                     None => "[REDACTED]".to_string(),
-                })
+                };
+                for (secret, kind) in secrets {
+                    if value.contains(secret) {
+                        value = value.replace(secret, &format!("[REDACTED:{kind}]"));
+                    }
+                }
+                Value::String(value)
             }
             Value::Sequence(items) => Value::Sequence(
                 items
                     .into_iter()
-                    .map(|item| self.redact_value(key, item))
+                    .map(|item| self.redact_value(key, item, secrets))
                     .collect(),
             ),
             Value::Mapping(fields) => Value::Mapping(
@@ -163,12 +173,12 @@ impl Policy {
                     .into_iter()
                     .map(|(k, v)| {
                         let name = k.as_str().unwrap_or(key).to_string();
-                        (k, self.redact_value(&name, v))
+                        (k, self.redact_value(&name, v, secrets))
                     })
                     .collect(),
             ),
             Value::Tagged(mut tagged) => {
-                tagged.value = self.redact_value(key, tagged.value);
+                tagged.value = self.redact_value(key, tagged.value, secrets);
                 Value::Tagged(tagged)
             }
             other => other,
@@ -353,28 +363,43 @@ struct MarkupView {
 }
 
 impl MarkupView {
-    /// `None` when the text has no tag (`<` then a letter or `/`).
+    /// `None` when no tag (`<` then a letter or `/`, up to `>` on its line)
+    /// joins two runs of text: taking tags out then changes no word, and
+    /// the text is not scanned a second time.
     fn new(original: &str) -> Option<MarkupView> {
         let bytes = original.as_bytes();
-        let is_tag_start = |at: usize| {
-            bytes[at] == b'<'
-                && bytes
+        // The length of the tag starting at `at`, if one does.
+        let tag_at = |at: usize| -> Option<usize> {
+            if bytes[at] != b'<'
+                || !bytes
                     .get(at + 1)
                     .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'/')
+            {
+                return None;
+            }
+            original[at + 1..]
+                .find(['>', '\n', '<'].as_slice())
+                .filter(|&end| bytes[at + 1 + end] == b'>')
+                .map(|end| end + 2)
         };
-        if !has_tag(bytes, is_tag_start) {
+        let joins = memchr::memchr_iter(b'<', bytes).any(|at| {
+            tag_at(at).is_some_and(|len| {
+                at > 0
+                    && !bytes[at - 1].is_ascii_whitespace()
+                    && bytes
+                        .get(at + len)
+                        .is_some_and(|b| !b.is_ascii_whitespace())
+            })
+        });
+        if !joins {
             return None;
         }
         let mut text = String::with_capacity(original.len());
         let mut origin = Vec::with_capacity(original.len());
         let mut at = 0;
         while at < bytes.len() {
-            if is_tag_start(at)
-                && let Some(len) = original[at + 1..]
-                    .find(['>', '\n', '<'].as_slice())
-                    .filter(|&end| bytes[at + 1 + end] == b'>')
-            {
-                at += len + 2;
+            if let Some(len) = tag_at(at) {
+                at += len;
                 continue;
             }
             let len = original[at..].chars().next().map_or(1, char::len_utf8);
@@ -391,11 +416,9 @@ impl MarkupView {
     }
 }
 
-fn has_tag(bytes: &[u8], is_tag_start: impl Fn(usize) -> bool) -> bool {
-    bytes
-        .iter()
-        .enumerate()
-        .any(|(at, b)| *b == b'<' && is_tag_start(at))
+/// The YAML of a note's frontmatter block, if it has one.
+fn frontmatter_yaml(text: &str) -> Option<&str> {
+    frontmatter::split(text.strip_prefix('\u{feff}').unwrap_or(text)).yaml
 }
 
 /// Where the body starts in a note's text (after the BOM and frontmatter).
@@ -449,6 +472,31 @@ mod tests {
         assert!(policy.prepare("p.md", private, None).is_none());
         let key_block = "---\nkey: -----BEGIN OPENSSH PRIVATE KEY-----\nprivate: true\n---\nbody\n";
         assert!(policy.prepare("p.md", key_block, None).is_none());
+    }
+
+    #[test]
+    fn a_secret_found_through_its_neighbours_leaves_the_kept_fields_too() {
+        // The Mailgun key is one only near the word "mailgun", on another
+        // line; the placeholder breaks the YAML, so the fields are those
+        // read before redaction, and must not keep the key.
+        let key = "key-3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c2e";
+        let raw = format!("---\nservice: mailgun\napi: {key} (old)\npin: 73915246\n---\nbody\n");
+        let prepared = Policy::default().prepare("m.md", &raw, None).unwrap();
+        assert!(!prepared.text.contains(key), "{}", prepared.text);
+        let shown = format!("{:?}", prepared.note.frontmatter);
+        assert!(!shown.contains(key), "{shown}");
+        assert_eq!(
+            frontmatter::get(&prepared.note.frontmatter, "api")
+                .and_then(frontmatter::scalar)
+                .as_deref(),
+            Some("[REDACTED:mailgun_api_key] (old)")
+        );
+        assert_eq!(
+            frontmatter::get(&prepared.note.frontmatter, "service")
+                .and_then(frontmatter::scalar)
+                .as_deref(),
+            Some("mailgun")
+        );
     }
 
     #[test]

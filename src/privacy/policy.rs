@@ -252,31 +252,48 @@ impl Policy {
     /// that cannot be read at all (it expands past the YAML bound) makes the
     /// note private, since nothing in it can be checked.
     pub fn frontmatter_reason(&self, raw: &str) -> Option<String> {
+        self.read_frontmatter(raw).0
+    }
+
+    /// [`frontmatter_reason`](Self::frontmatter_reason), and the fields
+    /// when the frontmatter parsed (so the note's parse need not read the
+    /// YAML again).
+    pub(crate) fn read_frontmatter(
+        &self,
+        raw: &str,
+    ) -> (Option<String>, Option<yaml_serde::Mapping>) {
         let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
         let split = frontmatter::split(text);
         match split.yaml {
             Some(yaml) => match frontmatter::parse(yaml) {
-                Ok(fields) => self.fields_reason(&fields).or_else(|| {
-                    ["tags", "tag"]
-                        .iter()
-                        .filter_map(|key| frontmatter::get(&fields, key))
-                        .flat_map(|value| frontmatter::list(value, &[',', ' ']))
-                        .find(|tag| self.is_private_tag(tag))
-                        .map(|tag| format!("tag #{}", tag.trim_start_matches('#')))
-                }),
-                Err(FrontmatterError::Broken(_)) => self
-                    .lenient_reason(yaml)
-                    .map(|reason| format!("{reason}, in a frontmatter that does not parse")),
-                Err(FrontmatterError::Unreadable(_)) => Some(UNREADABLE_FRONTMATTER.into()),
+                Ok(fields) => {
+                    let reason = self.fields_reason(&fields).or_else(|| {
+                        ["tags", "tag"]
+                            .iter()
+                            .filter_map(|key| frontmatter::get(&fields, key))
+                            .flat_map(|value| frontmatter::list(value, &[',', ' ']))
+                            .find(|tag| self.is_private_tag(tag))
+                            .map(|tag| format!("tag #{}", tag.trim_start_matches('#')))
+                    });
+                    (reason, Some(fields))
+                }
+                Err(FrontmatterError::Broken(_)) => (
+                    self.lenient_reason(yaml)
+                        .map(|reason| format!("{reason}, in a frontmatter that does not parse")),
+                    None,
+                ),
+                Err(FrontmatterError::Unreadable(_)) => (Some(UNREADABLE_FRONTMATTER.into()), None),
             },
             // An unterminated block is read as body text, but its leading
             // `key: value` lines may still say the note is private.
             None if split.problem.is_some() => {
                 let after_opening = text.find('\n').map_or("", |end| &text[end + 1..]);
-                self.lenient_reason(leading_yaml_lines(after_opening))
-                    .map(|reason| format!("{reason}, in a frontmatter with no closing line"))
+                let reason = self
+                    .lenient_reason(leading_yaml_lines(after_opening))
+                    .map(|reason| format!("{reason}, in a frontmatter with no closing line"));
+                (reason, None)
             }
-            None => None,
+            None => (None, None),
         }
     }
 

@@ -570,8 +570,14 @@ struct Compiled {
     /// first time its trigger appears: most runs need few of them, and
     /// compiling all would cost every process milliseconds.
     regexes: Vec<OnceLock<Option<Regex>>>,
-    /// Every detector's triggers in one automaton, matched in any case (one pass over the text).
+    /// Every detector's triggers in one automaton, matched in any case (one
+    /// pass over the text): a contiguous NFA, cheap to build, for the
+    /// first texts a process scans…
     triggers: AhoCorasick,
+    /// …and a DFA, which scans about four times faster but costs a process
+    /// a millisecond to build, once it has scanned [`DFA_AFTER_BYTES`].
+    triggers_dfa: OnceLock<AhoCorasick>,
+    literals: Vec<&'static str>,
     /// Trigger pattern index → (detector index, the literal when it must match in case too);
     /// `usize::MAX` for the characters that fold to ASCII letters ([`FOLDS_TO_ASCII`]).
     trigger_detector: Vec<(usize, Option<&'static str>)>,
@@ -618,21 +624,48 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
                 .position(|(kind, _)| *kind == detector.kind)
         })
         .collect();
-    // A DFA whatever the number of literals: past 100 the builder would pick
-    // an NFA, and the pass over every text ran at a quarter of the speed.
-    let triggers = AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::Standard)
-        .kind(Some(AhoCorasickKind::DFA))
-        .build(&literals)
-        .expect("trigger literals are valid");
     Compiled {
         regexes,
-        triggers,
+        triggers: trigger_automaton(&literals, AhoCorasickKind::ContiguousNFA),
+        triggers_dfa: OnceLock::new(),
+        literals,
         trigger_detector,
         line_local,
     }
 });
+
+/// Bytes a process scans with the NFA before it builds the DFA: a command
+/// that scans a pack or a few notes never pays for the DFA, an index of a
+/// vault builds it at once (the two find the same triggers).
+const DFA_AFTER_BYTES: usize = 4 << 20;
+static SCANNED_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn trigger_automaton(literals: &[&str], kind: AhoCorasickKind) -> AhoCorasick {
+    // The kind is named: past 100 literals the builder would pick a
+    // noncontiguous NFA for either, the slowest to scan.
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .kind(Some(kind))
+        .build(literals)
+        .expect("trigger literals are valid")
+}
+
+impl Compiled {
+    /// The automaton to scan `text` with (see [`DFA_AFTER_BYTES`]).
+    fn triggers_for(&self, text: &str) -> &AhoCorasick {
+        use std::sync::atomic::Ordering;
+        if let Some(dfa) = self.triggers_dfa.get() {
+            return dfa;
+        }
+        let scanned = SCANNED_BYTES.fetch_add(text.len(), Ordering::Relaxed) + text.len();
+        if scanned < DFA_AFTER_BYTES {
+            return &self.triggers;
+        }
+        self.triggers_dfa
+            .get_or_init(|| trigger_automaton(&self.literals, AhoCorasickKind::DFA))
+    }
+}
 
 /// The secrets in `text`, sorted by start and non-overlapping; where candidates
 /// overlap, the longest wins, then the most specific kind.
@@ -650,7 +683,7 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
     // Where the triggers of the line-local detectors occur.
     let mut hits: [Vec<Range<usize>>; LINE_LOCAL.len()] = Default::default();
     let mut folds_to_ascii = false;
-    for found in compiled.triggers.find_overlapping_iter(text) {
+    for found in compiled.triggers_for(text).find_overlapping_iter(text) {
         let (detector, exact) = compiled.trigger_detector[found.pattern().as_usize()];
         if detector == usize::MAX {
             folds_to_ascii = true;
@@ -3351,6 +3384,31 @@ mod tests {
         ) {
             let text: String = parts.concat();
             assert_well_formed(&text, &find(&text, &PERSONAL));
+        }
+
+        #[test]
+        fn the_nfa_and_the_dfa_find_the_same_triggers(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    proptest::sample::select(COMPILED.literals.clone()).prop_map(str::to_string),
+                    proptest::sample::select(COMPILED.literals.clone())
+                        .prop_map(|l| l.to_ascii_uppercase()),
+                    "\\PC{0,12}",
+                ],
+                0..30,
+            )
+        ) {
+            let text: String = parts.concat();
+            let triggers = |kind| {
+                trigger_automaton(&COMPILED.literals, kind)
+                    .find_overlapping_iter(&text)
+                    .map(|m| (m.pattern().as_usize(), m.range()))
+                    .collect::<Vec<_>>()
+            };
+            prop_assert_eq!(
+                triggers(AhoCorasickKind::ContiguousNFA),
+                triggers(AhoCorasickKind::DFA)
+            );
         }
     }
 }
