@@ -595,3 +595,60 @@ fn front_matter_is_read_as_the_format_has_it() {
     assert_eq!(matter["name"].as_str(), Some("a-skill"));
     assert_eq!(matter["description"].as_str(), Some("Does a thing."));
 }
+
+/// Every source file of the crate and its tests, as one text to search.
+fn all_sources() -> String {
+    fn collect(dir: &Path, out: &mut String) {
+        let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            if path.is_dir() {
+                collect(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push_str(&fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let mut out = String::new();
+    collect(&root().join("src"), &mut out);
+    collect(&root().join("tests"), &mut out);
+    out
+}
+
+/// ARCHITECTURE.md names a test for every invariant and files for the
+/// code map: each test named (a backticked identifier with at least three
+/// underscores) is a function of the crate or its tests, and each
+/// `src/….rs` or `tests/….rs` file named exists.
+#[test]
+fn architecture_names_only_tests_and_files_that_exist() {
+    let text = fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        text.lines().count() <= 450,
+        "ARCHITECTURE.md is over 450 lines"
+    );
+    let sources = all_sources();
+    let mut tests = 0;
+    for name in text.split('`').skip(1).step_by(2) {
+        let is_test_name = name.matches('_').count() >= 3
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if is_test_name {
+            tests += 1;
+            assert!(
+                sources.contains(&format!("fn {name}(")),
+                "ARCHITECTURE.md names `{name}`, which is no function"
+            );
+        }
+        let is_file = (name.starts_with("src/") || name.starts_with("tests/"))
+            && name.ends_with(".rs")
+            && !name.contains(' ');
+        if is_file {
+            assert!(root().join(name).is_file(), "ARCHITECTURE.md names {name}");
+        }
+    }
+    assert!(tests >= 30, "only {tests} tests named");
+}
