@@ -652,3 +652,97 @@ fn architecture_names_only_tests_and_files_that_exist() {
     }
     assert!(tests >= 30, "only {tests} tests named");
 }
+
+/// The anchors GitHub gives a Markdown file's headings (outside code
+/// blocks): lower case, punctuation other than `-` and `_` dropped, spaces
+/// as `-`, a repeated heading suffixed `-1`, `-2`…
+fn anchors(text: &str) -> Vec<String> {
+    let mut code_lines = std::collections::HashSet::new();
+    for block in blocks(text) {
+        // The fence lines themselves, and every line inside.
+        for line in block.first_line - 1..=block.first_line + block.lines.len() {
+            code_lines.insert(line);
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if code_lines.contains(&(index + 1)) {
+            continue;
+        }
+        let hashes = line.chars().take_while(|&c| c == '#').count();
+        if hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let slug: String = line[hashes..]
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let repeats = out
+            .iter()
+            .filter(|a| **a == slug || a.starts_with(&format!("{slug}-")))
+            .count();
+        out.push(if repeats == 0 {
+            slug
+        } else {
+            format!("{slug}-{repeats}")
+        });
+    }
+    out
+}
+
+/// Every relative link of the docs (README.md, ARCHITECTURE.md, docs/,
+/// skills/) leads to a file that exists, and an anchor to a heading of it.
+#[test]
+fn every_relative_link_and_anchor_resolves() {
+    let mut files = doc_files();
+    files.push(root().join("ARCHITECTURE.md"));
+    let mut checked = 0;
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        for (index, line) in text.lines().enumerate() {
+            for piece in line.split("](").skip(1) {
+                let Some(end) = piece.find(')') else { continue };
+                let target = &piece[..end];
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let linked = if path.is_empty() {
+                    file.clone()
+                } else {
+                    file.parent().unwrap().join(path)
+                };
+                let place = format!("{}:{}", relative(file), index + 1);
+                assert!(linked.exists(), "{place}: {target} does not exist");
+                if !anchor.is_empty() {
+                    let anchors = anchors(&fs::read_to_string(&linked).unwrap());
+                    assert!(
+                        anchors.iter().any(|a| a == anchor),
+                        "{place}: no heading #{anchor} in {}",
+                        relative(&linked)
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} links");
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    let text = "# Title\n## `ctxpack index`, `status`\n## Output styles (`--style`)\n```\n# not a heading\n```\n## Title\n## Bird's-eye view\n";
+    assert_eq!(
+        anchors(text),
+        [
+            "title",
+            "ctxpack-index-status",
+            "output-styles---style",
+            "title-1",
+            "birds-eye-view"
+        ]
+    );
+}
