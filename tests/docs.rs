@@ -746,3 +746,39 @@ fn anchors_are_made_as_github_makes_them() {
         ]
     );
 }
+
+/// A policy shown as a `yaml .ctxpack.yaml` block is one ctxpack accepts:
+/// written to the example vault, `ctxpack audit` reads it and exits 0 (a
+/// key the program does not know would stop it with exit 2).
+#[test]
+fn every_policy_file_shown_is_accepted() {
+    let mut checked = 0;
+    for file in doc_files() {
+        let text = fs::read_to_string(&file).unwrap();
+        for block in blocks(&text)
+            .iter()
+            .filter(|b| b.info == "yaml .ctxpack.yaml")
+        {
+            checked += 1;
+            let sandbox = Sandbox::new();
+            fs::write(
+                sandbox.vault().join(".ctxpack.yaml"),
+                block.lines.join("\n"),
+            )
+            .unwrap();
+            let output = sandbox
+                .command("ctxpack")
+                .args(["audit", "--vault", "examples/vault"])
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}:{}: the policy is refused: {}",
+                relative(&file),
+                block.first_line,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    assert!(checked >= 1, "no policy file shown");
+}
