@@ -596,7 +596,7 @@ impl Session {
             .unwrap_or_else(|| note.body.clone());
         let mut analyzer = analyzer::analyzer();
         let mut best: Option<(usize, String)> = None;
-        for sentence in sentences(&text) {
+        for sentence in crate::text::sentences(&text) {
             if sentence.trim_start().starts_with('#') {
                 continue;
             }
@@ -1192,10 +1192,6 @@ fn frontmatter_rules(explanation: &Explanation) -> Vec<crate::retrieve::RuleHit>
         .filter(|a| a.arm == "frontmatter")
         .flat_map(|a| a.rules.clone())
         .collect()
-}
-
-fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(['.', '!', '?', '。', '！', '？', '\n'])
 }
 
 /// Byte ranges of the words of `text` whose index terms are query terms.

@@ -134,9 +134,144 @@ pub fn truncate_chars(text: &str, max_chars: usize) -> String {
     cut
 }
 
+/// The byte ranges of `text` where a full stop is not a sentence end:
+/// wikilinks and embeds (`[[Books.md]]`, `![[a.png]]`), code spans, a
+/// Markdown link's URL, bare URLs (`https://docker.com`) and HTML tags.
+/// Sorted and disjoint, so [`in_markup`] is one binary search.
+pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &text[i..];
+        let end = if rest.starts_with("[[") {
+            rest.find("]]").map(|close| i + close + 2)
+        } else if rest.starts_with('`') {
+            let ticks = rest.len() - rest.trim_start_matches('`').len();
+            rest[ticks..]
+                .find(&rest[..ticks])
+                .map(|close| i + ticks + close + ticks)
+        } else if rest.starts_with("](") {
+            rest.find(')').map(|close| i + close + 1)
+        } else if rest.starts_with("://") {
+            // Back to the scheme's start, forward to the next space.
+            let start = text[..i]
+                .rfind(|c: char| !c.is_ascii_alphanumeric())
+                .map_or(0, |p| p + 1);
+            let end = rest
+                .find(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"'))
+                .map_or(text.len(), |e| i + e);
+            // Punctuation closing a sentence is not part of the URL.
+            let end = i + text[i..end]
+                .trim_end_matches(['.', ',', ';', ':', '!', '?', ')'])
+                .len();
+            spans.push(start..end);
+            i = end;
+            continue;
+        } else if rest.starts_with('<')
+            && rest[1..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '/')
+        {
+            rest.find('>').map(|close| i + close + 1)
+        } else {
+            None
+        };
+        match end {
+            Some(end) => {
+                spans.push(i..end);
+                i = end;
+            }
+            None => i += rest.chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    spans
+}
+
+/// Whether byte `at` falls inside one of `spans` (from [`markup_spans`]).
+pub fn in_markup(spans: &[std::ops::Range<usize>], at: usize) -> bool {
+    let after = spans.partition_point(|span| span.start <= at);
+    after > 0 && spans[after - 1].contains(&at)
+}
+
+/// Whether the text after a full stop and a space starts a new sentence:
+/// a capital letter, a digit-free quote or bracket, or CJK — not "e.g. the",
+/// "vs. placebo" or "P = .04".
+pub fn starts_sentence(after: &str) -> bool {
+    after
+        .trim_start()
+        .chars()
+        .next()
+        .is_none_or(|c| c.is_uppercase() || is_cjk(c) || matches!(c, '"' | '“' | '(' | '['))
+}
+
+/// `text` cut into sentences (each with its terminator and the space
+/// after it, together covering the whole text): at line breaks, after
+/// `。！？`, and after `.!?` at the end or before a space and a sentence
+/// start — never inside a link, URL, embed, code span or tag.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let spans = markup_spans(text);
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, ch)) = chars.next() {
+        let end = i + ch.len_utf8();
+        let ends = match ch {
+            '\n' | '。' | '！' | '？' => true,
+            '.' | '!' | '?' => {
+                !in_markup(&spans, i)
+                    && (end == text.len()
+                        || (text[end..].starts_with([' ', '\t', '\n'])
+                            && starts_sentence(&text[end..])))
+            }
+            _ => false,
+        };
+        if ends {
+            // The spaces after a terminator go with its sentence.
+            let mut stop = end;
+            while let Some(&(j, c)) = chars.peek() {
+                if c == ' ' || c == '\t' {
+                    stop = j + 1;
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            out.push(&text[start..stop]);
+            start = stop;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentences_end_outside_links_urls_embeds_and_code() {
+        let text = "See [[Books. Vol 2]] and ![[a.png]] here. Run `x. Y` at https://docker.com/a. Next one! \
+                    A [site](https://x.org/A. B) ok. 第一句。第二句\nline two e.g. this. End";
+        assert_eq!(
+            sentences(text),
+            [
+                "See [[Books. Vol 2]] and ![[a.png]] here. ",
+                "Run `x. Y` at https://docker.com/a. ",
+                "Next one! ",
+                "A [site](https://x.org/A. B) ok. ",
+                "第一句。",
+                "第二句\n",
+                "line two e.g. this. ",
+                "End"
+            ]
+        );
+        assert_eq!(sentences("").len(), 0);
+        assert_eq!(sentences("no end"), ["no end"]);
+    }
 
     #[test]
     fn fold_normalises_width_case_and_separators() {

@@ -509,3 +509,25 @@ fn repeated_sentences_are_shown_once_and_a_page_of_repeats_says_so() {
         "some budget leaves the copy out as a duplicate"
     );
 }
+
+#[test]
+fn a_lead_in_keeps_the_block_it_introduces() {
+    let world = World::new();
+    let remarks: String = (0..40)
+        .map(|i| format!("Image delete remark {i} is here. "))
+        .collect();
+    let text = format!(
+        "---\ntitle: Images\n---\n# Images\n\nNotes on container images.\n\n\
+         ## Cleaning up\n\n{remarks}To delete an image:\n\n```\ndocker rmi NAME\n```\n"
+    );
+    let vault = world.vault("vault", &[("images.md", text.as_str())]);
+    let session = open_lexical(&vault, world.path().join("index"));
+    let pack = pack(&session, "delete docker image", 160);
+    assert!(pack.actual <= 160);
+    assert!(
+        pack.bundle
+            .contains("To delete an image:\n\n```\ndocker rmi NAME\n```"),
+        "{}",
+        pack.bundle
+    );
+}

@@ -16,7 +16,7 @@ use crate::note::TitleSource;
 use crate::note::{Note, SummarySource};
 use crate::pack::bases;
 use crate::pack::dedup::{DedupIndex, Fingerprint};
-use crate::parse::markdown::{Block, BlockKind, Link, LinkKind};
+use crate::parse::markdown::{Block, BlockKind, Heading, Link, LinkKind};
 use crate::parse::reader::reader_text;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::Vault;
@@ -420,13 +420,14 @@ pub fn compress(
                 level: Some(heading.level),
                 is_heading: true,
                 is_content: false,
-                text: text.to_string(),
+                text: heading_line(text, heading),
                 fingerprint: None,
                 links: Vec::new(),
             });
             continue;
         }
-        if block.kind == BlockKind::Rule {
+        if block.kind == BlockKind::Rule || (block.kind == BlockKind::List && is_anchor_list(text))
+        {
             continue;
         }
         if !summary_skipped
@@ -481,6 +482,67 @@ pub fn compress(
     let mut body = CompressedBody::from_blocks(kept, duplicates_of);
     body.embeds = embeds.reports;
     (!body.text.is_empty()).then_some(body)
+}
+
+/// A heading as a reader sees it: inline HTML (`<span id=…>`) and links to
+/// anchors on the same page are markup for a browser, so a heading holding
+/// either is printed from its text. Other headings stay as written.
+fn heading_line(text: &str, heading: &Heading) -> String {
+    let atx = text.trim_start().starts_with('#');
+    if atx && (text.contains('<') || text.contains("](#")) {
+        format!(
+            "{} {}",
+            "#".repeat(usize::from(heading.level)),
+            heading.text
+        )
+    } else {
+        text.to_string()
+    }
+}
+
+/// A table of contents: a list whose every item is only links to anchors
+/// on the same page (`* [Install](#install)`). It tells a model nothing
+/// the headings do not, so it is left out.
+fn is_anchor_list(text: &str) -> bool {
+    let mut items = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let item = line.strip_prefix(['*', '-', '+']).or_else(|| {
+            let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            (digits > 0)
+                .then(|| line[digits..].strip_prefix(['.', ')']))
+                .flatten()
+        });
+        let Some(item) = item else { return false };
+        if !only_anchor_links(item.trim()) {
+            return false;
+        }
+        items += 1;
+    }
+    items >= 2
+}
+
+/// Whether `text` is one or more `[label](#anchor)` links and nothing else
+/// but spaces.
+fn only_anchor_links(mut text: &str) -> bool {
+    let mut links = 0;
+    while !text.is_empty() {
+        let Some(after) = text.strip_prefix('[') else {
+            return false;
+        };
+        let Some(close) = after.find("](#") else {
+            return false;
+        };
+        let Some(end) = after[close + 3..].find(')') else {
+            return false;
+        };
+        text = after[close + 3 + end + 1..].trim_start();
+        links += 1;
+    }
+    links > 0
 }
 
 /// A note's other properties, one `key: value` line each, leading its
@@ -768,6 +830,36 @@ mod tests {
         let last = &note.blocks[5_998];
         let targets: Vec<&str> = links_in(&note, last).map(|l| l.target.as_str()).collect();
         assert_eq!(targets, ["a2999", "b2999", "c2999"]);
+    }
+
+    fn compressed(body: &str) -> String {
+        let vault = Vault::from_texts("/v".into(), &[("n.md".to_string(), body.to_string())]);
+        let state = PackState::default();
+        compress(&vault, 0, BodyMode::Full, &state, "")
+            .map(|b| b.text)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn headings_with_html_or_anchor_links_print_their_text() {
+        assert_eq!(
+            compressed(
+                "## <span id=\"arch\">Docker 架构</span>\n\nText.\n\n### [镜像](#dk_image)\n\nMore.\n\n## Plain [[link]] `code`\n\nEnd.\n"
+            ),
+            "## Docker 架构\n\nText.\n\n### 镜像\n\nMore.\n\n## Plain [[link]] `code`\n\nEnd."
+        );
+    }
+
+    #[test]
+    fn tables_of_contents_are_left_out_with_their_empty_heading() {
+        let body = "## 目录\n\n* [Docker 介绍](#dk_introduction)\n  * [安装](#install) [配置](#config)\n\n## Use\n\n- [a link](https://x.org)\n- [anchor](#a)\n\nText.\n";
+        assert_eq!(
+            compressed(body),
+            "## Use\n\n- [a link](https://x.org)\n- [anchor](#a)\n\nText."
+        );
+        assert!(is_anchor_list("1. [one](#one)\n2) [two](#two)"));
+        assert!(!is_anchor_list("- [one](#one)"));
+        assert!(!is_anchor_list("- [one](#one) and words\n- [two](#two)"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use crate::pack::compress::{CompressedBody, OutBlock, duplicate_marker};
+use crate::text::starts_sentence;
 
 /// Scores a piece of text for the query (0 when it shares no term).
 pub type Scorer = dyn Fn(&str) -> f64 + Send + Sync;
@@ -25,7 +26,14 @@ pub struct Pieces<'a> {
     pieces: Vec<Piece>,
     /// The pieces of each block (pieces are in block order).
     by_block: Vec<Range<usize>>,
+    /// The pieces each piece is taken with (itself alone, or its unit).
+    units: Vec<Range<usize>>,
 }
+
+/// A block introduced by a lead-in line is one unit with it only up to
+/// this many bytes: a longer list or code block is cut piece by piece, as
+/// any other.
+const UNIT_MAX_BYTES: usize = 1500;
 
 impl<'a> Pieces<'a> {
     pub fn of(body: &'a CompressedBody, scorer: &Scorer) -> Pieces<'a> {
@@ -45,11 +53,45 @@ impl<'a> Pieces<'a> {
             }
             by_block.push(first..pieces.len());
         }
+        let mut units: Vec<Range<usize>> = (0..pieces.len()).map(|i| i..i + 1).collect();
+        // A lead-in ("To delete an image:") and the block it introduces
+        // are one unit, scored as one text: the answer under a lead-in is
+        // never dropped while the lead-in stays, and a short block that
+        // answers the question in commands outranks a long one that only
+        // repeats its words.
+        for block in 1..body.blocks.len() {
+            let (lead, next) = (&by_block[block - 1], &by_block[block]);
+            if lead.is_empty() || next.is_empty() {
+                continue;
+            }
+            let lead_in = lead.end - 1;
+            let lead_text = &body.blocks[block - 1].text[pieces[lead_in].range.clone()];
+            let introduced = &body.blocks[block].text;
+            if !lead_text.trim_end().ends_with([':', '：'])
+                || !is_introduced_block(introduced)
+                || introduced.len() > UNIT_MAX_BYTES
+            {
+                continue;
+            }
+            let unit = lead_in..next.end;
+            let score = scorer(&format!("{lead_text}\n{introduced}"));
+            for piece in unit.clone() {
+                pieces[piece].score = score;
+                units[piece] = unit.clone();
+            }
+        }
         Pieces {
             body,
             pieces,
             by_block,
+            units,
         }
+    }
+
+    /// The pieces taken together with `piece` (in order, `piece` among
+    /// them): a lead-in line and the block it introduces, else itself.
+    pub fn unit(&self, piece: usize) -> Range<usize> {
+        self.units[piece].clone()
     }
 
     pub fn len(&self) -> usize {
@@ -97,6 +139,25 @@ impl<'a> Pieces<'a> {
     }
 }
 
+/// Whether a block is one a lead-in line introduces: code, a list or a
+/// table.
+fn is_introduced_block(text: &str) -> bool {
+    let first = text.lines().next().unwrap_or_default();
+    let trimmed = first.trim_start();
+    trimmed.starts_with("```")
+        || trimmed.starts_with("~~~")
+        || trimmed.starts_with('|')
+        || first.starts_with("    ")
+        || trimmed.starts_with(['-', '*', '+']) && trimmed[1..].starts_with(' ')
+        || {
+            let digits = trimmed.len()
+                - trimmed
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            digits > 0 && trimmed[digits..].starts_with(['.', ')'])
+        }
+}
+
 /// Splits a block into pieces: lines, then sentences within long lines.
 /// Code blocks (or blocks holding one, such as a quote) and tables stay whole.
 fn split_pieces(text: &str) -> Vec<Range<usize>> {
@@ -105,6 +166,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         return std::iter::once(0..text.len()).collect();
     }
     let mut pieces = Vec::new();
+    let markup = crate::text::markup_spans(text);
     let mut line_start = 0;
     for line in text.split_inclusive('\n') {
         let line_end = line_start + line.len();
@@ -114,7 +176,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
             let end = line_start + offset + ch.len_utf8();
             let ends_sentence = match ch {
                 '。' | '！' | '？' => true,
-                '.' | '!' | '?' => {
+                '.' | '!' | '?' if !crate::text::in_markup(&markup, end - 1) => {
                     end >= line_end
                         || (bytes.get(end).is_some_and(|b| *b == b' ')
                             && starts_sentence(&text[end..line_end]))
@@ -141,15 +203,6 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         })
         .filter(|r| !r.is_empty())
         .collect()
-}
-
-/// Whether the text after a full stop and a space starts a new sentence:
-/// a capital letter, a digit-free quote or bracket, or CJK — not "e.g. the",
-/// "vs. placebo" or "P = .04".
-fn starts_sentence(after: &str) -> bool {
-    after.trim_start().chars().next().is_none_or(|c| {
-        c.is_uppercase() || crate::text::is_cjk(c) || matches!(c, '"' | '“' | '(' | '[')
-    })
 }
 
 /// The chosen pieces in document order, with the headings of the sections
@@ -347,6 +400,45 @@ mod tests {
         assert_eq!(
             pieces.render(&chosen, &duplicates).text,
             "- needle one […]\n- needle three\n\n_(content also in [[other]])_"
+        );
+    }
+
+    #[test]
+    fn a_lead_in_and_the_block_it_introduces_are_one_unit() {
+        let b = body(&[
+            "Some intro. To delete an image:",
+            "```\ndocker rmi name\n```",
+            "- a list\n- not introduced",
+            "Mirrors:",
+            "| mirror | image |\n|---|---|\n| a | b |",
+        ]);
+        let pieces = Pieces::of(&b, &*scorer("delete"));
+        let texts: Vec<&str> = (0..pieces.len()).map(|i| pieces.text(i)).collect();
+        assert_eq!(
+            texts,
+            [
+                "Some intro.",
+                "To delete an image:",
+                "```\ndocker rmi name\n```",
+                "- a list",
+                "- not introduced",
+                "Mirrors:",
+                "| mirror | image |\n|---|---|\n| a | b |"
+            ]
+        );
+        assert_eq!(pieces.unit(1), 1..3);
+        assert_eq!(pieces.unit(2), 1..3);
+        assert_eq!(pieces.unit(0), 0..1);
+        assert_eq!(pieces.unit(3), 3..4);
+        assert_eq!(pieces.unit(6), 5..7);
+        // The unit is scored as one text: the code block scores with the
+        // lead-in's words.
+        assert_eq!(pieces.score(2), 1.0);
+        assert_eq!(pieces.score(0), 0.0);
+        let chosen: BTreeSet<usize> = pieces.unit(2).collect();
+        assert_eq!(
+            pieces.render(&chosen, &BTreeMap::new()).text,
+            "[…] To delete an image:\n\n```\ndocker rmi name\n```\n\n[…]"
         );
     }
 

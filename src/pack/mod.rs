@@ -734,7 +734,6 @@ impl<'a> Packer<'a> {
             };
             let Some(page) = &pieces[rank] else { continue };
             let note = &self.vault.metas[self.candidates[rank].note];
-            let text = page.text(piece);
             let key = &piece_keys[rank][piece];
             if key.chars().count() >= MIN_DEDUP_CHARS
                 && let Some(&other) = shown.get(key)
@@ -764,10 +763,20 @@ impl<'a> Packer<'a> {
             } else {
                 0
             };
-            if self.measure(text).saturating_sub(PIECE_SLACK) + opening > room {
+            // A piece comes with its unit (a lead-in and what it
+            // introduces): all of it or none.
+            let unit: Vec<usize> = page
+                .unit(piece)
+                .filter(|p| !chosen_pieces[rank].contains(p))
+                .collect();
+            if unit.is_empty() {
                 continue;
             }
-            chosen_pieces[rank].insert(piece);
+            let unit_measure: usize = unit.iter().map(|&p| self.measure(page.text(p))).sum();
+            if unit_measure.saturating_sub(PIECE_SLACK) + opening > room {
+                continue;
+            }
+            chosen_pieces[rank].extend(unit.iter().copied());
             let body = page.render(
                 &chosen_pieces[rank],
                 &duplicate_blocks(page, &duplicate_pieces[rank]),
@@ -778,9 +787,13 @@ impl<'a> Packer<'a> {
                 used = used - cost[rank] + new_cost;
                 cost[rank] = new_cost;
                 bodies[rank] = Some(body);
-                shown.entry(key.clone()).or_insert(rank);
+                for &p in &unit {
+                    shown.entry(piece_keys[rank][p].clone()).or_insert(rank);
+                }
             } else {
-                chosen_pieces[rank].remove(&piece);
+                for p in &unit {
+                    chosen_pieces[rank].remove(p);
+                }
             }
         }
 
@@ -1438,11 +1451,13 @@ fn recent_dailies(vault: &Vault, count: usize) -> Vec<Candidate> {
 
 /// The first sentence of `text`, at most `max_chars` characters.
 fn first_sentence(text: &str, max_chars: usize) -> String {
+    let markup = crate::text::markup_spans(text);
     let end = text
         .char_indices()
         .find(|&(i, c)| {
             matches!(c, '。' | '！' | '？')
                 || (matches!(c, '.' | '!' | '?')
+                    && !crate::text::in_markup(&markup, i)
                     && text[i + 1..].starts_with(' ')
                     && i + 1 >= 40.min(text.len()))
         })

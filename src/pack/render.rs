@@ -1,6 +1,6 @@
 //! The exact text of a pack (seed Step 5).
 
-use crate::note::NoteMeta;
+use crate::note::{NoteMeta, TitleSource};
 
 pub const EMPTY_TOPIC_TEXT: &str =
     "No relevant pages found. Consider running /wiki-ingest to add sources about this topic.";
@@ -74,7 +74,19 @@ pub fn page_rest(
     } else {
         summary
     };
-    let mut rest = format!("tags: {tags}\nsummary: {summary}\n\n");
+    // Pages with a `title:` field (obsidian-wiki pages) keep the seed's
+    // two lines even when empty; elsewhere an empty line says nothing.
+    let wiki_page = note.title_source == TitleSource::Frontmatter;
+    let mut rest = String::new();
+    if wiki_page || !note.tags.is_empty() {
+        rest.push_str(&format!("tags: {tags}\n"));
+    }
+    if wiki_page || !summary.is_empty() {
+        rest.push_str(&format!("summary: {summary}\n"));
+    }
+    if !rest.is_empty() {
+        rest.push('\n');
+    }
     if let Some(body) = body {
         rest.push_str(body);
         rest.push_str("\n\n");

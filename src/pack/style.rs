@@ -497,7 +497,7 @@ mod tests {
             pack.actual = full;
             let refit = redact_printed(pack.clone(), full, redact).map(|p| p.bundle);
             if tokenizer == Tokenizer::Chars4 {
-                assert_eq!(refit, Err(9));
+                assert_eq!(refit, Err(10));
             } else {
                 assert!(refit.is_ok_and(|text| tokenizer.count(&text) <= full));
             }

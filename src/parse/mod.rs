@@ -92,24 +92,34 @@ pub fn parse_note_with_fields(
         }),
     };
 
-    let (summary, summary_source) = match field_text("summary") {
-        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-        // The first paragraph a reader sees words in: badges, images
-        // without alt text and embeds alone do not count.
-        None => match analysis
-            .blocks
-            .iter()
-            .filter(|b| b.kind == markdown::BlockKind::Paragraph)
-            .map(|b| reader::reader_text(&body[b.range.clone()]))
-            .find(|text| has_prose(text))
-        {
-            Some(text) => (
-                truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
-                SummarySource::FirstParagraph,
-            ),
-            None => (String::new(), SummarySource::None),
-        },
-    };
+    let (summary, summary_source) =
+        match field_text("summary").or_else(|| field_text("description")) {
+            Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+            // The first paragraph of the note's lead that a reader sees words
+            // in: badges, images without alt text and embeds alone do not
+            // count, nor does a lead-in to what follows ("To delete an image:").
+            // Text under a later heading (a remark under "## Quotes") speaks
+            // for its section, not for the note.
+            None => match analysis
+                .blocks
+                .iter()
+                .take_while(|b| {
+                    b.kind != markdown::BlockKind::Heading
+                        || b.heading
+                            .and_then(|h| analysis.headings.get(h))
+                            .is_some_and(|h| h.level == 1)
+                })
+                .filter(|b| b.kind == markdown::BlockKind::Paragraph)
+                .map(|b| reader::reader_text(&body[b.range.clone()]))
+                .find(|text| has_prose(text) && !is_lead_in(text))
+            {
+                Some(text) => (
+                    truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
+                    SummarySource::FirstParagraph,
+                ),
+                None => (String::new(), SummarySource::None),
+            },
+        };
 
     let mut dated = |key: &str| -> Option<DateTime<Utc>> {
         let raw = field_text(key)?;
@@ -119,18 +129,25 @@ pub fn parse_note_with_fields(
         }
         parsed
     };
-    let (updated, updated_source) =
-        if let Some(date) = dated("updated").or_else(|| dated("modified")) {
-            (Some(date), UpdatedSource::Updated)
-        } else if let Some(date) = dated("created") {
-            (Some(date), UpdatedSource::Created)
-        } else if let Some(mtime) = mtime {
-            (Some(mtime), UpdatedSource::FileMtime)
-        } else {
-            (None, UpdatedSource::Unknown)
-        };
+    // A note's own dates come before the file's time, which a checkout,
+    // a sync or a copy resets.
+    let path_date = daily_date(path);
+    let (updated, updated_source) = if let Some(date) = dated("updated")
+        .or_else(|| dated("modified"))
+        .or_else(|| dated("date"))
+    {
+        (Some(date), UpdatedSource::Updated)
+    } else if let Some(date) =
+        dated("created").or_else(|| path_date.as_deref().and_then(parse_datetime))
+    {
+        (Some(date), UpdatedSource::Created)
+    } else if let Some(mtime) = mtime {
+        (Some(mtime), UpdatedSource::FileMtime)
+    } else {
+        (None, UpdatedSource::Unknown)
+    };
 
-    let daily = daily_date(path).or_else(|| {
+    let daily = path_date.or_else(|| {
         field_text("date")
             .and_then(|d| parse_datetime(&d))
             .map(|d| d.format("%Y-%m-%d").to_string())
@@ -193,6 +210,12 @@ fn daily_date(path: &str) -> Option<String> {
         (shaped && ends && NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok())
             .then(|| date.to_string())
     })
+}
+
+/// True when a paragraph only introduces what follows it: it ends in a
+/// colon (`方式 1：`, `Run this:`).
+fn is_lead_in(paragraph: &str) -> bool {
+    paragraph.trim_end().ends_with([':', '：'])
 }
 
 /// True when a paragraph says something beyond embedding other files.
@@ -324,6 +347,54 @@ mod tests {
         // An H1 that only repeats the file name adds nothing.
         let (note, _) = parse_note("a/Raft.md", "# raft\n\ntext\n", None);
         assert_eq!(note.heading_title(), None);
+    }
+
+    #[test]
+    fn summary_comes_from_a_field_else_the_leads_first_sentence() {
+        let summary = |text: &str| parse_note("n.md", text, None).0.meta.summary;
+        assert_eq!(
+            summary("---\ndescription: What it is.\n---\nLead.\n"),
+            "What it is."
+        );
+        assert_eq!(
+            summary("# Title\n\n方式 1：\n\nThe real lead.\n\n## Later\n\nLater text.\n"),
+            "The real lead."
+        );
+        // Text under a later heading is not the note's summary.
+        assert_eq!(summary("## Quotes\n\nA remark.\n"), "");
+        assert_eq!(summary("Run this:\n\n```\nx\n```\n"), "");
+    }
+
+    #[test]
+    fn dates_come_from_properties_then_the_daily_name_then_the_file() {
+        let mtime = parse_datetime("2026-03-03");
+        let dated = |path: &str, text: &str| {
+            let note = parse_note(path, text, mtime).0.meta;
+            (note.updated, note.updated_source)
+        };
+        let day = |d: &str| parse_datetime(d).map(|d| d.timestamp());
+        assert_eq!(
+            dated(
+                "n.md",
+                "---\ndate: 2025-01-02\ncreated: 2024-01-01\n---\nx\n"
+            ),
+            (day("2025-01-02"), UpdatedSource::Updated)
+        );
+        assert_eq!(
+            dated(
+                "n.md",
+                "---\nmodified: 2025-05-05\ndate: 2025-01-02\n---\nx\n"
+            ),
+            (day("2025-05-05"), UpdatedSource::Updated)
+        );
+        assert_eq!(
+            dated("journal/2025-02-03.md", "x\n"),
+            (day("2025-02-03"), UpdatedSource::Created)
+        );
+        assert_eq!(
+            dated("n.md", "x\n"),
+            (day("2026-03-03"), UpdatedSource::FileMtime)
+        );
     }
 
     #[test]
