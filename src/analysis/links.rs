@@ -143,22 +143,24 @@ fn says_something(context: &str) -> bool {
 /// Markdown link; `keep` makes what is kept of a link that resolves, from
 /// the link and its target's index. A link that resolves to no note is
 /// dropped.
-pub fn resolve_links<L: Sync, T: Send>(
+pub fn resolve_links<L: Send, T: Send>(
     metas: &MetaTable,
     resolver: &LinkResolver,
-    links: &[Vec<L>],
+    links: Vec<Vec<L>>,
     written: impl Fn(&L) -> (&str, bool) + Sync,
-    keep: impl Fn(&L, usize) -> T + Sync,
+    keep: impl Fn(L, usize) -> T + Sync,
 ) -> Vec<Vec<T>> {
+    // Taken by value so that a note's links are dropped (and what `keep`
+    // takes from them moved, not copied) as soon as they are resolved.
     links
-        .par_iter()
+        .into_par_iter()
         .enumerate()
         .map(|(source, links)| {
             let from = &metas[source].path;
             links
-                .iter()
+                .into_iter()
                 .filter_map(|link| {
-                    let (target, markdown) = written(link);
+                    let (target, markdown) = written(&link);
                     let target = resolver.resolve_target(metas, from, target, markdown)?;
                     Some(keep(link, target))
                 })
@@ -217,7 +219,7 @@ mod tests {
         let resolved = resolve_links(
             &metas,
             &resolver,
-            &links,
+            links,
             |link| (link.0, link.1),
             |link, target| (target, link.2),
         );

@@ -1450,7 +1450,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         links: resolve_links(
             &metas_sorted,
             &resolver,
-            &links_sorted,
+            links_sorted,
             |link: &RawLink| (link.target.as_str(), link.markdown),
             |link, target| {
                 // The usual case, a link written as its target's name,
@@ -1461,7 +1461,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
                 {
                     String::new()
                 } else {
-                    link.target.clone()
+                    link.target
                 };
                 LinkRecord {
                     target: target as u32,
@@ -1472,7 +1472,6 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
             },
         ),
     };
-    drop(links_sorted);
     let mut role_vault = Vault::from_metas(
         root.to_path_buf(),
         Arc::clone(&metas_sorted),

@@ -106,8 +106,8 @@ impl PgStore {
         let resolved = resolve_links(
             metas,
             &LinkResolver::new(metas),
-            &written,
-            |link| (link.0.as_str(), link.1),
+            written,
+            |link: &(String, bool, u32, u32)| (link.0.as_str(), link.1),
             |_, target| target,
         );
         let links = resolved

@@ -943,7 +943,7 @@ async fn relink(
         let resolved: Vec<Vec<(usize, (u32, u32))>> = resolve_links(
             &metas,
             &resolver,
-            &links,
+            links,
             |link: &StoredLink| (link.0.as_str(), link.1),
             |link, target| (target, (link.2, link.3)),
         );
