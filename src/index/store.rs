@@ -79,3 +79,29 @@ impl Store for VaultIndex {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::IndexConfig;
+
+    #[test]
+    fn the_embedded_index_is_reached_through_the_store_and_is_not_a_postgres_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.md"), "# Raft\n\nA leader is elected.\n").unwrap();
+        let mut config = IndexConfig::new(tmp.path().join("index"));
+        config.progress = false;
+        let (index, _) = VaultIndex::open(&root, &config).unwrap();
+        let store: Box<dyn Store> = Box::new(index);
+        let embedded = store.embedded().expect("the embedded index");
+        assert!(std::ptr::eq(
+            embedded as *const VaultIndex as *const (),
+            &*store as *const dyn Store as *const ()
+        ));
+        assert_eq!(embedded.vault().metas.len(), 1);
+        assert!(store.postgres().is_none());
+        assert_eq!(store.describe(), config.dir.display().to_string());
+    }
+}
