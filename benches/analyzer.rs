@@ -9,7 +9,7 @@ mod synth;
 
 use std::time::Instant;
 
-use ctxpack::index::analyzer::analyzer;
+use ctxpack::analysis::analyzer::analyzer;
 use ctxpack::store::postgres::terms::NoteTerms;
 use tantivy::tokenizer::TokenStream;
 

@@ -16,6 +16,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod analysis;
 pub mod assemble;
 pub mod audit;
 pub mod cli;

@@ -10,10 +10,10 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::analysis::analyzer;
 use crate::embed::Embedder;
-use crate::index::feedback::FeedbackStore;
 use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
-use crate::index::{IndexConfig, UpdateReport, VaultIndex, analyzer, location};
+use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::note::Tier;
 use crate::pack::{
     Backlinks, GraphNeighbour, GraphTrace, NoteAnchor, Pack, PackMode, PackOptions, QueryTrace,
@@ -29,6 +29,7 @@ use crate::retrieve::{
     Reranker, SemanticArm, SignalError, rank, rerank,
 };
 use crate::store::Store;
+use crate::store::feedback::FeedbackStore;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
@@ -545,7 +546,7 @@ impl Session {
                     .ok()
             })
             .unwrap_or_default();
-        let terms = crate::index::query_terms(&request.query);
+        let terms = crate::analysis::query_terms(&request.query);
         let hits = top
             .into_iter()
             .enumerate()
@@ -916,7 +917,7 @@ impl Session {
             signal_errors,
             &options,
         );
-        pack.query_terms = crate::index::query_terms(&query);
+        pack.query_terms = crate::analysis::query_terms(&query);
         pack.graph = Some(trace);
         pack.semantic = self.semantic_status.clone();
         pack
@@ -959,7 +960,7 @@ impl Session {
             .map(|(term, idf)| ((1.0 + (counts[term].0 as f64).ln()) * idf, term))
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let title_terms = crate::index::query_terms(title);
+        let title_terms = crate::analysis::query_terms(title);
         let words: Vec<&str> = scored
             .iter()
             .filter(|(_, term)| !title_terms.contains(term))
@@ -1136,14 +1137,14 @@ impl Session {
         let found = store.backlink_entries(&targets);
         Some(Backlinks(Arc::new(move |vault, note| {
             let entries = found.get(&note).map(Vec::as_slice).unwrap_or_default();
-            crate::index::backlink_sentences(vault, entries, crate::pack::BACKLINKS_PER_PAGE)
+            crate::analysis::backlink_sentences(vault, entries, crate::pack::BACKLINKS_PER_PAGE)
         })))
     }
 
     /// A scorer for excerpts: the summed inverse document frequency (over
     /// the index's sections) of the query terms a text contains.
     pub fn relevance(&self, query: &str) -> Relevance {
-        let terms = crate::index::query_terms(query);
+        let terms = crate::analysis::query_terms(query);
         let weights = match &self.store {
             Some(store) => store.section_idf(&terms),
             None => vec![1.0; terms.len()],
@@ -1151,7 +1152,7 @@ impl Session {
         let weighted: Vec<(String, f64)> = terms.into_iter().zip(weights).collect();
         Relevance(Arc::new(move |text: &str| {
             let mut found = vec![false; weighted.len()];
-            crate::index::visit_terms(text, |term| {
+            crate::analysis::visit_terms(text, |term| {
                 if let Some(at) = weighted.iter().position(|(wanted, _)| wanted == term) {
                     found[at] = true;
                 }

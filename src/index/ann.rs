@@ -14,10 +14,7 @@ use anyhow::{Result, bail};
 use instant_distance::{Builder, HnswMap, Search};
 use serde::{Deserialize, Serialize};
 
-/// From this many chunks on, `ctxpack index` builds the graph and searches
-/// use it when it is current. Below, the exact scan is fast enough (8 ms
-/// for 100,000 chunks of 64 dimensions) and building costs minutes.
-pub const ANN_THRESHOLD: usize = 200_000;
+pub use crate::store::ANN_THRESHOLD;
 /// How many chunks one ANN query returns (HNSW's `ef` at search time).
 pub const EF_SEARCH: usize = 200;
 const EF_CONSTRUCTION: usize = 100;

@@ -16,23 +16,9 @@ use crate::note::Diagnostic;
 use crate::note_tables::{Blob, BlobBytes, KeysTable, MetaTable};
 use crate::vault::LinkResolver;
 
-/// One Markdown file as last seen.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileEntry {
-    pub path: String,
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub hash: [u8; 32],
-    /// Problems found reading or parsing it (a skipped file has one).
-    pub problems: Vec<String>,
-    /// Whether the file is a packable note (not skipped, not a role file).
-    pub is_note: bool,
-    /// How many sections of the note are indexed.
-    pub sections: u32,
-    /// For a symlink, its target's relative path (a change to the target
-    /// is a change to the link).
-    pub link_target: Option<String>,
-}
+/// The file entries and the backlinks kept are the analysed note's (the
+/// PostgreSQL store keeps the same ones).
+pub use crate::analysis::{BACKLINKS_KEPT, FileEntry};
 
 /// The small parts of a catalog, stored together.
 #[derive(Serialize)]
@@ -557,7 +543,6 @@ pub fn remove_stale(dir: &Path, keep: &[String]) {
 }
 
 /// How many backlinks are kept per note in the backlink file.
-pub const BACKLINKS_KEPT: usize = 32;
 const BACKLINKS_MAGIC: &[u8; 4] = b"CPBL";
 
 /// Encodes, for every note, the first [`BACKLINKS_KEPT`] other notes
@@ -566,19 +551,14 @@ const BACKLINKS_MAGIC: &[u8; 4] = b"CPBL";
 /// a header, one `(offset, count)` entry per note, then `(source, start,
 /// end)` records, all little-endian `u32`.
 pub fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
-    let mut incoming: Vec<Vec<[u32; 3]>> = vec![Vec::new(); notes];
-    for (source, links) in table.links.iter().enumerate() {
-        for link in links {
-            let target = link.target as usize;
-            if target == source || target >= notes {
-                continue;
-            }
-            let list = &mut incoming[target];
-            if list.len() < BACKLINKS_KEPT && list.iter().all(|r| r[0] != source as u32) {
-                list.push([source as u32, link.context.0, link.context.1]);
-            }
-        }
-    }
+    let incoming = crate::analysis::first_backlinks(
+        notes,
+        table.links.iter().enumerate().flat_map(|(source, links)| {
+            links
+                .iter()
+                .map(move |link| (source, link.target as usize, link.context))
+        }),
+    );
     let mut bytes = Vec::new();
     bytes.extend_from_slice(BACKLINKS_MAGIC);
     bytes.extend_from_slice(&(notes as u32).to_le_bytes());
@@ -588,8 +568,8 @@ pub fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
         bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
         offset += list.len() as u32;
     }
-    for record in incoming.iter().flatten() {
-        for value in record {
+    for &(source, start, end) in incoming.iter().flatten() {
+        for value in [source as u32, start, end] {
             bytes.extend_from_slice(&value.to_le_bytes());
         }
     }

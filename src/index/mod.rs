@@ -9,11 +9,11 @@
 //! its. One process updates at a time (an exclusive lock on
 //! `ctxpack.lock`); others read the last commit without waiting.
 
-pub mod analyzer;
 pub mod ann;
 pub mod catalog;
 pub mod feedback;
 pub mod location;
+mod store;
 pub mod vector_journal;
 pub mod vectors;
 
@@ -35,13 +35,21 @@ use tantivy::schema::{
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use crate::analysis::{
+    FIELD_REPEATS, LinkEntry, Pending, RawLink, note_text_parts, order_hits, raw_links,
+    read_and_parse, resolve_links, section_texts, walk_diagnostics,
+};
 use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::note_tables::{KeysTable, MetaTable};
-use crate::parse::markdown::{BlockKind, LinkKind};
 use crate::privacy::Policy;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, changes, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
+
+// The analysed note lives in `crate::analysis`; these old paths stay so
+// that code written against them (other branches) builds until it moves.
+pub use crate::analysis::{analyzer, backlink_sentences, query_terms, visit_terms};
+pub use crate::store::UpdateReport;
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
@@ -64,19 +72,6 @@ const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
 const WRITER_MEMORY: usize = 256 * 1024 * 1024;
-
-/// How many times each part of a note is repeated in the note-level text
-/// field. Repetition weights term frequencies before BM25 saturates them,
-/// under one IDF and one length norm (an approximation of BM25F), so a
-/// title match counts most without a title-only field's inflated IDF.
-pub const FIELD_REPEATS: [(&str, usize); 6] = [
-    ("title", 3),
-    ("aliases", 3),
-    ("tags", 2),
-    ("summary", 1),
-    ("headings", 2),
-    ("body", 1),
-];
 
 #[derive(Clone, Copy, Debug)]
 struct Fields {
@@ -146,32 +141,6 @@ impl IndexConfig {
             hidden: Vec::new(),
             policy: Arc::new(Policy::default()),
         }
-    }
-}
-
-/// What opening (and updating) the index did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct UpdateReport {
-    pub added: usize,
-    pub changed: usize,
-    pub removed: usize,
-    pub unchanged: usize,
-    /// Why the index was rebuilt from scratch, if it was.
-    pub rebuilt: Option<String>,
-    /// Another process was updating: this one used the last commit.
-    pub busy: bool,
-    /// What changed was asked of a live watcher, not found by a walk.
-    pub from_watcher: bool,
-    /// Why the update could not be written (a full disk, a quota, a
-    /// read-only folder): the last good commit serves, and the next open
-    /// tries again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed: Option<String>,
-}
-
-impl UpdateReport {
-    pub fn changed_anything(&self) -> bool {
-        self.added + self.changed + self.removed > 0 || self.rebuilt.is_some()
     }
 }
 
@@ -973,12 +942,7 @@ impl VaultIndex {
                 .map(|s| s as usize);
             hits.push((path.to_string(), section, score));
         }
-        hits.sort_by(|a, b| {
-            b.2.total_cmp(&a.2)
-                .then_with(|| a.0.cmp(&b.0))
-                .then(a.1.cmp(&b.1))
-        });
-        hits.truncate(limit);
+        order_hits(&mut hits, limit);
         Ok(hits)
     }
 
@@ -1007,7 +971,7 @@ impl VaultIndex {
 
     /// The notes linking to `path`, with the sentence around each link, in
     /// path order of the linking notes (at most
-    /// [`catalog::BACKLINKS_KEPT`]). A lookup in the index's backlink
+    /// [`crate::analysis::BACKLINKS_KEPT`]). A lookup in the index's backlink
     /// table plus a read of the linking notes; the vault is not scanned.
     pub fn backlinks(&self, vault: &Vault, path: &str) -> Vec<Backlink> {
         let Some(target) = self.catalog.note_index(path) else {
@@ -1017,7 +981,7 @@ impl VaultIndex {
         backlink_sentences(
             vault,
             entries.as_deref().unwrap_or_default(),
-            catalog::BACKLINKS_KEPT,
+            crate::analysis::BACKLINKS_KEPT,
         )
         .into_iter()
         .map(|(source, context)| Backlink {
@@ -1052,77 +1016,9 @@ impl VaultIndex {
     }
 }
 
-/// One backlink: the linking note and the span of the link's sentence in
-/// it (see [`crate::note::Note::link_context`]).
-pub type LinkEntry = (usize, u32, u32);
-
-/// The first `per_target` of `entries` whose sentence says more than its
-/// links, with that sentence. Reads the linking notes (all at once from a
-/// store), so a pack asks only for the pages it shows.
-pub fn backlink_sentences(
-    vault: &Vault,
-    entries: &[LinkEntry],
-    per_target: usize,
-) -> Vec<(usize, String)> {
-    let entries: Vec<LinkEntry> = entries
-        .iter()
-        .copied()
-        .filter(|&(source, _, _)| source < vault.metas.len())
-        .collect();
-    let sources: Vec<usize> = entries.iter().map(|e| e.0).collect();
-    vault.preload(&sources);
-    let mut kept = Vec::new();
-    for (source, start, end) in entries {
-        if kept.len() >= per_target {
-            break;
-        }
-        let context = vault.note(source).link_context((start, end));
-        if says_something(&context) {
-            kept.push((source, context));
-        }
-    }
-    kept
-}
-
-/// True when a link's sentence has words besides its links (a bare list of
-/// links makes a useless backlink entry).
-pub(crate) fn says_something(context: &str) -> bool {
-    let mut rest = context;
-    let mut words = 0;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("[[")
-            && let Some(close) = after.find("]]")
-        {
-            rest = &after[close + 2..];
-            continue;
-        }
-        let ch = rest.chars().next().unwrap_or(' ');
-        if ch.is_alphanumeric() {
-            words += 1;
-        }
-        rest = &rest[ch.len_utf8()..];
-    }
-    words >= 3
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sentences_around_links_respect_character_boundaries() {
-        let body = format!("{}[[x]]{}", "如".repeat(200), "果".repeat(200));
-        let start = 600;
-        let (from, to) = sentence_around(&body, start..start + 5);
-        assert!(body.is_char_boundary(from as usize) && body.is_char_boundary(to as usize));
-        let body = "First one. The link [[x]] sits here. Last.";
-        let at = body.find("[[").unwrap();
-        let (from, to) = sentence_around(body, at..at + 5);
-        assert_eq!(
-            &body[from as usize..to as usize],
-            " The link [[x]] sits here."
-        );
-    }
 
     /// A tantivy index in memory, with ctxpack's schema and analyzer.
     fn memory_index() -> (Index, Fields) {
@@ -1262,68 +1158,6 @@ mod tests {
             assert_eq!(paths, expected, "limit {limit}");
         }
     }
-
-    proptest::proptest! {
-        #[test]
-        fn sentences_around_any_link_are_valid_ranges(
-            before in "[a-z如果。. \n]{0,400}",
-            after in "[a-z如果。. \n]{0,400}",
-        ) {
-            let body = format!("{before}[[x]]{after}");
-            let start = before.len();
-            let (from, to) = sentence_around(&body, start..start + 5);
-            proptest::prop_assert!(from as usize <= start && to as usize >= start + 5);
-            proptest::prop_assert!(body.get(from as usize..to as usize).is_some());
-        }
-
-        #[test]
-        fn sentences_around_links_are_those_of_a_search_of_the_whole_body(
-            // Sentence ends far apart, so that some fall outside the window.
-            before in "([a-z如 ]{0,350}[。.!\n]){0,3}[a-z如 ]{0,350}",
-            after in "([a-z如 ]{0,350}[。.!\n]){0,3}[a-z如 ]{0,350}",
-        ) {
-            let body = format!("{before}[[x]]{after}");
-            let start = before.len();
-            proptest::prop_assert_eq!(
-                sentence_around(&body, start..start + 5),
-                unbounded_sentence_around(&body, start..start + 5)
-            );
-        }
-    }
-
-    /// `sentence_around` as it was before its searches kept to the window:
-    /// the reference its results must equal.
-    fn unbounded_sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
-        const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
-        let floor = body.floor_char_boundary(range.start.saturating_sub(300));
-        let mut start = body[..range.start]
-            .rfind(|c| ENDS.contains(&c))
-            .map_or(0, |i| {
-                i + body[i..].chars().next().map_or(1, char::len_utf8)
-            });
-        if start < floor {
-            start = body[floor..range.start]
-                .find(char::is_whitespace)
-                .map_or(range.start, |i| floor + i);
-        }
-        let ceiling = body.ceil_char_boundary((range.end + 300).min(body.len()));
-        let mut end = body[range.end..]
-            .find(|c| ENDS.contains(&c))
-            .map_or(body.len(), |i| {
-                range.end
-                    + i
-                    + body[range.end + i..]
-                        .chars()
-                        .next()
-                        .map_or(1, char::len_utf8)
-            });
-        if end > ceiling {
-            end = body[range.end..ceiling]
-                .rfind(char::is_whitespace)
-                .map_or(range.end, |i| range.end + i);
-        }
-        (start as u32, end as u32)
-    }
 }
 
 /// Removes the files of the full-text index that its last commit does not
@@ -1389,36 +1223,6 @@ pub fn is_vault_change(root: &Path, event: &notify::Result<notify::Event>) -> bo
     }
 }
 
-/// The analysed, de-duplicated terms of a query.
-pub fn query_terms(text: &str) -> Vec<String> {
-    let mut terms: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    visit_terms(text, |term| {
-        if !seen.contains(term) {
-            seen.insert(term.to_string());
-            terms.push(term.to_string());
-        }
-    });
-    terms
-}
-
-/// Calls `visit` with each term of `text`, in order, as the index sees
-/// them, without collecting them (excerpt scoring analyses every sentence
-/// of a pack's candidates).
-pub fn visit_terms(text: &str, mut visit: impl FnMut(&str)) {
-    thread_local! {
-        static ANALYZER: std::cell::RefCell<tantivy::tokenizer::TextAnalyzer> =
-            std::cell::RefCell::new(analyzer::analyzer());
-    }
-    ANALYZER.with(|analyzer| {
-        let mut analyzer = analyzer.borrow_mut();
-        let mut stream = analyzer.token_stream(text);
-        while stream.advance() {
-            visit(&stream.token().text);
-        }
-    });
-}
-
 /// One optional term of a ranked-OR query, boosted unless `boost` is 1.
 fn should_term(
     field: Field,
@@ -1455,22 +1259,6 @@ impl tantivy::query::Bm25StatisticsProvider for KindStatistics {
         // Deleted documents count until their segment is merged.
         Ok(self.searcher.doc_freq(term)?.min(self.docs))
     }
-}
-
-/// A file to (re)index.
-pub(crate) struct Pending {
-    pub found: walk::Found,
-    pub stat: Option<(u64, i128)>,
-    pub previous_hash: Option<[u8; 32]>,
-}
-
-/// A link as parsed, kept so it can be resolved again after other notes
-/// change.
-#[derive(Clone, Debug)]
-pub(crate) struct RawLink {
-    pub target: String,
-    pub markdown: bool,
-    pub context: (u32, u32),
 }
 
 impl RawLink {
@@ -1513,15 +1301,6 @@ struct Indexed {
     /// Known files gone before they were read again (their documents
     /// deleted: they are removed).
     vanished_known: usize,
-}
-
-pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>) -> Vec<Diagnostic> {
-    let mut diagnostics: Vec<Diagnostic> = problems
-        .into_iter()
-        .map(|(path, message)| Diagnostic { path, message })
-        .collect();
-    diagnostics.sort();
-    diagnostics
 }
 
 /// Reads, parses and indexes `work` in batches, recording the results in
@@ -1605,143 +1384,6 @@ fn vanished(found: &walk::Found) -> bool {
         .is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
 }
 
-pub(crate) fn read_and_parse(
-    item: &Pending,
-    max_bytes: u64,
-    policy: &Policy,
-) -> (FileEntry, Option<crate::privacy::Prepared>) {
-    let rel = &item.found.rel_path;
-    let (size, mtime_ns) = item.stat.unwrap_or((0, 0));
-    let mut entry = FileEntry {
-        path: rel.clone(),
-        size,
-        mtime_ns,
-        hash: [0; 32],
-        problems: Vec::new(),
-        is_note: false,
-        sections: 0,
-        link_target: item.found.target.clone(),
-    };
-    let is_role = walk::ROLE_FILES.contains(&rel.as_str());
-    // Bases files are listed (so the vault knows them) but read only when
-    // a pack expands an embed of one.
-    if rel == crate::vault::log::LOG_FILE || walk::is_base(rel) {
-        return (entry, None);
-    }
-    // A file in a private folder is never opened, so nothing about it (not
-    // even that it cannot be read) reaches a diagnostic.
-    let private_path = policy.is_private_path(rel)
-        || item
-            .found
-            .target
-            .as_deref()
-            .is_some_and(|target| policy.is_private_path(target));
-    if private_path {
-        // Not read, but known: counted among the private notes, and seen as
-        // unchanged until its size or time changes.
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(policy.fingerprint().as_bytes());
-        hasher.update(b"\0private folder\0");
-        hasher.update(rel.as_bytes());
-        hasher.update(&size.to_le_bytes());
-        hasher.update(&mtime_ns.to_le_bytes());
-        entry.hash = *hasher.finalize().as_bytes();
-        return (entry, None);
-    }
-    match walk::read_text(&item.found.read_path, max_bytes) {
-        Ok((text, mtime)) => {
-            // The policy is part of what a note's content is: under another
-            // policy the same file reads differently (and is re-embedded).
-            let mut hasher = blake3::Hasher::new();
-            hasher.update(policy.fingerprint().as_bytes());
-            hasher.update(text.as_bytes());
-            entry.hash = *hasher.finalize().as_bytes();
-            let mtime = mtime.map(chrono::DateTime::<chrono::Utc>::from);
-            // A private note is remembered as a file (so it is not read again
-            // until it changes) and never indexed.
-            let target_private = item
-                .found
-                .target
-                .as_deref()
-                .is_some_and(|target| policy.is_private_path(target));
-            let Some(prepared) = policy
-                .prepare(rel, &text, mtime)
-                .filter(|_| !target_private)
-            else {
-                if Policy::is_unreadable_frontmatter(&text) {
-                    entry
-                        .problems
-                        .push(crate::privacy::UNREADABLE_NOTE.to_string());
-                }
-                return (entry, None);
-            };
-            entry.problems = prepared.problems.clone();
-            entry.is_note = !is_role;
-            (entry, (!is_role).then_some(prepared))
-        }
-        Err(problem) => {
-            entry.problems.push(problem);
-            (entry, None)
-        }
-    }
-}
-
-/// The note-level text, part by part in [`FIELD_REPEATS`] order: what
-/// every store indexes for a note, each part repeated as that table says.
-pub fn note_text_parts(note: &Note) -> [String; 6] {
-    let [title, aliases, tags, summary, headings] = note_parts_before_body(note);
-    let body: Vec<&str> = body_blocks(note).map(|b| note.block_text(b)).collect();
-    [title, aliases, tags, summary, headings, body.join("\n\n")]
-}
-
-/// The parts of [`note_text_parts`] before the body.
-pub fn note_parts_before_body(note: &Note) -> [String; 5] {
-    let meta = &note.meta;
-    let title_key = crate::text::fold(&meta.title);
-    let headings: Vec<&str> = note
-        .headings
-        .iter()
-        .filter(|h| !(h.level == 1 && crate::text::fold(&h.text) == title_key))
-        .map(|h| h.text.as_str())
-        .collect();
-    // A summary taken from the first paragraph is already in the body.
-    let summary = match meta.summary_source {
-        crate::note::SummarySource::Frontmatter => meta.summary.clone(),
-        _ => String::new(),
-    };
-    [
-        meta.title.clone(),
-        meta.aliases.join("\n"),
-        meta.tags.join("\n"),
-        summary,
-        headings.join("\n"),
-    ]
-}
-
-/// The blocks whose text makes the body part of the note-level text.
-pub fn body_blocks(note: &Note) -> impl Iterator<Item = &crate::parse::markdown::Block> {
-    note.blocks.iter().filter(|b| b.kind != BlockKind::Heading)
-}
-
-/// Each section's heading path (`A > B`, if it has a heading) and text.
-pub fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
-    section_spans(note)
-        .into_iter()
-        .map(|(heading, range)| (heading, &note.body[range]))
-        .collect()
-}
-
-/// Each section's heading path and the span of its text in the body.
-pub fn section_spans(note: &Note) -> Vec<(Option<String>, std::ops::Range<usize>)> {
-    note.sections()
-        .into_iter()
-        .map(|section| {
-            let heading = section.heading.map(|h| note.heading_path(h).join(" > "));
-            (heading, section.range)
-        })
-        .collect()
-}
-
 /// The note-level document: path and the weighted text of the note.
 fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
@@ -1772,66 +1414,6 @@ fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u6
         writer.add_document(doc)?;
     }
     Ok(sections.len() as u64)
-}
-
-pub(crate) fn raw_links(note: &Note) -> Vec<RawLink> {
-    let in_body = note
-        .links
-        .iter()
-        .filter(|l| l.kind != LinkKind::Embed && !l.target.is_empty())
-        .map(|link| RawLink {
-            target: link.target.clone(),
-            markdown: link.kind == LinkKind::Markdown,
-            context: sentence_around(&note.body, link.range.clone()),
-        });
-    let in_properties = crate::parse::properties::property_links(&note.frontmatter)
-        .into_iter()
-        .map(|(property, target)| RawLink {
-            target,
-            markdown: false,
-            context: (crate::note::PROPERTY_CONTEXT, property as u32),
-        });
-    in_body.chain(in_properties).collect()
-}
-
-/// The byte range of the sentence containing `range`, at most about 300
-/// bytes on each side (cut at character boundaries).
-fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
-    const ENDS: [char; 7] = ['.', '!', '?', '。', '！', '？', '\n'];
-    let floor = body.floor_char_boundary(range.start.saturating_sub(300));
-    // Only ends near the link can count (a farther one is past the cap), so
-    // the search stays within the window: many links on one long line would
-    // otherwise each scan the line. The window reaches a character before
-    // `floor`, whose end may fall on it.
-    let lookback = body.floor_char_boundary(floor.saturating_sub(4));
-    let mut start = body[lookback..range.start]
-        .rfind(|c| ENDS.contains(&c))
-        .map(|i| lookback + i)
-        .map_or(0, |i| {
-            i + body[i..].chars().next().map_or(1, char::len_utf8)
-        });
-    if start < floor {
-        start = body[floor..range.start]
-            .find(char::is_whitespace)
-            .map_or(range.start, |i| floor + i);
-    }
-    let ceiling = body.ceil_char_boundary((range.end + 300).min(body.len()));
-    let mut end = body[range.end..ceiling]
-        .find(|c| ENDS.contains(&c))
-        .map_or(body.len(), |i| {
-            range.end
-                + i
-                + body[range.end + i..]
-                    .chars()
-                    .next()
-                    .map_or(1, char::len_utf8)
-        });
-    if end > ceiling {
-        end = body[range.end..ceiling]
-            .rfind(char::is_whitespace)
-            .map_or(range.end, |i| range.end + i);
-    }
-    (start as u32, end as u32)
 }
 
 /// Sorts what was indexed, resolves links and role files against the final
@@ -1865,40 +1447,30 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let metas_sorted = Arc::new(MetaTable::new(metas_sorted));
     let resolver = Arc::new(LinkResolver::new(&metas_sorted));
     let table = LinkTable {
-        links: links_sorted
-            .into_par_iter()
-            .enumerate()
-            .map(|(idx, links)| {
-                let from = &metas_sorted[idx].path;
-                links
-                    .into_iter()
-                    .filter_map(|link| {
-                        let target = resolver.resolve_target(
-                            &metas_sorted,
-                            from,
-                            &link.target,
-                            link.markdown,
-                        )? as u32;
-                        // The usual case, a link written as its target's
-                        // name, needs no copy of the name.
-                        let raw = if link
-                            .target
-                            .eq_ignore_ascii_case(metas_sorted[target as usize].name())
-                        {
-                            String::new()
-                        } else {
-                            link.target
-                        };
-                        Some(LinkRecord {
-                            target,
-                            raw,
-                            markdown: link.markdown,
-                            context: link.context,
-                        })
-                    })
-                    .collect()
-            })
-            .collect(),
+        links: resolve_links(
+            &metas_sorted,
+            &resolver,
+            links_sorted,
+            |link: &RawLink| (link.target.as_str(), link.markdown),
+            |link, target| {
+                // The usual case, a link written as its target's name,
+                // needs no copy of the name.
+                let raw = if link
+                    .target
+                    .eq_ignore_ascii_case(metas_sorted[target].name())
+                {
+                    String::new()
+                } else {
+                    link.target
+                };
+                LinkRecord {
+                    target: target as u32,
+                    raw,
+                    markdown: link.markdown,
+                    context: link.context,
+                }
+            },
+        ),
     };
     let mut role_vault = Vault::from_metas(
         root.to_path_buf(),

@@ -19,20 +19,19 @@ use serde::{Deserialize, Serialize};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+// What a chunk says is the analysed note's (the PostgreSQL store embeds
+// the same chunks); the ANN choice is the stores' common setting.
+pub use crate::analysis::chunk_texts;
 use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
-use crate::note::Note;
+pub use crate::store::AnnChoice;
 use crate::vault::Vault;
 
 /// An ANN search that finds fewer notes than this (after filters) falls
 /// back to the exact scan.
 const MIN_ANN_NOTES: usize = 10;
-
-/// The most characters of a section one chunk embeds (static models average
-/// over tokens, so more text mostly dilutes; a transformer reads 512 tokens).
-const CHUNK_CHARS: usize = 2_000;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Meta {
@@ -64,24 +63,6 @@ pub struct SemanticIndex {
     key: [u8; 32],
     fingerprint: String,
     ann: Option<AnnIndex>,
-}
-
-/// When the semantic arm searches an HNSW graph instead of every vector.
-/// Building one is slow (minutes for 100,000 chunks), so only `Always`
-/// and `Build` build it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AnnChoice {
-    /// From [`ANN_THRESHOLD`] chunks on, the stored graph if it is
-    /// current; else the exact scan.
-    #[default]
-    Auto,
-    /// Like `Auto`, but builds the graph when it is missing or stale
-    /// (`ctxpack index`).
-    Build,
-    /// The graph at any size, built when needed (`--ann`).
-    Always,
-    /// The exact scan (`--exact`).
-    Never,
 }
 
 fn vectors_key(meta: &Meta) -> [u8; 32] {
@@ -230,124 +211,6 @@ fn meta_file(dir: &Path, fingerprint: &str) -> PathBuf {
 
 fn data_file(dir: &Path, fingerprint: &str, format: VectorFormat) -> PathBuf {
     dir.join(format!("vectors-{fingerprint}.{}", format.extension()))
-}
-
-/// The texts a note is embedded as: its title with a differing first
-/// heading, aliases, tags and summary, then each section's text under its
-/// note title and heading path (said once: a first heading that repeats the
-/// title is left out of the path, and the heading line out of the text). A
-/// section longer than [`CHUNK_CHARS`] is embedded as consecutive pieces,
-/// each under the same path, so no part of a long note goes unembedded; a
-/// note yields at most [`MAX_NOTE_CHUNKS`] chunks.
-pub fn chunk_texts(note: &Note) -> Vec<String> {
-    let meta = &note.meta;
-    let mut head = meta.title.clone();
-    let heading = note.heading_title().map(str::to_string);
-    for extra in heading.iter().chain(&meta.aliases).chain(&meta.tags) {
-        head.push_str(" · ");
-        head.push_str(extra);
-    }
-    if !meta.summary.is_empty() {
-        head.push('\n');
-        head.push_str(&meta.summary);
-    }
-    let mut chunks = vec![head];
-    let title = crate::text::fold(&meta.title);
-    for section in note.sections() {
-        if chunks.len() == MAX_NOTE_CHUNKS {
-            break;
-        }
-        let start = section.heading.map_or(section.range.start, |h| {
-            note.headings[h]
-                .range
-                .end
-                .clamp(section.range.start, section.range.end)
-        });
-        let text = note.body[start..section.range.end].trim();
-        let mut label = meta.title.clone();
-        if let Some(heading) = section.heading {
-            let path = note.heading_path(heading);
-            let repeats_title = path.first().is_some_and(|h| crate::text::fold(h) == title);
-            for step in &path[usize::from(repeats_title)..] {
-                label.push_str(" > ");
-                label.push_str(step);
-            }
-        }
-        if text.is_empty() {
-            // A heading with nothing under it still says something, unless
-            // it is the title or the headings below it carry it in their paths.
-            let has_child = section.heading.is_some_and(|h| {
-                note.headings
-                    .get(h + 1)
-                    .is_some_and(|next| next.level > note.headings[h].level)
-            });
-            if label.len() > meta.title.len() && !has_child {
-                chunks.push(label);
-            }
-            continue;
-        }
-        for piece in pieces(text, CHUNK_CHARS) {
-            if chunks.len() == MAX_NOTE_CHUNKS {
-                return chunks;
-            }
-            let mut chunk = String::with_capacity(label.len() + 1 + piece.len());
-            chunk.push_str(&label);
-            chunk.push('\n');
-            chunk.push_str(piece);
-            // A short note's only section can say just what its title
-            // line says (the summary is its first paragraph).
-            if chunk != chunks[0] {
-                chunks.push(chunk);
-            }
-        }
-    }
-    chunks
-}
-
-/// The most chunks one note is embedded as (a hostile or enormous note
-/// must not cost hours of a transformer's time): 256 chunks of up to
-/// [`CHUNK_CHARS`] characters, about half a million characters.
-const MAX_NOTE_CHUNKS: usize = 256;
-
-/// `text` cut into consecutive pieces of at most `max_chars` characters,
-/// each ended, within its second half, after its last paragraph, else line,
-/// else sentence, else word (a run without any is cut at the limit).
-fn pieces(text: &str, max_chars: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text.trim();
-    while let Some((limit, _)) = rest.char_indices().nth(max_chars) {
-        let half = rest.char_indices().nth(max_chars / 2).map_or(0, |(i, _)| i);
-        let cut = best_cut(&rest[half..limit])
-            .map(|cut| half + cut)
-            .filter(|&cut| cut > 0)
-            .unwrap_or(limit);
-        let (piece, next) = rest.split_at(cut);
-        out.push(piece.trim_end());
-        rest = next.trim_start();
-    }
-    if !rest.is_empty() {
-        out.push(rest);
-    }
-    out
-}
-
-/// Where a piece had best end in `tail`: at its last paragraph break, else
-/// line break, else sentence end, else space.
-fn best_cut(tail: &str) -> Option<usize> {
-    let sentence_end = || {
-        tail.char_indices()
-            .rev()
-            .find(|&(i, c)| {
-                matches!(c, '。' | '！' | '？')
-                    || (matches!(c, '.' | '!' | '?')
-                        && tail[i + 1..].starts_with(char::is_whitespace))
-            })
-            .map(|(i, c)| i + c.len_utf8())
-    };
-    tail.rfind("\n\n")
-        .or_else(|| tail.rfind('\n'))
-        .or_else(sentence_end)
-        .or_else(|| tail.rfind(char::is_whitespace))
 }
 
 /// Chunks embedded per batch: each batch is journaled, and the progress
@@ -737,6 +600,7 @@ pub(crate) fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::{CHUNK_CHARS, MAX_NOTE_CHUNKS, pieces};
     use crate::embed::static_model::tests::tiny_model_files;
     use crate::index::{IndexConfig, VaultIndex};
 

@@ -2,20 +2,26 @@
 //! lives. [`Store`] is everything `retrieve/`, `pack/` and `session.rs` ask
 //! of an index: the catalog (as a [`Vault`]), BM25 over notes and sections,
 //! backlinks, feedback. Two implementations: the embedded index
-//! ([`VaultIndex`], files in the cache folder) and PostgreSQL
+//! ([`crate::index::VaultIndex`], files in the cache folder) and PostgreSQL
 //! ([`postgres::PgStore`], shared by any number of stateless servers).
 //! Both score BM25 with tantivy's own formula over the same analyzer's
-//! terms and the same statistics, so they rank identically.
+//! terms and the same statistics (`crate::analysis`), so they rank
+//! identically.
+//!
+//! This module sits below both: it knows neither, and each implements
+//! [`Store`] beside itself. What only one of them has is reached by
+//! `store.embedded()` or `store.postgres()` (defined next to each).
 
+pub mod feedback;
 pub mod postgres;
 
 use std::collections::HashMap;
 
 use anyhow::Result;
 
-use crate::index::feedback::{Counts, FeedbackStore};
-use crate::index::{LinkEntry, VaultIndex};
+use crate::analysis::LinkEntry;
 use crate::vault::Vault;
+use feedback::{Counts, FeedbackStore};
 
 /// What ranking and packing need from an index of one vault.
 pub trait Store: Send + Sync {
@@ -39,7 +45,7 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<(String, usize, f32)>>;
     /// The backlink entries of each target: `target -> [(source, link
-    /// span)]` (sentences from [`crate::index::backlink_sentences`]).
+    /// span)]` (sentences from [`crate::analysis::backlink_sentences`]).
     fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>>;
     /// Every resolved link between notes, for graph walks; `None` where
     /// this store does not keep them.
@@ -55,15 +61,10 @@ pub trait Store: Send + Sync {
     fn is_stale(&self) -> bool {
         false
     }
-    /// The embedded index behind this store, for what only it has (the
-    /// vector files beside it, its folder's size).
-    fn embedded(&self) -> Option<&VaultIndex> {
-        None
-    }
-    /// The PostgreSQL store behind this one (its vectors live there).
-    fn postgres(&self) -> Option<&postgres::PgStore> {
-        None
-    }
+    /// The store as `Any`, so that what only one implementation has (the
+    /// embedded index's vector files and folder size, the PostgreSQL
+    /// store's vectors) is reached without this trait naming either.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Nearest notes to a query vector, a note scoring as its best chunk.
@@ -78,64 +79,51 @@ pub trait VectorSearch: Send + Sync {
     ) -> Vec<(usize, f32)>;
 }
 
-impl VectorSearch for crate::index::vectors::SemanticIndex {
-    fn search(
-        &self,
-        query: &[f32],
-        limit: usize,
-        keep: &dyn Fn(usize) -> bool,
-    ) -> Vec<(usize, f32)> {
-        crate::index::vectors::SemanticIndex::search(self, query, limit, keep)
+/// What opening (and updating) an index, or syncing a store, did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UpdateReport {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Why the index was rebuilt from scratch, if it was.
+    pub rebuilt: Option<String>,
+    /// Another process was updating: this one used the last commit.
+    pub busy: bool,
+    /// What changed was asked of a live watcher, not found by a walk.
+    pub from_watcher: bool,
+    /// Why the update could not be written (a full disk, a quota, a
+    /// read-only folder): the last good commit serves, and the next open
+    /// tries again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl UpdateReport {
+    pub fn changed_anything(&self) -> bool {
+        self.added + self.changed + self.removed > 0 || self.rebuilt.is_some()
     }
 }
 
-impl Store for VaultIndex {
-    fn describe(&self) -> String {
-        self.dir.display().to_string()
-    }
-
-    fn vault(&self) -> Vault {
-        VaultIndex::vault(self)
-    }
-
-    fn section_count(&self) -> u64 {
-        self.catalog.sections
-    }
-
-    fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {
-        VaultIndex::search_notes(self, text, limit)
-    }
-
-    fn section_idf(&self, terms: &[String]) -> Vec<f64> {
-        VaultIndex::section_idf(self, terms)
-    }
-
-    fn search_sections(
-        &self,
-        text: &str,
-        paths: &[&str],
-        limit: usize,
-    ) -> Result<Vec<(String, usize, f32)>> {
-        VaultIndex::search_sections(self, text, paths, limit)
-    }
-
-    fn backlink_entries(&self, targets: &[usize]) -> HashMap<usize, Vec<LinkEntry>> {
-        VaultIndex::backlink_entries(self, targets)
-    }
-
-    fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
-        VaultIndex::link_graph(self)
-    }
-
-    fn feedback(&self) -> Result<FeedbackStore> {
-        FeedbackStore::load(&self.dir)
-    }
-
-    fn record_feedback(&self, path: &str, useful: bool) -> Result<Counts> {
-        FeedbackStore::record(&self.dir, path, useful)
-    }
-
-    fn embedded(&self) -> Option<&VaultIndex> {
-        Some(self)
-    }
+/// When the semantic arm searches an HNSW graph instead of every vector.
+/// Building one is slow (minutes for 100,000 chunks), so only `Always`
+/// and `Build` build it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnnChoice {
+    /// From [`ANN_THRESHOLD`] chunks on, the stored graph if it is
+    /// current; else the exact scan.
+    #[default]
+    Auto,
+    /// Like `Auto`, but builds the graph when it is missing or stale
+    /// (`ctxpack index`).
+    Build,
+    /// The graph at any size, built when needed (`--ann`).
+    Always,
+    /// The exact scan (`--exact`).
+    Never,
 }
+
+/// From this many chunks on, `ctxpack index` builds the graph and searches
+/// use it when it is current. Below, the exact scan is fast enough (8 ms
+/// for 100,000 chunks of 64 dimensions) and building costs minutes.
+pub const ANN_THRESHOLD: usize = 200_000;

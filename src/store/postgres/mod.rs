@@ -23,11 +23,12 @@ use serde::{Deserialize, Serialize};
 
 pub use connection::{Connection, StoreError, StoreUrl};
 
-use crate::index::feedback::{Counts, FeedbackStore};
-use crate::index::{LinkEntry, query_terms};
+use crate::analysis::{LinkEntry, order_hits, query_terms, resolve_links};
 use crate::note::{Diagnostic, LinkGraph, NoteMeta};
 use crate::note_tables::MetaTable;
 use crate::privacy::Redaction;
+use crate::store::Store;
+use crate::store::feedback::{Counts, FeedbackStore};
 use crate::vault::{LinkResolver, NoteSource, SharedTables, SourcedText, Vault};
 use terms::{NoteTerms, bm25_weight, decode_postings};
 
@@ -92,22 +93,27 @@ impl PgStore {
                 .await
         })?;
         let metas = &self.snapshot.metas;
-        let resolver = LinkResolver::new(metas);
-        let mut links = Vec::new();
+        let mut written: Vec<Vec<(String, bool, u32, u32)>> = vec![Vec::new(); metas.len()];
         for row in rows {
             let path: String = row.get(0);
             let bytes: Vec<u8> = row.get(1);
             let Some(source) = self.note_index(&path) else {
                 continue;
             };
-            let stored: Vec<(String, bool, u32, u32)> = postcard::from_bytes(&bytes)
+            written[source] = postcard::from_bytes(&bytes)
                 .with_context(|| format!("the store's links of {path} do not decode"))?;
-            for (target, markdown, _, _) in stored {
-                if let Some(target) = resolver.resolve_target(metas, &path, &target, markdown) {
-                    links.push((source, target));
-                }
-            }
         }
+        let resolved = resolve_links(
+            metas,
+            &LinkResolver::new(metas),
+            written,
+            |link: &(String, bool, u32, u32)| (link.0.as_str(), link.1),
+            |_, target| target,
+        );
+        let links = resolved
+            .into_iter()
+            .enumerate()
+            .flat_map(|(source, targets)| targets.into_iter().map(move |target| (source, target)));
         Ok(LinkGraph::from_links(metas.len(), links))
     }
 
@@ -294,7 +300,14 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
     })
 }
 
-impl crate::store::Store for PgStore {
+impl dyn Store {
+    /// The PostgreSQL store behind this store (its vectors live there).
+    pub fn postgres(&self) -> Option<&PgStore> {
+        self.as_any().downcast_ref()
+    }
+}
+
+impl Store for PgStore {
     fn describe(&self) -> String {
         format!("{} (vault '{}')", self.connection.shown(), self.name)
     }
@@ -437,12 +450,7 @@ impl crate::store::Store for PgStore {
                 }
             }
         }
-        hits.sort_by(|a, b| {
-            b.2.total_cmp(&a.2)
-                .then_with(|| a.0.cmp(&b.0))
-                .then(a.1.cmp(&b.1))
-        });
-        hits.truncate(limit);
+        order_hits(&mut hits, limit);
         Ok(hits)
     }
 
@@ -535,8 +543,8 @@ impl crate::store::Store for PgStore {
         })
     }
 
-    fn postgres(&self) -> Option<&PgStore> {
-        Some(self)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn is_stale(&self) -> bool {

@@ -24,12 +24,14 @@ use tokio_postgres::types::{ToSql, Type};
 use super::Roles;
 use super::connection::{Connection, StoreUrl, describe};
 use super::terms::{Contribution, NoteCounts, NoteTerms, decode_postings, encode_postings};
-use crate::index::catalog::BACKLINKS_KEPT;
-use crate::index::catalog::FileEntry;
-use crate::index::{Pending, UpdateReport, raw_links, read_and_parse, walk_diagnostics};
+use crate::analysis::{
+    FileEntry, LinkEntry, Pending, first_backlinks, raw_links, read_and_parse, resolve_links,
+    walk_diagnostics,
+};
 use crate::note::{Diagnostic, NoteMeta};
 use crate::note_tables::MetaTable;
 use crate::privacy::Policy;
+use crate::store::UpdateReport;
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, walk};
 
 /// Rows written per statement.
@@ -287,7 +289,7 @@ async fn sync_in(
         for chunk in pending.chunks(PIPELINE_CHUNK) {
             let mut parsed: Vec<Parsed> = chunk
                 .par_iter()
-                .map_init(crate::index::analyzer::analyzer, |analyzer, item| {
+                .map_init(crate::analysis::analyzer::analyzer, |analyzer, item| {
                     Parsed::read(analyzer, item, max_bytes, &policy)
                 })
                 .collect();
@@ -937,34 +939,25 @@ async fn relink(
     let resolving = crate::timings::phase("sync: links: resolve");
     let (backlinks, roles, bases) = tokio::task::block_in_place(|| {
         let resolver = LinkResolver::new(&metas);
-        // Resolved in parallel, kept in the sources' order.
-        let resolved: Vec<Vec<(usize, u32, u32)>> = links
-            .par_iter()
-            .enumerate()
-            .map(|(source, links)| {
-                let from = &metas[source].path;
-                links
-                    .iter()
-                    .filter_map(|(target, markdown, start, end)| {
-                        let target = resolver.resolve_target(&metas, from, target, *markdown)?;
-                        Some((target, *start, *end))
-                    })
-                    .collect()
-            })
-            .collect();
-        // (source, sentence range) of each note's first incoming links.
-        let mut incoming: Vec<Vec<(usize, u32, u32)>> = vec![Vec::new(); metas.len()];
-        for (source, targets) in resolved.into_iter().enumerate() {
-            for (target, start, end) in targets {
-                if target == source
-                    || incoming[target].len() >= BACKLINKS_KEPT
-                    || incoming[target].iter().any(|entry| entry.0 == source)
-                {
-                    continue;
-                }
-                incoming[target].push((source, start, end));
-            }
-        }
+        // Resolved and kept as the embedded index resolves and keeps them.
+        let resolved: Vec<Vec<(usize, (u32, u32))>> = resolve_links(
+            &metas,
+            &resolver,
+            links,
+            |link: &StoredLink| (link.0.as_str(), link.1),
+            |link, target| (target, (link.2, link.3)),
+        );
+        let incoming: Vec<Vec<LinkEntry>> = first_backlinks(
+            metas.len(),
+            resolved
+                .into_iter()
+                .enumerate()
+                .flat_map(|(source, targets)| {
+                    targets
+                        .into_iter()
+                        .map(move |(target, context)| (source, target, context))
+                }),
+        );
         let metas = Arc::new(metas);
         let mut role_vault = Vault::from_metas(
             root.to_path_buf(),

@@ -9,8 +9,8 @@ use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::Bm25Weight;
 use tantivy::tokenizer::{MAX_TOKEN_LEN, TextAnalyzer, TokenStream};
 
-use crate::index::analyzer::is_clean_cut;
-use crate::index::{FIELD_REPEATS, body_blocks, note_parts_before_body, section_spans};
+use crate::analysis::analyzer::is_clean_cut;
+use crate::analysis::{FIELD_REPEATS, body_blocks, note_parts_before_body, section_spans};
 use crate::note::Note;
 
 /// Term frequencies of one text field of one document.
@@ -454,7 +454,7 @@ mod tests {
             "---\ntitle: Raft\ntags: [consensus]\n---\nRaft elects a leader.\n\n## Log\n\nThe leader replicates the log.\n\n## 日志\n\n领导者复制日志。\n",
             None,
         );
-        let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
+        let terms = NoteTerms::of(&mut crate::analysis::analyzer::analyzer(), &note);
         let bytes = terms.encode();
         assert_eq!(NoteTerms::decode(&bytes), Some(terms.clone()));
         assert_eq!(
@@ -480,14 +480,14 @@ mod tests {
     /// Counts every text on its own, as the index's documents hold them:
     /// the reference for the one analysis of the body.
     fn counted_text_by_text(note: &Note) -> NoteTerms {
-        let mut analyzer = crate::index::analyzer::analyzer();
+        let mut analyzer = crate::analysis::analyzer::analyzer();
         let mut counter = Counter {
             analyzer: &mut analyzer,
             ids: FxHashMap::default(),
             seen: Vec::new(),
             counts: Vec::new(),
         };
-        let parts: Vec<Vec<u32>> = crate::index::note_text_parts(note)
+        let parts: Vec<Vec<u32>> = crate::analysis::note_text_parts(note)
             .iter()
             .map(|part| counter.ids_of(part))
             .collect();
@@ -497,7 +497,7 @@ mod tests {
             .map(|(ids, (_, repeats))| (ids.as_slice(), repeats as u32))
             .collect();
         let text = counter.field(&values);
-        let sections = crate::index::section_texts(note)
+        let sections = crate::analysis::section_texts(note)
             .into_iter()
             .map(|(heading, body)| {
                 let heading = heading.map(|h| counter.ids_of(&h)).unwrap_or_default();
@@ -535,7 +535,7 @@ mod tests {
         ) {
             let text = lines.join("\n");
             let (note, _) = crate::parse::parse_note("a.md", &text, None);
-            let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
+            let terms = NoteTerms::of(&mut crate::analysis::analyzer::analyzer(), &note);
             proptest::prop_assert_eq!(terms, counted_text_by_text(&note));
         }
     }
@@ -547,7 +547,7 @@ mod tests {
             "---\ntitle: Raft\ntags: [consensus]\n---\nRaft elects a leader.\n\n## Log\n\nThe leader replicates the log.\n",
             None,
         );
-        let terms = NoteTerms::of(&mut crate::index::analyzer::analyzer(), &note);
+        let terms = NoteTerms::of(&mut crate::analysis::analyzer::analyzer(), &note);
         // The title counts three times, the tag twice.
         assert_eq!(terms.tf(&terms.text, "raft"), 4);
         assert_eq!(terms.tf(&terms.text, "consensus"), 2);

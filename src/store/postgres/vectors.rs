@@ -21,10 +21,9 @@ use anyhow::{Context, Result};
 use pgvector::HalfVector;
 
 use super::PgStore;
+use crate::analysis::chunk_texts;
 use crate::embed::Embedder;
-use crate::index::ann::ANN_THRESHOLD;
-use crate::index::vectors::{AnnChoice, chunk_texts};
-use crate::store::VectorSearch;
+use crate::store::{ANN_THRESHOLD, AnnChoice, VectorSearch};
 use crate::vault::Vault;
 
 /// Notes embedded and written per batch.

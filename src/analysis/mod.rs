@@ -1,0 +1,31 @@
+//! The analysed note: what both stores derive from a note's text, and must
+//! derive identically for their rankings to agree. The analyzer and a
+//! query's terms, the texts indexed for a note and its sections, the order
+//! of hits, the chunks a note is embedded as, a note's links and their resolution into the link table and
+//! backlinks, and the reading of one file under the privacy policy.
+//!
+//! Nothing here knows where an index lives: `index/` (tantivy) and
+//! `store/postgres/` (PostgreSQL) both call these functions, and neither
+//! imports the other.
+
+pub mod analyzer;
+mod chunks;
+mod hits;
+mod links;
+mod parts;
+mod read;
+mod terms;
+
+pub use chunks::chunk_texts;
+#[cfg(test)]
+pub(crate) use chunks::{CHUNK_CHARS, MAX_NOTE_CHUNKS, pieces};
+pub use hits::order_hits;
+pub use links::{BACKLINKS_KEPT, LinkEntry, backlink_sentences, first_backlinks, resolve_links};
+pub(crate) use links::{RawLink, raw_links};
+pub use parts::{
+    FIELD_REPEATS, body_blocks, note_parts_before_body, note_text_parts, section_spans,
+    section_texts,
+};
+pub use read::FileEntry;
+pub(crate) use read::{Pending, read_and_parse, walk_diagnostics};
+pub use terms::{query_terms, visit_terms};
