@@ -351,3 +351,355 @@ pub fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
             .then_with(|| ma.path.cmp(&mb.path))
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::feedback::FeedbackStore;
+    use crate::retrieve::arms::{Sources, signals};
+    use crate::retrieve::frontmatter::relevance_pass;
+    use crate::retrieve::{Query, Rule};
+
+    fn vault() -> Vault {
+        let files: Vec<(String, String)> = [
+            ("a.md", "---\ntitle: Raft\n---\nLeader election.\n"),
+            ("b.md", "---\ntags: [raft]\n---\nLogs.\n"),
+            ("c.md", "---\nsummary: Paxos, not raft.\n---\n"),
+            ("d.md", "Nothing here.\n"),
+        ]
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+        Vault::from_texts("/v".into(), &files)
+    }
+
+    fn hits(notes: &[(usize, f64)]) -> Vec<ArmHit> {
+        notes
+            .iter()
+            .map(|&(note, score)| ArmHit {
+                note,
+                score,
+                rules: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn list(arm: &'static str, weight: f64, notes: &[(usize, f64)]) -> RankedList {
+        RankedList {
+            arm,
+            weight,
+            hits: hits(notes),
+        }
+    }
+
+    /// An arm that returns a fixed list.
+    struct Listed {
+        name: &'static str,
+        hits: Vec<(usize, f64)>,
+        weight: f64,
+        fusion: Option<Fusion>,
+    }
+
+    impl Listed {
+        fn new(name: &'static str, hits: &[(usize, f64)]) -> Listed {
+            Listed {
+                name,
+                hits: hits.to_vec(),
+                weight: 1.0,
+                fusion: None,
+            }
+        }
+    }
+
+    impl Arm for Listed {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+
+        fn rank(
+            &self,
+            _query: &str,
+            limit: usize,
+            keep: &dyn Fn(usize) -> bool,
+        ) -> anyhow::Result<Vec<ArmHit>> {
+            let kept: Vec<(usize, f64)> = self
+                .hits
+                .iter()
+                .copied()
+                .filter(|&(note, _)| keep(note))
+                .take(limit)
+                .collect();
+            Ok(hits(&kept))
+        }
+
+        fn default_weight(&self) -> f64 {
+            self.weight
+        }
+
+        fn default_fusion(&self) -> Option<Fusion> {
+            self.fusion
+        }
+    }
+
+    struct Failing(&'static str);
+
+    impl Arm for Failing {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+
+        fn rank(
+            &self,
+            _: &str,
+            _: usize,
+            _: &dyn Fn(usize) -> bool,
+        ) -> anyhow::Result<Vec<ArmHit>> {
+            Err(anyhow::anyhow!("{} is down", self.0))
+        }
+    }
+
+    /// Adds 1 to one note's score and reports that it ran, with how many
+    /// hits it saw.
+    struct Boost(usize);
+
+    impl Rescorer for Boost {
+        fn name(&self) -> &'static str {
+            "boost"
+        }
+
+        fn rescore(&self, _: &str, ranking: &mut Ranking, vault: &Vault, _: &RankOptions) {
+            for hit in ranking.hits.iter_mut().filter(|h| h.note == self.0) {
+                hit.score += 1.0;
+            }
+            sort_hits(&mut ranking.hits, vault);
+            ranking.signal_errors.push(SignalError {
+                arm: self.name().into(),
+                message: format!("saw {} hits", ranking.hits.len()),
+            });
+        }
+    }
+
+    fn scores(fused: &BTreeMap<usize, Fused>) -> Vec<(usize, f64)> {
+        fused.iter().map(|(&note, f)| (note, f.score)).collect()
+    }
+
+    #[test]
+    fn rank_fusion_sums_each_list_in_order_and_keeps_every_arm() {
+        let fused = fuse(
+            vec![
+                list("one", 1.0, &[(0, 9.0), (1, 8.0)]),
+                list("two", 0.5, &[(1, 3.0), (2, 2.0)]),
+            ],
+            Method::Rrf { k: 60.0 },
+        );
+        assert_eq!(
+            scores(&fused),
+            [
+                (0, 1.0 / 61.0),
+                (1, 1.0 / 62.0 + 0.5 / 61.0),
+                (2, 0.5 / 62.0)
+            ]
+        );
+        let arms: Vec<(&str, usize, f64)> = fused[&1]
+            .arms
+            .iter()
+            .map(|a| (a.arm, a.rank, a.score))
+            .collect();
+        assert_eq!(arms, [("one", 2, 8.0), ("two", 1, 3.0)]);
+    }
+
+    #[test]
+    fn fused_rankings_add_the_one_after_the_position() {
+        // At k = 0.001 the fourth hit's (k + 3) + 1 and k + 4 round apart:
+        // rankings of rankings keep the packs' summation order.
+        let k = 0.001;
+        let notes = [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0)];
+        let packs = fuse(vec![list("query", 1.0, &notes)], Method::Rankings { k });
+        let arms = fuse(vec![list("query", 1.0, &notes)], Method::Rrf { k });
+        assert_eq!(
+            packs[&3].score.to_bits(),
+            (1.0 / ((k + 3.0) + 1.0)).to_bits()
+        );
+        assert_eq!(arms[&3].score.to_bits(), (1.0 / (k + 4.0)).to_bits());
+        assert_ne!(packs[&3].score.to_bits(), arms[&3].score.to_bits());
+        assert_eq!(packs[&0].score, arms[&0].score);
+    }
+
+    #[test]
+    fn score_fusion_normalises_each_list_on_its_own() {
+        let fused = fuse(
+            vec![
+                list("spread", 2.0, &[(0, 10.0), (2, 7.0), (1, 4.0)]),
+                list("flat", 0.25, &[(3, 5.0), (0, 5.0)]),
+            ],
+            Method::Score,
+        );
+        assert_eq!(scores(&fused), [(0, 2.25), (1, 0.0), (2, 1.0), (3, 0.25)]);
+    }
+
+    #[test]
+    fn points_add_up_with_every_rule_in_list_order() {
+        let rule = |rule: Rule| RuleHit {
+            rule,
+            term: "raft".into(),
+            points: rule.points(),
+        };
+        let frontmatter = RankedList {
+            arm: "frontmatter",
+            weight: 1.0,
+            hits: vec![ArmHit {
+                note: 1,
+                score: 8.0,
+                rules: vec![rule(Rule::TitleOrAlias), rule(Rule::Tag)],
+            }],
+        };
+        let qmd = RankedList {
+            arm: "qmd",
+            weight: 1.0,
+            hits: vec![
+                ArmHit {
+                    note: 2,
+                    score: 4.0,
+                    rules: vec![rule(Rule::Qmd)],
+                },
+                ArmHit {
+                    note: 1,
+                    score: 4.0,
+                    rules: vec![rule(Rule::Qmd)],
+                },
+            ],
+        };
+        let fused = fuse(vec![frontmatter, qmd], Method::Points);
+        assert_eq!(scores(&fused), [(1, 12.0), (2, 4.0)]);
+        let rules: Vec<Rule> = fused[&1]
+            .arms
+            .iter()
+            .flat_map(|a| a.rules.iter().map(|r| r.rule))
+            .collect();
+        assert_eq!(rules, [Rule::TitleOrAlias, Rule::Tag, Rule::Qmd]);
+    }
+
+    #[test]
+    fn the_seed_ranking_is_the_frontmatter_pass_and_reports_qmd_that_cannot_run() {
+        let vault = vault();
+        let pass = relevance_pass(&vault, &Query::parse("raft"));
+        assert_eq!(pass.len(), 3);
+        let (alone, errors) = seed_rank(&vault, "raft", None);
+        assert_eq!(alone, pass);
+        assert!(errors.is_empty());
+        let broken: Result<QmdConfig, String> = Err("qmd is not installed".into());
+        let (candidates, errors) = seed_rank(&vault, "raft", Some(&broken));
+        assert_eq!(candidates, pass);
+        assert_eq!(
+            errors,
+            [SignalError {
+                arm: "qmd".into(),
+                message: "qmd is not installed".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn rank_runs_arms_then_reports_the_unavailable_then_rescores_in_order() {
+        let vault = vault();
+        let signals = vec![
+            Signal::arm(Listed::new("first", &[(0, 1.0), (1, 1.0)])),
+            Signal::arm(Failing("broken")),
+            Signal::Unavailable {
+                name: "late",
+                message: "not configured",
+            },
+            Signal::arm(Listed::new("second", &[(1, 1.0), (2, 1.0), (3, 1.0)])),
+            Signal::rescorer(Boost(2)),
+        ];
+        let options = RankOptions::new(DateTime::UNIX_EPOCH);
+        let ranking = rank(&signals, "q", &vault, &options, &|note| note != 3);
+        let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
+        assert_eq!(
+            order,
+            [
+                (2, 1.0 / 62.0 + 1.0),
+                (1, 1.0 / 62.0 + 1.0 / 61.0),
+                (0, 1.0 / 61.0)
+            ]
+        );
+        assert_eq!(ranking.hits[1].explanation.fused, 1.0 / 62.0 + 1.0 / 61.0);
+        let errors: Vec<(&str, &str)> = ranking
+            .signal_errors
+            .iter()
+            .map(|e| (e.arm.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                ("broken", "broken is down"),
+                ("late", "not configured"),
+                ("boost", "saw 3 hits"),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_arm_may_prefer_a_fusion_and_a_weight_the_user_overrides() {
+        let vault = vault();
+        let mut preferring = Listed::new("semantic-like", &[(2, 1.0), (0, 0.5), (1, 0.0)]);
+        preferring.weight = 0.5;
+        preferring.fusion = Some(Fusion::Score);
+        let signals = vec![
+            Signal::arm(Listed::new("lexical", &[(0, 3.0), (1, 2.0)])),
+            Signal::arm(preferring),
+            Signal::arm(Failing("off")),
+        ];
+        let mut options = RankOptions::new(DateTime::UNIX_EPOCH);
+        options.weights.insert("off".into(), 0.0);
+        let ranking = rank(&signals, "q", &vault, &options, &|_| true);
+        let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
+        // lexical: 1 and 0 by min-max; semantic-like: 0.5 x (1, 0.5, 0).
+        assert_eq!(order, [(0, 1.25), (2, 0.5), (1, 0.0)]);
+        assert!(ranking.signal_errors.is_empty());
+        options.fusion = Some(Fusion::Rrf);
+        options.weights.insert("semantic-like".into(), 2.0);
+        let ranking = rank(&signals, "q", &vault, &options, &|_| true);
+        assert_eq!(ranking.hits[0].note, 0);
+        assert_eq!(ranking.hits[0].score, 1.0 / 61.0 + 2.0 / 62.0);
+    }
+
+    #[test]
+    fn the_signal_list_orders_arms_rescorers_and_the_signals_that_cannot_run() {
+        let vault = vault();
+        let feedback = FeedbackStore::default();
+        let broken: Result<QmdConfig, String> = Err("no qmd".into());
+        let passage = |_: usize| String::new();
+        let list = signals(&Sources {
+            vault: &vault,
+            store: None,
+            store_error: Some("no index"),
+            semantic: None,
+            semantic_error: None,
+            qmd: Some(&broken),
+            feedback: &feedback,
+            reranker: None,
+            reranker_error: Some("no bert"),
+            passage: &passage,
+        });
+        let named: Vec<String> = list
+            .iter()
+            .map(|signal| match signal {
+                Signal::Arm(arm) => format!("arm {}", arm.name()),
+                Signal::Rescorer(rescorer) => format!("rescorer {}", rescorer.name()),
+                Signal::Unavailable { name, message } => format!("{name}: {message}"),
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                "arm frontmatter",
+                "bm25: no index",
+                "qmd: no qmd",
+                "rescorer recency",
+                "rescorer feedback",
+                "rerank: no bert",
+            ]
+        );
+    }
+}
