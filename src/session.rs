@@ -20,13 +20,12 @@ use crate::pack::{
     Relevance, ResearchTrace, build_pack_from,
 };
 use crate::privacy::Policy;
-use crate::retrieve::frontmatter::{add_qmd_points, relevance_pass};
 use crate::retrieve::graph::{self, Direction, GraphOptions};
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
-    Arm, Bm25Arm, Candidate, Explanation, FrontmatterArm, QmdArm, Query, RankOptions, Ranking,
-    Reranker, SemanticArm, SignalError, rank, rerank,
+    ArmHit, Candidate, Explanation, Method, RankOptions, RankedList, Ranking, Reranker,
+    SignalError, Sources, fuse, rank, seed_rank, signals,
 };
 use crate::store::Store;
 use crate::store::feedback::FeedbackStore;
@@ -443,84 +442,23 @@ impl Session {
         options: &RankOptions,
         keep: &dyn Fn(usize) -> bool,
     ) -> Ranking {
-        let frontmatter = FrontmatterArm { vault: &self.vault };
-        let bm25 = self.store.as_deref().map(|store| Bm25Arm {
-            store,
-            notes: self.vault.metas.len(),
+        let passage = |note: usize| self.passage(note);
+        let signals = signals(&Sources {
+            vault: &self.vault,
+            store: self.store.as_deref(),
+            store_error: self.index_error.as_deref(),
+            semantic: self
+                .semantic
+                .as_ref()
+                .map(|s| (s.embedder.as_ref(), s.index.as_ref())),
+            semantic_error: self.semantic_error.as_deref(),
+            qmd: self.qmd.as_ref(),
+            feedback: &self.feedback,
+            reranker: self.reranker.as_deref(),
+            reranker_error: self.rerank_error.as_deref(),
+            passage: &passage,
         });
-        let semantic = self.semantic.as_ref().map(|s| SemanticArm {
-            embedder: s.embedder.as_ref(),
-            index: s.index.as_ref(),
-        });
-        let mut arms: Vec<&dyn Arm> = vec![&frontmatter];
-        if let Some(bm25) = &bm25 {
-            arms.push(bm25);
-        }
-        if let Some(semantic) = &semantic {
-            arms.push(semantic);
-        }
-        let qmd = match &self.qmd {
-            Some(Ok(config)) => Some(QmdArm {
-                config,
-                vault: &self.vault,
-            }),
-            _ => None,
-        };
-        if let Some(qmd) = &qmd {
-            arms.push(qmd);
-        }
-        let defaulted;
-        let options = match &self.semantic {
-            Some(s) if !options.weights.contains_key("semantic") || options.fusion.is_none() => {
-                let mut with_default = options.clone();
-                with_default
-                    .weights
-                    .entry("semantic".into())
-                    .or_insert(s.embedder.default_weight());
-                with_default
-                    .fusion
-                    .get_or_insert(s.embedder.default_fusion());
-                defaulted = with_default;
-                &defaulted
-            }
-            _ => options,
-        };
-        let mut ranking = rank(&arms, query, &self.vault, &self.feedback, options, keep);
-        if let Some(error) = &self.index_error {
-            ranking.signal_errors.push(SignalError {
-                arm: "bm25".into(),
-                message: error.clone(),
-            });
-        }
-        if let Some(error) = &self.semantic_error {
-            ranking.signal_errors.push(SignalError {
-                arm: "semantic".into(),
-                message: error.clone(),
-            });
-        }
-        if let Some(Err(error)) = &self.qmd {
-            ranking.signal_errors.push(SignalError {
-                arm: "qmd".into(),
-                message: error.clone(),
-            });
-        }
-        if let Some(reranker) = &self.reranker {
-            let passage = |note: usize| self.passage(note);
-            rerank(
-                &mut ranking,
-                query,
-                reranker.as_ref(),
-                &passage,
-                &self.vault,
-                options,
-            );
-        } else if let Some(error) = &self.rerank_error {
-            ranking.signal_errors.push(SignalError {
-                arm: "rerank".into(),
-                message: error.clone(),
-            });
-        }
-        ranking
+        rank(&signals, query, &self.vault, options, keep)
     }
 
     pub fn search(&self, request: &SearchRequest) -> SearchResults {
@@ -687,28 +625,7 @@ impl Session {
                 &request.options,
             ),
             (PackMode::Topic(topic), Ranker::Frontmatter) => {
-                let mut candidates = relevance_pass(vault, &Query::parse(topic));
-                let mut signal_errors = Vec::new();
-                match &self.qmd {
-                    Some(Ok(config)) => {
-                        let arm = QmdArm { config, vault };
-                        match arm.notes(topic, crate::retrieve::CANDIDATE_LIMIT) {
-                            Ok(hits) => {
-                                let notes: Vec<usize> = hits.iter().map(|(n, _)| *n).collect();
-                                add_qmd_points(vault, &mut candidates, &notes);
-                            }
-                            Err(err) => signal_errors.push(SignalError {
-                                arm: "qmd".into(),
-                                message: format!("{err:#}"),
-                            }),
-                        }
-                    }
-                    Some(Err(error)) => signal_errors.push(SignalError {
-                        arm: "qmd".into(),
-                        message: error.clone(),
-                    }),
-                    None => {}
-                }
+                let (candidates, signal_errors) = seed_rank(vault, topic, self.qmd.as_ref());
                 let mut options = request.options.clone();
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
@@ -842,13 +759,26 @@ impl Session {
             .take(graph::NOTE_NEIGHBOURS)
             .map(|n| n.note)
             .collect();
-        let mut fused: std::collections::BTreeMap<usize, f64> = Default::default();
-        for (rank, &note) in linked.iter().enumerate() {
-            *fused.entry(note).or_default() += 1.0 / (k + rank as f64 + 1.0);
-        }
-        for (rank, hit) in ranking.hits.iter().enumerate() {
-            *fused.entry(hit.note).or_default() += 1.0 / (k + rank as f64 + 1.0);
-        }
+        let links = RankedList {
+            arm: "graph",
+            weight: 1.0,
+            hits: walk
+                .neighbours
+                .iter()
+                .take(graph::NOTE_NEIGHBOURS)
+                .map(|n| ArmHit {
+                    note: n.note,
+                    score: n.score,
+                    rules: Vec::new(),
+                })
+                .collect(),
+        };
+        let similar = RankedList::of_ranking("similar", &ranking);
+        let fused: std::collections::BTreeMap<usize, f64> =
+            fuse(vec![links, similar], Method::Rankings { k })
+                .into_iter()
+                .map(|(note, fused)| (note, fused.score))
+                .collect();
         let mut order: Vec<usize> = fused.keys().copied().collect();
         // Ties (one linked note against one similar note at the same rank)
         // go to the linked note, then by path.
@@ -1058,16 +988,21 @@ fn coverage_slots(
     rankings: Vec<Ranking>,
     rrf_k: f64,
 ) -> (Vec<Candidate>, ResearchTrace) {
-    let mut fused: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
+    let lists = rankings
+        .iter()
+        .map(|ranking| RankedList::of_ranking("query", ranking))
+        .collect();
+    let fused: std::collections::BTreeMap<usize, f64> = fuse(lists, Method::Rankings { k: rrf_k })
+        .into_iter()
+        .map(|(note, fused)| (note, fused.score))
+        .collect();
+    // A note's explanation is its ranking by the first query that found it.
     let mut explanations: std::collections::BTreeMap<usize, Explanation> =
         std::collections::BTreeMap::new();
-    for ranking in &rankings {
-        for (position, hit) in ranking.hits.iter().enumerate() {
-            *fused.entry(hit.note).or_default() += 1.0 / (rrf_k + position as f64 + 1.0);
-            explanations
-                .entry(hit.note)
-                .or_insert_with(|| hit.explanation.clone());
-        }
+    for hit in rankings.iter().flat_map(|ranking| &ranking.hits) {
+        explanations
+            .entry(hit.note)
+            .or_insert_with(|| hit.explanation.clone());
     }
     let mut order: Vec<usize> = Vec::new();
     let mut trace = ResearchTrace {

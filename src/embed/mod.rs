@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use self::static_model::{StaticModel, StaticParts};
+// Ranking owns how lists fuse and what a reranker is; a model family only
+// states its preference (`default_fusion`) or implements the seam.
+use crate::retrieve::fusion::{Fusion, Reranker};
 
 /// The semantic arm's default fusion weight (the lexical arms have 1).
 /// Measured on SciFact and CMRC with the 64-dimension static model, any
@@ -26,24 +29,6 @@ use self::static_model::{StaticModel, StaticParts};
 /// and answers queries the lexical arms cannot (another language), and a
 /// stronger model should be given a larger weight with `--weight`.
 pub const SEMANTIC_WEIGHT: f64 = 0.01;
-
-/// How the arms' lists become one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fusion {
-    /// Weighted reciprocal rank fusion: an arm adds `weight / (k + rank)`.
-    Rrf,
-    /// Weighted score fusion: an arm adds `weight` times its score
-    /// min-max-normalised over its own list (0 for notes not on it). Keeps
-    /// how far apart an arm's hits are, which rank fusion throws away.
-    Score,
-}
-
-/// Scores (query, passage) pairs: a cross-encoder.
-pub trait Reranker: Send + Sync {
-    fn name(&self) -> &str;
-    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String>;
-}
 
 /// Turns texts into unit vectors of a fixed dimension.
 pub trait Embedder: Send + Sync {
@@ -749,17 +734,6 @@ pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, String> {
          (cargo build --release --features bert)",
         dir.display()
     ))
-}
-
-#[cfg(feature = "bert")]
-impl Reranker for rerank::CrossEncoder {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
-        rerank::CrossEncoder::score(self, query, passages)
-    }
 }
 
 /// Cosine similarity of two unit vectors.

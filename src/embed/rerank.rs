@@ -11,6 +11,7 @@ use candle_transformers::models::bert::Config;
 use tokenizers::Tokenizer;
 
 use super::bert::{Dense, Encoder};
+use crate::retrieve::fusion::Reranker;
 
 /// Pairs are scored this many at a time.
 const BATCH: usize = 8;
@@ -127,5 +128,15 @@ impl CrossEncoder {
             scores.extend(batch_scores);
         }
         Ok(scores)
+    }
+}
+
+impl Reranker for CrossEncoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+        CrossEncoder::score(self, query, passages)
     }
 }

@@ -1,13 +1,123 @@
-//! The retrieval arms, each behind the same small interface.
+//! The ranking signals, each behind one small interface, and the one list
+//! that registers them ([`signals`]): arms rank notes of their own
+//! ([`Arm`]); rescorers adjust the fused list ([`Rescorer`]). A new signal
+//! is one type here (or in `rescore.rs`) and one line in [`signals`];
+//! `fusion::rank` runs, fuses and explains them all.
 
 use anyhow::Result;
 
 use crate::embed::Embedder;
+use crate::index::feedback::FeedbackStore;
 use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::fusion::{Fusion, Reranker};
 use crate::retrieve::qmd::{self, QmdConfig};
-use crate::retrieve::{Query, RuleHit};
+use crate::retrieve::rescore::{FeedbackRescorer, RecencyRescorer, RerankRescorer, Rescorer};
+use crate::retrieve::{Query, Rule, RuleHit};
 use crate::store::{Store, VectorSearch};
 use crate::vault::Vault;
+
+/// What a session offers the signals; each takes what it needs.
+pub struct Sources<'a> {
+    pub vault: &'a Vault,
+    /// The index (embedded or PostgreSQL), for BM25.
+    pub store: Option<&'a dyn Store>,
+    /// Why there is no index.
+    pub store_error: Option<&'a str>,
+    /// The embedding model and the vault's vectors.
+    pub semantic: Option<(&'a dyn Embedder, &'a dyn VectorSearch)>,
+    /// Why the chosen model failed.
+    pub semantic_error: Option<&'a str>,
+    /// QMD's configuration, or why it cannot run.
+    pub qmd: Option<&'a Result<QmdConfig, String>>,
+    pub feedback: &'a FeedbackStore,
+    pub reranker: Option<&'a dyn Reranker>,
+    /// Why the chosen reranker could not be loaded.
+    pub reranker_error: Option<&'a str>,
+    /// The text a reranker reads for a note.
+    pub passage: &'a dyn Fn(usize) -> String,
+}
+
+/// Every ranking signal the sources allow, in the order `fusion::rank`
+/// uses them: the arms' lists are fused in this order, and the rescorers
+/// applied in this order. A signal that was asked for but cannot run is
+/// listed with its reason, reported with every ranking.
+pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
+    let s = sources;
+    let mut list = vec![Signal::arm(FrontmatterArm { vault: s.vault })];
+    list.extend(
+        s.store
+            .map(|store| Signal::arm(Bm25Arm::new(store, s.vault))),
+    );
+    list.extend(Signal::unavailable("bm25", s.store_error));
+    list.extend(
+        s.semantic
+            .map(|(embedder, index)| Signal::arm(SemanticArm { embedder, index })),
+    );
+    list.extend(Signal::unavailable("semantic", s.semantic_error));
+    match s.qmd {
+        Some(Ok(config)) => list.push(Signal::arm(QmdArm {
+            config,
+            vault: s.vault,
+        })),
+        Some(Err(error)) => list.extend(Signal::unavailable("qmd", Some(error))),
+        None => {}
+    }
+    list.push(Signal::rescorer(RecencyRescorer));
+    list.push(Signal::rescorer(FeedbackRescorer {
+        feedback: s.feedback,
+    }));
+    list.extend(s.reranker.map(|reranker| {
+        Signal::rescorer(RerankRescorer {
+            reranker,
+            passage: s.passage,
+        })
+    }));
+    list.extend(Signal::unavailable("rerank", s.reranker_error));
+    list
+}
+
+/// One registered ranking signal.
+pub enum Signal<'a> {
+    /// A ranked list of its own, fused with the others.
+    Arm(Box<dyn Arm + 'a>),
+    /// An adjustment of the fused list.
+    Rescorer(Box<dyn Rescorer + 'a>),
+    /// A signal that was asked for but cannot run, and why.
+    Unavailable {
+        name: &'static str,
+        message: &'a str,
+    },
+}
+
+impl<'a> Signal<'a> {
+    pub fn arm(arm: impl Arm + 'a) -> Signal<'a> {
+        Signal::Arm(Box::new(arm))
+    }
+
+    pub fn rescorer(rescorer: impl Rescorer + 'a) -> Signal<'a> {
+        Signal::Rescorer(Box::new(rescorer))
+    }
+
+    fn unavailable(name: &'static str, message: Option<&'a str>) -> Option<Signal<'a>> {
+        message.map(|message| Signal::Unavailable { name, message })
+    }
+
+    /// The arm, if this signal is one.
+    pub fn as_arm(&self) -> Option<&(dyn Arm + 'a)> {
+        match self {
+            Signal::Arm(arm) => Some(arm.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// The rescorer, if this signal is one.
+    pub fn as_rescorer(&self) -> Option<&(dyn Rescorer + 'a)> {
+        match self {
+            Signal::Rescorer(rescorer) => Some(rescorer.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// A hit as one arm sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +132,15 @@ pub trait Arm {
     fn name(&self) -> &'static str;
     /// Up to `limit` hits among the notes `keep` accepts, best first.
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>>;
+    /// The arm's fusion weight when the user gives none.
+    fn default_weight(&self) -> f64 {
+        1.0
+    }
+    /// How the arm's list fuses best when the user does not say; the first
+    /// arm with a preference decides.
+    fn default_fusion(&self) -> Option<Fusion> {
+        None
+    }
 }
 
 /// The seed's frontmatter relevance pass (+5/+3/+2/+1).
@@ -54,6 +173,15 @@ pub struct Bm25Arm<'a> {
     pub store: &'a dyn Store,
     /// How many notes the store holds (no more can be fetched).
     pub notes: usize,
+}
+
+impl<'a> Bm25Arm<'a> {
+    pub fn new(store: &'a dyn Store, vault: &Vault) -> Bm25Arm<'a> {
+        Bm25Arm {
+            store,
+            notes: vault.metas.len(),
+        }
+    }
 }
 
 impl Arm for Bm25Arm<'_> {
@@ -96,6 +224,15 @@ impl Arm for SemanticArm<'_> {
         "semantic"
     }
 
+    /// Measured per model family (see `Embedder::default_weight`).
+    fn default_weight(&self) -> f64 {
+        self.embedder.default_weight()
+    }
+
+    fn default_fusion(&self) -> Option<Fusion> {
+        Some(self.embedder.default_fusion())
+    }
+
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
         let vector = self.embedder.embed_query(query);
         Ok(self
@@ -127,6 +264,25 @@ impl QmdArm<'_> {
             .filter_map(|hit| {
                 let note = self.vault.metas.search_path(&hit.path).ok()?;
                 Some((note, hit.score))
+            })
+            .collect())
+    }
+
+    /// The seed's view of QMD: +4 points ([`Rule::Qmd`]) for each of the
+    /// first [`CANDIDATE_LIMIT`](crate::retrieve::CANDIDATE_LIMIT) pages it
+    /// returns, whatever its own score.
+    pub fn seed_hits(&self, query: &str) -> Result<Vec<ArmHit>> {
+        Ok(self
+            .notes(query, crate::retrieve::CANDIDATE_LIMIT)?
+            .into_iter()
+            .map(|(note, _)| ArmHit {
+                note,
+                score: f64::from(Rule::Qmd.points()),
+                rules: vec![RuleHit {
+                    rule: Rule::Qmd,
+                    term: String::new(),
+                    points: Rule::Qmd.points(),
+                }],
             })
             .collect())
     }

@@ -104,35 +104,10 @@ fn is_whole_word(key: &str, range: std::ops::Range<usize>) -> bool {
     starts && ends
 }
 
-/// Adds the seed's +4 to every page QMD returned (adding pages the pass
-/// did not score), then restores the pass's order.
-pub fn add_qmd_points(vault: &Vault, candidates: &mut Vec<Candidate>, qmd_notes: &[usize]) {
-    for &note in qmd_notes {
-        let hit = RuleHit {
-            rule: Rule::Qmd,
-            term: String::new(),
-            points: Rule::Qmd.points(),
-        };
-        match candidates.iter_mut().find(|c| c.note == note) {
-            Some(candidate) => {
-                candidate.score += f64::from(hit.points);
-                candidate.breakdown.push(hit);
-            }
-            None => candidates.push(Candidate {
-                note,
-                score: f64::from(hit.points),
-                breakdown: vec![hit],
-                explanation: None,
-            }),
-        }
-    }
-    sort_by_score(vault, candidates);
-}
-
 /// Score, then tier, then path: the pass's order. Notes are numbered in
 /// path order, so the number stands for the path (a query matching most
 /// of a large vault spent most of its sort comparing paths).
-fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
+pub(crate) fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
     candidates.sort_unstable_by(|a, b| {
         b.score
             .total_cmp(&a.score)

@@ -1,26 +1,51 @@
-//! The one place where arms meet: weighted reciprocal rank fusion, then the
-//! opt-in recency and feedback re-ranks, with an explanation for every hit.
+//! The one place where ranking signals meet. Every signal is registered in
+//! one list ([`signals`](crate::retrieve::arms::signals)): the arms' ranked
+//! lists are fused by one function ([`fuse`]), then the rescorers adjust
+//! the fused list in the list's order. Subquery coverage, note packs and
+//! the seed's frontmatter ranking fuse their lists with the same function.
+//! Every hit carries its explanation, so `--explain` costs nothing extra.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::index::feedback::FeedbackStore;
-use crate::retrieve::{Arm, RuleHit};
+use crate::retrieve::arms::{ArmHit, FrontmatterArm, QmdArm, Signal};
+use crate::retrieve::qmd::QmdConfig;
+use crate::retrieve::{Arm, Candidate, RuleHit};
 use crate::vault::Vault;
 
-pub use crate::embed::{Fusion, Reranker, SEMANTIC_WEIGHT};
+pub use crate::retrieve::rescore::{Adjustment, RERANK_TOP, Rerank, Rescorer};
+
+/// How the arms' lists become one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted reciprocal rank fusion: an arm adds `weight / (k + rank)`.
+    Rrf,
+    /// Weighted score fusion: an arm adds `weight` times its score
+    /// min-max-normalised over its own list (0 for notes not on it). Keeps
+    /// how far apart an arm's hits are, which rank fusion throws away.
+    Score,
+}
+
+/// Scores (query, passage) pairs: a cross-encoder, read by the rerank
+/// rescorer. Models implement it (`embed::rerank`); ranking owns the seam.
+pub trait Reranker: Send + Sync {
+    fn name(&self) -> &str;
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String>;
+}
 
 /// How results are ranked.
 #[derive(Clone, Debug)]
 pub struct RankOptions {
-    /// `None`: reciprocal rank fusion, unless the semantic arm's model
-    /// family fuses better by score (see `Embedder::default_fusion`).
+    /// `None`: reciprocal rank fusion, unless an arm fuses better by score
+    /// (the semantic arm's model family: see `Embedder::default_fusion`).
     pub fusion: Option<Fusion>,
     /// The `k` of reciprocal rank fusion.
     pub rrf_k: f64,
-    /// Weight of each arm by name; an arm not listed has weight 1.
+    /// Weight of each signal by name; one not listed has its own default
+    /// ([`Arm::default_weight`]; 1 for the reranker).
     pub weights: BTreeMap<String, f64>,
     /// How many hits each arm contributes.
     pub depth: usize,
@@ -48,11 +73,9 @@ impl RankOptions {
         }
     }
 
-    pub fn weight(&self, arm: &str) -> f64 {
-        self.weights.get(arm).copied().unwrap_or(match arm {
-            "semantic" => SEMANTIC_WEIGHT,
-            _ => 1.0,
-        })
+    /// The weight the user gave `signal`, else `default`.
+    pub fn weight_or(&self, signal: &str, default: f64) -> f64 {
+        self.weights.get(signal).copied().unwrap_or(default)
     }
 }
 
@@ -71,15 +94,6 @@ pub struct ArmRank {
     pub rules: Vec<RuleHit>,
 }
 
-/// A re-rank step: `after = (1 - weight) * before / top + weight * signal`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Adjustment {
-    pub signal: f64,
-    pub weight: f64,
-    pub before: f64,
-    pub after: f64,
-}
-
 /// Why a hit ranked where it did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Explanation {
@@ -93,76 +107,6 @@ pub struct Explanation {
     pub rerank: Option<Rerank>,
 }
 
-/// How many fused hits a reranker re-scores.
-pub const RERANK_TOP: usize = 20;
-
-/// A reranker's view of a hit: `after = before + weight / (k + rank)`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Rerank {
-    pub score: f64,
-    /// 1-based rank by the reranker's score among the re-scored hits.
-    pub rank: usize,
-    pub weight: f64,
-    pub before: f64,
-    pub after: f64,
-}
-
-/// Re-scores the top [`RERANK_TOP`] hits with `reranker` (each note read as
-/// `passage` gives it) and blends its order into the fused scores, so a
-/// hit moves by how the reranker ranks it, weighted like one more arm.
-pub fn rerank(
-    ranking: &mut Ranking,
-    query: &str,
-    reranker: &dyn Reranker,
-    passage: &dyn Fn(usize) -> String,
-    vault: &Vault,
-    options: &RankOptions,
-) {
-    let weight = options.weight("rerank");
-    let top = ranking.hits.len().min(RERANK_TOP);
-    if weight <= 0.0 || top == 0 {
-        return;
-    }
-    let passages: Vec<String> = ranking.hits[..top]
-        .iter()
-        .map(|h| passage(h.note))
-        .collect();
-    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
-    let scores = match reranker.score(query, &refs) {
-        Ok(scores) if scores.len() == top => scores,
-        Ok(_) => {
-            ranking.signal_errors.push(SignalError {
-                arm: "rerank".into(),
-                message: "the reranker returned the wrong number of scores".into(),
-            });
-            return;
-        }
-        Err(message) => {
-            ranking.signal_errors.push(SignalError {
-                arm: "rerank".into(),
-                message,
-            });
-            return;
-        }
-    };
-    let mut order: Vec<usize> = (0..top).collect();
-    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-    for (position, &i) in order.iter().enumerate() {
-        let hit = &mut ranking.hits[i];
-        let before = hit.score;
-        let after = before + weight / (options.rrf_k + (position + 1) as f64);
-        hit.score = after;
-        hit.explanation.rerank = Some(Rerank {
-            score: f64::from(scores[i]),
-            rank: position + 1,
-            weight,
-            before,
-            after,
-        });
-    }
-    sort_hits(&mut ranking.hits[..top], vault);
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankedHit {
     pub note: usize,
@@ -170,7 +114,7 @@ pub struct RankedHit {
     pub explanation: Explanation,
 }
 
-/// An arm that failed; the others went on.
+/// A signal that failed; the others went on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SignalError {
     pub arm: String,
@@ -183,56 +127,88 @@ pub struct Ranking {
     pub signal_errors: Vec<SignalError>,
 }
 
-/// Runs every arm, fuses their lists and applies the re-ranks. `keep`
-/// filters notes before fusion (folder or tag filters).
-pub fn rank(
-    arms: &[&dyn Arm],
-    query: &str,
-    vault: &Vault,
-    feedback: &FeedbackStore,
-    options: &RankOptions,
-    keep: &dyn Fn(usize) -> bool,
-) -> Ranking {
-    let mut ranking = Ranking::default();
-    let mut fused: BTreeMap<usize, Explanation> = BTreeMap::new();
-    for arm in arms {
-        let weight = options.weight(arm.name());
-        if weight <= 0.0 {
-            continue;
+/// One ranked list entering fusion, best first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankedList {
+    pub arm: &'static str,
+    pub weight: f64,
+    pub hits: Vec<ArmHit>,
+}
+
+impl RankedList {
+    /// A fused ranking as one list of a further fusion (weight 1).
+    pub fn of_ranking(arm: &'static str, ranking: &Ranking) -> RankedList {
+        RankedList {
+            arm,
+            weight: 1.0,
+            hits: ranking
+                .hits
+                .iter()
+                .map(|hit| ArmHit {
+                    note: hit.note,
+                    score: hit.score,
+                    rules: Vec::new(),
+                })
+                .collect(),
         }
-        let hits = match arm.rank(query, options.depth, keep) {
-            Ok(hits) => hits,
-            Err(err) => {
-                ranking.signal_errors.push(SignalError {
-                    arm: arm.name().to_string(),
-                    message: format!("{err:#}"),
-                });
-                continue;
-            }
-        };
-        let hits: Vec<_> = hits.into_iter().filter(|h| keep(h.note)).collect();
-        let (low, high) = hits
+    }
+}
+
+/// How a list's hits add up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Method {
+    /// Weighted reciprocal rank: a hit adds `weight / (k + rank)`.
+    Rrf { k: f64 },
+    /// [`Fusion::Score`]: a hit adds `weight` times its min-max-normalised
+    /// score (`weight` itself when the list's scores are all equal).
+    Score,
+    /// The seed's points: a hit adds `weight` times its score, the rule
+    /// points the arm gave it.
+    Points,
+    /// Reciprocal rank over lists that are fused rankings already
+    /// (subqueries, a note's links and similar notes). The same
+    /// `weight / (k + rank)`, but summed as `(k + position) + 1`, the order
+    /// packs have always used: for a `k` that is not a whole number the
+    /// two orders can differ in the last bit, and a pack's scores are kept
+    /// bit for bit.
+    Rankings { k: f64 },
+}
+
+/// A note's fused score and each list's share of it, lists in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fused {
+    pub score: f64,
+    pub arms: Vec<ArmRank>,
+}
+
+/// Fuses ranked lists into one score per note (notes in number order):
+/// each list, in order, adds its share to every note on it.
+pub fn fuse(lists: Vec<RankedList>, method: Method) -> BTreeMap<usize, Fused> {
+    let mut fused: BTreeMap<usize, Fused> = BTreeMap::new();
+    for list in lists {
+        let (low, high) = list
+            .hits
             .iter()
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), h| {
                 (lo.min(h.score), hi.max(h.score))
             });
-        for (position, hit) in hits.into_iter().enumerate() {
+        let weight = list.weight;
+        for (position, hit) in list.hits.into_iter().enumerate() {
             let rank = position + 1;
-            let contribution = match options.fusion.unwrap_or(Fusion::Rrf) {
-                Fusion::Rrf => weight / (options.rrf_k + rank as f64),
-                Fusion::Score if high > low => weight * (hit.score - low) / (high - low),
-                Fusion::Score => weight,
+            let contribution = match method {
+                Method::Rrf { k } => weight / (k + rank as f64),
+                Method::Score if high > low => weight * (hit.score - low) / (high - low),
+                Method::Score => weight,
+                Method::Points => weight * hit.score,
+                Method::Rankings { k } => weight / (k + position as f64 + 1.0),
             };
-            let entry = fused.entry(hit.note).or_insert_with(|| Explanation {
+            let entry = fused.entry(hit.note).or_insert_with(|| Fused {
+                score: 0.0,
                 arms: Vec::new(),
-                fused: 0.0,
-                recency: None,
-                feedback: None,
-                rerank: None,
             });
-            entry.fused += contribution;
+            entry.score += contribution;
             entry.arms.push(ArmRank {
-                arm: arm.name(),
+                arm: list.arm,
                 rank,
                 score: hit.score,
                 weight,
@@ -241,42 +217,132 @@ pub fn rank(
             });
         }
     }
-    let mut hits: Vec<RankedHit> = fused
+    fused
+}
+
+/// Ranks with every signal: runs the arms (those of weight above 0), fuses
+/// their lists, reports the signals that could not run, then applies the
+/// rescorers in order. `keep` filters notes before fusion (folder or tag
+/// filters).
+pub fn rank(
+    signals: &[Signal<'_>],
+    query: &str,
+    vault: &Vault,
+    options: &RankOptions,
+    keep: &dyn Fn(usize) -> bool,
+) -> Ranking {
+    let mut ranking = Ranking::default();
+    let arms = || signals.iter().filter_map(Signal::as_arm);
+    let method = match options
+        .fusion
+        .or_else(|| arms().find_map(|arm| arm.default_fusion()))
+        .unwrap_or(Fusion::Rrf)
+    {
+        Fusion::Rrf => Method::Rrf { k: options.rrf_k },
+        Fusion::Score => Method::Score,
+    };
+    let mut lists = Vec::new();
+    for arm in arms() {
+        let weight = options.weight_or(arm.name(), arm.default_weight());
+        if weight <= 0.0 {
+            continue;
+        }
+        match arm.rank(query, options.depth, keep) {
+            Ok(hits) => lists.push(RankedList {
+                arm: arm.name(),
+                weight,
+                hits: hits.into_iter().filter(|h| keep(h.note)).collect(),
+            }),
+            Err(err) => ranking.signal_errors.push(SignalError {
+                arm: arm.name().to_string(),
+                message: format!("{err:#}"),
+            }),
+        }
+    }
+    ranking.hits = fuse(lists, method)
         .into_iter()
-        .map(|(note, explanation)| RankedHit {
+        .map(|(note, fused)| RankedHit {
             note,
-            score: explanation.fused,
-            explanation,
+            score: fused.score,
+            explanation: Explanation {
+                arms: fused.arms,
+                fused: fused.score,
+                recency: None,
+                feedback: None,
+                rerank: None,
+            },
         })
         .collect();
-    sort_hits(&mut hits, vault);
-
-    if options.recency_weight > 0.0 {
-        let signals: Vec<f64> = hits
-            .iter()
-            .map(|h| recency(vault, h.note, options))
-            .collect();
-        blend(&mut hits, &signals, options.recency_weight, |e, a| {
-            e.recency = Some(a)
-        });
-        sort_hits(&mut hits, vault);
+    sort_hits(&mut ranking.hits, vault);
+    for signal in signals {
+        if let Signal::Unavailable { name, message } = signal {
+            ranking.signal_errors.push(SignalError {
+                arm: (*name).to_string(),
+                message: (*message).to_string(),
+            });
+        }
     }
-    if options.feedback_weight > 0.0 && !feedback.notes.is_empty() {
-        let signals: Vec<f64> = hits
-            .iter()
-            .map(|h| feedback.score(&vault.metas[h.note].path))
-            .collect();
-        blend(&mut hits, &signals, options.feedback_weight, |e, a| {
-            e.feedback = Some(a)
-        });
-        sort_hits(&mut hits, vault);
+    for rescorer in signals.iter().filter_map(Signal::as_rescorer) {
+        rescorer.rescore(query, &mut ranking, vault, options);
     }
-    ranking.hits = hits;
     ranking
 }
 
+/// The seed's ranking (`--ranker frontmatter`, seed 000 Step 1): the
+/// frontmatter pass's rule points plus QMD's +4 for every page it returns
+/// (pages the pass did not score join), summed. Only these two signals: the
+/// seed names them, and a new signal leaves the seed's ranking alone.
+pub fn seed_rank(
+    vault: &Vault,
+    topic: &str,
+    qmd: Option<&Result<QmdConfig, String>>,
+) -> (Vec<Candidate>, Vec<SignalError>) {
+    let frontmatter = FrontmatterArm { vault };
+    let mut lists = Vec::new();
+    let mut signal_errors = Vec::new();
+    if let Ok(hits) = frontmatter.rank(topic, usize::MAX, &|_| true) {
+        lists.push(RankedList {
+            arm: frontmatter.name(),
+            weight: 1.0,
+            hits,
+        });
+    }
+    match qmd {
+        Some(Ok(config)) => {
+            let arm = QmdArm { config, vault };
+            match arm.seed_hits(topic) {
+                Ok(hits) => lists.push(RankedList {
+                    arm: arm.name(),
+                    weight: 1.0,
+                    hits,
+                }),
+                Err(err) => signal_errors.push(SignalError {
+                    arm: arm.name().into(),
+                    message: format!("{err:#}"),
+                }),
+            }
+        }
+        Some(Err(error)) => signal_errors.push(SignalError {
+            arm: "qmd".into(),
+            message: error.clone(),
+        }),
+        None => {}
+    }
+    let mut candidates: Vec<Candidate> = fuse(lists, Method::Points)
+        .into_iter()
+        .map(|(note, fused)| Candidate {
+            note,
+            score: fused.score,
+            breakdown: fused.arms.into_iter().flat_map(|arm| arm.rules).collect(),
+            explanation: None,
+        })
+        .collect();
+    crate::retrieve::frontmatter::sort_by_score(vault, &mut candidates);
+    (candidates, signal_errors)
+}
+
 /// By score, then tier, then path: the seed's order, deterministic.
-fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
+pub fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
     hits.sort_by(|a, b| {
         let (ma, mb) = (&vault.metas[a.note], &vault.metas[b.note]);
         b.score
@@ -286,38 +352,354 @@ fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
     });
 }
 
-fn blend(
-    hits: &mut [RankedHit],
-    signals: &[f64],
-    weight: f64,
-    record: impl Fn(&mut Explanation, Adjustment),
-) {
-    let weight = weight.clamp(0.0, 1.0);
-    let top = hits.iter().map(|h| h.score).fold(0.0, f64::max);
-    if top <= 0.0 {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::feedback::FeedbackStore;
+    use crate::retrieve::arms::{Sources, signals};
+    use crate::retrieve::frontmatter::relevance_pass;
+    use crate::retrieve::{Query, Rule};
+
+    fn vault() -> Vault {
+        let files: Vec<(String, String)> = [
+            ("a.md", "---\ntitle: Raft\n---\nLeader election.\n"),
+            ("b.md", "---\ntags: [raft]\n---\nLogs.\n"),
+            ("c.md", "---\nsummary: Paxos, not raft.\n---\n"),
+            ("d.md", "Nothing here.\n"),
+        ]
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+        Vault::from_texts("/v".into(), &files)
     }
-    for (hit, &signal) in hits.iter_mut().zip(signals) {
-        let before = hit.score;
-        hit.score = (1.0 - weight) * before / top + weight * signal;
-        record(
-            &mut hit.explanation,
-            Adjustment {
-                signal,
-                weight,
-                before,
-                after: hit.score,
-            },
+
+    fn hits(notes: &[(usize, f64)]) -> Vec<ArmHit> {
+        notes
+            .iter()
+            .map(|&(note, score)| ArmHit {
+                note,
+                score,
+                rules: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn list(arm: &'static str, weight: f64, notes: &[(usize, f64)]) -> RankedList {
+        RankedList {
+            arm,
+            weight,
+            hits: hits(notes),
+        }
+    }
+
+    /// An arm that returns a fixed list.
+    struct Listed {
+        name: &'static str,
+        hits: Vec<(usize, f64)>,
+        weight: f64,
+        fusion: Option<Fusion>,
+    }
+
+    impl Listed {
+        fn new(name: &'static str, hits: &[(usize, f64)]) -> Listed {
+            Listed {
+                name,
+                hits: hits.to_vec(),
+                weight: 1.0,
+                fusion: None,
+            }
+        }
+    }
+
+    impl Arm for Listed {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+
+        fn rank(
+            &self,
+            _query: &str,
+            limit: usize,
+            keep: &dyn Fn(usize) -> bool,
+        ) -> anyhow::Result<Vec<ArmHit>> {
+            let kept: Vec<(usize, f64)> = self
+                .hits
+                .iter()
+                .copied()
+                .filter(|&(note, _)| keep(note))
+                .take(limit)
+                .collect();
+            Ok(hits(&kept))
+        }
+
+        fn default_weight(&self) -> f64 {
+            self.weight
+        }
+
+        fn default_fusion(&self) -> Option<Fusion> {
+            self.fusion
+        }
+    }
+
+    struct Failing(&'static str);
+
+    impl Arm for Failing {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+
+        fn rank(
+            &self,
+            _: &str,
+            _: usize,
+            _: &dyn Fn(usize) -> bool,
+        ) -> anyhow::Result<Vec<ArmHit>> {
+            Err(anyhow::anyhow!("{} is down", self.0))
+        }
+    }
+
+    /// Adds 1 to one note's score and reports that it ran, with how many
+    /// hits it saw.
+    struct Boost(usize);
+
+    impl Rescorer for Boost {
+        fn name(&self) -> &'static str {
+            "boost"
+        }
+
+        fn rescore(&self, _: &str, ranking: &mut Ranking, vault: &Vault, _: &RankOptions) {
+            for hit in ranking.hits.iter_mut().filter(|h| h.note == self.0) {
+                hit.score += 1.0;
+            }
+            sort_hits(&mut ranking.hits, vault);
+            ranking.signal_errors.push(SignalError {
+                arm: self.name().into(),
+                message: format!("saw {} hits", ranking.hits.len()),
+            });
+        }
+    }
+
+    fn scores(fused: &BTreeMap<usize, Fused>) -> Vec<(usize, f64)> {
+        fused.iter().map(|(&note, f)| (note, f.score)).collect()
+    }
+
+    #[test]
+    fn rank_fusion_sums_each_list_in_order_and_keeps_every_arm() {
+        let fused = fuse(
+            vec![
+                list("one", 1.0, &[(0, 9.0), (1, 8.0)]),
+                list("two", 0.5, &[(1, 3.0), (2, 2.0)]),
+            ],
+            Method::Rrf { k: 60.0 },
+        );
+        assert_eq!(
+            scores(&fused),
+            [
+                (0, 1.0 / 61.0),
+                (1, 1.0 / 62.0 + 0.5 / 61.0),
+                (2, 0.5 / 62.0)
+            ]
+        );
+        let arms: Vec<(&str, usize, f64)> = fused[&1]
+            .arms
+            .iter()
+            .map(|a| (a.arm, a.rank, a.score))
+            .collect();
+        assert_eq!(arms, [("one", 2, 8.0), ("two", 1, 3.0)]);
+    }
+
+    #[test]
+    fn fused_rankings_add_the_one_after_the_position() {
+        // At k = 0.001 the fourth hit's (k + 3) + 1 and k + 4 round apart:
+        // rankings of rankings keep the packs' summation order.
+        let k = 0.001;
+        let notes = [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0)];
+        let packs = fuse(vec![list("query", 1.0, &notes)], Method::Rankings { k });
+        let arms = fuse(vec![list("query", 1.0, &notes)], Method::Rrf { k });
+        assert_eq!(
+            packs[&3].score.to_bits(),
+            (1.0 / ((k + 3.0) + 1.0)).to_bits()
+        );
+        assert_eq!(arms[&3].score.to_bits(), (1.0 / (k + 4.0)).to_bits());
+        assert_ne!(packs[&3].score.to_bits(), arms[&3].score.to_bits());
+        assert_eq!(packs[&0].score, arms[&0].score);
+    }
+
+    #[test]
+    fn score_fusion_normalises_each_list_on_its_own() {
+        let fused = fuse(
+            vec![
+                list("spread", 2.0, &[(0, 10.0), (2, 7.0), (1, 4.0)]),
+                list("flat", 0.25, &[(3, 5.0), (0, 5.0)]),
+            ],
+            Method::Score,
+        );
+        assert_eq!(scores(&fused), [(0, 2.25), (1, 0.0), (2, 1.0), (3, 0.25)]);
+    }
+
+    #[test]
+    fn points_add_up_with_every_rule_in_list_order() {
+        let rule = |rule: Rule| RuleHit {
+            rule,
+            term: "raft".into(),
+            points: rule.points(),
+        };
+        let frontmatter = RankedList {
+            arm: "frontmatter",
+            weight: 1.0,
+            hits: vec![ArmHit {
+                note: 1,
+                score: 8.0,
+                rules: vec![rule(Rule::TitleOrAlias), rule(Rule::Tag)],
+            }],
+        };
+        let qmd = RankedList {
+            arm: "qmd",
+            weight: 1.0,
+            hits: vec![
+                ArmHit {
+                    note: 2,
+                    score: 4.0,
+                    rules: vec![rule(Rule::Qmd)],
+                },
+                ArmHit {
+                    note: 1,
+                    score: 4.0,
+                    rules: vec![rule(Rule::Qmd)],
+                },
+            ],
+        };
+        let fused = fuse(vec![frontmatter, qmd], Method::Points);
+        assert_eq!(scores(&fused), [(1, 12.0), (2, 4.0)]);
+        let rules: Vec<Rule> = fused[&1]
+            .arms
+            .iter()
+            .flat_map(|a| a.rules.iter().map(|r| r.rule))
+            .collect();
+        assert_eq!(rules, [Rule::TitleOrAlias, Rule::Tag, Rule::Qmd]);
+    }
+
+    #[test]
+    fn the_seed_ranking_is_the_frontmatter_pass_and_reports_qmd_that_cannot_run() {
+        let vault = vault();
+        let pass = relevance_pass(&vault, &Query::parse("raft"));
+        assert_eq!(pass.len(), 3);
+        let (alone, errors) = seed_rank(&vault, "raft", None);
+        assert_eq!(alone, pass);
+        assert!(errors.is_empty());
+        let broken: Result<QmdConfig, String> = Err("qmd is not installed".into());
+        let (candidates, errors) = seed_rank(&vault, "raft", Some(&broken));
+        assert_eq!(candidates, pass);
+        assert_eq!(
+            errors,
+            [SignalError {
+                arm: "qmd".into(),
+                message: "qmd is not installed".into(),
+            }]
         );
     }
-}
 
-/// 0.5 ^ (age / stale_days): 1 for a note updated now, 0.5 at `stale_days`.
-fn recency(vault: &Vault, note: usize, options: &RankOptions) -> f64 {
-    let Some(updated) = vault.metas[note].updated_at() else {
-        return 0.0;
-    };
-    let age_days = (options.now - updated).num_seconds().max(0) as f64 / 86_400.0;
-    let half_life = options.stale_days.max(f64::MIN_POSITIVE);
-    0.5f64.powf(age_days / half_life)
+    #[test]
+    fn rank_runs_arms_then_reports_the_unavailable_then_rescores_in_order() {
+        let vault = vault();
+        let signals = vec![
+            Signal::arm(Listed::new("first", &[(0, 1.0), (1, 1.0)])),
+            Signal::arm(Failing("broken")),
+            Signal::Unavailable {
+                name: "late",
+                message: "not configured",
+            },
+            Signal::arm(Listed::new("second", &[(1, 1.0), (2, 1.0), (3, 1.0)])),
+            Signal::rescorer(Boost(2)),
+        ];
+        let options = RankOptions::new(DateTime::UNIX_EPOCH);
+        let ranking = rank(&signals, "q", &vault, &options, &|note| note != 3);
+        let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
+        assert_eq!(
+            order,
+            [
+                (2, 1.0 / 62.0 + 1.0),
+                (1, 1.0 / 62.0 + 1.0 / 61.0),
+                (0, 1.0 / 61.0)
+            ]
+        );
+        assert_eq!(ranking.hits[1].explanation.fused, 1.0 / 62.0 + 1.0 / 61.0);
+        let errors: Vec<(&str, &str)> = ranking
+            .signal_errors
+            .iter()
+            .map(|e| (e.arm.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                ("broken", "broken is down"),
+                ("late", "not configured"),
+                ("boost", "saw 3 hits"),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_arm_may_prefer_a_fusion_and_a_weight_the_user_overrides() {
+        let vault = vault();
+        let mut preferring = Listed::new("semantic-like", &[(2, 1.0), (0, 0.5), (1, 0.0)]);
+        preferring.weight = 0.5;
+        preferring.fusion = Some(Fusion::Score);
+        let signals = vec![
+            Signal::arm(Listed::new("lexical", &[(0, 3.0), (1, 2.0)])),
+            Signal::arm(preferring),
+            Signal::arm(Failing("off")),
+        ];
+        let mut options = RankOptions::new(DateTime::UNIX_EPOCH);
+        options.weights.insert("off".into(), 0.0);
+        let ranking = rank(&signals, "q", &vault, &options, &|_| true);
+        let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
+        // lexical: 1 and 0 by min-max; semantic-like: 0.5 x (1, 0.5, 0).
+        assert_eq!(order, [(0, 1.25), (2, 0.5), (1, 0.0)]);
+        assert!(ranking.signal_errors.is_empty());
+        options.fusion = Some(Fusion::Rrf);
+        options.weights.insert("semantic-like".into(), 2.0);
+        let ranking = rank(&signals, "q", &vault, &options, &|_| true);
+        assert_eq!(ranking.hits[0].note, 0);
+        assert_eq!(ranking.hits[0].score, 1.0 / 61.0 + 2.0 / 62.0);
+    }
+
+    #[test]
+    fn the_signal_list_orders_arms_rescorers_and_the_signals_that_cannot_run() {
+        let vault = vault();
+        let feedback = FeedbackStore::default();
+        let broken: Result<QmdConfig, String> = Err("no qmd".into());
+        let passage = |_: usize| String::new();
+        let list = signals(&Sources {
+            vault: &vault,
+            store: None,
+            store_error: Some("no index"),
+            semantic: None,
+            semantic_error: None,
+            qmd: Some(&broken),
+            feedback: &feedback,
+            reranker: None,
+            reranker_error: Some("no bert"),
+            passage: &passage,
+        });
+        let named: Vec<String> = list
+            .iter()
+            .map(|signal| match signal {
+                Signal::Arm(arm) => format!("arm {}", arm.name()),
+                Signal::Rescorer(rescorer) => format!("rescorer {}", rescorer.name()),
+                Signal::Unavailable { name, message } => format!("{name}: {message}"),
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                "arm frontmatter",
+                "bm25: no index",
+                "qmd: no qmd",
+                "rescorer recency",
+                "rescorer feedback",
+                "rerank: no bert",
+            ]
+        );
+    }
 }

@@ -8,14 +8,19 @@ pub mod graph;
 pub mod qmd;
 pub mod query;
 pub mod recent;
+pub mod rescore;
 
 use serde::Serialize;
 
-pub use arms::{Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm};
+pub use arms::{
+    Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm, Signal, Sources, signals,
+};
 pub use fusion::{
-    Explanation, RankOptions, RankedHit, Ranking, Reranker, SignalError, rank, rerank,
+    Explanation, Fusion, Method, RankOptions, RankedHit, RankedList, Ranking, Reranker,
+    SignalError, fuse, rank, seed_rank,
 };
 pub use query::Query;
+pub use rescore::Rescorer;
 
 /// How many candidates a pack considers (seed Step 1).
 pub const CANDIDATE_LIMIT: usize = 20;
