@@ -8,8 +8,8 @@ pub mod policy;
 pub mod secrets;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
+pub use crate::note::Redaction;
 use crate::note::Note;
 use crate::parse::{frontmatter, parse_note_with_fields};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
@@ -20,15 +20,6 @@ pub const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands pa
 
 /// The detector kinds that are personal data rather than secrets.
 pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
-
-/// One secret taken out of a note: where it was and what kind, never the
-/// secret itself.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Redaction {
-    /// 1-based line in the file.
-    pub line: u32,
-    pub kind: String,
-}
 
 /// A note's text as the policy lets it be seen.
 #[derive(Clone, Debug)]
