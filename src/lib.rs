@@ -38,6 +38,7 @@ pub mod text;
 pub mod timings;
 pub mod tokens;
 pub mod vault;
+pub mod xdg;
 
 pub use note::{Diagnostic, Note, Tier};
 pub use pack::{Pack, PackMode, PackOptions, build_pack};
