@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -24,6 +24,7 @@ use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
 use crate::note::Note;
+use crate::safe_fs::write_atomic;
 use crate::vault::Vault;
 
 /// An ANN search that finds fewer notes than this (after filters) falls
@@ -712,9 +713,8 @@ fn write(dir: &Path, meta: &Meta, vectors: &Vectors) -> Result<()> {
         Some(floats) => floats.iter().flat_map(|v| v.to_le_bytes()).collect(),
         None => vectors.int8_bytes().unwrap_or_default().to_vec(),
     };
-    replace(dir, &data_file(dir, &meta.fingerprint, format), &bytes)?;
-    replace(
-        dir,
+    write_atomic(&data_file(dir, &meta.fingerprint, format), &bytes)?;
+    write_atomic(
         &meta_file(dir, &meta.fingerprint),
         &postcard::to_allocvec(meta)?,
     )?;
@@ -723,14 +723,6 @@ fn write(dir: &Path, meta: &Meta, vectors: &Vectors) -> Result<()> {
             let _ = fs::remove_file(data_file(dir, &meta.fingerprint, other));
         }
     }
-    Ok(())
-}
-
-pub(crate) fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(target)?;
     Ok(())
 }
 

@@ -76,12 +76,10 @@ pub fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
 /// `token` (written after the index's own commit, so a crash in between
 /// leaves an older token: changes applied twice, never missed).
 pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result<()> {
-    let temp = index_dir.join(format!(".{TOKEN_FILE}.tmp"));
-    fs::write(
-        &temp,
-        format!("{} {} {context}\n", token.instance, token.seq),
-    )?;
-    fs::rename(&temp, index_dir.join(TOKEN_FILE))
+    crate::safe_fs::write_atomic(
+        &index_dir.join(TOKEN_FILE),
+        format!("{} {} {context}\n", token.instance, token.seq).as_bytes(),
+    )
 }
 
 /// Asks the watcher of the index in `index_dir`, if one is live, what
