@@ -20,6 +20,7 @@ use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
 use crate::pack::{self, NoteAnchor, PackMode, PackOptions};
 use crate::parse::parse_datetime;
+use crate::progress::{Event, Progress, Stage};
 use crate::retrieve::RankOptions;
 use crate::retrieve::fusion::Fusion;
 use crate::retrieve::graph::{Direction, GraphOptions};
@@ -888,7 +889,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         &resolved.vault,
         &IndexChoice {
             dir: cli.index_dir.clone(),
-            progress: true,
+            progress: progress_bars(),
             model: model_choice(cli),
             qmd: qmd_config(&resolved.vars),
             reranker: reranker_choice(cli),
@@ -1310,10 +1311,45 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     // Checked before `--stop` or a background watcher's lock touch it.
     location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
     let mut config = IndexConfig::new(dir);
+    config.progress = progress_bars();
     config.policy = std::sync::Arc::new(
         crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
     );
     Ok(config)
+}
+
+/// The progress of indexing and embedding as a bar on stderr, when stderr
+/// is a terminal and the work is long enough for a bar to be worth its
+/// flicker (more than 200 notes, or more than one batch of 64 chunks).
+fn progress_bars() -> Progress {
+    let bar: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+    Progress::new(move |event| {
+        let mut bar = bar.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match event {
+            Event::Started { stage, total } => {
+                let (threshold, template) = match stage {
+                    Stage::Indexing => (200, "indexing {bar:30} {pos}/{len} notes {eta}"),
+                    Stage::Embedding => (64, "embedding {bar:30} {pos}/{len} chunks {eta}"),
+                };
+                *bar = (std::io::stderr().is_terminal() && total > threshold).then(|| {
+                    indicatif::ProgressBar::new(total).with_style(
+                        indicatif::ProgressStyle::with_template(template)
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    )
+                });
+            }
+            Event::Advanced { count, .. } => {
+                if let Some(bar) = bar.as_ref() {
+                    bar.inc(count);
+                }
+            }
+            Event::Finished { .. } => {
+                if let Some(bar) = bar.take() {
+                    bar.finish_and_clear();
+                }
+            }
+        }
+    })
 }
 
 fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
@@ -1384,7 +1420,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
             &root,
             &IndexChoice {
                 dir: cli.index_dir.clone(),
-                progress: !cli.quiet,
+                progress: if cli.quiet {
+                    Progress::none()
+                } else {
+                    progress_bars()
+                },
                 model: model_choice(cli),
                 qmd: None,
                 reranker: None,
@@ -1437,7 +1477,11 @@ fn sync_store(
         let session = Session::open(
             root,
             &IndexChoice {
-                progress: !cli.quiet,
+                progress: if cli.quiet {
+                    Progress::none()
+                } else {
+                    progress_bars()
+                },
                 model: model_choice(cli),
                 ann: index_ann_choice(cli),
                 store: Some(target.clone()),
@@ -1931,7 +1975,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         &root,
         &IndexChoice {
             dir: Some(index_dir),
-            progress: true,
+            progress: progress_bars(),
             model: model_choice(cli),
             qmd: None,
             reranker: reranker_choice(cli),

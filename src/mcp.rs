@@ -31,6 +31,7 @@ use serde::Deserialize;
 use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
 use crate::pack::{MAX_BUDGET, NoteAnchor, PackMode, PackOptions};
+use crate::progress::Progress;
 use crate::retrieve::RankOptions;
 use crate::retrieve::graph::{Direction, GraphOptions};
 use crate::retrieve::query::check_query_length;
@@ -348,7 +349,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
         &options.root,
         &IndexChoice {
             dir: options.index_dir.clone(),
-            progress: false,
+            progress: Progress::none(),
             model: options.model.clone(),
             qmd: options.qmd.clone(),
             reranker: options.reranker.clone(),

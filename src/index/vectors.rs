@@ -10,20 +10,19 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
 use crate::note::Note;
+use crate::progress::{Event, Progress, Stage};
 use crate::safe_fs::write_atomic;
 use crate::vault::Vault;
 
@@ -356,28 +355,23 @@ fn best_cut(tail: &str) -> Option<usize> {
 const EMBED_BATCH: usize = 64;
 
 /// Embeds `to_embed` in batches, appending each to the model's journal, so
-/// that a run killed after hours keeps what it embedded. A bar shows the
-/// progress on a terminal when `progress` is set.
+/// that a run killed after hours keeps what it embedded, reporting each
+/// batch to `progress`.
 fn embed_journaled(
     dir: &Path,
     fingerprint: &str,
     embedder: &dyn Embedder,
     to_embed: &[(&[u8; 16], &str)],
-    progress: bool,
+    progress: &Progress,
 ) -> Vec<Vec<f32>> {
     if to_embed.is_empty() {
         return Vec::new();
     }
-    let bar = if progress && std::io::stderr().is_terminal() && to_embed.len() > EMBED_BATCH {
-        let bar = ProgressBar::new(to_embed.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let stage = Stage::Embedding;
+    progress.report(Event::Started {
+        stage,
+        total: to_embed.len() as u64,
+    });
     let mut journal = vector_journal::Journal::open(dir, fingerprint, embedder.dims());
     let mut fresh = Vec::with_capacity(to_embed.len());
     for batch in to_embed.chunks(EMBED_BATCH) {
@@ -389,10 +383,13 @@ fn embed_journaled(
             .map(|((hash, _), vector)| (*hash, vector.as_slice()))
             .collect();
         journal.append(&records);
-        bar.inc(batch.len() as u64);
+        progress.report(Event::Advanced {
+            stage,
+            count: batch.len() as u64,
+        });
         fresh.extend(vectors);
     }
-    bar.finish_and_clear();
+    progress.report(Event::Finished { stage });
     fresh
 }
 
@@ -413,7 +410,7 @@ impl SemanticIndex {
         catalog: &Catalog,
         embedder: &dyn Embedder,
         format: Option<VectorFormat>,
-        progress: bool,
+        progress: &Progress,
     ) -> Result<SemanticIndex> {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
