@@ -941,7 +941,15 @@ mod tests {
     }
 
     fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {
-        SemanticIndex::sync(dir, &index.vault(), &index.catalog, embedder, None, false).unwrap()
+        SemanticIndex::sync(
+            dir,
+            &index.vault(),
+            &index.catalog,
+            embedder,
+            None,
+            &Progress::none(),
+        )
+        .unwrap()
     }
 
     /// Three small notes indexed under `tmp`, and the tiny embedder.
@@ -998,7 +1006,7 @@ mod tests {
                 &index.catalog,
                 embedder.as_ref(),
                 format,
-                false,
+                &Progress::none(),
             )
             .unwrap()
         };
