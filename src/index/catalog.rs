@@ -513,7 +513,8 @@ fn was_checked(blob: &Path, stamp: &StatStamp) -> bool {
 
 /// Best effort: a read-only index folder only means hashing every time.
 fn mark_checked(blob: &Path, stamp: &StatStamp) {
-    let _ = crate::safe_fs::write_atomic(&checked_marker(blob), stamp.line.as_bytes());
+    // A lost marker costs one more hash; a sync would cost every reader.
+    let _ = crate::safe_fs::write_atomic_cache(&checked_marker(blob), stamp.line.as_bytes());
 }
 
 pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {

@@ -76,7 +76,8 @@ pub fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
 /// `token` (written after the index's own commit, so a crash in between
 /// leaves an older token: changes applied twice, never missed).
 pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result<()> {
-    crate::safe_fs::write_atomic(
+    // A lost token costs one walk; a sync would slow each updating command.
+    crate::safe_fs::write_atomic_cache(
         &index_dir.join(TOKEN_FILE),
         format!("{} {} {context}\n", token.instance, token.seq).as_bytes(),
     )
