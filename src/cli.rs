@@ -1493,7 +1493,7 @@ fn sync_store(
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
-        watch_with(root, None, &mut || match run() {
+        watch_with(root, None, None, &mut || match run() {
             Ok(()) => {}
             Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
             Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
@@ -1507,20 +1507,10 @@ fn sync_store(
 /// index's socket.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let _publisher =
-        match crate::vault::changes::publish(root, &config.dir, Some(std::sync::Arc::clone(&stop)))
-        {
-            Ok(publisher) => publisher,
-            Err(err) => {
-                eprintln!(
-                    "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
-                );
-                None
-            }
-        };
     watch_with(
         root,
-        Some(&stop),
+        Some(&config.dir),
+        Some(stop),
         &mut || match VaultIndex::open(root, config) {
             Ok((
                 _,
@@ -1661,31 +1651,33 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
 }
 
 /// Calls `on_change` after each burst of changes to the vault's notes
-/// (debounced), until interrupted or `stop` is set.
+/// (debounced), until interrupted or `stop` is set (by a `stop` request on
+/// the socket published in `index_dir`, when there is one).
 fn watch_with(
     root: &Path,
-    stop: Option<&std::sync::atomic::AtomicBool>,
+    index_dir: Option<&Path>,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     on_change: &mut dyn FnMut(),
 ) -> Result<(), Failure> {
-    use notify::{RecursiveMode, Watcher};
     use std::sync::mpsc;
     use std::time::Duration;
 
-    let (sender, events) = mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let _ = sender.send(event);
-    })
-    .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
-    watcher
-        .watch(root, RecursiveMode::Recursive)
-        .map_err(|err| {
-            Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display()))
-        })?;
+    // One kernel watch set: it drives this loop and answers other
+    // commands' "what changed?" on the socket.
+    let watching = crate::vault::changes::watch(root, index_dir, stop.clone())
+        .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
+    if let Some(err) = &watching.socket_error {
+        eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
+    }
+    let events = &watching.changes;
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
     // Catches what changed between the first index and the watch's registration.
     on_change();
     let quiet_period = Duration::from_millis(300);
-    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    let stopped = || {
+        stop.as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
     // The watch is on this folder, not on the path: another folder there
     // would never be seen.
     let watched = crate::vault::changes::root_identity(root);
@@ -1706,11 +1698,11 @@ fn watch_with(
         if stopped() {
             break;
         }
-        if !crate::index::is_vault_change(root, &first) {
+        if !crate::vault::walk::affects_notes(root, &first) {
             continue;
         }
         // Debounce: wait until no event has arrived for the quiet period.
-        while let Ok(_event) = events.recv_timeout(quiet_period) {}
+        while let Ok(_batch) = events.recv_timeout(quiet_period) {}
         on_change();
     }
     Ok(())

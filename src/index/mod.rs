@@ -1376,18 +1376,6 @@ fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Whether a file-watcher event may change the index: not a mere read, and
-/// not only the vault's `log.md`.
-pub fn is_vault_change(root: &Path, event: &notify::Result<notify::Event>) -> bool {
-    match event {
-        Ok(event) => {
-            !matches!(event.kind, notify::EventKind::Access(_))
-                && walk::affects_notes(root, &event.paths)
-        }
-        Err(_) => true,
-    }
-}
-
 /// The analysed, de-duplicated terms of a query.
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
