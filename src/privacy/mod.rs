@@ -44,7 +44,7 @@ impl Policy {
         let canvas_text;
         let raw = if crate::parse::canvas::is_canvas(path) {
             canvas_text = crate::parse::canvas::to_markdown(raw).unwrap_or_else(|problem| {
-                canvas_problem = Some(problem);
+                canvas_problem = Some(problem.to_string());
                 String::new()
             });
             canvas_text.as_str()
