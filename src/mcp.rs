@@ -673,16 +673,16 @@ impl CtxpackServer {
             let session = state.session();
             (session.root.clone(), session.index_dir.clone())
         };
-        let watching =
-            match crate::vault::changes::watch(&watched_root, index_dir.as_deref(), None) {
-                Ok(watching) => watching,
-                Err(err) => {
-                    eprintln!(
-                        "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
-                    );
-                    return;
-                }
-            };
+        let watching = match crate::vault::changes::watch(&watched_root, index_dir.as_deref(), None)
+        {
+            Ok(watching) => watching,
+            Err(err) => {
+                eprintln!(
+                    "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
+                );
+                return;
+            }
+        };
         if let Some(err) = &watching.socket_error {
             eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
         }

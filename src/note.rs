@@ -6,7 +6,6 @@ use std::ops::Range;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-
 /// Importance tier from the `tier:` field; missing or unknown is `Supporting`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

@@ -1591,7 +1591,13 @@ fn indexing_reports_its_progress_to_the_callback_it_is_given() {
     VaultIndex::open(&root, &config).unwrap();
     let stage = Stage::Indexing;
     let events = seen.lock().unwrap().clone();
-    assert_eq!(events.first(), Some(&Event::Started { stage, total: notes }));
+    assert_eq!(
+        events.first(),
+        Some(&Event::Started {
+            stage,
+            total: notes
+        })
+    );
     assert_eq!(events.last(), Some(&Event::Finished { stage }));
     let advanced: u64 = events
         .iter()

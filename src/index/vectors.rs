@@ -16,7 +16,6 @@ use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-
 use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;

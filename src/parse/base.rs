@@ -472,7 +472,9 @@ mod tests {
         assert_eq!(base.views[0].limit, Some(5));
         assert!(matches!(
             parse("[unclosed"),
-            Err(BaseError::BrokenYaml(crate::parse::yaml::YamlError::Syntax(_)))
+            Err(BaseError::BrokenYaml(
+                crate::parse::yaml::YamlError::Syntax(_)
+            ))
         ));
         assert_eq!(parse("- a list").unwrap_err(), BaseError::NotAMapping);
         assert_eq!(

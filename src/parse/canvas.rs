@@ -75,7 +75,8 @@ impl std::fmt::Display for CanvasError {
 impl std::error::Error for CanvasError {}
 
 pub fn to_markdown(json: &str) -> Result<String, CanvasError> {
-    let canvas: Value = serde_json::from_str(json).map_err(|err| CanvasError::NotJson(err.to_string()))?;
+    let canvas: Value =
+        serde_json::from_str(json).map_err(|err| CanvasError::NotJson(err.to_string()))?;
     let nodes = match canvas.get("nodes") {
         None | Some(Value::Null) => return Ok(String::new()),
         Some(Value::Array(nodes)) => nodes,

@@ -9,8 +9,8 @@ pub mod secrets;
 
 use chrono::{DateTime, Utc};
 
-pub use crate::note::Redaction;
 use crate::note::Note;
+pub use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
 

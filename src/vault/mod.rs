@@ -599,7 +599,10 @@ impl fmt::Display for PathError {
         match self {
             PathError::Empty => f.write_str("path is empty"),
             PathError::Absolute(given) => {
-                write!(f, "'{given}' is absolute; give a path relative to the vault")
+                write!(
+                    f,
+                    "'{given}' is absolute; give a path relative to the vault"
+                )
             }
             PathError::NotUtf8(given) => write!(f, "'{given}' is not valid UTF-8"),
             PathError::Outside(given) => write!(f, "'{given}' leads outside the vault"),
@@ -659,8 +662,14 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let refused = |given: &str| inside_vault(&root, given).unwrap_err();
         assert_eq!(refused("  "), PathError::Empty);
-        assert_eq!(refused("/etc/passwd"), PathError::Absolute("/etc/passwd".into()));
-        assert_eq!(refused("a/../../x.md"), PathError::Outside("a/../../x.md".into()));
+        assert_eq!(
+            refused("/etc/passwd"),
+            PathError::Absolute("/etc/passwd".into())
+        );
+        assert_eq!(
+            refused("a/../../x.md"),
+            PathError::Outside("a/../../x.md".into())
+        );
         assert_eq!(refused("  ").to_string(), "path is empty");
         assert_eq!(
             refused("/etc/passwd").to_string(),
