@@ -23,6 +23,10 @@ pub const SOCKET_FILE: &str = "watch.sock";
 const TOKEN_FILE: &str = "watch-token";
 /// How long a command waits for the watcher's answer before walking.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(50);
+/// How long `index --stop` waits for the watcher's answer: no command
+/// waits on it, and a busy machine can hold a live watcher past
+/// [`ANSWER_TIMEOUT`] (a stop then misread as a refusal).
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 const MAX_REQUEST_BYTES: u64 = 512;
 
@@ -92,7 +96,7 @@ pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answe
         Some(token) => format!("since {} {}\n", token.instance, token.seq),
         None => "current\n".to_string(),
     };
-    send(index_dir, root, &request)
+    send(index_dir, root, &request, ANSWER_TIMEOUT)
 }
 
 /// What asking a vault's watcher to stop found.
@@ -109,9 +113,10 @@ pub enum StopOutcome {
 /// Asks the watcher of the index in `index_dir` to stop.
 #[cfg(unix)]
 pub fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
-    match send(index_dir, root, "stop\n") {
+    // A `serve` refuses by closing without an answer, at once.
+    match send(index_dir, root, "stop\n", STOP_TIMEOUT) {
         Some(_) => StopOutcome::Stopping,
-        None if ask(index_dir, root, None).is_some() => StopOutcome::Refused,
+        None if send(index_dir, root, "current\n", STOP_TIMEOUT).is_some() => StopOutcome::Refused,
         None => StopOutcome::NotRunning,
     }
 }
@@ -122,9 +127,9 @@ pub fn request_stop(_index_dir: &Path, _root: &Path) -> StopOutcome {
 }
 
 /// Sends one request line to the watcher's socket and reads its answer,
-/// within [`ANSWER_TIMEOUT`].
+/// within `timeout`.
 #[cfg(unix)]
-fn send(index_dir: &Path, root: &Path, request: &str) -> Option<Answer> {
+fn send(index_dir: &Path, root: &Path, request: &str, timeout: Duration) -> Option<Answer> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::os::unix::net::UnixStream;
 
@@ -134,9 +139,9 @@ fn send(index_dir: &Path, root: &Path, request: &str) -> Option<Answer> {
     if !socket.file_type().is_socket() || socket.uid() != fs::metadata(index_dir).ok()?.uid() {
         return None;
     }
-    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let mut stream = UnixStream::connect(&path).ok()?;
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
     stream.write_all(request.as_bytes()).ok()?;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
