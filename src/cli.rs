@@ -20,6 +20,7 @@ use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
 use crate::pack::{self, NoteAnchor, PackMode, PackOptions};
 use crate::parse::parse_datetime;
+use crate::progress::{Event, Progress, Stage};
 use crate::retrieve::RankOptions;
 use crate::retrieve::fusion::Fusion;
 use crate::retrieve::graph::{Direction, GraphOptions};
@@ -888,7 +889,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         &resolved.vault,
         &IndexChoice {
             dir: cli.index_dir.clone(),
-            progress: true,
+            progress: progress_bars(),
             model: model_choice(cli),
             qmd: qmd_config(&resolved.vars),
             reranker: reranker_choice(cli),
@@ -1310,10 +1311,45 @@ fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
     // Checked before `--stop` or a background watcher's lock touch it.
     location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
     let mut config = IndexConfig::new(dir);
+    config.progress = progress_bars();
     config.policy = std::sync::Arc::new(
         crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
     );
     Ok(config)
+}
+
+/// The progress of indexing and embedding as a bar on stderr, when stderr
+/// is a terminal and the work is long enough for a bar to be worth its
+/// flicker (more than 200 notes, or more than one batch of 64 chunks).
+fn progress_bars() -> Progress {
+    let bar: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+    Progress::new(move |event| {
+        let mut bar = bar.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match event {
+            Event::Started { stage, total } => {
+                let (threshold, template) = match stage {
+                    Stage::Indexing => (200, "indexing {bar:30} {pos}/{len} notes {eta}"),
+                    Stage::Embedding => (64, "embedding {bar:30} {pos}/{len} chunks {eta}"),
+                };
+                *bar = (std::io::stderr().is_terminal() && total > threshold).then(|| {
+                    indicatif::ProgressBar::new(total).with_style(
+                        indicatif::ProgressStyle::with_template(template)
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    )
+                });
+            }
+            Event::Advanced { count, .. } => {
+                if let Some(bar) = bar.as_ref() {
+                    bar.inc(count);
+                }
+            }
+            Event::Finished { .. } => {
+                if let Some(bar) = bar.take() {
+                    bar.finish_and_clear();
+                }
+            }
+        }
+    })
 }
 
 fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
@@ -1384,7 +1420,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
             &root,
             &IndexChoice {
                 dir: cli.index_dir.clone(),
-                progress: !cli.quiet,
+                progress: if cli.quiet {
+                    Progress::none()
+                } else {
+                    progress_bars()
+                },
                 model: model_choice(cli),
                 qmd: None,
                 reranker: None,
@@ -1437,7 +1477,11 @@ fn sync_store(
         let session = Session::open(
             root,
             &IndexChoice {
-                progress: !cli.quiet,
+                progress: if cli.quiet {
+                    Progress::none()
+                } else {
+                    progress_bars()
+                },
                 model: model_choice(cli),
                 ann: index_ann_choice(cli),
                 store: Some(target.clone()),
@@ -1449,7 +1493,7 @@ fn sync_store(
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
-        watch_with(root, None, &mut || match run() {
+        watch_with(root, None, None, &mut || match run() {
             Ok(()) => {}
             Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
             Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
@@ -1463,20 +1507,10 @@ fn sync_store(
 /// index's socket.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let _publisher =
-        match crate::vault::changes::publish(root, &config.dir, Some(std::sync::Arc::clone(&stop)))
-        {
-            Ok(publisher) => publisher,
-            Err(err) => {
-                eprintln!(
-                    "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
-                );
-                None
-            }
-        };
     watch_with(
         root,
-        Some(&stop),
+        Some(&config.dir),
+        Some(stop),
         &mut || match VaultIndex::open(root, config) {
             Ok((
                 _,
@@ -1617,31 +1651,33 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
 }
 
 /// Calls `on_change` after each burst of changes to the vault's notes
-/// (debounced), until interrupted or `stop` is set.
+/// (debounced), until interrupted or `stop` is set (by a `stop` request on
+/// the socket published in `index_dir`, when there is one).
 fn watch_with(
     root: &Path,
-    stop: Option<&std::sync::atomic::AtomicBool>,
+    index_dir: Option<&Path>,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     on_change: &mut dyn FnMut(),
 ) -> Result<(), Failure> {
-    use notify::{RecursiveMode, Watcher};
     use std::sync::mpsc;
     use std::time::Duration;
 
-    let (sender, events) = mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let _ = sender.send(event);
-    })
-    .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
-    watcher
-        .watch(root, RecursiveMode::Recursive)
-        .map_err(|err| {
-            Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display()))
-        })?;
+    // One kernel watch set: it drives this loop and answers other
+    // commands' "what changed?" on the socket.
+    let watching = crate::vault::changes::watch(root, index_dir, stop.clone())
+        .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
+    if let Some(err) = &watching.socket_error {
+        eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
+    }
+    let events = &watching.changes;
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
     // Catches what changed between the first index and the watch's registration.
     on_change();
     let quiet_period = Duration::from_millis(300);
-    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    let stopped = || {
+        stop.as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
     // The watch is on this folder, not on the path: another folder there
     // would never be seen.
     let watched = crate::vault::changes::root_identity(root);
@@ -1662,11 +1698,11 @@ fn watch_with(
         if stopped() {
             break;
         }
-        if !crate::index::is_vault_change(root, &first) {
+        if !crate::vault::walk::affects_notes(root, &first) {
             continue;
         }
         // Debounce: wait until no event has arrived for the quiet period.
-        while let Ok(_event) = events.recv_timeout(quiet_period) {}
+        while let Ok(_batch) = events.recv_timeout(quiet_period) {}
         on_change();
     }
     Ok(())
@@ -1931,7 +1967,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         &root,
         &IndexChoice {
             dir: Some(index_dir),
-            progress: true,
+            progress: progress_bars(),
             model: model_choice(cli),
             qmd: None,
             reranker: reranker_choice(cli),

@@ -62,22 +62,16 @@ pub struct Environment {
 
 impl Environment {
     pub fn from_process() -> Environment {
-        let non_empty = |key: &str| {
-            std::env::var_os(key)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
         Environment {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-            home: non_empty("HOME"),
-            xdg_config_home: non_empty("XDG_CONFIG_HOME"),
+            home: crate::xdg::env_path("HOME"),
+            xdg_config_home: crate::xdg::env_path(crate::xdg::Base::Config.variable()),
         }
     }
 
     fn xdg_dir(&self) -> Option<PathBuf> {
-        self.xdg_config_home
-            .clone()
-            .or_else(|| self.home.as_ref().map(|h| h.join(".config")))
+        crate::xdg::Base::Config
+            .from_values(self.xdg_config_home.as_deref(), self.home.as_deref())
             .map(|base| base.join("obsidian-wiki"))
     }
 

@@ -31,6 +31,7 @@ pub mod note_tables;
 pub mod pack;
 pub mod parse;
 pub mod privacy;
+pub mod progress;
 pub mod retrieve;
 pub mod safe_fs;
 pub mod session;
@@ -39,6 +40,7 @@ pub mod text;
 pub mod timings;
 pub mod tokens;
 pub mod vault;
+pub mod xdg;
 
 pub use note::{Diagnostic, Note, Tier};
 pub use pack::{Pack, PackMode, PackOptions, build_pack};

@@ -31,6 +31,7 @@ use serde::Deserialize;
 use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
 use crate::pack::{MAX_BUDGET, NoteAnchor, PackMode, PackOptions};
+use crate::progress::Progress;
 use crate::retrieve::RankOptions;
 use crate::retrieve::graph::{Direction, GraphOptions};
 use crate::retrieve::query::check_query_length;
@@ -348,7 +349,7 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
         &options.root,
         &IndexChoice {
             dir: options.index_dir.clone(),
-            progress: false,
+            progress: Progress::none(),
             model: options.model.clone(),
             qmd: options.qmd.clone(),
             reranker: options.reranker.clone(),
@@ -655,8 +656,9 @@ impl CtxpackServer {
     /// Keeps the index current: after each burst of file changes (300 ms
     /// of quiet), the session is re-opened, which updates the index, and
     /// swapped in. Calls in flight keep the session they started with.
+    /// One kernel watch set serves both this and the socket commands on
+    /// this vault ask what changed.
     pub fn watch(&self) {
-        use notify::{RecursiveMode, Watcher};
         if self.state.options.store.is_some() {
             // A store's changes are seen by generation, on every call.
             return;
@@ -665,58 +667,54 @@ impl CtxpackServer {
         // Change notifications are sent from the server's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
         // The watch is registered before this returns, so nothing written
-        // after the server answers its first call can be missed.
-        let (sender, events) = std::sync::mpsc::channel();
-        let Ok(mut watcher) = notify::recommended_watcher(move |event| {
-            let _ = sender.send(event);
-        }) else {
-            eprintln!("ctxpack: warning: cannot watch the vault; the index updates on restart");
-            return;
+        // after the server answers its first call can be missed; commands
+        // on this vault ask it what changed instead of walking.
+        let (watched_root, index_dir) = {
+            let session = state.session();
+            (session.root.clone(), session.index_dir.clone())
         };
-        if let Err(err) = watcher.watch(&state.options.root, RecursiveMode::Recursive) {
-            eprintln!(
-                "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
-            );
-            return;
+        let watching = match crate::vault::changes::watch(&watched_root, index_dir.as_deref(), None)
+        {
+            Ok(watching) => watching,
+            Err(err) => {
+                eprintln!(
+                    "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
+                );
+                return;
+            }
+        };
+        if let Some(err) = &watching.socket_error {
+            eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
         }
-        // Commands on this vault ask this server what changed instead of
-        // walking it.
-        let publisher = state.session().index_dir.as_deref().and_then(|dir| {
-            crate::vault::changes::publish(&state.session().root, dir, None)
-                .inspect_err(|err| {
-                    eprintln!(
-                        "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
-                    )
-                })
-                .ok()
-                .flatten()
-        });
         std::thread::spawn(move || {
-            let _watcher = watcher;
-            let _publisher = publisher;
+            // The whole watch moves here (a closure would capture only the
+            // field it names, and the rest would stop the watch on return).
+            let watching = watching;
             // Catches what changed between the session's opening and the
             // watch's registration.
             if let Err(err) = state.reopen() {
                 eprintln!("ctxpack: warning: index update failed: {err:#}");
             }
             let root = state.options.root.clone();
+            let events = &watching.changes;
             while let Ok(first) = events.recv() {
-                if !crate::index::is_vault_change(&root, &first) {
-                    continue;
-                }
                 let mut changed: Vec<PathBuf> = Vec::new();
-                let mut note = |event: notify::Result<notify::Event>| {
+                let mut note = |batch: Vec<PathBuf>| {
                     // A storm of events (a sync tool rewriting the vault)
                     // keeps memory bounded; notes past the bound go unannounced.
-                    if let Ok(event) = event
-                        && changed.len() < MAX_CHANGED_PATHS
-                    {
-                        changed.extend(event.paths);
-                    }
+                    // The watcher names paths under the folder it resolved;
+                    // announcements name them under the root as served.
+                    let room = MAX_CHANGED_PATHS.saturating_sub(changed.len());
+                    changed.extend(batch.into_iter().take(room).map(|path| {
+                        match path.strip_prefix(&watched_root) {
+                            Ok(rel) => root.join(rel),
+                            Err(_) => path,
+                        }
+                    }));
                 };
                 note(first);
-                while let Ok(event) = events.recv_timeout(Duration::from_millis(300)) {
-                    note(event);
+                while let Ok(batch) = events.recv_timeout(Duration::from_millis(300)) {
+                    note(batch);
                 }
                 if let Err(err) = state.reopen() {
                     eprintln!("ctxpack: warning: index update failed: {err:#}");

@@ -1,11 +1,10 @@
 //! The note model: what ctxpack knows about one Markdown file.
 
 use std::fmt;
+use std::ops::Range;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-use crate::parse::markdown::{Block, Heading, Link};
 
 /// Importance tier from the `tier:` field; missing or unknown is `Supporting`.
 #[derive(
@@ -134,7 +133,7 @@ pub struct Note {
     pub links: Vec<Link>,
     /// Secrets the privacy policy took out of the file (where and what
     /// kind, never the secret).
-    pub redactions: Vec<crate::privacy::Redaction>,
+    pub redactions: Vec<Redaction>,
 }
 
 /// A link's context whose start is this names one of the linking note's
@@ -313,4 +312,90 @@ impl LinkGraph {
     pub fn degree(&self, note: usize) -> usize {
         self.links_to(note).len() + self.linked_from(note).len()
     }
+}
+
+// The parts of a note body, as the Markdown parser finds them; plain data
+// with byte ranges into the body text.
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Heading {
+    pub level: u8,
+    pub text: String,
+    /// Byte range of the heading line(s).
+    pub range: Range<usize>,
+    /// Index of the enclosing heading (the nearest earlier one of lower level).
+    pub parent: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    Heading,
+    Paragraph,
+    List,
+    Code,
+    Quote,
+    Table,
+    Html,
+    Rule,
+    Other,
+}
+
+/// A top-level block: its range covers whole lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub kind: BlockKind,
+    pub range: Range<usize>,
+    /// For heading blocks, the index into `BodyAnalysis::headings`.
+    pub heading: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkKind {
+    /// `[[target]]`
+    Wiki,
+    /// `![[target]]`
+    Embed,
+    /// `[text](relative/path.md)`
+    Markdown,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Link {
+    pub kind: LinkKind,
+    /// The note named, as written (no `.md` for wikilinks); empty for a link
+    /// to a heading of the same note.
+    pub target: String,
+    pub heading: Option<String>,
+    pub block: Option<String>,
+    pub alias: Option<String>,
+    /// Byte range of the whole link in the body.
+    pub range: Range<usize>,
+}
+
+impl Link {
+    /// The text a reader sees where the link stands.
+    pub fn display_text(&self) -> String {
+        if let Some(alias) = &self.alias {
+            return alias.clone();
+        }
+        let mut text = self.target.clone();
+        if let Some(heading) = &self.heading {
+            if !text.is_empty() {
+                text.push_str(" > ");
+            }
+            text.push_str(heading);
+        }
+        text
+    }
+}
+
+/// One secret taken out of a note: where it was and what kind, never the
+/// secret itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Redaction {
+    /// 1-based line in the file.
+    pub line: u32,
+    pub kind: String,
 }

@@ -20,6 +20,7 @@ use crate::pack::{
     Relevance, ResearchTrace, build_pack_from,
 };
 use crate::privacy::Policy;
+use crate::progress::Progress;
 use crate::retrieve::graph::{self, Direction, GraphOptions};
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::recent::recent_order;
@@ -38,7 +39,8 @@ use crate::vault::{Vault, VaultOptions};
 pub struct IndexChoice {
     /// `--index-dir`; otherwise `CTXPACK_INDEX_DIR` or the cache folder.
     pub dir: Option<PathBuf>,
-    pub progress: bool,
+    /// Where the progress of indexing and embedding is reported.
+    pub progress: Progress,
     pub model: ModelChoice,
     /// QMD as an external arm, when the config names a collection (or why
     /// it cannot run).
@@ -176,7 +178,7 @@ impl Session {
         let opened = match &index_dir {
             Some(dir) => {
                 let mut config = IndexConfig::new(dir.clone());
-                config.progress = choice.progress;
+                config.progress = choice.progress.clone();
                 config.hidden = choice.hidden.clone();
                 config.policy = Arc::clone(&policy);
                 match VaultIndex::open(&root, &config) {
@@ -370,7 +372,7 @@ impl Session {
                 &index.catalog,
                 embedder.as_ref(),
                 choice.vectors,
-                choice.progress,
+                &choice.progress,
             )
             .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
             let search = match vectors.use_ann(dir, choice.ann) {

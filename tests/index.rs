@@ -743,7 +743,7 @@ fn session(vault: &Path, index: &Path) -> Session {
         vault,
         &IndexChoice {
             dir: Some(index.to_path_buf()),
-            progress: false,
+            progress: Default::default(),
             model: ModelChoice::Off,
             ..IndexChoice::default()
         },
@@ -1567,4 +1567,48 @@ fn notes_of_equal_score_rank_the_same_after_every_build() {
             "rebuild {build}"
         );
     }
+}
+
+#[test]
+fn indexing_reports_its_progress_to_the_callback_it_is_given() {
+    use ctxpack::progress::{Event, Progress, Stage};
+    use std::sync::{Arc, Mutex};
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", "# A\n\nLinks to [[b]].\n"),
+            ("b.md", "# B\n\nPlain.\n"),
+            ("notes/c.md", "# C\n\nNested.\n"),
+        ],
+    );
+    let root = vault.canonicalize().unwrap();
+    let notes = 3;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let mut config = IndexConfig::new(world.path().join("index"));
+    config.progress = Progress::new(move |event| sink.lock().unwrap().push(event));
+    VaultIndex::open(&root, &config).unwrap();
+    let stage = Stage::Indexing;
+    let events = seen.lock().unwrap().clone();
+    assert_eq!(
+        events.first(),
+        Some(&Event::Started {
+            stage,
+            total: notes
+        })
+    );
+    assert_eq!(events.last(), Some(&Event::Finished { stage }));
+    let advanced: u64 = events
+        .iter()
+        .map(|event| match event {
+            Event::Advanced { count, .. } => *count,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(advanced, notes);
+    // A second open finds nothing to read: no stage starts.
+    seen.lock().unwrap().clear();
+    VaultIndex::open(&root, &config).unwrap();
+    assert_eq!(*seen.lock().unwrap(), []);
 }

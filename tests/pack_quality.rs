@@ -101,7 +101,7 @@ fn open_lexical(vault: &std::path::Path, dir: std::path::PathBuf) -> Session {
         vault,
         &IndexChoice {
             dir: Some(dir),
-            progress: false,
+            progress: Default::default(),
             model: ModelChoice::Off,
             ..IndexChoice::default()
         },

@@ -339,9 +339,6 @@ fn stop(world: &World, vault: &Path, index: &Path) -> std::process::Output {
 }
 
 #[test]
-#[ignore = "flaky before this change too (2 of 10 runs at f3ce710): now and then a background \
-            watcher is left running that `index --stop` never reached (its stop flag unset, its \
-            socket replaced by another's); the race is not found yet. Run with --ignored."]
 fn daemon_starts_one_background_watcher_and_stop_ends_it() {
     let world = World::new();
     let (vault, index) = vault_with_notes(&world);
@@ -411,6 +408,10 @@ fn daemon_starts_one_background_watcher_and_stop_ends_it() {
     wait_until("CTXPACK_DAEMON started nothing", || {
         background_watchers(&index).len() == 1
     });
+    // A watcher still indexing has no socket yet, and `--stop` can only
+    // stop one that answers (it would say none runs, and this one would
+    // then run on).
+    wait_until("no socket", || index.join("watch.sock").exists());
     assert!(stop(&world, &vault, &index).status.success());
     wait_until("the watcher did not exit", || {
         background_watchers(&index).is_empty()
@@ -456,6 +457,7 @@ fn daemon_starts_one_background_watcher_and_stop_ends_it() {
     wait_until("the config line started nothing", || {
         background_watchers(&index).len() == 1
     });
+    wait_until("no socket", || index.join("watch.sock").exists());
     assert!(stop(&world, &vault, &index).status.success());
     wait_until("the watcher did not exit", || {
         background_watchers(&index).is_empty()

@@ -1087,12 +1087,9 @@ fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), String> 
             "review folder of {rel} leads outside the project root"
         ));
     }
-    let mut file = tempfile::NamedTempFile::new_in(&real_dir)
-        .map_err(|err| format!("cannot write in {}: {err}", real_dir.display()))?;
-    std::io::Write::write_all(&mut file, text.as_bytes())
-        .map_err(|err| format!("cannot write {rel}: {err}"))?;
     let target = real_dir.join(path.file_name().unwrap_or_default());
-    file.persist(&target)
-        .map_err(|err| format!("cannot write {rel}: {err}"))?;
-    Ok(())
+    let file = crate::safe_fs::AtomicFile::new(&target)
+        .map_err(|err| format!("cannot write in {}: {err}", real_dir.display()))?;
+    file.commit(text.as_bytes())
+        .map_err(|err| format!("cannot write {rel}: {err}"))
 }

@@ -810,7 +810,7 @@ impl Context<'_> {
             dir: self
                 .library_index_dir
                 .map(|base| base.join(crate::index::location::vault_id(&root))),
-            progress: false,
+            progress: crate::progress::Progress::none(),
             // Library cards are ranked lexically: the pack must not depend
             // on which embedding model this machine has.
             model: crate::session::ModelChoice::Off,

@@ -137,15 +137,7 @@ pub fn store_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CTXPACK_MODELS_DIR").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(dir));
     }
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".local/share"))
-        })?;
-    Some(data.join("ctxpack").join("models"))
+    Some(crate::xdg::Base::Data.ctxpack()?.join("models"))
 }
 
 /// The three model files, read from a folder or from inside a wheel (a zip).

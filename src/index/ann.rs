@@ -71,7 +71,7 @@ impl AnnIndex {
             key,
             map,
         };
-        crate::index::vectors::replace(dir, &path, &postcard::to_allocvec(&stored)?)?;
+        crate::safe_fs::write_atomic(&path, &postcard::to_allocvec(&stored)?)?;
         Ok(AnnIndex {
             map: stored.map,
             built: true,

@@ -4,7 +4,6 @@
 //! index, whose commit payload names the catalog that belongs to it.
 
 use std::fs;
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -431,14 +430,8 @@ pub fn save_bytes(dir: &Path, kind: &str, bytes: &[u8]) -> Result<String> {
     if fs::read(&target).is_ok_and(|existing| existing == bytes) {
         return Ok(hash);
     }
-    let temp = dir.join(format!(".{kind}-{hash}.tmp"));
-    let mut file = fs::File::create(&temp).with_context(|| format!("write {}", temp.display()))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&temp, &target)?;
-    if let Ok(dir) = fs::File::open(dir) {
-        let _ = dir.sync_all();
-    }
+    crate::safe_fs::write_atomic(&target, bytes)
+        .with_context(|| format!("write {}", target.display()))?;
     Ok(hash)
 }
 
@@ -506,14 +499,8 @@ fn was_checked(blob: &Path, stamp: &StatStamp) -> bool {
 
 /// Best effort: a read-only index folder only means hashing every time.
 fn mark_checked(blob: &Path, stamp: &StatStamp) {
-    let marker = checked_marker(blob);
-    let Some(name) = marker.file_name().and_then(|n| n.to_str()) else {
-        return;
-    };
-    let temp = marker.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    if fs::write(&temp, &stamp.line).is_err() || fs::rename(&temp, &marker).is_err() {
-        let _ = fs::remove_file(&temp);
-    }
+    // A lost marker costs one more hash; a sync would cost every reader.
+    let _ = crate::safe_fs::write_atomic_cache(&checked_marker(blob), stamp.line.as_bytes());
 }
 
 pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {

@@ -2,7 +2,6 @@
 //! index folder (and across rebuilds) as `feedback.json`.
 
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, bail};
@@ -50,11 +49,10 @@ impl FeedbackStore {
             counts.not_useful = counts.not_useful.saturating_add(1);
         }
         let counts = *counts;
-        let temp = dir.join(".feedback.json.tmp");
-        let mut file = fs::File::create(&temp)?;
-        file.write_all(serde_json::to_string_pretty(&store)?.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&temp, dir.join(FEEDBACK_FILE))?;
+        crate::safe_fs::write_atomic(
+            &dir.join(FEEDBACK_FILE),
+            serde_json::to_string_pretty(&store)?.as_bytes(),
+        )?;
         lock.unlock()?;
         Ok(counts)
     }

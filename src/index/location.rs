@@ -11,21 +11,7 @@ pub fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CTXPACK_INDEX_DIR").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(dir));
     }
-    Some(cache_root()?.join(vault_id(root)))
-}
-
-/// `${XDG_CACHE_HOME:-~/.cache}/ctxpack`: ctxpack's own folder in the
-/// user's cache (none when neither variable is set).
-pub fn cache_root() -> Option<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".cache"))
-        })?;
-    Some(cache.join("ctxpack"))
+    Some(crate::xdg::Base::Cache.ctxpack()?.join(vault_id(root)))
 }
 
 /// The index folder of a view of the vault without the `hidden` folders:

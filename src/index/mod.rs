@@ -19,13 +19,11 @@ pub mod vectors;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
@@ -43,6 +41,7 @@ use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::note_tables::{KeysTable, MetaTable};
 use crate::privacy::Policy;
+use crate::progress::{Event, Progress, Stage};
 use crate::vault::{LinkResolver, MAX_FILE_BYTES, Vault, changes, walk};
 use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
@@ -122,8 +121,8 @@ struct Payload {
 #[derive(Clone, Debug)]
 pub struct IndexConfig {
     pub dir: PathBuf,
-    /// Draw a progress bar on stderr (only when it is a terminal).
-    pub progress: bool,
+    /// Where the progress of reading the vault is reported.
+    pub progress: Progress,
     pub max_file_bytes: u64,
     /// Folders left out of the index (see `VaultOptions::hidden`).
     pub hidden: Vec<String>,
@@ -136,7 +135,7 @@ impl IndexConfig {
     pub fn new(dir: PathBuf) -> IndexConfig {
         IndexConfig {
             dir,
-            progress: true,
+            progress: Progress::none(),
             max_file_bytes: MAX_FILE_BYTES,
             hidden: Vec::new(),
             policy: Arc::new(Policy::default()),
@@ -1211,18 +1210,6 @@ fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Whether a file-watcher event may change the index: not a mere read, and
-/// not only the vault's `log.md`.
-pub fn is_vault_change(root: &Path, event: &notify::Result<notify::Event>) -> bool {
-    match event {
-        Ok(event) => {
-            !matches!(event.kind, notify::EventKind::Access(_))
-                && walk::affects_notes(root, &event.paths)
-        }
-        Err(_) => true,
-    }
-}
-
 /// One optional term of a ranked-OR query, boosted unless `boost` is 1.
 fn should_term(
     field: Field,
@@ -1314,16 +1301,11 @@ fn index_files(
     config: &IndexConfig,
     state: &mut IndexState,
 ) -> Result<Indexed> {
-    let progress = if config.progress && std::io::stderr().is_terminal() && work.len() > 200 {
-        let bar = ProgressBar::new(work.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("indexing {bar:30} {pos}/{len} notes {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let stage = Stage::Indexing;
+    config.progress.report(Event::Started {
+        stage,
+        total: work.len() as u64,
+    });
     let mut indexed = Indexed {
         identical: 0,
         vanished_new: 0,
@@ -1369,9 +1351,12 @@ fn index_files(
             }
             state.files.push(entry);
         }
-        progress.inc(batch.len() as u64);
+        config.progress.report(Event::Advanced {
+            stage,
+            count: batch.len() as u64,
+        });
     }
-    progress.finish_and_clear();
+    config.progress.report(Event::Finished { stage });
     if state.walk_problems.len() > problems_before {
         state.walk_problems.sort();
     }

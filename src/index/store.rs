@@ -92,7 +92,7 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("a.md"), "# Raft\n\nA leader is elected.\n").unwrap();
         let mut config = IndexConfig::new(tmp.path().join("index"));
-        config.progress = false;
+        config.progress = crate::progress::Progress::none();
         let (index, _) = VaultIndex::open(&root, &config).unwrap();
         let store: Box<dyn Store> = Box::new(index);
         let embedded = store.embedded().expect("the embedded index");

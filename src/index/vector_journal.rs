@@ -105,8 +105,7 @@ impl Journal {
                 fresh.extend_from_slice(&encode(hash, &kept[hash]));
             }
             if fs::metadata(&path).map(|m| m.len()).ok() != Some(fresh.len() as u64) {
-                crate::index::vectors::replace(dir, &path, &fresh)
-                    .map_err(std::io::Error::other)?;
+                crate::safe_fs::write_atomic(&path, &fresh)?;
             }
             fs::OpenOptions::new().append(true).open(&path)
         })()

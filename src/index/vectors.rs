@@ -10,14 +10,11 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-
-use indicatif::{ProgressBar, ProgressStyle};
 
 // What a chunk says is the analysed note's (the PostgreSQL store embeds
 // the same chunks); the ANN choice is the stores' common setting.
@@ -27,6 +24,8 @@ use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
 pub use crate::store::AnnChoice;
+use crate::progress::{Event, Progress, Stage};
+use crate::safe_fs::write_atomic;
 use crate::vault::Vault;
 
 /// An ANN search that finds fewer notes than this (after filters) falls
@@ -218,28 +217,23 @@ fn data_file(dir: &Path, fingerprint: &str, format: VectorFormat) -> PathBuf {
 const EMBED_BATCH: usize = 64;
 
 /// Embeds `to_embed` in batches, appending each to the model's journal, so
-/// that a run killed after hours keeps what it embedded. A bar shows the
-/// progress on a terminal when `progress` is set.
+/// that a run killed after hours keeps what it embedded, reporting each
+/// batch to `progress`.
 fn embed_journaled(
     dir: &Path,
     fingerprint: &str,
     embedder: &dyn Embedder,
     to_embed: &[(&[u8; 16], &str)],
-    progress: bool,
+    progress: &Progress,
 ) -> Vec<Vec<f32>> {
     if to_embed.is_empty() {
         return Vec::new();
     }
-    let bar = if progress && std::io::stderr().is_terminal() && to_embed.len() > EMBED_BATCH {
-        let bar = ProgressBar::new(to_embed.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let stage = Stage::Embedding;
+    progress.report(Event::Started {
+        stage,
+        total: to_embed.len() as u64,
+    });
     let mut journal = vector_journal::Journal::open(dir, fingerprint, embedder.dims());
     let mut fresh = Vec::with_capacity(to_embed.len());
     for batch in to_embed.chunks(EMBED_BATCH) {
@@ -251,10 +245,13 @@ fn embed_journaled(
             .map(|((hash, _), vector)| (*hash, vector.as_slice()))
             .collect();
         journal.append(&records);
-        bar.inc(batch.len() as u64);
+        progress.report(Event::Advanced {
+            stage,
+            count: batch.len() as u64,
+        });
         fresh.extend(vectors);
     }
-    bar.finish_and_clear();
+    progress.report(Event::Finished { stage });
     fresh
 }
 
@@ -275,7 +272,7 @@ impl SemanticIndex {
         catalog: &Catalog,
         embedder: &dyn Embedder,
         format: Option<VectorFormat>,
-        progress: bool,
+        progress: &Progress,
     ) -> Result<SemanticIndex> {
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
@@ -575,9 +572,8 @@ fn write(dir: &Path, meta: &Meta, vectors: &Vectors) -> Result<()> {
         Some(floats) => floats.iter().flat_map(|v| v.to_le_bytes()).collect(),
         None => vectors.int8_bytes().unwrap_or_default().to_vec(),
     };
-    replace(dir, &data_file(dir, &meta.fingerprint, format), &bytes)?;
-    replace(
-        dir,
+    write_atomic(&data_file(dir, &meta.fingerprint, format), &bytes)?;
+    write_atomic(
         &meta_file(dir, &meta.fingerprint),
         &postcard::to_allocvec(meta)?,
     )?;
@@ -586,14 +582,6 @@ fn write(dir: &Path, meta: &Meta, vectors: &Vectors) -> Result<()> {
             let _ = fs::remove_file(data_file(dir, &meta.fingerprint, other));
         }
     }
-    Ok(())
-}
-
-pub(crate) fn replace(dir: &Path, target: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(target)?;
     Ok(())
 }
 
@@ -817,7 +805,15 @@ mod tests {
     }
 
     fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {
-        SemanticIndex::sync(dir, &index.vault(), &index.catalog, embedder, None, false).unwrap()
+        SemanticIndex::sync(
+            dir,
+            &index.vault(),
+            &index.catalog,
+            embedder,
+            None,
+            &Progress::none(),
+        )
+        .unwrap()
     }
 
     /// Three small notes indexed under `tmp`, and the tiny embedder.
@@ -874,7 +870,7 @@ mod tests {
                 &index.catalog,
                 embedder.as_ref(),
                 format,
-                false,
+                &Progress::none(),
             )
             .unwrap()
         };

@@ -95,15 +95,36 @@ pub enum Expr {
     Unsupported(String),
 }
 
-/// Reads a Bases file's YAML; an error says what is wrong.
-pub fn parse(text: &str) -> Result<Base, String> {
-    if text.len() as u64 > MAX_BASE_BYTES {
-        return Err("too large".into());
+/// Why a Bases file is not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseError {
+    TooLarge,
+    BrokenYaml(super::yaml::YamlError),
+    NotAMapping,
+    NestedTooDeep,
+}
+
+impl std::fmt::Display for BaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BaseError::TooLarge => f.write_str("too large"),
+            BaseError::BrokenYaml(err) => write!(f, "broken YAML: {err}"),
+            BaseError::NotAMapping => f.write_str("not a key/value mapping"),
+            BaseError::NestedTooDeep => f.write_str("filters nested too deep"),
+        }
     }
-    let value: Value =
-        super::yaml::parse_value(text).map_err(|err| format!("broken YAML: {err}"))?;
+}
+
+impl std::error::Error for BaseError {}
+
+/// Reads a Bases file's YAML; an error says what is wrong.
+pub fn parse(text: &str) -> Result<Base, BaseError> {
+    if text.len() as u64 > MAX_BASE_BYTES {
+        return Err(BaseError::TooLarge);
+    }
+    let value: Value = super::yaml::parse_value(text).map_err(BaseError::BrokenYaml)?;
     let Value::Mapping(map) = value else {
-        return Err("not a key/value mapping".into());
+        return Err(BaseError::NotAMapping);
     };
     let filters = map.get("filters").map(|f| filter(f, 0)).transpose()?;
     let mut views = Vec::new();
@@ -144,9 +165,9 @@ pub fn parse(text: &str) -> Result<Base, String> {
     Ok(Base { filters, views })
 }
 
-fn filter(value: &Value, depth: usize) -> Result<Filter, String> {
+fn filter(value: &Value, depth: usize) -> Result<Filter, BaseError> {
     if depth > MAX_FILTER_DEPTH {
-        return Err("filters nested too deep".into());
+        return Err(BaseError::NestedTooDeep);
     }
     match value {
         Value::String(text) => Ok(Filter::Expr(expr(text))),
@@ -449,9 +470,17 @@ mod tests {
         assert_eq!(base.views[0].order, ["file.name", "year"]);
         assert_eq!(base.views[0].sort, [("year".to_string(), true)]);
         assert_eq!(base.views[0].limit, Some(5));
-        assert!(parse("[unclosed").is_err());
-        assert!(parse("- a list").is_err());
-        assert!(parse(&"x".repeat(MAX_BASE_BYTES as usize + 1)).is_err());
+        assert!(matches!(
+            parse("[unclosed"),
+            Err(BaseError::BrokenYaml(
+                crate::parse::yaml::YamlError::Syntax(_)
+            ))
+        ));
+        assert_eq!(parse("- a list").unwrap_err(), BaseError::NotAMapping);
+        assert_eq!(
+            parse(&"x".repeat(MAX_BASE_BYTES as usize + 1)).unwrap_err(),
+            BaseError::TooLarge
+        );
         let mut deep = String::from("filters:\n");
         for level in 0..40 {
             deep.push_str(&format!(
@@ -471,6 +500,9 @@ mod tests {
             ));
         }
         bomb.push_str("views: *i\n");
-        assert!(parse(&bomb).is_err());
+        assert_eq!(
+            parse(&bomb).unwrap_err().to_string(),
+            "broken YAML: YAML expands past its bound (aliases repeated too often)"
+        );
     }
 }

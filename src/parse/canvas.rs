@@ -53,13 +53,34 @@ impl Group {
 /// groups with the nodes inside their boxes (a node belongs to the
 /// smallest group around it) and the edges between nodes. An error says
 /// why the file is not a canvas.
-pub fn to_markdown(json: &str) -> Result<String, String> {
+/// Why a `.canvas` file is not read as a canvas (the note's diagnostic).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CanvasError {
+    /// Not JSON, or JSON nested past the parser's limit; the parser's words.
+    NotJson(String),
+    NodesNotAList,
+}
+
+impl std::fmt::Display for CanvasError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CanvasError::NotJson(why) => write!(f, "not a JSON Canvas file: {why}"),
+            CanvasError::NodesNotAList => {
+                f.write_str("not a JSON Canvas file: 'nodes' is not a list")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CanvasError {}
+
+pub fn to_markdown(json: &str) -> Result<String, CanvasError> {
     let canvas: Value =
-        serde_json::from_str(json).map_err(|err| format!("not a JSON Canvas file: {err}"))?;
+        serde_json::from_str(json).map_err(|err| CanvasError::NotJson(err.to_string()))?;
     let nodes = match canvas.get("nodes") {
         None | Some(Value::Null) => return Ok(String::new()),
         Some(Value::Array(nodes)) => nodes,
-        Some(_) => return Err("not a JSON Canvas file: 'nodes' is not a list".into()),
+        Some(_) => return Err(CanvasError::NodesNotAList),
     };
     let nodes = &nodes[..nodes.len().min(MAX_NODES)];
     let number = |node: &Value, key: &str| {
@@ -313,7 +334,14 @@ mod tests {
     #[test]
     fn hostile_canvases_are_errors_or_empty() {
         assert!(to_markdown("not json").is_err());
-        assert!(to_markdown(r#"{"nodes": 3}"#).is_err());
+        assert_eq!(
+            to_markdown(r#"{"nodes": 3}"#).unwrap_err().to_string(),
+            "not a JSON Canvas file: 'nodes' is not a list"
+        );
+        assert_eq!(
+            to_markdown("[").unwrap_err().to_string(),
+            "not a JSON Canvas file: EOF while parsing a list at line 1 column 1"
+        );
         assert_eq!(to_markdown("{}").unwrap(), "");
         let deep = "[".repeat(10_000);
         assert!(to_markdown(&deep).is_err());

@@ -7,7 +7,6 @@
 use std::ops::Range;
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
-use serde::Serialize;
 
 /// What a note's body contains, with byte ranges into the body text.
 #[derive(Clone, Debug, Default)]
@@ -20,79 +19,9 @@ pub struct BodyAnalysis {
     pub inline_fields: Vec<(String, String)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Heading {
-    pub level: u8,
-    pub text: String,
-    /// Byte range of the heading line(s).
-    pub range: Range<usize>,
-    /// Index of the enclosing heading (the nearest earlier one of lower level).
-    pub parent: Option<usize>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BlockKind {
-    Heading,
-    Paragraph,
-    List,
-    Code,
-    Quote,
-    Table,
-    Html,
-    Rule,
-    Other,
-}
-
-/// A top-level block: its range covers whole lines.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub kind: BlockKind,
-    pub range: Range<usize>,
-    /// For heading blocks, the index into `BodyAnalysis::headings`.
-    pub heading: Option<usize>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LinkKind {
-    /// `[[target]]`
-    Wiki,
-    /// `![[target]]`
-    Embed,
-    /// `[text](relative/path.md)`
-    Markdown,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Link {
-    pub kind: LinkKind,
-    /// The note named, as written (no `.md` for wikilinks); empty for a link
-    /// to a heading of the same note.
-    pub target: String,
-    pub heading: Option<String>,
-    pub block: Option<String>,
-    pub alias: Option<String>,
-    /// Byte range of the whole link in the body.
-    pub range: Range<usize>,
-}
-
-impl Link {
-    /// The text a reader sees where the link stands.
-    pub fn display_text(&self) -> String {
-        if let Some(alias) = &self.alias {
-            return alias.clone();
-        }
-        let mut text = self.target.clone();
-        if let Some(heading) = &self.heading {
-            if !text.is_empty() {
-                text.push_str(" > ");
-            }
-            text.push_str(heading);
-        }
-        text
-    }
-}
+// The parts of a body are the note model's types (so that `note.rs` imports
+// nothing from the parser); they are named here too, where they are made.
+pub use crate::note::{Block, BlockKind, Heading, Link, LinkKind};
 
 pub fn analyze(body: &str) -> BodyAnalysis {
     let mut analysis = BodyAnalysis::default();

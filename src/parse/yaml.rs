@@ -33,6 +33,8 @@ pub enum YamlError {
     TooLarge,
 }
 
+impl std::error::Error for YamlError {}
+
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -66,9 +68,9 @@ pub fn parse_value(text: &str) -> Result<Value, YamlError> {
 
 /// Deserializes `T` from YAML after checking that the document stays
 /// within the bound (the typed pass keeps its own error messages).
-pub fn from_str<T: de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    parse_value(text).map_err(|err| err.to_string())?;
-    yaml_serde::from_str(text).map_err(|err| err.to_string())
+pub fn from_str<T: de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    parse_value(text)?;
+    yaml_serde::from_str(text).map_err(|err| YamlError::Syntax(err.to_string()))
 }
 
 struct Bounded<'a> {

@@ -8,9 +8,9 @@ pub mod policy;
 pub mod secrets;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use crate::note::Note;
+pub use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
 pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
 
@@ -20,15 +20,6 @@ pub const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands pa
 
 /// The detector kinds that are personal data rather than secrets.
 pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
-
-/// One secret taken out of a note: where it was and what kind, never the
-/// secret itself.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Redaction {
-    /// 1-based line in the file.
-    pub line: u32,
-    pub kind: String,
-}
 
 /// A note's text as the policy lets it be seen.
 #[derive(Clone, Debug)]
@@ -53,7 +44,7 @@ impl Policy {
         let canvas_text;
         let raw = if crate::parse::canvas::is_canvas(path) {
             canvas_text = crate::parse::canvas::to_markdown(raw).unwrap_or_else(|problem| {
-                canvas_problem = Some(problem);
+                canvas_problem = Some(problem.to_string());
                 String::new()
             });
             canvas_text.as_str()

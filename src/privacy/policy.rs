@@ -30,6 +30,14 @@ impl std::fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
+/// The problems found while reading a policy are worded where they are
+/// found; `?` carries them out as the policy's error.
+impl From<String> for PolicyError {
+    fn from(message: String) -> PolicyError {
+        PolicyError(message)
+    }
+}
+
 /// The policy as written in `.ctxpack.yaml`; every key optional, unknown
 /// keys refused (a typo must not turn protection off).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -127,10 +135,6 @@ impl Policy {
     /// The policy of the vault at `root` (canonical): its `.ctxpack.yaml`,
     /// or the defaults when there is none.
     pub fn load(root: &Path) -> Result<Policy, PolicyError> {
-        Policy::load_text(root).map_err(PolicyError)
-    }
-
-    fn load_text(root: &Path) -> Result<Policy, String> {
         let path = root.join(POLICY_FILE);
         if std::fs::symlink_metadata(&path).is_err() {
             return Ok(Policy::default());
@@ -139,18 +143,18 @@ impl Policy {
             .canonicalize()
             .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
         if !real.starts_with(root) {
-            return Err(format!(
+            return Err(PolicyError(format!(
                 "{} leads outside the vault; a policy must be the vault's own file",
                 path.display()
-            ));
+            )));
         }
         let (text, _) = crate::safe_fs::read_text(&real, MAX_POLICY_BYTES)
             .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-        Policy::parse(&text).map_err(|err| format!("{}: {err}", path.display()))
+        Policy::parse(&text).map_err(|err| PolicyError(format!("{}: {err}", path.display())))
     }
 
     /// Parses a policy file's text.
-    pub fn parse(text: &str) -> Result<Policy, String> {
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         let file: PolicyFile = if text.trim().is_empty() {
             PolicyFile::default()
         } else {
@@ -160,7 +164,8 @@ impl Policy {
         Policy::from_file(file)
     }
 
-    pub fn from_file(file: PolicyFile) -> Result<Policy, String> {
+    /// The policy a parsed file describes (its patterns compiled).
+    pub fn from_file(file: PolicyFile) -> Result<Policy, PolicyError> {
         let folders = if file.private.folders.is_empty() {
             None
         } else {
@@ -619,6 +624,7 @@ mod tests {
         assert!(
             Policy::parse("private:\n  tagz: [x]\n")
                 .unwrap_err()
+                .0
                 .contains("tagz")
         );
         assert!(Policy::parse("private: [").is_err());

@@ -185,7 +185,7 @@ impl Exact {
 /// Where the prepared form of vocabulary `name` is kept: beside the
 /// indexes, in the user's cache (none without one).
 fn prepared_path(name: &str) -> Option<PathBuf> {
-    let root = crate::index::location::cache_root()?;
+    let root = crate::xdg::Base::Cache.ctxpack()?;
     Some(
         root.join("tokenizers")
             .join(format!("{name}-{}.bin", prepared::FORMAT)),

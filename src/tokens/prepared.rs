@@ -16,7 +16,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use regex_automata::meta::Regex;
@@ -194,10 +193,7 @@ impl PreparedBpe {
         out.extend_from_slice(&body);
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir)?;
-        let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-        temp.write_all(&out)?;
-        temp.persist(path).map_err(|err| err.error)?;
-        Ok(())
+        crate::safe_fs::write_atomic(path, &out)
     }
 
     pub fn count(&self, text: &str) -> usize {

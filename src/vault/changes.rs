@@ -23,6 +23,10 @@ pub const SOCKET_FILE: &str = "watch.sock";
 const TOKEN_FILE: &str = "watch-token";
 /// How long a command waits for the watcher's answer before walking.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(50);
+/// How long `index --stop` waits for the watcher's answer: no command
+/// waits on it, and a busy machine can hold a live watcher past
+/// [`ANSWER_TIMEOUT`] (a stop then misread as a refusal).
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_ANSWER_BYTES: u64 = 64 << 20;
 const MAX_REQUEST_BYTES: u64 = 512;
 
@@ -76,12 +80,11 @@ pub fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
 /// `token` (written after the index's own commit, so a crash in between
 /// leaves an older token: changes applied twice, never missed).
 pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result<()> {
-    let temp = index_dir.join(format!(".{TOKEN_FILE}.tmp"));
-    fs::write(
-        &temp,
-        format!("{} {} {context}\n", token.instance, token.seq),
-    )?;
-    fs::rename(&temp, index_dir.join(TOKEN_FILE))
+    // A lost token costs one walk; a sync would slow each updating command.
+    crate::safe_fs::write_atomic_cache(
+        &index_dir.join(TOKEN_FILE),
+        format!("{} {} {context}\n", token.instance, token.seq).as_bytes(),
+    )
 }
 
 /// Asks the watcher of the index in `index_dir`, if one is live, what
@@ -93,7 +96,7 @@ pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answe
         Some(token) => format!("since {} {}\n", token.instance, token.seq),
         None => "current\n".to_string(),
     };
-    send(index_dir, root, &request)
+    send(index_dir, root, &request, ANSWER_TIMEOUT)
 }
 
 /// What asking a vault's watcher to stop found.
@@ -110,9 +113,10 @@ pub enum StopOutcome {
 /// Asks the watcher of the index in `index_dir` to stop.
 #[cfg(unix)]
 pub fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
-    match send(index_dir, root, "stop\n") {
+    // A `serve` refuses by closing without an answer, at once.
+    match send(index_dir, root, "stop\n", STOP_TIMEOUT) {
         Some(_) => StopOutcome::Stopping,
-        None if ask(index_dir, root, None).is_some() => StopOutcome::Refused,
+        None if send(index_dir, root, "current\n", STOP_TIMEOUT).is_some() => StopOutcome::Refused,
         None => StopOutcome::NotRunning,
     }
 }
@@ -123,9 +127,9 @@ pub fn request_stop(_index_dir: &Path, _root: &Path) -> StopOutcome {
 }
 
 /// Sends one request line to the watcher's socket and reads its answer,
-/// within [`ANSWER_TIMEOUT`].
+/// within `timeout`.
 #[cfg(unix)]
-fn send(index_dir: &Path, root: &Path, request: &str) -> Option<Answer> {
+fn send(index_dir: &Path, root: &Path, request: &str, timeout: Duration) -> Option<Answer> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::os::unix::net::UnixStream;
 
@@ -135,9 +139,9 @@ fn send(index_dir: &Path, root: &Path, request: &str) -> Option<Answer> {
     if !socket.file_type().is_socket() || socket.uid() != fs::metadata(index_dir).ok()?.uid() {
         return None;
     }
-    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let mut stream = UnixStream::connect(&path).ok()?;
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
     stream.write_all(request.as_bytes()).ok()?;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
@@ -268,7 +272,34 @@ fn respond(
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::{Publisher, publish};
+pub use linux::{Publisher, publish, watch};
+
+/// A vault being watched: the changes it sees, and what keeps it running.
+/// Dropping it stops the watch (and removes its socket, if it published
+/// one).
+pub struct Watching {
+    /// Each batch of changed paths (absolute) as the watcher reads them
+    /// from the kernel; an empty batch means events were lost, so anything
+    /// may have changed.
+    pub changes: std::sync::mpsc::Receiver<Vec<PathBuf>>,
+    /// Why no socket answers other commands (they then walk the vault),
+    /// when one was asked for and could not be published.
+    pub socket_error: Option<io::Error>,
+    _publisher: Publisher,
+}
+
+/// Without inotify there is no watcher; `index --watch` and `serve` say so.
+#[cfg(not(target_os = "linux"))]
+pub fn watch(
+    _root: &Path,
+    _index_dir: Option<&Path>,
+    _stop_requests: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> io::Result<Watching> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "watching a vault needs inotify (Linux)",
+    ))
+}
 
 /// Without inotify there is no watcher endpoint; commands walk.
 #[cfg(not(target_os = "linux"))]
@@ -300,11 +331,16 @@ mod linux {
     /// Changed paths remembered; older tokens are then answered unknown.
     const MAX_LOGGED: usize = 200_000;
 
-    /// A live watcher endpoint; dropping it stops the watcher and removes
-    /// its socket.
+    /// Changed paths held for the watch's consumer between two sends; a
+    /// storm of events (a sync tool rewriting the vault) keeps memory
+    /// bounded, and the consumer re-reads the vault anyway.
+    const MAX_PENDING: usize = 10_000;
+
+    /// A live watcher; dropping it stops the watcher and removes its
+    /// socket, if it has one.
     pub struct Publisher {
-        socket: PathBuf,
-        inode: u64,
+        /// The socket and its inode.
+        socket: Option<(PathBuf, u64)>,
         stop: Arc<AtomicBool>,
     }
 
@@ -312,10 +348,44 @@ mod linux {
         fn drop(&mut self) {
             self.stop.store(true, Ordering::Relaxed);
             // Never remove the socket of a watcher started after this one.
-            if fs::symlink_metadata(&self.socket).is_ok_and(|m| m.ino() == self.inode) {
-                let _ = fs::remove_file(&self.socket);
+            if let Some((socket, inode)) = &self.socket
+                && fs::symlink_metadata(socket).is_ok_and(|m| m.ino() == *inode)
+            {
+                let _ = fs::remove_file(socket);
             }
         }
+    }
+
+    /// Starts watching the vault at `root` (canonical). The one kernel
+    /// watch set both drives the caller's re-indexing (each batch of
+    /// changes is sent to [`Watching::changes`]) and, with `index_dir`,
+    /// answers other commands on a socket there, unless another watcher of
+    /// that index already does. With `stop_requests`, a `stop` request is
+    /// answered and sets it. An error means the vault cannot be watched; a
+    /// socket that cannot be published is only reported in the result.
+    pub fn watch(
+        root: &Path,
+        index_dir: Option<&Path>,
+        stop_requests: Option<Arc<AtomicBool>>,
+    ) -> io::Result<Watching> {
+        let (sender, changes) = std::sync::mpsc::channel();
+        // Watches first: a change made while the socket is being set up
+        // is then already recorded.
+        let mut watcher = Watcher::start(root)?;
+        watcher.stop_requests = stop_requests;
+        watcher.subscriber = Some(sender);
+        let (listener, socket, socket_error) = match index_dir {
+            Some(dir) if ask(dir, root, None).is_none() => match bind(dir) {
+                Ok((listener, socket)) => (Some(listener), Some(socket), None),
+                Err(err) => (None, None, Some(err)),
+            },
+            _ => (None, None, None),
+        };
+        Ok(Watching {
+            changes,
+            socket_error,
+            _publisher: run(watcher, listener, socket)?,
+        })
     }
 
     /// Starts watching the vault at `root` (canonical) and answering on a
@@ -327,19 +397,25 @@ mod linux {
         index_dir: &Path,
         stop_requests: Option<Arc<AtomicBool>>,
     ) -> io::Result<Option<Publisher>> {
-        let socket = index_dir.join(SOCKET_FILE);
         if ask(index_dir, root, None).is_some() {
             return Ok(None);
-        }
-        match fs::remove_file(&socket) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => return Err(err),
         }
         // Watches first: a change made while the socket is being set up
         // is then already recorded.
         let mut watcher = Watcher::start(root)?;
         watcher.stop_requests = stop_requests;
+        let (listener, socket) = bind(index_dir)?;
+        run(watcher, Some(listener), Some(socket)).map(Some)
+    }
+
+    /// Publishes the socket in `index_dir`: the socket with its inode.
+    fn bind(index_dir: &Path) -> io::Result<(UnixListener, (PathBuf, u64))> {
+        let socket = index_dir.join(SOCKET_FILE);
+        match fs::remove_file(&socket) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(err),
+        }
         // Bound under a private name and renamed into place, so the socket
         // is never reachable before it is owner-only.
         let staging = index_dir.join(format!("{SOCKET_FILE}.{}", std::process::id()));
@@ -353,16 +429,25 @@ mod linux {
         }
         listener.set_nonblocking(true)?;
         let inode = fs::symlink_metadata(&socket)?.ino();
+        Ok((listener, (socket, inode)))
+    }
+
+    /// Runs `watcher` on a thread of its own until the returned publisher
+    /// is dropped.
+    fn run(
+        watcher: Watcher,
+        listener: Option<UnixListener>,
+        socket: Option<(PathBuf, u64)>,
+    ) -> io::Result<Publisher> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let publisher = Publisher { socket, stop };
+        // On a failed spawn the publisher is dropped here and removes the
+        // socket.
         std::thread::Builder::new()
             .name("ctxpack-watch".into())
             .spawn(move || watcher.serve(listener, &stopped))?;
-        Ok(Some(Publisher {
-            socket,
-            inode,
-            stop,
-        }))
+        Ok(publisher)
     }
 
     fn instance_name(root: &Path) -> String {
@@ -389,6 +474,12 @@ mod linux {
         stop_requests: Option<Arc<AtomicBool>>,
         /// The folder the watches are on, as [`root_identity`] saw it.
         identity: Option<(u64, u64)>,
+        /// Where batches of changes go, for the process's own re-indexing.
+        subscriber: Option<std::sync::mpsc::Sender<Vec<PathBuf>>>,
+        /// Changes read since the last batch was sent (relative paths).
+        pending: Vec<String>,
+        /// Events were lost since the last batch was sent.
+        pending_lost: bool,
     }
 
     impl Watcher {
@@ -401,6 +492,9 @@ mod linux {
                 complete: true,
                 stop_requests: None,
                 identity: root_identity(root),
+                subscriber: None,
+                pending: Vec::new(),
+                pending_lost: false,
             };
             watcher.watch_tree(String::new());
             Ok(watcher)
@@ -427,22 +521,20 @@ mod linux {
             }
         }
 
-        fn serve(mut self, listener: UnixListener, stop: &AtomicBool) {
+        fn serve(mut self, listener: Option<UnixListener>, stop: &AtomicBool) {
             let mut buffer = vec![0u8; 64 * 1024];
+            let poll_fd = |fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
             while !stop.load(Ordering::Relaxed) {
                 let mut fds = [
-                    libc::pollfd {
-                        fd: self.inotify.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    },
-                    libc::pollfd {
-                        fd: listener.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    },
+                    poll_fd(self.inotify.as_raw_fd()),
+                    poll_fd(listener.as_ref().map_or(-1, |l| l.as_raw_fd())),
                 ];
-                // SAFETY: `fds` is a valid array of two pollfd for the call.
+                // SAFETY: `fds` is a valid array of two pollfd for the call
+                // (a negative fd is skipped by poll).
                 let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, 500) };
                 if ready < 0 {
                     continue;
@@ -450,7 +542,7 @@ mod linux {
                 if fds[0].revents != 0 {
                     self.drain(&mut buffer);
                 }
-                while let Ok((stream, _)) = listener.accept() {
+                while let Some(Ok((stream, _))) = listener.as_ref().map(UnixListener::accept) {
                     self.answer(stream, &mut buffer);
                 }
             }
@@ -513,14 +605,48 @@ mod linux {
                             })
                             .collect(),
                         Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(_) => return,
+                        Err(_) => break,
                     };
                 if events.is_empty() {
-                    return;
+                    break;
                 }
                 for (wd, mask, name, readable) in events {
                     self.apply(wd, mask, name, readable);
                 }
+            }
+            self.send_pending();
+        }
+
+        /// Notes a changed path in the log and for the subscriber.
+        fn record(&mut self, path: String) {
+            self.note_for_subscriber(&path);
+            self.log.record(path);
+        }
+
+        fn note_for_subscriber(&mut self, path: &str) {
+            if self.subscriber.is_some() && self.pending.len() < MAX_PENDING {
+                self.pending.push(path.to_string());
+            }
+        }
+
+        /// Sends what was read since the last batch, if anything was.
+        fn send_pending(&mut self) {
+            let Some(subscriber) = &self.subscriber else {
+                return;
+            };
+            if self.pending.is_empty() && !self.pending_lost {
+                return;
+            }
+            let batch: Vec<PathBuf> = if self.pending_lost {
+                Vec::new()
+            } else {
+                self.pending.iter().map(|rel| self.root.join(rel)).collect()
+            };
+            self.pending.clear();
+            self.pending_lost = false;
+            if subscriber.send(batch).is_err() {
+                // Nobody listens any more: stop collecting.
+                self.subscriber = None;
             }
         }
 
@@ -533,6 +659,7 @@ mod linux {
         ) {
             if mask.contains(EventMask::Q_OVERFLOW) {
                 self.log.lost();
+                self.pending_lost = true;
                 return;
             }
             if mask.contains(EventMask::IGNORED) {
@@ -546,10 +673,17 @@ mod linux {
                 // An event on the folder itself, or a name that is not
                 // UTF-8 (the walk reports it): walk the folder.
                 if !readable || mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF) {
-                    self.log.record(dir);
+                    self.record(dir);
                 }
                 return;
             };
+            // The privacy policy decides what the index holds, though no
+            // walk reads it as a note: its change is the subscriber's, not
+            // the log's.
+            if dir.is_empty() && name == crate::privacy::POLICY_FILE {
+                self.note_for_subscriber(&name);
+                return;
+            }
             // The walk never reads dot files other than `.okignore`, nor the
             // vault's own log.
             if (name.starts_with('.') && name != IGNORE_FILE)
@@ -571,7 +705,7 @@ mod linux {
                     self.unwatch_tree(&path);
                 }
             }
-            self.log.record(path);
+            self.record(path);
         }
 
         /// Watches `rel_dir` and every folder below it the walk may enter.
@@ -639,6 +773,43 @@ mod linux {
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        /// The watch that answers commands also hands its consumer each
+        /// batch of changes: note paths (absolute) and the policy file,
+        /// never the vault's log nor other dot files. One inotify instance
+        /// serves both.
+        #[test]
+        fn one_watch_feeds_both_the_socket_and_the_consumer() {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            let index = tempfile::tempdir().unwrap();
+            let watching = watch(&root, Some(index.path()), None).unwrap();
+            assert!(watching.socket_error.is_none());
+            fs::write(root.join("log.md"), "x").unwrap();
+            fs::write(root.join(".hidden.md"), "x").unwrap();
+            fs::write(root.join("a.md"), "x").unwrap();
+            let policy = root.join(crate::privacy::POLICY_FILE);
+            fs::write(&policy, "x").unwrap();
+            // A file's events may come in more than one batch.
+            let mut seen = std::collections::BTreeSet::new();
+            while !seen.contains(&policy) {
+                let batch = watching
+                    .changes
+                    .recv_timeout(Duration::from_secs(10))
+                    .unwrap();
+                seen.extend(batch);
+            }
+            assert_eq!(
+                seen.into_iter().collect::<Vec<_>>(),
+                [policy, root.join("a.md")]
+            );
+            // The socket answers from the same watch: the policy file is
+            // not a change for the walk, the note is.
+            let current = ask(index.path(), &root, None).unwrap().token;
+            let start = Token { seq: 0, ..current };
+            let answer = ask(index.path(), &root, Some(&start)).unwrap();
+            assert_eq!(answer.changed, Some(vec!["a.md".to_string()]));
+        }
 
         /// The guarantee itself, without a socket or thread that might
         /// have read the queue first: an event queued before the request

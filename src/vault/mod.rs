@@ -7,6 +7,7 @@ mod resolve;
 pub mod walk;
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -582,37 +583,102 @@ fn read_note(
     }
 }
 
+/// Why a note path given by a client is refused; each variant holds the
+/// path as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathError {
+    Empty,
+    Absolute(String),
+    NotUtf8(String),
+    /// Through `..` past the root, or a symlink leading out.
+    Outside(String),
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::Empty => f.write_str("path is empty"),
+            PathError::Absolute(given) => {
+                write!(
+                    f,
+                    "'{given}' is absolute; give a path relative to the vault"
+                )
+            }
+            PathError::NotUtf8(given) => write!(f, "'{given}' is not valid UTF-8"),
+            PathError::Outside(given) => write!(f, "'{given}' leads outside the vault"),
+        }
+    }
+}
+
+impl std::error::Error for PathError {}
+
+/// The message, for callers whose own errors are still text.
+impl From<PathError> for String {
+    fn from(err: PathError) -> String {
+        err.to_string()
+    }
+}
+
 /// A note path given by a client, checked to stay inside the vault: no
 /// absolute paths, no `..`, and (when it exists) no symlink leading out.
-pub fn inside_vault(root: &Path, given: &str) -> Result<String, String> {
+pub fn inside_vault(root: &Path, given: &str) -> Result<String, PathError> {
     let path = Path::new(given.trim());
     if given.trim().is_empty() {
-        return Err("path is empty".into());
+        return Err(PathError::Empty);
     }
     if path.is_absolute() {
-        return Err(format!(
-            "'{given}' is absolute; give a path relative to the vault"
-        ));
+        return Err(PathError::Absolute(given.to_string()));
     }
     let mut parts: Vec<String> = Vec::new();
     for component in path.components() {
         match component {
             std::path::Component::Normal(part) => parts.push(
                 part.to_str()
-                    .ok_or_else(|| format!("'{given}' is not valid UTF-8"))?
+                    .ok_or_else(|| PathError::NotUtf8(given.to_string()))?
                     .to_string(),
             ),
             std::path::Component::CurDir => {}
             // `..` inside the vault (`a/../a/b.md`) is fine; past its root is not.
             std::path::Component::ParentDir if parts.pop().is_some() => {}
-            _ => return Err(format!("'{given}' leads outside the vault")),
+            _ => return Err(PathError::Outside(given.to_string())),
         }
     }
     let relative = parts.join("/");
     if let Ok(real) = root.join(&relative).canonicalize()
         && !real.starts_with(root)
     {
-        return Err(format!("'{given}' leads outside the vault"));
+        return Err(PathError::Outside(given.to_string()));
     }
     Ok(relative)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_leaving_the_vault_is_refused_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let refused = |given: &str| inside_vault(&root, given).unwrap_err();
+        assert_eq!(refused("  "), PathError::Empty);
+        assert_eq!(
+            refused("/etc/passwd"),
+            PathError::Absolute("/etc/passwd".into())
+        );
+        assert_eq!(
+            refused("a/../../x.md"),
+            PathError::Outside("a/../../x.md".into())
+        );
+        assert_eq!(refused("  ").to_string(), "path is empty");
+        assert_eq!(
+            refused("/etc/passwd").to_string(),
+            "'/etc/passwd' is absolute; give a path relative to the vault"
+        );
+        assert_eq!(
+            String::from(refused("../x.md")),
+            "'../x.md' leads outside the vault"
+        );
+        assert_eq!(inside_vault(&root, "a/../a/b.md").unwrap(), "a/b.md");
+    }
 }
