@@ -18,18 +18,15 @@ use crate::index::vectors::{AnnChoice, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
-use crate::pack::{self, NoteAnchor, PackMode, PackOptions};
+use crate::pack::{self, PackMode};
 use crate::parse::parse_datetime;
+use crate::request::{PackInput, SearchInput, Spelling};
 use crate::retrieve::RankOptions;
 use crate::retrieve::fusion::Fusion;
 use crate::retrieve::graph::{Direction, GraphOptions};
 use crate::retrieve::qmd::{self, QmdConfig};
-use crate::session::{
-    IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
-    Session,
-};
+use crate::session::{IndexChoice, LoggedPack, ModelChoice, Ranker, SearchResults, Session};
 use crate::tokens::Tokenizer;
-use crate::vault::log;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -1077,87 +1074,41 @@ fn report_open(cli: &Cli, session: &Session) {
 }
 
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
-    let topic = args.topic.join(" ");
-    crate::retrieve::query::check_query_length("the topic", &topic).map_err(Failure::Usage)?;
-    let mode = if args.recent {
-        PackMode::Recent
-    } else if let Some(path) = &args.note {
-        // Resolved once the vault is open.
-        PackMode::Note(NoteAnchor {
-            path: path.clone(),
-            depth: args.depth.unwrap_or(1),
-            include_self: !args.no_self,
-        })
-    } else if topic.trim().is_empty() {
-        let message = if args.topic.is_empty() {
-            "a topic is required (or use --recent), e.g. ctxpack pack \"raft consensus\""
-        } else {
-            "the topic is empty; give some words to pack, or use --recent"
-        };
-        return Err(Failure::Usage(message.into()));
-    } else {
-        PackMode::Topic(topic)
-    };
-    for subquery in &args.subqueries {
-        crate::retrieve::query::check_query_length("a --subquery", subquery)
-            .map_err(Failure::Usage)?;
-    }
-    if args.subqueries.len() > MAX_SUBQUERIES {
-        return Err(Failure::Usage(format!(
-            "at most {MAX_SUBQUERIES} subqueries, got {}",
-            args.subqueries.len()
-        )));
-    }
-    if !args.subqueries.is_empty()
-        && (matches!(mode, PackMode::Recent) || args.ranker == RankerArg::Frontmatter)
-    {
-        return Err(Failure::Usage(
-            "--subquery needs a topic pack with the hybrid ranker".into(),
-        ));
-    }
-    if args.note.is_none() && (args.depth.is_some() || args.no_self) {
-        return Err(Failure::Usage("--depth and --no-self need --note".into()));
-    }
-    if (args.graph_depth > 0 || args.note.is_some()) && args.ranker == RankerArg::Frontmatter {
-        return Err(Failure::Usage(
-            "--graph-depth and --note need the hybrid ranker".into(),
-        ));
-    }
     let generated_at = generated_at(args.generated_at.as_deref())?;
-    let rank = args.rank.options(Utc::now())?;
+    let input = PackInput {
+        topic: (!args.topic.is_empty()).then(|| args.topic.join(" ")),
+        recent: args.recent,
+        note: args.note.clone(),
+        depth: args.depth,
+        include_self: args.no_self.then_some(false),
+        subqueries: args.subqueries.clone(),
+        graph_depth: args.graph_depth,
+        graph_direction: args.graph_direction,
+        budget: args.budget,
+        dailies: args.dailies,
+        tokenizer: args.tokenizer,
+        ranker: match args.ranker {
+            RankerArg::Hybrid => Ranker::Hybrid,
+            RankerArg::Frontmatter => Ranker::Frontmatter,
+        },
+        backlinks: !args.no_backlinks,
+        rank: args.rank.options(Utc::now())?,
+        ..PackInput::new(Spelling::Flags, generated_at)
+    };
+    let mut request = input
+        .validate()
+        .map_err(|err| Failure::Usage(err.to_string()))?;
     let shape = match &args.template {
         Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
         None => Shape::Style(args.style),
     };
     let session = open_session(cli, vault_name)?;
-    let mode = match mode {
-        PackMode::Note(anchor) => PackMode::Note(NoteAnchor {
-            path: session.anchor_note(&anchor.path).map_err(Failure::Usage)?,
-            ..anchor
-        }),
-        other => other,
-    };
-    let request = PackRequest {
-        mode,
-        ranker: match args.ranker {
-            RankerArg::Hybrid => Ranker::Hybrid,
-            RankerArg::Frontmatter => Ranker::Frontmatter,
-        },
-        rank,
-        options: PackOptions {
-            dailies: args.dailies,
-            graph: GraphOptions {
-                depth: args.graph_depth,
-                direction: args.graph_direction,
-            },
-            ..PackOptions::new(args.budget, args.tokenizer, generated_at)
-        },
-        subqueries: args.subqueries.clone(),
-        backlinks: !args.no_backlinks,
-    };
+    if let PackMode::Note(anchor) = &mut request.mode {
+        anchor.path = session.anchor_note(&anchor.path).map_err(Failure::Usage)?;
+    }
     let packing = crate::timings::phase("pack");
-    let pack = session
-        .pack_shaped(&request, &shape)
+    let LoggedPack { pack, log_error } = session
+        .pack_and_log(&request, &shape, !args.no_log)
         .map_err(Failure::Usage)?;
     drop(packing);
     for warning in &pack.warnings {
@@ -1180,15 +1131,12 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         PackFormat::Json => to_json(&pack)?,
     };
     write_stdout(&output)?;
-    // A vault read from a store is not this process's to write into.
-    if !args.no_log && !session.is_from_store() {
-        let timestamp = generated_at.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp)) {
-            eprintln!(
-                "ctxpack: warning: could not append to {}: {err} (the pack was still printed)",
-                session.root.join(log::LOG_FILE).display()
-            );
-        }
+    if let Some(failed) = log_error {
+        eprintln!(
+            "ctxpack: warning: could not append to {}: {} (the pack was still printed)",
+            failed.path.display(),
+            failed.error
+        );
     }
     // The process ends next: freeing the index's tables one by one would
     // only cost time.
@@ -1197,21 +1145,19 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
 }
 
 fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<(), Failure> {
-    let query = args.query.join(" ");
-    if query.trim().is_empty() {
-        return Err(Failure::Usage("the query is empty".into()));
-    }
-    crate::retrieve::query::check_query_length("the query", &query).map_err(Failure::Usage)?;
-    let rank = args.rank.options(Utc::now())?;
-    let session = open_session(cli, vault_name)?;
-    let searching = crate::timings::phase("search");
-    let results = session.search(&SearchRequest {
-        query,
+    let request = SearchInput {
+        spelling: Spelling::Flags,
+        query: args.query.join(" "),
         limit: args.limit,
         folder: args.folder.clone(),
         tag: args.tag.clone(),
-        rank,
-    });
+        rank: args.rank.options(Utc::now())?,
+    }
+    .validate()
+    .map_err(|err| Failure::Usage(err.to_string()))?;
+    let session = open_session(cli, vault_name)?;
+    let searching = crate::timings::phase("search");
+    let results = session.search(&request);
     drop(searching);
     for error in &results.signal_errors {
         eprintln!(

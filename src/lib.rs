@@ -30,6 +30,7 @@ pub mod note_tables;
 pub mod pack;
 pub mod parse;
 pub mod privacy;
+pub mod request;
 pub mod retrieve;
 pub mod safe_fs;
 pub mod session;
