@@ -7,25 +7,25 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
-use crate::index::vectors::{AnnChoice, VectorFormat};
-use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
+use crate::pack::PackMode;
 use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
-use crate::pack::{self, PackMode};
-use crate::parse::parse_datetime;
-use crate::request::{PackInput, SearchInput, Spelling};
-use crate::retrieve::RankOptions;
-use crate::retrieve::fusion::Fusion;
-use crate::retrieve::graph::{Direction, GraphOptions};
-use crate::retrieve::qmd::{self, QmdConfig};
-use crate::session::{IndexChoice, LoggedPack, ModelChoice, Ranker, SearchResults, Session};
+use crate::request::{
+    self, Direction, Fusion, GraphOptions, PackInput, RankOptions, Ranker, SearchInput, Spelling,
+    parse_datetime,
+};
+use crate::session::upkeep::{
+    self, AnnChoice, IndexConfig, StopOutcome, UpdateReport, VectorFormat, describe_update,
+    qmd_config,
+};
+use crate::session::{IndexChoice, LoggedPack, ModelChoice, SearchResults, Session};
 use crate::tokens::Tokenizer;
 
 #[derive(Debug, Parser)]
@@ -245,7 +245,7 @@ struct PackArgs {
     #[arg(value_name = "TOPIC", conflicts_with = "recent")]
     topic: Vec<String>,
     /// Token budget for the whole pack (1–100000).
-    #[arg(long, value_name = "N", default_value_t = pack::DEFAULT_BUDGET, value_parser = parse_budget)]
+    #[arg(long, value_name = "N", default_value_t = request::DEFAULT_BUDGET, value_parser = parse_budget)]
     budget: usize,
     /// Pack the most recently updated pages instead of a topic.
     #[arg(long)]
@@ -495,24 +495,19 @@ fn parse_whole(
 }
 
 fn parse_budget(text: &str) -> Result<usize, String> {
-    parse_whole(text, "budget", " tokens", 1..=pack::MAX_BUDGET as i64)
+    parse_whole(text, "budget", " tokens", 1..=request::MAX_BUDGET as i64)
 }
 
 fn parse_limit(text: &str) -> Result<usize, String> {
-    parse_whole(text, "limit", "", 1..=1000)
+    parse_whole(text, "limit", "", 1..=request::MAX_SEARCH_LIMIT_CLI as i64)
 }
 
 fn parse_dailies(text: &str) -> Result<usize, String> {
-    parse_whole(text, "dailies", "", 0..=30)
+    parse_whole(text, "dailies", "", 0..=request::MAX_DAILIES as i64)
 }
 
 fn parse_graph_depth(text: &str) -> Result<usize, String> {
-    parse_whole(
-        text,
-        "depth",
-        "",
-        0..=crate::retrieve::graph::MAX_DEPTH as i64,
-    )
+    parse_whole(text, "depth", "", 0..=request::MAX_DEPTH as i64)
 }
 
 fn parse_direction(text: &str) -> Result<Direction, String> {
@@ -579,12 +574,10 @@ impl From<config::ConfigError> for Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        // A policy that does not parse is the user's configuration to fix.
-        if let Some(refused) = err.downcast_ref::<location::IndexDirError>() {
-            return Failure::Usage(refused.to_string());
-        }
-        match err.downcast_ref::<crate::privacy::PolicyError>() {
-            Some(policy) => Failure::Usage(policy.to_string()),
+        // A policy that does not parse, an index folder inside the vault:
+        // the user's configuration to fix.
+        match upkeep::usage_message(&err) {
+            Some(message) => Failure::Usage(message),
             None => Failure::Runtime(err),
         }
     }
@@ -926,9 +919,7 @@ fn store_target(
     if url.trim().is_empty() {
         return Ok(None);
     }
-    let url: crate::store::postgres::StoreUrl = url
-        .parse()
-        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let url = upkeep::parse_store_url(&url).map_err(Failure::Usage)?;
     let folder = cli.vault.clone().or_else(|| {
         config::resolve(None, name, &Environment::from_process())
             .ok()
@@ -961,9 +952,7 @@ fn project_store(
     let Some(url) = cli.store.as_deref().filter(|u| !u.trim().is_empty()) else {
         return Ok(None);
     };
-    let url = url
-        .parse()
-        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let url = upkeep::parse_store_url(url).map_err(Failure::Usage)?;
     let vault = match &cli.vault_id {
         Some(id) => id.trim().to_string(),
         None => project
@@ -985,22 +974,10 @@ const STORE_KEY: &str = "CTXPACK_STORE";
 
 /// A store that cannot be used: configuration problems are usage errors.
 fn store_failure(err: anyhow::Error) -> Failure {
-    match err.downcast_ref::<crate::store::postgres::StoreError>() {
-        Some(store) => Failure::Usage(store.to_string()),
+    match upkeep::store_usage_message(&err) {
+        Some(message) => Failure::Usage(message),
         None => Failure::Runtime(err),
     }
-}
-
-/// QMD's settings from the resolved config, the process environment
-/// filling in what the config file does not set.
-fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, String>> {
-    let mut vars = vars.clone();
-    for key in [qmd::COLLECTION_KEY, qmd::CLI_KEY, qmd::MODE_KEY] {
-        if let Ok(value) = std::env::var(key) {
-            vars.entry(key.to_string()).or_insert(value);
-        }
-    }
-    QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -1250,29 +1227,13 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
 }
 
 fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
-    let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
-        Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
-    })?;
-    // Checked before `--stop` or a background watcher's lock touch it.
-    location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
-    let mut config = IndexConfig::new(dir);
-    config.policy = std::sync::Arc::new(
-        crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
-    );
-    Ok(config)
+    upkeep::index_config(root, cli.index_dir.as_deref()).map_err(Failure::Usage)
 }
 
 fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
     let root = vault_root(cli, name)?;
     root.canonicalize()
         .map_err(|err| Failure::Usage(format!("cannot open vault {}: {err}", root.display())))
-}
-
-fn describe_update(report: &UpdateReport) -> String {
-    format!(
-        "{} added, {} changed, {} removed, {} unchanged",
-        report.added, report.changed, report.removed, report.unchanged
-    )
 }
 
 fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Failure> {
@@ -1295,11 +1256,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
         None
     };
     let started = std::time::Instant::now();
-    let (index, report) = if args.rebuild {
-        VaultIndex::rebuild(&root, &config)?
-    } else {
-        VaultIndex::open(&root, &config)?
-    };
+    let upkeep::IndexBuilt {
+        notes,
+        sections,
+        report,
+    } = upkeep::build_index(&root, &config, args.rebuild)?;
     if let Some(reason) = report.rebuilt.as_deref().filter(|r| *r != "requested") {
         eprintln!("ctxpack: rebuilt the index ({reason})");
     }
@@ -1314,12 +1275,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     println!(
         "{}: {} notes, {} sections ({}) in {:.2}s",
         config.dir.display(),
-        index.catalog.metas.len(),
-        index.catalog.sections,
+        notes,
+        sections,
         describe_update(&report),
         started.elapsed().as_secs_f64()
     );
-    drop(index);
     // With a model, the vectors (and, for a large vault or with --ann, the
     // HNSW graph) are brought up to date too, so searches need not wait.
     if model_choice(cli)
@@ -1358,11 +1318,10 @@ fn sync_store(
     config: &IndexConfig,
     target: &crate::session::StoreTarget,
 ) -> Result<(), Failure> {
-    use crate::store::postgres::sync::{SyncOptions, sync};
-    let options = SyncOptions::new(target.vault.clone(), std::sync::Arc::clone(&config.policy));
     let run = || -> Result<(), Failure> {
         let started = std::time::Instant::now();
-        let report = sync(&target.url, root, &options).map_err(store_failure)?;
+        let report =
+            upkeep::sync_store(root, target, Arc::clone(&config.policy)).map_err(store_failure)?;
         println!(
             "{} (vault '{}'): {} in {:.2}s",
             target.url,
@@ -1395,11 +1354,12 @@ fn sync_store(
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
-        watch_with(root, None, &mut || match run() {
+        upkeep::watch_vault(root, None, &mut || match run() {
             Ok(()) => {}
             Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
             Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
-        })?;
+        })
+        .map_err(Failure::Runtime)?;
     }
     Ok(())
 }
@@ -1410,8 +1370,7 @@ fn sync_store(
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let _publisher =
-        match crate::vault::changes::publish(root, &config.dir, Some(std::sync::Arc::clone(&stop)))
-        {
+        match upkeep::publish_changes(root, &config.dir, Some(std::sync::Arc::clone(&stop))) {
             Ok(publisher) => publisher,
             Err(err) => {
                 eprintln!(
@@ -1420,23 +1379,21 @@ fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
                 None
             }
         };
-    watch_with(
+    upkeep::watch_vault(
         root,
         Some(&stop),
-        &mut || match VaultIndex::open(root, config) {
-            Ok((
-                _,
-                UpdateReport {
-                    failed: Some(why), ..
-                },
-            )) => eprintln!("ctxpack: warning: update failed: {why}"),
-            Ok((_, report)) if report.changed_anything() => {
+        &mut || match upkeep::update_index(root, config) {
+            Ok(UpdateReport {
+                failed: Some(why), ..
+            }) => eprintln!("ctxpack: warning: update failed: {why}"),
+            Ok(report) if report.changed_anything() => {
                 println!("updated: {}", describe_update(&report));
             }
             Ok(_) => {}
             Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
         },
     )
+    .map_err(Failure::Runtime)
 }
 
 /// The config key (and environment variable) that turns `--daemon` on.
@@ -1482,7 +1439,7 @@ fn start_background_watcher(cli: &Cli, root: &Path, dir: &Path) {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
 
-    if crate::vault::changes::ask(dir, root, None).is_some() {
+    if upkeep::watcher_answers(dir, root) {
         return;
     }
     // Taken and let go at once: only a check that none is starting.
@@ -1537,8 +1494,7 @@ fn start_background_watcher(_cli: &Cli, _root: &Path, _dir: &Path) {}
 /// `index --stop`: asks the vault's watcher to stop and waits (a while) for
 /// its socket to go.
 fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
-    use crate::vault::changes::{SOCKET_FILE, StopOutcome, request_stop};
-    match request_stop(dir, root) {
+    match upkeep::stop_watcher(root, dir) {
         StopOutcome::NotRunning => {
             println!("no watcher runs for this vault");
             Ok(())
@@ -1548,11 +1504,7 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
                 .into(),
         )),
         StopOutcome::Stopping => {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while dir.join(SOCKET_FILE).exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            if dir.join(SOCKET_FILE).exists() {
+            if upkeep::watcher_socket_exists(dir) {
                 println!("the watcher stops once its current update is done");
             } else {
                 println!("stopped the watcher of this vault");
@@ -1562,69 +1514,11 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Calls `on_change` after each burst of changes to the vault's notes
-/// (debounced), until interrupted or `stop` is set.
-fn watch_with(
-    root: &Path,
-    stop: Option<&std::sync::atomic::AtomicBool>,
-    on_change: &mut dyn FnMut(),
-) -> Result<(), Failure> {
-    use notify::{RecursiveMode, Watcher};
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    let (sender, events) = mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let _ = sender.send(event);
-    })
-    .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
-    watcher
-        .watch(root, RecursiveMode::Recursive)
-        .map_err(|err| {
-            Failure::Runtime(anyhow::anyhow!("cannot watch {}: {err}", root.display()))
-        })?;
-    eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
-    // Catches what changed between the first index and the watch's registration.
-    on_change();
-    let quiet_period = Duration::from_millis(300);
-    let stopped = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
-    // The watch is on this folder, not on the path: another folder there
-    // would never be seen.
-    let watched = crate::vault::changes::root_identity(root);
-    loop {
-        let first = match events.recv_timeout(Duration::from_millis(100)) {
-            Ok(event) => event,
-            Err(mpsc::RecvTimeoutError::Timeout)
-                if crate::vault::changes::root_identity(root) != watched =>
-            {
-                return Err(Failure::Runtime(anyhow::anyhow!(
-                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
-                    root.display()
-                )));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
-            Err(_) => break,
-        };
-        if stopped() {
-            break;
-        }
-        if !crate::index::is_vault_change(root, &first) {
-            continue;
-        }
-        // Debounce: wait until no event has arrived for the quiet period.
-        while let Ok(_event) = events.recv_timeout(quiet_period) {}
-        on_change();
-    }
-    Ok(())
-}
-
 fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
-    let policy =
-        crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?;
-    let report = crate::audit::audit(&root, &policy, &[]);
+    let report = upkeep::audit_vault(&root).map_err(Failure::Usage)?;
     let out = match args.format {
-        StatusFormat::Text => crate::audit::render(&report),
+        StatusFormat::Text => upkeep::render_audit(&report),
         StatusFormat::Json => to_json(&report)?,
     };
     write_stdout(&out)
@@ -1636,8 +1530,6 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     }
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
-    let (index, report) = VaultIndex::open(&root, &config)?;
-    let diagnostics = index.catalog.diagnostics.clone();
     // Named, not loaded: the status stays quick; `ctxpack index` or the
     // first search embeds the vault.
     let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
@@ -1646,60 +1538,25 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         }
         Err(why) => why,
     };
-    let private_notes = index.catalog.private_notes();
-    let mut diagnostics = diagnostics;
-    // A hand-edited feedback file whose counters are left out says so here.
-    if let Ok(feedback) = crate::index::feedback::FeedbackStore::load(&config.dir) {
-        diagnostics.extend(
-            feedback
-                .problems
-                .into_iter()
-                .map(|message| crate::note::Diagnostic {
-                    path: "feedback.json (index folder)".into(),
-                    message,
-                }),
-        );
-    }
-    let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
-        crate::privacy::POLICY_FILE
-    } else {
-        "defaults (no .ctxpack.yaml)"
-    };
-    let status = serde_json::json!({
-        "vault": root,
-        "index": config.dir,
-        "format": crate::index::FORMAT_VERSION,
-        "notes": index.catalog.metas.len(),
-        "privacy": { "policy": policy, "private_notes": private_notes },
-        "sections": index.catalog.sections,
-        "files": index.catalog.file_count,
-        "index_bytes": index.size_bytes(),
-        "last_update": DateTime::from_timestamp(index.catalog.updated_at, 0)
-            .map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)),
-        "this_update": report,
-        "arms": {
-            "frontmatter": "available",
-            "bm25": "available",
-            "semantic": semantic,
-        },
-        "diagnostics": diagnostics,
-    });
+    let status = upkeep::IndexStatus::read(&root, &config, semantic)?;
     let output = match args.format {
-        StatusFormat::Json => to_json(&status)?,
+        StatusFormat::Json => to_json(&status.to_json())?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {policy}; {private_notes} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
-                root.display(),
-                config.dir.display(),
-                crate::index::FORMAT_VERSION,
-                index.catalog.metas.len(),
-                index.catalog.sections,
-                index.size_bytes() as f64 / 1_048_576.0,
-                status["last_update"].as_str().unwrap_or("never"),
-                semantic,
-                diagnostics.len()
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
+                status.root.display(),
+                status.dir.display(),
+                status.format,
+                status.notes,
+                status.policy,
+                status.private_notes,
+                status.sections,
+                status.index_bytes as f64 / 1_048_576.0,
+                status.last_update.as_deref().unwrap_or("never"),
+                status.semantic,
+                status.diagnostics.len()
             );
-            for diagnostic in &diagnostics {
+            for diagnostic in &status.diagnostics {
                 out.push_str(&format!("  {diagnostic}\n"));
             }
             out
@@ -1867,11 +1724,8 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         let root = root.canonicalize().map_err(|err| {
             Failure::Usage(format!("cannot open vault {}: {err}", root.display()))
         })?;
-        let policy = std::sync::Arc::new(
-            crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?,
-        );
-        let options = crate::store::postgres::sync::SyncOptions::new(target.vault.clone(), policy);
-        crate::store::postgres::sync::sync(&target.url, &root, &options).map_err(store_failure)?;
+        let policy = upkeep::load_policy(&root).map_err(Failure::Usage)?;
+        upkeep::sync_store(&root, target, policy).map_err(store_failure)?;
     }
     let session = Session::open(
         &root,

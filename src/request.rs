@@ -19,10 +19,15 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use crate::pack::{NoteAnchor, PackMode, PackOptions};
-use crate::retrieve::RankOptions;
-use crate::retrieve::graph::{Direction, GraphOptions};
-use crate::session::{PackRequest, Ranker, SearchRequest};
 use crate::tokens::Tokenizer;
+
+// The parts of a request a face fills in, so that it need not reach into
+// the modules that define them.
+pub use crate::parse::parse_datetime;
+pub use crate::retrieve::RankOptions;
+pub use crate::retrieve::fusion::Fusion;
+pub use crate::retrieve::graph::{Direction, GraphOptions};
+pub use crate::session::{PackRequest, Ranker, SearchRequest};
 
 pub use crate::pack::{DEFAULT_BUDGET, MAX_BUDGET};
 pub use crate::retrieve::graph::MAX_DEPTH;

@@ -34,6 +34,7 @@ use crate::vault::{Vault, VaultOptions};
 
 mod ops;
 mod role_files;
+pub mod upkeep;
 
 pub use ops::{FeedbackCounts, LogError, LoggedPack, NoteRequest, no_note};
 
