@@ -32,13 +32,12 @@ use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
 use crate::pack::{PackMode, PackOptions};
 use crate::request::{
-    DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, MAX_BUDGET, PackInput, SearchInput, Spelling,
+    DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, PackInput, RankOptions,
+    SearchInput, Spelling, check_query_length, parse_datetime,
 };
-use crate::retrieve::RankOptions;
-use crate::retrieve::graph::Direction;
-use crate::retrieve::query::check_query_length;
+use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
 use crate::session::{
-    IndexChoice, LoggedPack, ModelChoice, NoteRequest, PackRequest, Session, no_note,
+    IndexChoice, LoggedPack, ModelChoice, NoteRequest, PackRequest, Session, StoreTarget, no_note,
 };
 use crate::tokens::Tokenizer;
 
@@ -53,15 +52,15 @@ pub struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
-    pub qmd: Option<Result<crate::retrieve::qmd::QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, String>>,
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
-    pub ann: crate::index::vectors::AnnChoice,
+    pub ann: AnnChoice,
     /// How the vectors are stored (`None`: as they are).
-    pub vectors: Option<crate::index::vectors::VectorFormat>,
+    pub vectors: Option<VectorFormat>,
     pub limits: ServeLimits,
     /// Serve a vault from a PostgreSQL store (the folder is never read).
-    pub store: Option<crate::session::StoreTarget>,
+    pub store: Option<StoreTarget>,
 }
 
 /// What one client may cost the server.
@@ -674,7 +673,7 @@ impl CtxpackServer {
         // Commands on this vault ask this server what changed instead of
         // walking it.
         let publisher = state.session().index_dir.as_deref().and_then(|dir| {
-            crate::vault::changes::publish(&state.session().root, dir, None)
+            upkeep::publish_changes(&state.session().root, dir, None)
                 .inspect_err(|err| {
                     eprintln!(
                         "ctxpack: warning: commands will walk the vault: no watcher socket ({err})"
@@ -693,7 +692,7 @@ impl CtxpackServer {
             }
             let root = state.options.root.clone();
             while let Ok(first) = events.recv() {
-                if !crate::index::is_vault_change(&root, &first) {
+                if !upkeep::is_vault_change(&root, &first) {
                     continue;
                 }
                 let mut changed: Vec<PathBuf> = Vec::new();
@@ -862,7 +861,7 @@ impl State {
         };
         let now = match args.generated_at.as_deref() {
             None => Utc::now(),
-            Some(text) => match crate::parse::parse_datetime(text) {
+            Some(text) => match parse_datetime(text) {
                 Some(time) => time,
                 None => {
                     return tool_error(format!("generated_at '{text}' is not an ISO 8601 time"));
@@ -1090,11 +1089,9 @@ impl State {
         check_query_length("topic", topic)?;
         // Prompt arguments arrive as strings; a number is taken too.
         let budget = match argument("budget") {
-            None | Some(serde_json::Value::Null) => crate::pack::DEFAULT_BUDGET,
+            None | Some(serde_json::Value::Null) => DEFAULT_BUDGET,
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as usize,
-            Some(serde_json::Value::String(text)) if text.trim().is_empty() => {
-                crate::pack::DEFAULT_BUDGET
-            }
+            Some(serde_json::Value::String(text)) if text.trim().is_empty() => DEFAULT_BUDGET,
             Some(serde_json::Value::String(text)) => text.trim().parse().unwrap_or(0),
             Some(_) => 0,
         };
@@ -1155,7 +1152,7 @@ impl ServerHandler for CtxpackServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let cursor = request.and_then(|r| r.cursor);
-        self.blocking(move |state| resources::list(&state.session().vault, cursor.as_deref()))
+        self.blocking(move |state| resources::list(&state.session(), cursor.as_deref()))
             .await
     }
 

@@ -27,6 +27,7 @@ pub use crate::parse::parse_datetime;
 pub use crate::retrieve::RankOptions;
 pub use crate::retrieve::fusion::Fusion;
 pub use crate::retrieve::graph::{Direction, GraphOptions};
+pub use crate::retrieve::query::check_query_length;
 pub use crate::session::{PackRequest, Ranker, SearchRequest};
 
 pub use crate::pack::{DEFAULT_BUDGET, MAX_BUDGET};

@@ -73,6 +73,14 @@ impl Session {
         Ok(LoggedPack { pack, log_error })
     }
 
+    /// The notes a client may read, in the vault's order.
+    pub fn listed_notes(&self) -> impl Iterator<Item = &crate::note::NoteMeta> {
+        self.vault
+            .metas
+            .iter()
+            .filter(|m| self.vault.is_listed(&m.path))
+    }
+
     /// A note's path (checked to stay inside the vault) and its text as
     /// the privacy policy prepares it. Every path that is not a readable
     /// listed note gets the one message of [`no_note`], so a client cannot
