@@ -190,6 +190,111 @@ mod tests {
         assert!(crate::vault::inside_vault(root, "  ").is_err());
     }
 
+    /// A vault of two notes, opened without an index.
+    fn session() -> (tempfile::TempDir, Session) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("raft.md"),
+            "---\ntitle: Raft\n---\n# Raft\n\nintro line\n\n## Leader Election\n\nvotes from a quorum\n\n## Log\n\nentries\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("paxos.md"), "# Paxos\n\nballots\n").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let vault = crate::vault::Vault::load(&root, &Default::default()).unwrap();
+        (dir, Session::without_index(vault))
+    }
+
+    fn note(path: &str, heading: Option<&str>, lines: Option<&str>) -> NoteRequest {
+        NoteRequest {
+            path: path.into(),
+            heading: heading.map(str::to_string),
+            lines: lines.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn get_note_selects_a_section_or_lines() {
+        let (_dir, session) = session();
+        assert_eq!(
+            session.get_note(&note("raft.md", Some("leader election"), None)),
+            Ok("## Leader Election\n\nvotes from a quorum".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", None, Some("4-6"))),
+            Ok("# Raft\n\nintro line".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", Some("Nope"), None)),
+            Err("no heading 'Nope' in raft.md".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", None, Some("3-1"))),
+            Err("lines must be 'FROM-TO' with 1 <= FROM <= TO, got '3-1'".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("../raft.md", None, None)),
+            Err(no_note("../raft.md"))
+        );
+        assert_eq!(
+            session.get_note(&note("paxos.md", None, None)),
+            Ok("# Paxos\n\nballots\n".to_string())
+        );
+    }
+
+    fn topic_request(graph_depth: usize, recent: bool) -> PackRequest {
+        let at = "2026-03-04T05:06:07Z".parse().unwrap();
+        let mut input = crate::request::PackInput::new(Spelling::Params, at);
+        input.budget = 2000;
+        if recent {
+            input.recent = true;
+        } else {
+            input.topic = Some("raft".into());
+        }
+        let mut request = input.validate().unwrap();
+        request.options.graph.depth = graph_depth;
+        request
+    }
+
+    #[test]
+    fn a_pack_writes_its_log_line_only_when_asked() {
+        let (dir, session) = session();
+        let shape = Shape::Style(Default::default());
+        let log = dir.path().join("log.md");
+        let quiet = session
+            .pack_and_log(&topic_request(0, false), &shape, false)
+            .unwrap();
+        assert!(quiet.log_error.is_none());
+        assert!(!log.exists());
+        let logged = session
+            .pack_and_log(&topic_request(0, false), &shape, true)
+            .unwrap();
+        assert!(logged.log_error.is_none());
+        assert_eq!(quiet.pack.bundle, logged.pack.bundle);
+        let line = crate::pack::log_line(&logged.pack, "2026-03-04T05:06:07Z");
+        assert!(
+            line.starts_with("- [2026-03-04T05:06:07Z] CONTEXT_PACK topic=\"raft\" budget=2000 ")
+        );
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            format!("# Wiki Log\n\n{line}\n")
+        );
+    }
+
+    /// What `Session::pack` would silently ignore, the operation refuses.
+    #[test]
+    fn a_recent_pack_with_a_graph_depth_is_refused() {
+        let (dir, session) = session();
+        let refused = session
+            .pack_and_log(
+                &topic_request(1, true),
+                &Shape::Style(Default::default()),
+                true,
+            )
+            .unwrap_err();
+        assert_eq!(refused, "graph_depth needs a query, not recent=true");
+        assert!(!dir.path().join("log.md").exists());
+    }
+
     #[test]
     fn line_ranges() {
         assert_eq!(parse_line_range("2-5"), Some((2, 5)));
