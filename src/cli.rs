@@ -244,8 +244,9 @@ struct PackArgs {
     /// The topic (several words may be given unquoted).
     #[arg(value_name = "TOPIC", conflicts_with = "recent")]
     topic: Vec<String>,
-    /// Token budget for the whole pack (1–100000).
-    #[arg(long, value_name = "N", default_value_t = request::DEFAULT_BUDGET, value_parser = parse_budget)]
+    // The help states the limits the request module declares.
+    #[arg(long, value_name = "N", default_value_t = request::DEFAULT_BUDGET, value_parser = parse_budget,
+          help = format!("Token budget for the whole pack (1–{})", request::MAX_BUDGET))]
     budget: usize,
     /// Pack the most recently updated pages instead of a topic.
     #[arg(long)]
@@ -276,14 +277,14 @@ struct PackArgs {
     /// Do not append the CONTEXT_PACK line to the vault's log.md.
     #[arg(long)]
     no_log: bool,
-    /// Add the N most recent daily notes, with their content (0–30).
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_dailies)]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_dailies,
+          help = format!("Add the N most recent daily notes, with their content (0–{})", request::MAX_DAILIES))]
     dailies: usize,
     /// Leave out the backlink entries under the top pages.
     #[arg(long)]
     no_backlinks: bool,
-    /// A further question to gather evidence for (repeatable, at most 5).
-    #[arg(long = "subquery", value_name = "Q")]
+    #[arg(long = "subquery", value_name = "Q",
+          help = format!("A further question to gather evidence for (repeatable, at most {})", request::MAX_SUBQUERIES))]
     subqueries: Vec<String>,
     /// Pack the context around this note (a path in the vault): the note,
     /// what it links to, what links to it, and notes similar to it.

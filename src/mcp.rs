@@ -32,8 +32,9 @@ use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
 use crate::pack::{PackMode, PackOptions};
 use crate::request::{
-    DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, PackInput, RankOptions,
-    SearchInput, Spelling, check_query_length, parse_datetime,
+    DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, MAX_DAILIES, MAX_DEPTH,
+    MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
+    check_query_length, parse_datetime,
 };
 use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
 use crate::session::{
@@ -421,7 +422,7 @@ fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
 pub struct SearchArgs {
     #[schemars(description = "What to look for; any text, taken literally")]
     pub query: String,
-    #[schemars(description = "How many results (1-100, default 10)")]
+    #[schemars(description = format!("How many results (1-{MAX_SEARCH_LIMIT_MCP}, default {DEFAULT_SEARCH_LIMIT})"))]
     pub limit: Option<usize>,
     #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
     pub folder: Option<String>,
@@ -435,15 +436,15 @@ pub struct SearchArgs {
 pub struct ContextPackArgs {
     #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
     pub query: Option<String>,
-    #[schemars(description = "Up to 5 further questions to gather evidence for")]
+    #[schemars(description = format!("Up to {MAX_SUBQUERIES} further questions to gather evidence for"))]
     pub subqueries: Option<Vec<String>>,
-    #[schemars(description = "Token budget for the whole pack (1-100000, default 8000)")]
+    #[schemars(description = format!("Token budget for the whole pack (1-{MAX_BUDGET}, default {DEFAULT_BUDGET})"))]
     pub budget_tokens: Option<usize>,
     #[schemars(description = "Pack the most recently updated notes instead of a topic")]
     pub recent: Option<bool>,
     #[schemars(description = "Add backlink entries under the top pages (default true)")]
     pub include_backlinks: Option<bool>,
-    #[schemars(description = "Add the N most recent daily notes (0-30, default 0)")]
+    #[schemars(description = format!("Add the N most recent daily notes (0-{MAX_DAILIES}, default 0)"))]
     pub recent_dailies: Option<usize>,
     #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
     pub tokenizer: Option<String>,
@@ -460,13 +461,13 @@ pub struct ContextPackArgs {
     )]
     pub note: Option<String>,
     #[schemars(
-        description = "With note: link hops around it (0-3, default 1; 0: similar notes only)"
+        description = format!("With note: link hops around it (0-{MAX_DEPTH}, default 1; 0: similar notes only)")
     )]
     pub depth: Option<usize>,
     #[schemars(description = "With note: include the note itself (default true)")]
     pub include_self: Option<bool>,
     #[schemars(
-        description = "With query: add linked neighbours of the top hits, up to N hops (0-3, default 0)"
+        description = format!("With query: add linked neighbours of the top hits, up to N hops (0-{MAX_DEPTH}, default 0)")
     )]
     pub graph_depth: Option<usize>,
     #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
@@ -1266,6 +1267,48 @@ impl ServerHandler for CtxpackServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schemas' descriptions are made from the request limits; their
+    /// text is what clients have always read.
+    #[test]
+    fn the_schemas_state_the_request_limits() {
+        let described = |schema: schemars::Schema, field: &str| {
+            schema.as_value()["properties"][field]["description"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let search = || schemars::schema_for!(SearchArgs);
+        assert_eq!(
+            described(search(), "limit"),
+            "How many results (1-100, default 10)"
+        );
+        let pack = || schemars::schema_for!(ContextPackArgs);
+        for (field, text) in [
+            (
+                "subqueries",
+                "Up to 5 further questions to gather evidence for",
+            ),
+            (
+                "budget_tokens",
+                "Token budget for the whole pack (1-100000, default 8000)",
+            ),
+            (
+                "recent_dailies",
+                "Add the N most recent daily notes (0-30, default 0)",
+            ),
+            (
+                "depth",
+                "With note: link hops around it (0-3, default 1; 0: similar notes only)",
+            ),
+            (
+                "graph_depth",
+                "With query: add linked neighbours of the top hits, up to N hops (0-3, default 0)",
+            ),
+        ] {
+            assert_eq!(described(pack(), field), text, "{field}");
+        }
+    }
 
     #[test]
     fn a_panicking_tool_is_a_tool_error_and_the_server_goes_on() {
