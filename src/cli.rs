@@ -7,30 +7,27 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
-use crate::index::vectors::{AnnChoice, VectorFormat};
-use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
+use crate::pack::PackMode;
 use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
-use crate::pack::{self, NoteAnchor, PackMode, PackOptions};
-use crate::parse::parse_datetime;
 use crate::progress::{Event, Progress, Stage};
-use crate::retrieve::RankOptions;
-use crate::retrieve::fusion::Fusion;
-use crate::retrieve::graph::{Direction, GraphOptions};
-use crate::retrieve::qmd::{self, QmdConfig};
-use crate::session::{
-    IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, SearchResults,
-    Session,
+use crate::request::{
+    self, Direction, Fusion, GraphOptions, PackInput, RankOptions, Ranker, SearchInput, Spelling,
+    parse_datetime,
 };
+use crate::session::upkeep::{
+    self, AnnChoice, IndexConfig, StopOutcome, UpdateReport, VectorFormat, describe_update,
+    qmd_config,
+};
+use crate::session::{IndexChoice, LoggedPack, ModelChoice, SearchResults, Session};
 use crate::tokens::Tokenizer;
-use crate::vault::log;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -248,8 +245,9 @@ struct PackArgs {
     /// The topic (several words may be given unquoted).
     #[arg(value_name = "TOPIC", conflicts_with = "recent")]
     topic: Vec<String>,
-    /// Token budget for the whole pack (1–100000).
-    #[arg(long, value_name = "N", default_value_t = pack::DEFAULT_BUDGET, value_parser = parse_budget)]
+    // The help states the limits the request module declares.
+    #[arg(long, value_name = "N", default_value_t = request::DEFAULT_BUDGET, value_parser = parse_budget,
+          help = format!("Token budget for the whole pack (1–{})", request::MAX_BUDGET))]
     budget: usize,
     /// Pack the most recently updated pages instead of a topic.
     #[arg(long)]
@@ -280,14 +278,14 @@ struct PackArgs {
     /// Do not append the CONTEXT_PACK line to the vault's log.md.
     #[arg(long)]
     no_log: bool,
-    /// Add the N most recent daily notes, with their content (0–30).
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_dailies)]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_dailies,
+          help = format!("Add the N most recent daily notes, with their content (0–{})", request::MAX_DAILIES))]
     dailies: usize,
     /// Leave out the backlink entries under the top pages.
     #[arg(long)]
     no_backlinks: bool,
-    /// A further question to gather evidence for (repeatable, at most 5).
-    #[arg(long = "subquery", value_name = "Q")]
+    #[arg(long = "subquery", value_name = "Q",
+          help = format!("A further question to gather evidence for (repeatable, at most {})", request::MAX_SUBQUERIES))]
     subqueries: Vec<String>,
     /// Pack the context around this note (a path in the vault): the note,
     /// what it links to, what links to it, and notes similar to it.
@@ -499,24 +497,19 @@ fn parse_whole(
 }
 
 fn parse_budget(text: &str) -> Result<usize, String> {
-    parse_whole(text, "budget", " tokens", 1..=pack::MAX_BUDGET as i64)
+    parse_whole(text, "budget", " tokens", 1..=request::MAX_BUDGET as i64)
 }
 
 fn parse_limit(text: &str) -> Result<usize, String> {
-    parse_whole(text, "limit", "", 1..=1000)
+    parse_whole(text, "limit", "", 1..=request::MAX_SEARCH_LIMIT_CLI as i64)
 }
 
 fn parse_dailies(text: &str) -> Result<usize, String> {
-    parse_whole(text, "dailies", "", 0..=30)
+    parse_whole(text, "dailies", "", 0..=request::MAX_DAILIES as i64)
 }
 
 fn parse_graph_depth(text: &str) -> Result<usize, String> {
-    parse_whole(
-        text,
-        "depth",
-        "",
-        0..=crate::retrieve::graph::MAX_DEPTH as i64,
-    )
+    parse_whole(text, "depth", "", 0..=request::MAX_DEPTH as i64)
 }
 
 fn parse_direction(text: &str) -> Result<Direction, String> {
@@ -583,12 +576,10 @@ impl From<config::ConfigError> for Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        // A policy that does not parse is the user's configuration to fix.
-        if let Some(refused) = err.downcast_ref::<location::IndexDirError>() {
-            return Failure::Usage(refused.to_string());
-        }
-        match err.downcast_ref::<crate::privacy::PolicyError>() {
-            Some(policy) => Failure::Usage(policy.to_string()),
+        // A policy that does not parse, an index folder inside the vault:
+        // the user's configuration to fix.
+        match upkeep::usage_message(&err) {
+            Some(message) => Failure::Usage(message),
             None => Failure::Runtime(err),
         }
     }
@@ -930,9 +921,7 @@ fn store_target(
     if url.trim().is_empty() {
         return Ok(None);
     }
-    let url: crate::store::postgres::StoreUrl = url
-        .parse()
-        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let url = upkeep::parse_store_url(&url).map_err(Failure::Usage)?;
     let folder = cli.vault.clone().or_else(|| {
         config::resolve(None, name, &Environment::from_process())
             .ok()
@@ -965,9 +954,7 @@ fn project_store(
     let Some(url) = cli.store.as_deref().filter(|u| !u.trim().is_empty()) else {
         return Ok(None);
     };
-    let url = url
-        .parse()
-        .map_err(|err: crate::store::postgres::StoreError| Failure::Usage(err.to_string()))?;
+    let url = upkeep::parse_store_url(url).map_err(Failure::Usage)?;
     let vault = match &cli.vault_id {
         Some(id) => id.trim().to_string(),
         None => project
@@ -989,22 +976,10 @@ const STORE_KEY: &str = "CTXPACK_STORE";
 
 /// A store that cannot be used: configuration problems are usage errors.
 fn store_failure(err: anyhow::Error) -> Failure {
-    match err.downcast_ref::<crate::store::postgres::StoreError>() {
-        Some(store) => Failure::Usage(store.to_string()),
+    match upkeep::store_usage_message(&err) {
+        Some(message) => Failure::Usage(message),
         None => Failure::Runtime(err),
     }
-}
-
-/// QMD's settings from the resolved config, the process environment
-/// filling in what the config file does not set.
-fn qmd_config(vars: &BTreeMap<String, String>) -> Option<Result<QmdConfig, String>> {
-    let mut vars = vars.clone();
-    for key in [qmd::COLLECTION_KEY, qmd::CLI_KEY, qmd::MODE_KEY] {
-        if let Ok(value) = std::env::var(key) {
-            vars.entry(key.to_string()).or_insert(value);
-        }
-    }
-    QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -1078,87 +1053,41 @@ fn report_open(cli: &Cli, session: &Session) {
 }
 
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
-    let topic = args.topic.join(" ");
-    crate::retrieve::query::check_query_length("the topic", &topic).map_err(Failure::Usage)?;
-    let mode = if args.recent {
-        PackMode::Recent
-    } else if let Some(path) = &args.note {
-        // Resolved once the vault is open.
-        PackMode::Note(NoteAnchor {
-            path: path.clone(),
-            depth: args.depth.unwrap_or(1),
-            include_self: !args.no_self,
-        })
-    } else if topic.trim().is_empty() {
-        let message = if args.topic.is_empty() {
-            "a topic is required (or use --recent), e.g. ctxpack pack \"raft consensus\""
-        } else {
-            "the topic is empty; give some words to pack, or use --recent"
-        };
-        return Err(Failure::Usage(message.into()));
-    } else {
-        PackMode::Topic(topic)
-    };
-    for subquery in &args.subqueries {
-        crate::retrieve::query::check_query_length("a --subquery", subquery)
-            .map_err(Failure::Usage)?;
-    }
-    if args.subqueries.len() > MAX_SUBQUERIES {
-        return Err(Failure::Usage(format!(
-            "at most {MAX_SUBQUERIES} subqueries, got {}",
-            args.subqueries.len()
-        )));
-    }
-    if !args.subqueries.is_empty()
-        && (matches!(mode, PackMode::Recent) || args.ranker == RankerArg::Frontmatter)
-    {
-        return Err(Failure::Usage(
-            "--subquery needs a topic pack with the hybrid ranker".into(),
-        ));
-    }
-    if args.note.is_none() && (args.depth.is_some() || args.no_self) {
-        return Err(Failure::Usage("--depth and --no-self need --note".into()));
-    }
-    if (args.graph_depth > 0 || args.note.is_some()) && args.ranker == RankerArg::Frontmatter {
-        return Err(Failure::Usage(
-            "--graph-depth and --note need the hybrid ranker".into(),
-        ));
-    }
     let generated_at = generated_at(args.generated_at.as_deref())?;
-    let rank = args.rank.options(Utc::now())?;
+    let input = PackInput {
+        topic: (!args.topic.is_empty()).then(|| args.topic.join(" ")),
+        recent: args.recent,
+        note: args.note.clone(),
+        depth: args.depth,
+        include_self: args.no_self.then_some(false),
+        subqueries: args.subqueries.clone(),
+        graph_depth: args.graph_depth,
+        graph_direction: args.graph_direction,
+        budget: args.budget,
+        dailies: args.dailies,
+        tokenizer: args.tokenizer,
+        ranker: match args.ranker {
+            RankerArg::Hybrid => Ranker::Hybrid,
+            RankerArg::Frontmatter => Ranker::Frontmatter,
+        },
+        backlinks: !args.no_backlinks,
+        rank: args.rank.options(Utc::now())?,
+        ..PackInput::new(Spelling::Flags, generated_at)
+    };
+    let mut request = input
+        .validate()
+        .map_err(|err| Failure::Usage(err.to_string()))?;
     let shape = match &args.template {
         Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
         None => Shape::Style(args.style),
     };
     let session = open_session(cli, vault_name)?;
-    let mode = match mode {
-        PackMode::Note(anchor) => PackMode::Note(NoteAnchor {
-            path: session.anchor_note(&anchor.path).map_err(Failure::Usage)?,
-            ..anchor
-        }),
-        other => other,
-    };
-    let request = PackRequest {
-        mode,
-        ranker: match args.ranker {
-            RankerArg::Hybrid => Ranker::Hybrid,
-            RankerArg::Frontmatter => Ranker::Frontmatter,
-        },
-        rank,
-        options: PackOptions {
-            dailies: args.dailies,
-            graph: GraphOptions {
-                depth: args.graph_depth,
-                direction: args.graph_direction,
-            },
-            ..PackOptions::new(args.budget, args.tokenizer, generated_at)
-        },
-        subqueries: args.subqueries.clone(),
-        backlinks: !args.no_backlinks,
-    };
+    if let PackMode::Note(anchor) = &mut request.mode {
+        anchor.path = session.anchor_note(&anchor.path).map_err(Failure::Usage)?;
+    }
     let packing = crate::timings::phase("pack");
-    let pack = session
-        .pack_shaped(&request, &shape)
+    let LoggedPack { pack, log_error } = session
+        .pack_and_log(&request, &shape, !args.no_log)
         .map_err(Failure::Usage)?;
     drop(packing);
     for warning in &pack.warnings {
@@ -1181,15 +1110,12 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         PackFormat::Json => to_json(&pack)?,
     };
     write_stdout(&output)?;
-    // A vault read from a store is not this process's to write into.
-    if !args.no_log && !session.is_from_store() {
-        let timestamp = generated_at.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp)) {
-            eprintln!(
-                "ctxpack: warning: could not append to {}: {err} (the pack was still printed)",
-                session.root.join(log::LOG_FILE).display()
-            );
-        }
+    if let Some(failed) = log_error {
+        eprintln!(
+            "ctxpack: warning: could not append to {}: {} (the pack was still printed)",
+            failed.path.display(),
+            failed.error
+        );
     }
     // The process ends next: freeing the index's tables one by one would
     // only cost time.
@@ -1198,21 +1124,19 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
 }
 
 fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<(), Failure> {
-    let query = args.query.join(" ");
-    if query.trim().is_empty() {
-        return Err(Failure::Usage("the query is empty".into()));
-    }
-    crate::retrieve::query::check_query_length("the query", &query).map_err(Failure::Usage)?;
-    let rank = args.rank.options(Utc::now())?;
-    let session = open_session(cli, vault_name)?;
-    let searching = crate::timings::phase("search");
-    let results = session.search(&SearchRequest {
-        query,
+    let request = SearchInput {
+        spelling: Spelling::Flags,
+        query: args.query.join(" "),
         limit: args.limit,
         folder: args.folder.clone(),
         tag: args.tag.clone(),
-        rank,
-    });
+        rank: args.rank.options(Utc::now())?,
+    }
+    .validate()
+    .map_err(|err| Failure::Usage(err.to_string()))?;
+    let session = open_session(cli, vault_name)?;
+    let searching = crate::timings::phase("search");
+    let results = session.search(&request);
     drop(searching);
     for error in &results.signal_errors {
         eprintln!(
@@ -1305,16 +1229,8 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
 }
 
 fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
-    let dir = location::index_dir(root, cli.index_dir.as_deref()).ok_or_else(|| {
-        Failure::Usage("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir".into())
-    })?;
-    // Checked before `--stop` or a background watcher's lock touch it.
-    location::check_outside(root, &dir).map_err(|err| Failure::Usage(err.0))?;
-    let mut config = IndexConfig::new(dir);
+    let mut config = upkeep::index_config(root, cli.index_dir.as_deref()).map_err(Failure::Usage)?;
     config.progress = progress_bars();
-    config.policy = std::sync::Arc::new(
-        crate::privacy::Policy::load(root).map_err(|err| Failure::Usage(err.to_string()))?,
-    );
     Ok(config)
 }
 
@@ -1358,13 +1274,6 @@ fn canonical_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
         .map_err(|err| Failure::Usage(format!("cannot open vault {}: {err}", root.display())))
 }
 
-fn describe_update(report: &UpdateReport) -> String {
-    format!(
-        "{} added, {} changed, {} removed, {} unchanged",
-        report.added, report.changed, report.removed, report.unchanged
-    )
-}
-
 fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
@@ -1385,11 +1294,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
         None
     };
     let started = std::time::Instant::now();
-    let (index, report) = if args.rebuild {
-        VaultIndex::rebuild(&root, &config)?
-    } else {
-        VaultIndex::open(&root, &config)?
-    };
+    let upkeep::IndexBuilt {
+        notes,
+        sections,
+        report,
+    } = upkeep::build_index(&root, &config, args.rebuild)?;
     if let Some(reason) = report.rebuilt.as_deref().filter(|r| *r != "requested") {
         eprintln!("ctxpack: rebuilt the index ({reason})");
     }
@@ -1404,12 +1313,11 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     println!(
         "{}: {} notes, {} sections ({}) in {:.2}s",
         config.dir.display(),
-        index.catalog.metas.len(),
-        index.catalog.sections,
+        notes,
+        sections,
         describe_update(&report),
         started.elapsed().as_secs_f64()
     );
-    drop(index);
     // With a model, the vectors (and, for a large vault or with --ann, the
     // HNSW graph) are brought up to date too, so searches need not wait.
     if model_choice(cli)
@@ -1452,11 +1360,10 @@ fn sync_store(
     config: &IndexConfig,
     target: &crate::session::StoreTarget,
 ) -> Result<(), Failure> {
-    use crate::store::postgres::sync::{SyncOptions, sync};
-    let options = SyncOptions::new(target.vault.clone(), std::sync::Arc::clone(&config.policy));
     let run = || -> Result<(), Failure> {
         let started = std::time::Instant::now();
-        let report = sync(&target.url, root, &options).map_err(store_failure)?;
+        let report =
+            upkeep::sync_store(root, target, Arc::clone(&config.policy)).map_err(store_failure)?;
         println!(
             "{} (vault '{}'): {} in {:.2}s",
             target.url,
@@ -1493,11 +1400,12 @@ fn sync_store(
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
-        watch_with(root, None, None, &mut || match run() {
+        upkeep::watch_vault(root, None, None, &mut || match run() {
             Ok(()) => {}
             Err(Failure::Usage(message)) => eprintln!("ctxpack: warning: sync failed: {message}"),
             Err(Failure::Runtime(err)) => eprintln!("ctxpack: warning: sync failed: {err:#}"),
-        })?;
+        })
+        .map_err(Failure::Runtime)?;
     }
     Ok(())
 }
@@ -1507,24 +1415,22 @@ fn sync_store(
 /// index's socket.
 fn watch(root: &Path, config: &IndexConfig) -> Result<(), Failure> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    watch_with(
+    upkeep::watch_vault(
         root,
         Some(&config.dir),
         Some(stop),
-        &mut || match VaultIndex::open(root, config) {
-            Ok((
-                _,
-                UpdateReport {
-                    failed: Some(why), ..
-                },
-            )) => eprintln!("ctxpack: warning: update failed: {why}"),
-            Ok((_, report)) if report.changed_anything() => {
+        &mut || match upkeep::update_index(root, config) {
+            Ok(UpdateReport {
+                failed: Some(why), ..
+            }) => eprintln!("ctxpack: warning: update failed: {why}"),
+            Ok(report) if report.changed_anything() => {
                 println!("updated: {}", describe_update(&report));
             }
             Ok(_) => {}
             Err(err) => eprintln!("ctxpack: warning: update failed: {err:#}"),
         },
     )
+    .map_err(Failure::Runtime)
 }
 
 /// The config key (and environment variable) that turns `--daemon` on.
@@ -1570,7 +1476,7 @@ fn start_background_watcher(cli: &Cli, root: &Path, dir: &Path) {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
 
-    if crate::vault::changes::ask(dir, root, None).is_some() {
+    if upkeep::watcher_answers(dir, root) {
         return;
     }
     // Taken and let go at once: only a check that none is starting.
@@ -1625,8 +1531,7 @@ fn start_background_watcher(_cli: &Cli, _root: &Path, _dir: &Path) {}
 /// `index --stop`: asks the vault's watcher to stop and waits (a while) for
 /// its socket to go.
 fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
-    use crate::vault::changes::{SOCKET_FILE, StopOutcome, request_stop};
-    match request_stop(dir, root) {
+    match upkeep::stop_watcher(root, dir) {
         StopOutcome::NotRunning => {
             println!("no watcher runs for this vault");
             Ok(())
@@ -1636,11 +1541,7 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
                 .into(),
         )),
         StopOutcome::Stopping => {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while dir.join(SOCKET_FILE).exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            if dir.join(SOCKET_FILE).exists() {
+            if upkeep::watcher_socket_exists(dir) {
                 println!("the watcher stops once its current update is done");
             } else {
                 println!("stopped the watcher of this vault");
@@ -1650,71 +1551,11 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Calls `on_change` after each burst of changes to the vault's notes
-/// (debounced), until interrupted or `stop` is set (by a `stop` request on
-/// the socket published in `index_dir`, when there is one).
-fn watch_with(
-    root: &Path,
-    index_dir: Option<&Path>,
-    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    on_change: &mut dyn FnMut(),
-) -> Result<(), Failure> {
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    // One kernel watch set: it drives this loop and answers other
-    // commands' "what changed?" on the socket.
-    let watching = crate::vault::changes::watch(root, index_dir, stop.clone())
-        .map_err(|err| Failure::Runtime(anyhow::anyhow!("cannot watch the vault: {err}")))?;
-    if let Some(err) = &watching.socket_error {
-        eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
-    }
-    let events = &watching.changes;
-    eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
-    // Catches what changed between the first index and the watch's registration.
-    on_change();
-    let quiet_period = Duration::from_millis(300);
-    let stopped = || {
-        stop.as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    // The watch is on this folder, not on the path: another folder there
-    // would never be seen.
-    let watched = crate::vault::changes::root_identity(root);
-    loop {
-        let first = match events.recv_timeout(Duration::from_millis(100)) {
-            Ok(event) => event,
-            Err(mpsc::RecvTimeoutError::Timeout)
-                if crate::vault::changes::root_identity(root) != watched =>
-            {
-                return Err(Failure::Runtime(anyhow::anyhow!(
-                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
-                    root.display()
-                )));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
-            Err(_) => break,
-        };
-        if stopped() {
-            break;
-        }
-        if !crate::vault::walk::affects_notes(root, &first) {
-            continue;
-        }
-        // Debounce: wait until no event has arrived for the quiet period.
-        while let Ok(_batch) = events.recv_timeout(quiet_period) {}
-        on_change();
-    }
-    Ok(())
-}
-
 fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
-    let policy =
-        crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?;
-    let report = crate::audit::audit(&root, &policy, &[]);
+    let report = upkeep::audit_vault(&root).map_err(Failure::Usage)?;
     let out = match args.format {
-        StatusFormat::Text => crate::audit::render(&report),
+        StatusFormat::Text => upkeep::render_audit(&report),
         StatusFormat::Json => to_json(&report)?,
     };
     write_stdout(&out)
@@ -1726,8 +1567,6 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     }
     let root = canonical_root(cli, name)?;
     let config = index_config(cli, &root)?;
-    let (index, report) = VaultIndex::open(&root, &config)?;
-    let diagnostics = index.catalog.diagnostics.clone();
     // Named, not loaded: the status stays quick; `ctxpack index` or the
     // first search embeds the vault.
     let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
@@ -1736,60 +1575,25 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         }
         Err(why) => why,
     };
-    let private_notes = index.catalog.private_notes();
-    let mut diagnostics = diagnostics;
-    // A hand-edited feedback file whose counters are left out says so here.
-    if let Ok(feedback) = crate::index::feedback::FeedbackStore::load(&config.dir) {
-        diagnostics.extend(
-            feedback
-                .problems
-                .into_iter()
-                .map(|message| crate::note::Diagnostic {
-                    path: "feedback.json (index folder)".into(),
-                    message,
-                }),
-        );
-    }
-    let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
-        crate::privacy::POLICY_FILE
-    } else {
-        "defaults (no .ctxpack.yaml)"
-    };
-    let status = serde_json::json!({
-        "vault": root,
-        "index": config.dir,
-        "format": crate::index::FORMAT_VERSION,
-        "notes": index.catalog.metas.len(),
-        "privacy": { "policy": policy, "private_notes": private_notes },
-        "sections": index.catalog.sections,
-        "files": index.catalog.file_count,
-        "index_bytes": index.size_bytes(),
-        "last_update": DateTime::from_timestamp(index.catalog.updated_at, 0)
-            .map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)),
-        "this_update": report,
-        "arms": {
-            "frontmatter": "available",
-            "bm25": "available",
-            "semantic": semantic,
-        },
-        "diagnostics": diagnostics,
-    });
+    let status = upkeep::IndexStatus::read(&root, &config, semantic)?;
     let output = match args.format {
-        StatusFormat::Json => to_json(&status)?,
+        StatusFormat::Json => to_json(&status.to_json())?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {policy}; {private_notes} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
-                root.display(),
-                config.dir.display(),
-                crate::index::FORMAT_VERSION,
-                index.catalog.metas.len(),
-                index.catalog.sections,
-                index.size_bytes() as f64 / 1_048_576.0,
-                status["last_update"].as_str().unwrap_or("never"),
-                semantic,
-                diagnostics.len()
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\ndiagnostics:  {}\n",
+                status.root.display(),
+                status.dir.display(),
+                status.format,
+                status.notes,
+                status.policy,
+                status.private_notes,
+                status.sections,
+                status.index_bytes as f64 / 1_048_576.0,
+                status.last_update.as_deref().unwrap_or("never"),
+                status.semantic,
+                status.diagnostics.len()
             );
-            for diagnostic in &diagnostics {
+            for diagnostic in &status.diagnostics {
                 out.push_str(&format!("  {diagnostic}\n"));
             }
             out
@@ -1957,11 +1761,8 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         let root = root.canonicalize().map_err(|err| {
             Failure::Usage(format!("cannot open vault {}: {err}", root.display()))
         })?;
-        let policy = std::sync::Arc::new(
-            crate::privacy::Policy::load(&root).map_err(|err| Failure::Usage(err.to_string()))?,
-        );
-        let options = crate::store::postgres::sync::SyncOptions::new(target.vault.clone(), policy);
-        crate::store::postgres::sync::sync(&target.url, &root, &options).map_err(store_failure)?;
+        let policy = upkeep::load_policy(&root).map_err(Failure::Usage)?;
+        upkeep::sync_store(&root, target, policy).map_err(store_failure)?;
     }
     let session = Session::open(
         &root,

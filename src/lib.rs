@@ -32,6 +32,7 @@ pub mod pack;
 pub mod parse;
 pub mod privacy;
 pub mod progress;
+pub mod request;
 pub mod retrieve;
 pub mod safe_fs;
 pub mod session;

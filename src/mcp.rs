@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -30,21 +30,22 @@ use serde::Deserialize;
 
 use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
-use crate::pack::{MAX_BUDGET, NoteAnchor, PackMode, PackOptions};
 use crate::progress::Progress;
-use crate::retrieve::RankOptions;
-use crate::retrieve::graph::{Direction, GraphOptions};
-use crate::retrieve::query::check_query_length;
+use crate::pack::{PackMode, PackOptions};
+use crate::request::{
+    DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, MAX_DAILIES, MAX_DEPTH,
+    MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
+    check_query_length, parse_datetime,
+};
+use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
 use crate::session::{
-    IndexChoice, MAX_SUBQUERIES, ModelChoice, PackRequest, Ranker, SearchRequest, Session,
+    IndexChoice, LoggedPack, ModelChoice, NoteRequest, PackRequest, Session, StoreTarget, no_note,
 };
 use crate::tokens::Tokenizer;
-use crate::vault::log;
 
 mod http_hosts;
 pub mod packs;
 mod resources;
-mod role_files;
 mod stdio;
 
 /// What the server serves.
@@ -53,15 +54,15 @@ pub struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
-    pub qmd: Option<Result<crate::retrieve::qmd::QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, String>>,
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
-    pub ann: crate::index::vectors::AnnChoice,
+    pub ann: AnnChoice,
     /// How the vectors are stored (`None`: as they are).
-    pub vectors: Option<crate::index::vectors::VectorFormat>,
+    pub vectors: Option<VectorFormat>,
     pub limits: ServeLimits,
     /// Serve a vault from a PostgreSQL store (the folder is never read).
-    pub store: Option<crate::session::StoreTarget>,
+    pub store: Option<StoreTarget>,
 }
 
 /// What one client may cost the server.
@@ -400,15 +401,6 @@ fn session_of(extensions: &Extensions) -> Option<String> {
 /// symlink leading out): it repeats only what the caller sent, so it tells
 /// neither where the vault is, nor whether a hidden file exists, nor where a
 /// link points.
-fn no_note(given: &str) -> String {
-    format!(
-        "no note '{}' in the vault (give a note's path relative to the vault; hidden files, \
-         skipped folders such as _raw, agent files, log.md, ignored, private and non-Markdown \
-         files are never read)",
-        crate::text::truncate_chars(given, 200)
-    )
-}
-
 fn timed_out(tool: &str, limit: Duration) -> CallToolResult {
     tool_error(format!(
         "the {tool} call took longer than {} s and was abandoned",
@@ -431,7 +423,7 @@ fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
 pub struct SearchArgs {
     #[schemars(description = "What to look for; any text, taken literally")]
     pub query: String,
-    #[schemars(description = "How many results (1-100, default 10)")]
+    #[schemars(description = format!("How many results (1-{MAX_SEARCH_LIMIT_MCP}, default {DEFAULT_SEARCH_LIMIT})"))]
     pub limit: Option<usize>,
     #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
     pub folder: Option<String>,
@@ -445,15 +437,15 @@ pub struct SearchArgs {
 pub struct ContextPackArgs {
     #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
     pub query: Option<String>,
-    #[schemars(description = "Up to 5 further questions to gather evidence for")]
+    #[schemars(description = format!("Up to {MAX_SUBQUERIES} further questions to gather evidence for"))]
     pub subqueries: Option<Vec<String>>,
-    #[schemars(description = "Token budget for the whole pack (1-100000, default 8000)")]
+    #[schemars(description = format!("Token budget for the whole pack (1-{MAX_BUDGET}, default {DEFAULT_BUDGET})"))]
     pub budget_tokens: Option<usize>,
     #[schemars(description = "Pack the most recently updated notes instead of a topic")]
     pub recent: Option<bool>,
     #[schemars(description = "Add backlink entries under the top pages (default true)")]
     pub include_backlinks: Option<bool>,
-    #[schemars(description = "Add the N most recent daily notes (0-30, default 0)")]
+    #[schemars(description = format!("Add the N most recent daily notes (0-{MAX_DAILIES}, default 0)"))]
     pub recent_dailies: Option<usize>,
     #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
     pub tokenizer: Option<String>,
@@ -470,13 +462,13 @@ pub struct ContextPackArgs {
     )]
     pub note: Option<String>,
     #[schemars(
-        description = "With note: link hops around it (0-3, default 1; 0: similar notes only)"
+        description = format!("With note: link hops around it (0-{MAX_DEPTH}, default 1; 0: similar notes only)")
     )]
     pub depth: Option<usize>,
     #[schemars(description = "With note: include the note itself (default true)")]
     pub include_self: Option<bool>,
     #[schemars(
-        description = "With query: add linked neighbours of the top hits, up to N hops (0-3, default 0)"
+        description = format!("With query: add linked neighbours of the top hits, up to N hops (0-{MAX_DEPTH}, default 0)")
     )]
     pub graph_depth: Option<usize>,
     #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
@@ -673,7 +665,7 @@ impl CtxpackServer {
             let session = state.session();
             (session.root.clone(), session.index_dir.clone())
         };
-        let watching = match crate::vault::changes::watch(&watched_root, index_dir.as_deref(), None)
+        let watching = match upkeep::watch_changes(&watched_root, index_dir.as_deref(), None)
         {
             Ok(watching) => watching,
             Err(err) => {
@@ -820,24 +812,21 @@ impl CtxpackServer {
 /// The tools' bodies: plain blocking functions, run on the blocking pool.
 impl State {
     fn search(&self, args: SearchArgs) -> CallToolResult {
-        let limit = args.limit.unwrap_or(10);
-        if !(1..=100).contains(&limit) {
-            return tool_error(format!("limit must be between 1 and 100, got {limit}"));
-        }
-        if args.query.trim().is_empty() {
-            return tool_error("query is empty");
-        }
-        if let Err(message) = check_query_length("query", &args.query) {
-            return tool_error(message);
-        }
-        let session = self.session();
-        let results = session.search(&SearchRequest {
+        let request = match (SearchInput {
+            spelling: Spelling::Params,
             query: args.query,
-            limit,
+            limit: args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
             folder: args.folder,
             tag: args.tags,
             rank: RankOptions::new(Utc::now()),
-        });
+        })
+        .validate()
+        {
+            Ok(request) => request,
+            Err(err) => return tool_error(err.to_string()),
+        };
+        let session = self.session();
+        let results = session.search(&request);
         let mut value = match serde_json::to_value(&results) {
             Ok(value) => value,
             Err(err) => return tool_error(err.to_string()),
@@ -855,51 +844,12 @@ impl State {
     }
 
     fn context_pack(&self, args: ContextPackArgs, owner: Option<&str>) -> CallToolResult {
-        let budget = args.budget_tokens.unwrap_or(crate::pack::DEFAULT_BUDGET);
-        if !(1..=MAX_BUDGET).contains(&budget) {
-            return tool_error(format!(
-                "budget_tokens must be between 1 and {MAX_BUDGET}, got {budget}"
-            ));
-        }
-        let subqueries = args.subqueries.unwrap_or_default();
-        for (what, text) in args
-            .query
-            .iter()
-            .map(|q| ("query", q))
-            .chain(subqueries.iter().map(|q| ("a subquery", q)))
-        {
-            if let Err(message) = check_query_length(what, text) {
-                return tool_error(message);
-            }
-        }
-        if subqueries.len() > MAX_SUBQUERIES {
-            return tool_error(format!(
-                "at most {MAX_SUBQUERIES} subqueries, got {}",
-                subqueries.len()
-            ));
-        }
-        let dailies = args.recent_dailies.unwrap_or(0);
-        if dailies > 30 {
-            return tool_error(format!(
-                "recent_dailies must be between 0 and 30, got {dailies}"
-            ));
-        }
         let (tokenizer, json) =
             match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
                 Ok(choice) => choice,
                 Err(message) => return tool_error(message),
             };
-        let max_depth = crate::retrieve::graph::MAX_DEPTH;
-        let depth = args.depth.unwrap_or(1);
-        let graph_depth = args.graph_depth.unwrap_or(0);
-        for (what, value) in [("depth", depth), ("graph_depth", graph_depth)] {
-            if value > max_depth {
-                return tool_error(format!(
-                    "{what} must be between 0 and {max_depth}, got {value}"
-                ));
-            }
-        }
-        let direction = match args
+        let graph_direction = match args
             .graph_direction
             .as_deref()
             .unwrap_or("both")
@@ -908,40 +858,9 @@ impl State {
             Ok(direction) => direction,
             Err(message) => return tool_error(message),
         };
-        let note_only = args.depth.is_some() || args.include_self.is_some();
-        if args.note.is_some() && (args.query.is_some() || args.recent.unwrap_or(false)) {
-            return tool_error("give one of note, query or recent=true");
-        }
-        if args.note.is_some() && (!subqueries.is_empty() || graph_depth > 0) {
-            return tool_error("subqueries and graph_depth are for query packs, not note");
-        }
-        if args.note.is_none() && note_only {
-            return tool_error("depth and include_self need a note");
-        }
-        let session = self.session();
-        let mode = if let Some(path) = &args.note {
-            match session.anchor_note(path) {
-                Ok(path) if session.vault.is_listed(&path) => PackMode::Note(NoteAnchor {
-                    path,
-                    depth,
-                    include_self: args.include_self.unwrap_or(true),
-                }),
-                _ => return tool_error(no_note(path)),
-            }
-        } else if args.recent.unwrap_or(false) {
-            PackMode::Recent
-        } else {
-            match args.query.as_deref().map(str::trim) {
-                Some(query) if !query.is_empty() => PackMode::Topic(query.to_string()),
-                _ => return tool_error("query is required (or give a note, or set recent=true)"),
-            }
-        };
-        if !subqueries.is_empty() && mode == PackMode::Recent {
-            return tool_error("subqueries need a query, not recent=true");
-        }
         let now = match args.generated_at.as_deref() {
             None => Utc::now(),
-            Some(text) => match crate::parse::parse_datetime(text) {
+            Some(text) => match parse_datetime(text) {
                 Some(time) => time,
                 None => {
                     return tool_error(format!("generated_at '{text}' is not an ISO 8601 time"));
@@ -952,35 +871,43 @@ impl State {
             Ok(style) => style,
             Err(message) => return tool_error(message),
         };
-        if graph_depth > 0 && mode == PackMode::Recent {
-            return tool_error("graph_depth needs a query, not recent=true");
-        }
-        let request = PackRequest {
-            mode,
-            ranker: Ranker::Hybrid,
-            rank: RankOptions::new(now),
-            options: PackOptions {
-                dailies,
-                graph: GraphOptions {
-                    depth: graph_depth,
-                    direction,
-                },
-                ..PackOptions::new(budget, tokenizer, now)
-            },
-            subqueries,
+        let input = PackInput {
+            topic: args.query,
+            recent: args.recent.unwrap_or(false),
+            note: args.note,
+            depth: args.depth,
+            include_self: args.include_self,
+            subqueries: args.subqueries.unwrap_or_default(),
+            graph_depth: args.graph_depth.unwrap_or(0),
+            graph_direction,
+            budget: args.budget_tokens.unwrap_or(DEFAULT_BUDGET),
+            dailies: args.recent_dailies.unwrap_or(0),
+            tokenizer,
             backlinks: args.include_backlinks.unwrap_or(true),
+            ..PackInput::new(Spelling::Params, now)
         };
-        let mut pack = match session.pack_shaped(&request, &Shape::Style(style)) {
-            Ok(pack) => pack,
+        let mut request = match input.validate() {
+            Ok(request) => request,
+            Err(err) => return tool_error(err.to_string()),
+        };
+        let session = self.session();
+        if let PackMode::Note(anchor) = &mut request.mode {
+            match session.anchor_note(&anchor.path) {
+                Ok(path) if session.vault.is_listed(&path) => anchor.path = path,
+                _ => return tool_error(no_note(&anchor.path)),
+            }
+        }
+        let LoggedPack {
+            mut pack,
+            log_error,
+        } = match session.pack_and_log(&request, &Shape::Style(style), true) {
+            Ok(logged) => logged,
             Err(message) => return tool_error(message),
         };
-        let timestamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-        if !session.is_from_store()
-            && let Err(err) = log::append(&session.root, &crate::pack::log_line(&pack, &timestamp))
-        {
+        if let Some(failed) = log_error {
             // The JSON result says so too (the printed pack stays as it
             // was counted).
-            let warning = format!("could not append to log.md: {err}");
+            let warning = format!("could not append to log.md: {}", failed.error);
             eprintln!("ctxpack: warning: {warning}");
             pack.warnings.push(warning);
         }
@@ -1107,78 +1034,27 @@ impl State {
         }
     }
 
-    /// A note's path (checked to stay inside the vault) and its text as
-    /// the privacy policy prepares it; the tool and the resources share it.
-    /// Every path that is not a readable listed note gets [`no_note`].
-    fn note_text(&self, session: &Session, path: &str) -> Result<(String, String), String> {
-        let relative = inside_vault(&session.root, path).map_err(|_| no_note(path))?;
-        if !session.vault.is_listed(&relative) {
-            return Err(no_note(path));
-        }
-        let Some(prepared) = session.vault.read_prepared(&relative) else {
-            return Err(no_note(path));
-        };
-        let text = match relative.as_str() {
-            // Their lines may name notes a client must not learn of.
-            "index.md" | "hot.md" => role_files::without_unlisted_links(&session.vault, &prepared),
-            _ => prepared.text,
-        };
-        Ok((relative, text))
-    }
-
     fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
-        let session = self.session();
-        let (relative, text) = match self.note_text(&session, &args.path) {
-            Ok(found) => found,
-            Err(message) => return tool_error(message),
+        let request = NoteRequest {
+            path: args.path,
+            heading: args.heading,
+            lines: args.lines,
         };
-        if let Some(heading) = args.heading {
-            let (note, _) = crate::parse::parse_note(&relative, &text, None);
-            let wanted = crate::text::fold(&heading);
-            return match note.sections().into_iter().find(|s| {
-                s.heading
-                    .is_some_and(|h| crate::text::fold(&note.headings[h].text) == wanted)
-            }) {
-                Some(section) => CallToolResult::success(vec![Content::text(
-                    note.body[section.range].trim_end().to_string(),
-                )]),
-                None => tool_error(format!("no heading '{heading}' in {relative}")),
-            };
+        match self.session().get_note(&request) {
+            Ok(text) => CallToolResult::success(vec![Content::text(text)]),
+            Err(message) => tool_error(message),
         }
-        if let Some(range) = args.lines {
-            let Some((from, to)) = parse_line_range(&range) else {
-                return tool_error(format!(
-                    "lines must be 'FROM-TO' with 1 <= FROM <= TO, got '{range}'"
-                ));
-            };
-            let selected: Vec<&str> = text.lines().skip(from - 1).take(to + 1 - from).collect();
-            return CallToolResult::success(vec![Content::text(selected.join("\n"))]);
-        }
-        CallToolResult::success(vec![Content::text(text)])
     }
 
     fn mark_useful(&self, args: MarkUsefulArgs) -> CallToolResult {
-        let session = self.session();
-        let relative = match inside_vault(&session.root, &args.path) {
-            Ok(relative) => relative,
-            Err(_) => return tool_error(no_note(&args.path)),
-        };
-        if session.vault.metas.search_path(&relative).is_err()
-            || !session.vault.is_listed(&relative)
-        {
-            return tool_error(no_note(&args.path));
-        }
-        let Some(store) = session.store.as_deref() else {
-            return tool_error("no index to keep feedback in");
-        };
-        match store.record_feedback(&relative, args.useful) {
-            Ok(counts) => json_result(&serde_json::json!({
+        match self.session().mark_useful(&args.path, args.useful) {
+            Ok((relative, counts)) => json_result(&serde_json::json!({
                 "path": relative,
                 "useful": counts.useful,
                 "not_useful": counts.not_useful,
                 "score": counts.score(),
             })),
-            Err(err) => tool_error(format!("cannot record feedback: {err:#}")),
+            Err(message) => tool_error(message),
         }
     }
 
@@ -1188,7 +1064,7 @@ impl State {
         let contents = match resources::parse_uri(uri)? {
             resources::Target::Note(path) => {
                 let session = self.session();
-                let (_, text) = self.note_text(&session, &path)?;
+                let (_, text) = session.note_text(&path)?;
                 ResourceContents::text(text, uri).with_mime_type("text/markdown")
             }
             resources::Target::Pack(handle) => {
@@ -1212,11 +1088,9 @@ impl State {
         check_query_length("topic", topic)?;
         // Prompt arguments arrive as strings; a number is taken too.
         let budget = match argument("budget") {
-            None | Some(serde_json::Value::Null) => crate::pack::DEFAULT_BUDGET,
+            None | Some(serde_json::Value::Null) => DEFAULT_BUDGET,
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as usize,
-            Some(serde_json::Value::String(text)) if text.trim().is_empty() => {
-                crate::pack::DEFAULT_BUDGET
-            }
+            Some(serde_json::Value::String(text)) if text.trim().is_empty() => DEFAULT_BUDGET,
             Some(serde_json::Value::String(text)) => text.trim().parse().unwrap_or(0),
             Some(_) => 0,
         };
@@ -1277,7 +1151,7 @@ impl ServerHandler for CtxpackServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let cursor = request.and_then(|r| r.cursor);
-        self.blocking(move |state| resources::list(&state.session().vault, cursor.as_deref()))
+        self.blocking(move |state| resources::list(&state.session(), cursor.as_deref()))
             .await
     }
 
@@ -1350,7 +1224,7 @@ impl ServerHandler for CtxpackServer {
         self.blocking(move |state| match resources::parse_uri(&checked)? {
             resources::Target::Note(path) => {
                 let session = state.session();
-                state.note_text(&session, &path).map(|_| ())
+                session.note_text(&path).map(|_| ())
             }
             resources::Target::Pack(_) => Err("a pack does not change; subscribe to notes".into()),
         })
@@ -1388,28 +1262,50 @@ impl ServerHandler for CtxpackServer {
     }
 }
 
-pub use crate::vault::inside_vault;
-
-fn parse_line_range(text: &str) -> Option<(usize, usize)> {
-    let (from, to) = text.split_once('-')?;
-    let (from, to): (usize, usize) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
-    (from >= 1 && from <= to).then_some((from, to))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The schemas' descriptions are made from the request limits; their
+    /// text is what clients have always read.
     #[test]
-    fn paths_must_stay_inside_the_vault() {
-        let root = std::path::Path::new("/nonexistent-vault");
-        assert_eq!(inside_vault(root, "a/b.md").unwrap(), "a/b.md");
-        assert_eq!(inside_vault(root, "./a/./b.md").unwrap(), "a/b.md");
-        assert!(inside_vault(root, "../secret.md").is_err());
-        assert!(inside_vault(root, "a/../../x.md").is_err());
-        assert_eq!(inside_vault(root, "a/../a/b.md").unwrap(), "a/b.md");
-        assert!(inside_vault(root, "/etc/passwd").is_err());
-        assert!(inside_vault(root, "  ").is_err());
+    fn the_schemas_state_the_request_limits() {
+        let described = |schema: schemars::Schema, field: &str| {
+            schema.as_value()["properties"][field]["description"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let search = || schemars::schema_for!(SearchArgs);
+        assert_eq!(
+            described(search(), "limit"),
+            "How many results (1-100, default 10)"
+        );
+        let pack = || schemars::schema_for!(ContextPackArgs);
+        for (field, text) in [
+            (
+                "subqueries",
+                "Up to 5 further questions to gather evidence for",
+            ),
+            (
+                "budget_tokens",
+                "Token budget for the whole pack (1-100000, default 8000)",
+            ),
+            (
+                "recent_dailies",
+                "Add the N most recent daily notes (0-30, default 0)",
+            ),
+            (
+                "depth",
+                "With note: link hops around it (0-3, default 1; 0: similar notes only)",
+            ),
+            (
+                "graph_depth",
+                "With query: add linked neighbours of the top hits, up to N hops (0-3, default 0)",
+            ),
+        ] {
+            assert_eq!(described(pack(), field), text, "{field}");
+        }
     }
 
     #[test]
@@ -1448,13 +1344,5 @@ mod tests {
             })
         }));
         assert_eq!(answered.is_error, Some(false));
-    }
-
-    #[test]
-    fn line_ranges() {
-        assert_eq!(parse_line_range("2-5"), Some((2, 5)));
-        assert_eq!(parse_line_range("0-5"), None);
-        assert_eq!(parse_line_range("5-2"), None);
-        assert_eq!(parse_line_range("x"), None);
     }
 }

@@ -33,6 +33,12 @@ use crate::store::feedback::FeedbackStore;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
+mod ops;
+mod role_files;
+pub mod upkeep;
+
+pub use ops::{FeedbackCounts, LogError, LoggedPack, NoteRequest, no_note};
+
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.
 #[derive(Clone, Debug, Default)]
@@ -1260,5 +1266,6 @@ impl PackRequest {
     }
 }
 
-/// The most subqueries a pack takes.
-pub const MAX_SUBQUERIES: usize = 5;
+/// The most subqueries a pack takes (declared with the other request
+/// limits).
+pub use crate::request::MAX_SUBQUERIES;

@@ -358,6 +358,39 @@ fn bad_arguments_and_escapes_are_tool_errors_and_the_server_goes_on() {
     assert!(!error);
 }
 
+/// A request the library refuses gets the same message from the command
+/// line and from a tool call: the rule and its words live in one place.
+#[test]
+fn a_bad_pack_request_gets_one_message_in_both_faces() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let (error, text) = client.call(
+        "context_pack",
+        json!({"query": "raft", "subqueries": ["a", "b", "c", "d", "e", "f"]}),
+    );
+    assert!(error, "{text}");
+    assert_eq!(text, "at most 5 subqueries, got 6");
+    let mut args = vec!["pack", "raft"];
+    for subquery in ["a", "b", "c", "d", "e", "f"] {
+        args.extend(["--subquery", subquery]);
+    }
+    let out = world
+        .cmd()
+        .args(&args)
+        .arg("--vault")
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.lines().next(),
+        Some(format!("ctxpack: error: {text}").as_str()),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_note_pack_answers_like_the_command_line() {
     let world = World::new();

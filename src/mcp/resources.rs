@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use rmcp::model::{ListResourcesResult, Resource, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, RoleServer};
 
-use crate::vault::Vault;
+use crate::session::Session;
 
 pub const NOTE_PREFIX: &str = "ctxpack://note/";
 pub const PACK_PREFIX: &str = "ctxpack://pack/";
@@ -71,18 +71,14 @@ fn percent_decode(text: &str) -> Result<String, String> {
 }
 
 /// One page of the notes, from the position `cursor` names.
-pub fn list(vault: &Vault, cursor: Option<&str>) -> Result<ListResourcesResult, String> {
+pub fn list(session: &Session, cursor: Option<&str>) -> Result<ListResourcesResult, String> {
     let start = match cursor {
         None => 0,
         Some(text) => text
             .parse::<usize>()
             .map_err(|_| format!("invalid cursor '{}'", crate::text::truncate_chars(text, 40)))?,
     };
-    let listed: Vec<&crate::note::NoteMeta> = vault
-        .metas
-        .iter()
-        .filter(|m| vault.is_listed(&m.path))
-        .collect();
+    let listed: Vec<_> = session.listed_notes().collect();
     let end = (start + PAGE_SIZE).min(listed.len());
     let resources = listed
         .get(start..end)

@@ -1,0 +1,306 @@
+//! The operations a face offers that are more than a ranking: a pack with
+//! its `log.md` line, a note (or a part of it) read for a client, feedback
+//! recorded. The CLI and the MCP server call these and only print what
+//! they return.
+
+use std::path::PathBuf;
+
+use chrono::SecondsFormat;
+
+use super::{PackRequest, Session, role_files};
+use crate::pack::Pack;
+use crate::pack::style::Shape;
+use crate::request::{Spelling, check_pack};
+use crate::vault::log;
+
+/// A pack made, and whether its `log.md` line was written.
+#[derive(Debug)]
+pub struct LoggedPack {
+    pub pack: Pack,
+    /// The line could not be appended (the pack is still good).
+    pub log_error: Option<LogError>,
+}
+
+/// Why the `log.md` line of a pack was not written.
+#[derive(Debug)]
+pub struct LogError {
+    /// The log file.
+    pub path: PathBuf,
+    pub error: std::io::Error,
+}
+
+/// A note as a client asks to read it: the whole of it, the section under
+/// one heading, or a range of lines.
+#[derive(Clone, Debug, Default)]
+pub struct NoteRequest {
+    /// The note's path relative to the vault.
+    pub path: String,
+    /// Only the section under this heading (matched ignoring case).
+    pub heading: Option<String>,
+    /// Only these lines, as `FROM-TO` (1-based, inclusive).
+    pub lines: Option<String>,
+}
+
+/// The feedback a note holds after [`Session::mark_useful`].
+pub use crate::index::feedback::Counts as FeedbackCounts;
+
+impl Session {
+    /// Packs `request` in `shape` and, when `log` is set and the vault is a
+    /// folder this process may write (not a store's), appends the pack's
+    /// line to the vault's `log.md`, stamped with the pack's time.
+    pub fn pack_and_log(
+        &self,
+        request: &PackRequest,
+        shape: &Shape,
+        log: bool,
+    ) -> Result<LoggedPack, String> {
+        check_pack(request, Spelling::Params).map_err(|err| err.to_string())?;
+        let pack = self.pack_shaped(request, shape)?;
+        let mut log_error = None;
+        // A vault read from a store is not this process's to write into.
+        if log && !self.is_from_store() {
+            let timestamp = request
+                .options
+                .generated_at
+                .to_rfc3339_opts(SecondsFormat::Secs, true);
+            if let Err(error) = log::append(&self.root, &crate::pack::log_line(&pack, &timestamp)) {
+                log_error = Some(LogError {
+                    path: self.root.join(log::LOG_FILE),
+                    error,
+                });
+            }
+        }
+        Ok(LoggedPack { pack, log_error })
+    }
+
+    /// The notes a client may read, in the vault's order.
+    pub fn listed_notes(&self) -> impl Iterator<Item = &crate::note::NoteMeta> {
+        self.vault
+            .metas
+            .iter()
+            .filter(|m| self.vault.is_listed(&m.path))
+    }
+
+    /// A note's path (checked to stay inside the vault) and its text as
+    /// the privacy policy prepares it. Every path that is not a readable
+    /// listed note gets the one message of [`no_note`], so a client cannot
+    /// tell a private note from a missing one.
+    pub fn note_text(&self, path: &str) -> Result<(String, String), String> {
+        let relative = crate::vault::inside_vault(&self.root, path).map_err(|_| no_note(path))?;
+        if !self.vault.is_listed(&relative) {
+            return Err(no_note(path));
+        }
+        let Some(prepared) = self.vault.read_prepared(&relative) else {
+            return Err(no_note(path));
+        };
+        let text = match relative.as_str() {
+            // Their lines may name notes a client must not learn of.
+            "index.md" | "hot.md" => role_files::without_unlisted_links(&self.vault, &prepared),
+            _ => prepared.text,
+        };
+        Ok((relative, text))
+    }
+
+    /// The text of `request`: the note, its section under a heading, or a
+    /// range of its lines (a heading wins over lines).
+    pub fn get_note(&self, request: &NoteRequest) -> Result<String, String> {
+        let (relative, text) = self.note_text(&request.path)?;
+        if let Some(heading) = &request.heading {
+            let (note, _) = crate::parse::parse_note(&relative, &text, None);
+            let wanted = crate::text::fold(heading);
+            return match note.sections().into_iter().find(|s| {
+                s.heading
+                    .is_some_and(|h| crate::text::fold(&note.headings[h].text) == wanted)
+            }) {
+                Some(section) => Ok(note.body[section.range].trim_end().to_string()),
+                None => Err(format!("no heading '{heading}' in {relative}")),
+            };
+        }
+        if let Some(range) = &request.lines {
+            let Some((from, to)) = parse_line_range(range) else {
+                return Err(format!(
+                    "lines must be 'FROM-TO' with 1 <= FROM <= TO, got '{range}'"
+                ));
+            };
+            let selected: Vec<&str> = text.lines().skip(from - 1).take(to + 1 - from).collect();
+            return Ok(selected.join("\n"));
+        }
+        Ok(text)
+    }
+
+    /// Records that the note at `path` helped (or did not); the feedback
+    /// lives in the index, never in the vault.
+    pub fn mark_useful(
+        &self,
+        path: &str,
+        useful: bool,
+    ) -> Result<(String, FeedbackCounts), String> {
+        let relative = crate::vault::inside_vault(&self.root, path).map_err(|_| no_note(path))?;
+        if self.vault.metas.search_path(&relative).is_err() || !self.vault.is_listed(&relative) {
+            return Err(no_note(path));
+        }
+        let Some(store) = self.store.as_deref() else {
+            return Err("no index to keep feedback in".into());
+        };
+        let counts = store
+            .record_feedback(&relative, useful)
+            .map_err(|err| format!("cannot record feedback: {err:#}"))?;
+        Ok((relative, counts))
+    }
+}
+
+/// The one message for a path that is not a note a client may read.
+pub fn no_note(given: &str) -> String {
+    format!(
+        "no note '{}' in the vault (give a note's path relative to the vault; hidden files, \
+         skipped folders such as _raw, agent files, log.md, ignored, private and non-Markdown \
+         files are never read)",
+        crate::text::truncate_chars(given, 200)
+    )
+}
+
+fn parse_line_range(text: &str) -> Option<(usize, usize)> {
+    let (from, to) = text.split_once('-')?;
+    let (from, to): (usize, usize) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
+    (from >= 1 && from <= to).then_some((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_must_stay_inside_the_vault() {
+        let root = std::path::Path::new("/nonexistent-vault");
+        assert_eq!(
+            crate::vault::inside_vault(root, "a/b.md").unwrap(),
+            "a/b.md"
+        );
+        assert_eq!(
+            crate::vault::inside_vault(root, "./a/./b.md").unwrap(),
+            "a/b.md"
+        );
+        assert!(crate::vault::inside_vault(root, "../secret.md").is_err());
+        assert!(crate::vault::inside_vault(root, "a/../../x.md").is_err());
+        assert_eq!(
+            crate::vault::inside_vault(root, "a/../a/b.md").unwrap(),
+            "a/b.md"
+        );
+        assert!(crate::vault::inside_vault(root, "/etc/passwd").is_err());
+        assert!(crate::vault::inside_vault(root, "  ").is_err());
+    }
+
+    /// A vault of two notes, opened without an index.
+    fn session() -> (tempfile::TempDir, Session) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("raft.md"),
+            "---\ntitle: Raft\n---\n# Raft\n\nintro line\n\n## Leader Election\n\nvotes from a quorum\n\n## Log\n\nentries\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("paxos.md"), "# Paxos\n\nballots\n").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let vault = crate::vault::Vault::load(&root, &Default::default()).unwrap();
+        (dir, Session::without_index(vault))
+    }
+
+    fn note(path: &str, heading: Option<&str>, lines: Option<&str>) -> NoteRequest {
+        NoteRequest {
+            path: path.into(),
+            heading: heading.map(str::to_string),
+            lines: lines.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn get_note_selects_a_section_or_lines() {
+        let (_dir, session) = session();
+        assert_eq!(
+            session.get_note(&note("raft.md", Some("leader election"), None)),
+            Ok("## Leader Election\n\nvotes from a quorum".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", None, Some("4-6"))),
+            Ok("# Raft\n\nintro line".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", Some("Nope"), None)),
+            Err("no heading 'Nope' in raft.md".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("raft.md", None, Some("3-1"))),
+            Err("lines must be 'FROM-TO' with 1 <= FROM <= TO, got '3-1'".to_string())
+        );
+        assert_eq!(
+            session.get_note(&note("../raft.md", None, None)),
+            Err(no_note("../raft.md"))
+        );
+        assert_eq!(
+            session.get_note(&note("paxos.md", None, None)),
+            Ok("# Paxos\n\nballots\n".to_string())
+        );
+    }
+
+    fn topic_request(graph_depth: usize, recent: bool) -> PackRequest {
+        let at = "2026-03-04T05:06:07Z".parse().unwrap();
+        let mut input = crate::request::PackInput::new(Spelling::Params, at);
+        input.budget = 2000;
+        if recent {
+            input.recent = true;
+        } else {
+            input.topic = Some("raft".into());
+        }
+        let mut request = input.validate().unwrap();
+        request.options.graph.depth = graph_depth;
+        request
+    }
+
+    #[test]
+    fn a_pack_writes_its_log_line_only_when_asked() {
+        let (dir, session) = session();
+        let shape = Shape::Style(Default::default());
+        let log = dir.path().join("log.md");
+        let quiet = session
+            .pack_and_log(&topic_request(0, false), &shape, false)
+            .unwrap();
+        assert!(quiet.log_error.is_none());
+        assert!(!log.exists());
+        let logged = session
+            .pack_and_log(&topic_request(0, false), &shape, true)
+            .unwrap();
+        assert!(logged.log_error.is_none());
+        assert_eq!(quiet.pack.bundle, logged.pack.bundle);
+        let line = crate::pack::log_line(&logged.pack, "2026-03-04T05:06:07Z");
+        assert!(
+            line.starts_with("- [2026-03-04T05:06:07Z] CONTEXT_PACK topic=\"raft\" budget=2000 ")
+        );
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            format!("# Wiki Log\n\n{line}\n")
+        );
+    }
+
+    /// What `Session::pack` would silently ignore, the operation refuses.
+    #[test]
+    fn a_recent_pack_with_a_graph_depth_is_refused() {
+        let (dir, session) = session();
+        let refused = session
+            .pack_and_log(
+                &topic_request(1, true),
+                &Shape::Style(Default::default()),
+                true,
+            )
+            .unwrap_err();
+        assert_eq!(refused, "graph_depth needs a query, not recent=true");
+        assert!(!dir.path().join("log.md").exists());
+    }
+
+    #[test]
+    fn line_ranges() {
+        assert_eq!(parse_line_range("2-5"), Some((2, 5)));
+        assert_eq!(parse_line_range(" 3 - 3 "), Some((3, 3)));
+        assert_eq!(parse_line_range("0-5"), None);
+        assert_eq!(parse_line_range("5-2"), None);
+        assert_eq!(parse_line_range("x"), None);
+    }
+}

@@ -1,0 +1,351 @@
+//! Keeping a vault's index: where it lives, building or updating it,
+//! syncing a store, and the status report. The CLI and the MCP server call
+//! these and print what they return; what an error means (the user's
+//! configuration to fix, or a failure) is decided here too.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use chrono::{DateTime, SecondsFormat};
+
+use super::StoreTarget;
+use crate::index::{VaultIndex, location};
+use crate::note::Diagnostic;
+use crate::privacy::Policy;
+use crate::store::postgres::StoreError;
+
+// The settings and reports a face passes through without looking inside.
+pub use crate::index::vectors::{AnnChoice, VectorFormat};
+pub use crate::index::{IndexConfig, UpdateReport};
+pub use crate::retrieve::qmd::QmdConfig;
+pub use crate::store::postgres::StoreUrl;
+
+/// A user's mistake (bad configuration, bad arguments) met while running an
+/// operation, as opposed to a failure: a face exits 2 for it, not 1.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The message of `err` when it is the user's to fix (an index folder
+/// inside the vault, a policy that does not parse, a store URL or id that
+/// is wrong, a [`UsageError`]); `None` for a failure.
+pub fn usage_message(err: &anyhow::Error) -> Option<String> {
+    if let Some(usage) = err.downcast_ref::<UsageError>() {
+        return Some(usage.0.clone());
+    }
+    if let Some(refused) = err.downcast_ref::<location::IndexDirError>() {
+        return Some(refused.to_string());
+    }
+    if let Some(policy) = err.downcast_ref::<crate::privacy::PolicyError>() {
+        return Some(policy.to_string());
+    }
+    err.downcast_ref::<StoreError>().map(StoreError::to_string)
+}
+
+pub use crate::audit::{AuditReport, render as render_audit};
+
+/// The vault's privacy policy (its `.ctxpack.yaml`, else the defaults),
+/// or why it does not parse.
+pub fn load_policy(root: &Path) -> Result<Arc<Policy>, String> {
+    Policy::load(root)
+        .map(Arc::new)
+        .map_err(|err| err.to_string())
+}
+
+/// What the privacy policy keeps out of the vault's view, file by file.
+pub fn audit_vault(root: &Path) -> Result<AuditReport, String> {
+    let policy = load_policy(root)?;
+    Ok(crate::audit::audit(root, &policy, &[]))
+}
+
+/// The store URL in `text`, or why it is not one.
+pub fn parse_store_url(text: &str) -> Result<StoreUrl, String> {
+    text.parse().map_err(|err: StoreError| err.to_string())
+}
+
+/// The index folder of the vault at `root` (`dir` if given, else the
+/// environment's cache folder), checked to lie outside the vault, with the
+/// vault's privacy policy.
+pub fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, String> {
+    let dir = location::index_dir(root, dir)
+        .ok_or("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir")?;
+    // Checked before `--stop` or a background watcher's lock touch it.
+    location::check_outside(root, &dir).map_err(|err| err.0)?;
+    let mut config = IndexConfig::new(dir);
+    config.policy = load_policy(root)?;
+    Ok(config)
+}
+
+/// What building or updating an index did.
+#[derive(Clone, Debug)]
+pub struct IndexBuilt {
+    pub notes: usize,
+    pub sections: u64,
+    pub report: UpdateReport,
+}
+
+/// Builds the index anew (`rebuild`) or brings it up to date.
+pub fn build_index(root: &Path, config: &IndexConfig, rebuild: bool) -> Result<IndexBuilt> {
+    let (index, report) = if rebuild {
+        VaultIndex::rebuild(root, config)?
+    } else {
+        VaultIndex::open(root, config)?
+    };
+    Ok(IndexBuilt {
+        notes: index.catalog.metas.len(),
+        sections: index.catalog.sections,
+        report,
+    })
+}
+
+/// Brings the index up to date and says what changed.
+pub fn update_index(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
+    VaultIndex::open(root, config).map(|(_, report)| report)
+}
+
+/// One line saying what an update did.
+pub fn describe_update(report: &UpdateReport) -> String {
+    format!(
+        "{} added, {} changed, {} removed, {} unchanged",
+        report.added, report.changed, report.removed, report.unchanged
+    )
+}
+
+/// A store's own refusal (a bad URL, an unknown vault id) as the user's
+/// to fix; `None` for any other failure.
+pub fn store_usage_message(err: &anyhow::Error) -> Option<String> {
+    err.downcast_ref::<StoreError>().map(StoreError::to_string)
+}
+
+/// QMD's settings from the resolved config, the process environment
+/// filling in what the config file does not set.
+pub fn qmd_config(
+    vars: &std::collections::BTreeMap<String, String>,
+) -> Option<Result<QmdConfig, String>> {
+    use crate::retrieve::qmd;
+    let mut vars = vars.clone();
+    for key in [qmd::COLLECTION_KEY, qmd::CLI_KEY, qmd::MODE_KEY] {
+        if let Ok(value) = std::env::var(key) {
+            vars.entry(key.to_string()).or_insert(value);
+        }
+    }
+    QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
+}
+
+/// Syncs the vault at `root` into the store (by content hash).
+pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Result<UpdateReport> {
+    use crate::store::postgres::sync::{SyncOptions, sync};
+    let options = SyncOptions::new(target.vault.clone(), policy);
+    sync(&target.url, root, &options)
+}
+
+pub use crate::vault::changes::{StopOutcome, Watching};
+
+/// Registers one kernel watch set on the vault: its batches of changed
+/// paths go to the caller, and it answers other commands' "what changed?"
+/// on the index folder's socket (when `index_dir` is given and no other
+/// watcher answers there). With `stop`, a stop request sets it.
+pub fn watch_changes(
+    root: &Path,
+    index_dir: Option<&Path>,
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+) -> std::io::Result<Watching> {
+    crate::vault::changes::watch(root, index_dir, stop)
+}
+
+/// Whether a watcher answers for the vault's index.
+pub fn watcher_answers(index_dir: &Path, root: &Path) -> bool {
+    crate::vault::changes::ask(index_dir, root, None).is_some()
+}
+
+/// Whether the watcher's socket is still there.
+pub fn watcher_socket_exists(index_dir: &Path) -> bool {
+    index_dir.join(crate::vault::changes::SOCKET_FILE).exists()
+}
+
+/// Asks the vault's watcher to stop and, when it agrees, waits (up to ten
+/// seconds) for its socket to go.
+pub fn stop_watcher(root: &Path, index_dir: &Path) -> StopOutcome {
+    let outcome = crate::vault::changes::request_stop(index_dir, root);
+    if let StopOutcome::Stopping = outcome {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while watcher_socket_exists(index_dir) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    outcome
+}
+
+/// Calls `on_change` after each burst of changes to the vault's notes
+/// (debounced), until interrupted or `stop` is set (by a `stop` request on
+/// the socket published in `index_dir`, when there is one).
+pub fn watch_vault(
+    root: &Path,
+    index_dir: Option<&Path>,
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    on_change: &mut dyn FnMut(),
+) -> Result<()> {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    // One kernel watch set: it drives this loop and answers other
+    // commands' "what changed?" on the socket.
+    let watching = watch_changes(root, index_dir, stop.clone())
+        .map_err(|err| anyhow::anyhow!("cannot watch the vault: {err}"))?;
+    if let Some(err) = &watching.socket_error {
+        eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
+    }
+    let events = &watching.changes;
+    eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
+    // Catches what changed between the first index and the watch's registration.
+    on_change();
+    let quiet_period = Duration::from_millis(300);
+    let stopped = || {
+        stop.as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    // The watch is on this folder, not on the path: another folder there
+    // would never be seen.
+    let watched = crate::vault::changes::root_identity(root);
+    loop {
+        let first = match events.recv_timeout(Duration::from_millis(100)) {
+            Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout)
+                if crate::vault::changes::root_identity(root) != watched =>
+            {
+                anyhow::bail!(
+                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
+                    root.display()
+                );
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
+            Err(_) => break,
+        };
+        if stopped() {
+            break;
+        }
+        if !crate::vault::walk::affects_notes(root, &first) {
+            continue;
+        }
+        // Debounce: wait until no event has arrived for the quiet period.
+        while let Ok(_batch) = events.recv_timeout(quiet_period) {}
+        on_change();
+    }
+    Ok(())
+}
+
+/// The state of a vault's embedded index.
+#[derive(Clone, Debug)]
+pub struct IndexStatus {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    pub format: u32,
+    pub notes: usize,
+    /// The policy file in use, or that the defaults are.
+    pub policy: &'static str,
+    pub private_notes: usize,
+    pub sections: u64,
+    pub files: usize,
+    pub index_bytes: u64,
+    /// When the index was last updated (RFC 3339), if ever.
+    pub last_update: Option<String>,
+    pub this_update: UpdateReport,
+    /// The semantic arm: the model named, or why there is none.
+    pub semantic: String,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl IndexStatus {
+    /// Opens (and updates) the index to report on it. `semantic` is the
+    /// face's account of the model: named, not loaded, so the status stays
+    /// quick.
+    pub fn read(root: &Path, config: &IndexConfig, semantic: String) -> Result<IndexStatus> {
+        let (index, report) = VaultIndex::open(root, config)?;
+        let mut diagnostics = index.catalog.diagnostics.clone();
+        // A hand-edited feedback file whose counters are left out says so here.
+        if let Ok(feedback) = crate::index::feedback::FeedbackStore::load(&config.dir) {
+            diagnostics.extend(feedback.problems.into_iter().map(|message| Diagnostic {
+                path: "feedback.json (index folder)".into(),
+                message,
+            }));
+        }
+        let policy = if root.join(crate::privacy::POLICY_FILE).exists() {
+            crate::privacy::POLICY_FILE
+        } else {
+            "defaults (no .ctxpack.yaml)"
+        };
+        Ok(IndexStatus {
+            root: root.to_path_buf(),
+            dir: config.dir.clone(),
+            format: crate::index::FORMAT_VERSION,
+            notes: index.catalog.metas.len(),
+            policy,
+            private_notes: index.catalog.private_notes(),
+            sections: index.catalog.sections,
+            files: index.catalog.file_count,
+            index_bytes: index.size_bytes(),
+            last_update: DateTime::from_timestamp(index.catalog.updated_at, 0)
+                .map(|d| d.to_rfc3339_opts(SecondsFormat::Secs, true)),
+            this_update: report,
+            semantic,
+            diagnostics,
+        })
+    }
+
+    /// The status as `status --format json` prints it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "vault": self.root,
+            "index": self.dir,
+            "format": self.format,
+            "notes": self.notes,
+            "privacy": { "policy": self.policy, "private_notes": self.private_notes },
+            "sections": self.sections,
+            "files": self.files,
+            "index_bytes": self.index_bytes,
+            "last_update": self.last_update,
+            "this_update": self.this_update,
+            "arms": {
+                "frontmatter": "available",
+                "bm25": "available",
+                "semantic": self.semantic,
+            },
+            "diagnostics": self.diagnostics,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_are_told_from_failures() {
+        let usage = anyhow::Error::new(UsageError("fix this".into()));
+        assert_eq!(usage_message(&usage).as_deref(), Some("fix this"));
+        assert_eq!(usage_message(&anyhow::anyhow!("disk on fire")), None);
+    }
+
+    #[test]
+    fn an_update_is_described_in_one_line() {
+        let report = UpdateReport {
+            added: 1,
+            changed: 2,
+            removed: 3,
+            unchanged: 4,
+            ..UpdateReport::default()
+        };
+        assert_eq!(
+            describe_update(&report),
+            "1 added, 2 changed, 3 removed, 4 unchanged"
+        );
+    }
+}
