@@ -1279,6 +1279,7 @@ mod tests {
             IndexRecordOption::WithFreqs,
             1.0,
         )]);
+        let scored = [(Term::from_field_text(fields.text, "zebra"), 1.0)];
         let opened = VaultIndex {
             dir: PathBuf::new(),
             root: PathBuf::new(),
@@ -1293,7 +1294,7 @@ mod tests {
         };
         for limit in [1, 10, 50, 100, 150] {
             let paths: Vec<String> = opened
-                .top_paths(&query, limit, &stats)
+                .top_paths(&query, &scored, limit, &stats)
                 .unwrap()
                 .into_iter()
                 .map(|(path, _, _)| path)
@@ -1301,6 +1302,75 @@ mod tests {
             let expected: Vec<String> =
                 (0..limit.min(100)).map(|n| format!("n{n:03}.md")).collect();
             assert_eq!(paths, expected, "limit {limit}");
+        }
+    }
+
+    #[test]
+    fn a_score_is_the_sum_of_its_terms_scores_in_clause_order() {
+        let (index, fields) = memory_index();
+        // Two writer threads: documents spread over segments.
+        let mut writer: IndexWriter = index.writer_with_num_threads(2, 30_000_000).unwrap();
+        let texts = [
+            "the zebra grazes near the river",
+            "zebra zebra zebra",
+            "a giraffe grazes; the zebra rests by the river bank",
+            "river river grazes",
+        ];
+        for round in 0..50 {
+            for (n, text) in texts.iter().enumerate() {
+                let mut doc = TantivyDocument::default();
+                doc.add_text(fields.path, format!("n{round:02}-{n}.md"));
+                doc.add_text(fields.text, text);
+                writer.add_document(doc).unwrap();
+            }
+        }
+        writer.commit().unwrap();
+        let reader: IndexReader = index.reader().unwrap();
+        let searcher = reader.searcher();
+        let stats = KindStatistics {
+            searcher: searcher.clone(),
+            docs: 200,
+        };
+        let words = ["zebra", "graze", "river"];
+        let scored: Vec<(Term, f32)> = words
+            .iter()
+            .zip([1.0, 1.5, 1.0])
+            .map(|(word, boost)| (Term::from_field_text(fields.text, word), boost))
+            .collect();
+        // Each term alone: tantivy's own score of every document.
+        let alone: Vec<HashMap<DocAddress, f32>> = scored
+            .iter()
+            .map(|(term, boost)| {
+                let query = BoostQuery::new(
+                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
+                    *boost,
+                );
+                searcher
+                    .search_with_statistics_provider(
+                        &query,
+                        &TopDocs::with_limit(200).order_by_score(),
+                        &stats,
+                    )
+                    .unwrap()
+                    .into_iter()
+                    .map(|(score, address)| (address, score))
+                    .collect()
+            })
+            .collect();
+        let mut top: Vec<(f32, DocAddress)> = (0..searcher.segment_readers().len() as u32)
+            .flat_map(|segment| {
+                let docs = searcher.segment_reader(segment).max_doc();
+                (0..docs).map(move |doc| (f32::NAN, DocAddress::new(segment, doc)))
+            })
+            .collect();
+        assert_eq!(top.len(), 200);
+        rescore(&searcher, &stats, &scored, &mut top).unwrap();
+        for (score, address) in top {
+            let mut expected = 0.0f32;
+            for scores in &alone {
+                expected += scores.get(&address).copied().unwrap_or(0.0);
+            }
+            assert_eq!(score.to_bits(), expected.to_bits(), "{address:?}");
         }
     }
 
