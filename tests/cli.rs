@@ -897,8 +897,8 @@ fn a_dotenv_found_walking_up_chooses_the_vault_but_runs_nothing() {
     assert!(!ran.exists(), "a qmd in the working folder ran");
 }
 
-/// The allocator option `main.rs` sets is mimalloc's purge delay, and it
-/// is in force from the start: mimalloc lists its options, by name, as it
+/// The allocator options `main.rs` sets are mimalloc's purge delay and
+/// its transparent huge pages, and they are in force from the start: mimalloc lists its options, by name, as it
 /// initialises (before `main`), when asked to be verbose.
 #[test]
 fn the_allocator_keeps_freed_memory_from_the_start() {
@@ -914,5 +914,9 @@ fn the_allocator_keeps_freed_memory_from_the_start() {
     assert!(
         stderr.contains("option 'purge_delay': -1"),
         "mimalloc started with another purge delay:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("option 'allow_thp': 0"),
+        "mimalloc started with transparent huge pages:\n{stderr}"
     );
 }

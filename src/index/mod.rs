@@ -71,6 +71,9 @@ const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
 const WRITER_MEMORY: usize = 256 * 1024 * 1024;
+/// Sets [`IndexConfig::threads`] (a number of threads; for tests and
+/// measurements).
+pub const THREADS_VAR: &str = "CTXPACK_INDEX_THREADS";
 
 #[derive(Clone, Copy, Debug)]
 struct Fields {
@@ -129,6 +132,10 @@ pub struct IndexConfig {
     /// What of each note may be indexed at all; an index built under
     /// another policy is rebuilt.
     pub policy: Arc<Policy>,
+    /// Threads that parse notes and write the full-text index: `None` for
+    /// one per core ([`THREADS_VAR`] overrides it). The index answers the
+    /// same whatever the number.
+    pub threads: Option<usize>,
 }
 
 impl IndexConfig {
@@ -139,7 +146,19 @@ impl IndexConfig {
             max_file_bytes: MAX_FILE_BYTES,
             hidden: Vec::new(),
             policy: Arc::new(Policy::default()),
+            threads: std::env::var(THREADS_VAR)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n > 0),
         }
+    }
+
+    /// How many threads tantivy's writer indexes with: one per core (tantivy
+    /// takes at most 8), each with an equal share of [`WRITER_MEMORY`].
+    fn writer_threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .clamp(1, 8)
     }
 }
 
@@ -648,7 +667,8 @@ impl VaultIndex {
         index
             .tokenizers()
             .register(analyzer::ANALYZER, analyzer::analyzer());
-        let mut writer: IndexWriter = index.writer_with_num_threads(2, WRITER_MEMORY)?;
+        let mut writer: IndexWriter =
+            index.writer_with_num_threads(config.writer_threads(), WRITER_MEMORY)?;
         writer.delete_all_documents()?;
         let mut state = IndexState {
             policy: Arc::clone(&config.policy),
@@ -728,9 +748,16 @@ impl VaultIndex {
         }
 
         remove_uncommitted_files(&self.index, &self.dir.join(TANTIVY_DIR))?;
+        // A few changed notes would only scatter over one small segment per
+        // thread; many are worth every core.
+        let threads = if pending.len() > BATCH {
+            config.writer_threads()
+        } else {
+            config.writer_threads().min(2)
+        };
         let mut writer: IndexWriter = self
             .index
-            .writer_with_num_threads(2, WRITER_MEMORY)
+            .writer_with_num_threads(threads, WRITER_MEMORY)
             .map_err(|err| anyhow!("cannot write the index: {err}"))?;
         for file in &removed {
             writer.delete_term(Term::from_field_text(self.fields.path, &file.path));
@@ -815,7 +842,11 @@ impl VaultIndex {
             searcher: self.reader.searcher(),
             docs: self.catalog.metas.len() as u64,
         };
-        self.top_paths(&BooleanQuery::new(clauses), limit, &stats)
+        let scored: Vec<(Term, f32)> = terms
+            .iter()
+            .map(|term| (Term::from_field_text(self.fields.text, term), 1.0))
+            .collect();
+        self.top_paths(&BooleanQuery::new(clauses), &scored, limit, &stats)
             .map(|hits| {
                 hits.into_iter()
                     .filter_map(|(path, _, score)| {
@@ -855,8 +886,10 @@ impl VaultIndex {
             return Ok(Vec::new());
         }
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut scored: Vec<(Term, f32)> = Vec::new();
         for term in &terms {
             for (field, boost) in [(self.fields.sec_heading, 1.5), (self.fields.sec_body, 1.0)] {
+                scored.push((Term::from_field_text(field, term), boost));
                 should.push(should_term(
                     field,
                     term,
@@ -883,7 +916,7 @@ impl VaultIndex {
             searcher: self.reader.searcher(),
             docs: self.catalog.sections.max(1),
         };
-        self.top_paths(&query, limit, &stats).map(|hits| {
+        self.top_paths(&query, &scored, limit, &stats).map(|hits| {
             hits.into_iter()
                 .filter_map(|(path, section, score)| section.map(|s| (path, s, score)))
                 .collect()
@@ -891,10 +924,13 @@ impl VaultIndex {
     }
 
     /// Runs `query` and returns `(path, section ordinal, score)` sorted by
-    /// score, then path, so ties never depend on segment layout.
+    /// score, then path, so ties never depend on segment layout. `scored`
+    /// is every scoring term of the query with its boost, in clause order:
+    /// the score of a hit is their BM25 scores summed in that order.
     fn top_paths(
         &self,
         query: &dyn Query,
+        scored: &[(Term, f32)],
         limit: usize,
         stats: &KindStatistics,
     ) -> Result<Vec<(String, Option<usize>, f32)>> {
@@ -906,19 +942,24 @@ impl VaultIndex {
         // Among documents of equal score tantivy keeps those of the lowest
         // document ids, which follow the indexing threads' scheduling: when
         // the hits fetched end on a tie with the `limit`-th, more may tie
-        // beyond them, and all are fetched so the path decides.
-        let top: Vec<(f32, DocAddress)> = loop {
+        // beyond them, and all are fetched so the path decides. Tantivy's
+        // scores of equal hits can differ in their last bits (below), so a
+        // near tie counts as one.
+        let mut top: Vec<(f32, DocAddress)> = loop {
             let top: Vec<(f32, DocAddress)> = searcher.search_with_statistics_provider(
                 query,
                 &TopDocs::with_limit(fetch).order_by_score(),
                 stats,
             )?;
-            let cut_in_a_tie = top.len() == fetch && top[fetch - 1].0 >= top[limit - 1].0;
+            let kth = top.get(limit - 1).map_or(0.0, |hit| hit.0);
+            let cut_in_a_tie = top.len() == fetch && top[fetch - 1].0 >= kth - kth.abs() * 1e-5;
             if !cut_in_a_tie {
                 break top;
             }
             fetch = fetch.saturating_mul(4);
         };
+        rescore(searcher, stats, scored, &mut top)?;
+        top.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut hits = Vec::with_capacity(top.len().min(limit + 8));
         for (score, address) in top {
             // Best first: past the `limit`-th hit only ties with it can
@@ -1133,6 +1174,7 @@ mod tests {
             IndexRecordOption::WithFreqs,
             1.0,
         )]);
+        let scored = [(Term::from_field_text(fields.text, "zebra"), 1.0)];
         let opened = VaultIndex {
             dir: PathBuf::new(),
             root: PathBuf::new(),
@@ -1147,7 +1189,7 @@ mod tests {
         };
         for limit in [1, 10, 50, 100, 150] {
             let paths: Vec<String> = opened
-                .top_paths(&query, limit, &stats)
+                .top_paths(&query, &scored, limit, &stats)
                 .unwrap()
                 .into_iter()
                 .map(|(path, _, _)| path)
@@ -1157,6 +1199,76 @@ mod tests {
             assert_eq!(paths, expected, "limit {limit}");
         }
     }
+
+    #[test]
+    fn a_score_is_the_sum_of_its_terms_scores_in_clause_order() {
+        let (index, fields) = memory_index();
+        // Two writer threads: documents spread over segments.
+        let mut writer: IndexWriter = index.writer_with_num_threads(2, 30_000_000).unwrap();
+        let texts = [
+            "the zebra grazes near the river",
+            "zebra zebra zebra",
+            "a giraffe grazes; the zebra rests by the river bank",
+            "river river grazes",
+        ];
+        for round in 0..50 {
+            for (n, text) in texts.iter().enumerate() {
+                let mut doc = TantivyDocument::default();
+                doc.add_text(fields.path, format!("n{round:02}-{n}.md"));
+                doc.add_text(fields.text, text);
+                writer.add_document(doc).unwrap();
+            }
+        }
+        writer.commit().unwrap();
+        let reader: IndexReader = index.reader().unwrap();
+        let searcher = reader.searcher();
+        let stats = KindStatistics {
+            searcher: searcher.clone(),
+            docs: 200,
+        };
+        let words = ["zebra", "graze", "river"];
+        let scored: Vec<(Term, f32)> = words
+            .iter()
+            .zip([1.0, 1.5, 1.0])
+            .map(|(word, boost)| (Term::from_field_text(fields.text, word), boost))
+            .collect();
+        // Each term alone: tantivy's own score of every document.
+        let alone: Vec<HashMap<DocAddress, f32>> = scored
+            .iter()
+            .map(|(term, boost)| {
+                let query = BoostQuery::new(
+                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
+                    *boost,
+                );
+                searcher
+                    .search_with_statistics_provider(
+                        &query,
+                        &TopDocs::with_limit(200).order_by_score(),
+                        &stats,
+                    )
+                    .unwrap()
+                    .into_iter()
+                    .map(|(score, address)| (address, score))
+                    .collect()
+            })
+            .collect();
+        let mut top: Vec<(f32, DocAddress)> = (0..searcher.segment_readers().len() as u32)
+            .flat_map(|segment| {
+                let docs = searcher.segment_reader(segment).max_doc();
+                (0..docs).map(move |doc| (f32::NAN, DocAddress::new(segment, doc)))
+            })
+            .collect();
+        assert_eq!(top.len(), 200);
+        rescore(&searcher, &stats, &scored, &mut top).unwrap();
+        for (score, address) in top {
+            let mut expected = 0.0f32;
+            for scores in &alone {
+                expected += scores.get(&address).copied().unwrap_or(0.0);
+            }
+            assert_eq!(score.to_bits(), expected.to_bits(), "{address:?}");
+        }
+    }
+
 }
 
 /// Removes the files of the full-text index that its last commit does not
@@ -1208,6 +1320,64 @@ fn dir_size(dir: &Path) -> u64 {
             _ => entry.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
+}
+
+/// Scores the `top` hits anew: each term's BM25 score (as tantivy's term
+/// scorer computes it, boost included) summed in the order of `scored`.
+/// Tantivy sums a ranked OR in the order its scorers happen to stand in,
+/// which follows document ids: with several indexing threads, which
+/// document lands in which segment varies from build to build, and so did
+/// the last bits of a score, and with them a pack's order among near ties.
+/// Summed in one order, a score depends on the vault alone.
+fn rescore(
+    searcher: &tantivy::Searcher,
+    stats: &KindStatistics,
+    scored: &[(Term, f32)],
+    top: &mut [(f32, DocAddress)],
+) -> Result<()> {
+    use tantivy::DocSet;
+    use tantivy::postings::Postings;
+    let weights = scored
+        .iter()
+        .map(|(term, boost)| {
+            Ok(
+                tantivy::query::Bm25Weight::for_terms(stats, std::slice::from_ref(term))?
+                    .boost_by(*boost),
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Postings are read forward: the hits of each segment in document order.
+    let mut order: Vec<usize> = (0..top.len()).collect();
+    order.sort_by_key(|&i| (top[i].1.segment_ord, top[i].1.doc_id));
+    let mut scores = vec![0.0f32; top.len()];
+    for segment in order.chunk_by(|&a, &b| top[a].1.segment_ord == top[b].1.segment_ord) {
+        let reader = searcher.segment_reader(top[segment[0]].1.segment_ord);
+        for ((term, _), weight) in scored.iter().zip(&weights) {
+            let Some(mut postings) = reader
+                .inverted_index(term.field())?
+                .read_postings(term, IndexRecordOption::WithFreqs)?
+            else {
+                continue;
+            };
+            let fieldnorms = reader.get_fieldnorms_reader(term.field())?;
+            for &hit in segment {
+                let doc = top[hit].1.doc_id;
+                // Already past `doc`: the term is not in it.
+                let at = if postings.doc() < doc {
+                    postings.seek(doc)
+                } else {
+                    postings.doc()
+                };
+                if at == doc {
+                    scores[hit] += weight.score(fieldnorms.fieldnorm_id(doc), postings.term_freq());
+                }
+            }
+        }
+    }
+    for (hit, score) in top.iter_mut().zip(scores) {
+        hit.0 = score;
+    }
+    Ok(())
 }
 
 /// One optional term of a ranked-OR query, boosted unless `boost` is 1.
@@ -1312,15 +1482,40 @@ fn index_files(
         vanished_known: 0,
     };
     let problems_before = state.walk_problems.len();
-    for batch in work.chunks(BATCH) {
-        let parsed: Vec<(FileEntry, Option<Note>)> = batch
+    // A set number of threads holds the parsing too (the global pool has
+    // one per core).
+    let pool = match config.threads {
+        Some(threads) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()?,
+        ),
+        None => None,
+    };
+    let parse = |batch: &[Pending]| -> Vec<Parsed> {
+        batch
             .par_iter()
             .map(|item| {
                 let (entry, prepared) = read_and_parse(item, config.max_file_bytes, &config.policy);
-                (entry, prepared.map(|p| p.note))
+                Parsed::new(fields, item, entry, prepared.map(|p| p.note))
             })
-            .collect();
-        for (item, (mut entry, note)) in batch.iter().zip(parsed) {
+            .collect()
+    };
+    for batch in work.chunks(BATCH) {
+        // Everything a note adds (its documents, its links) is made on the
+        // parsing threads: the loop below only hands documents to the
+        // writer, whose own threads tokenize them meanwhile. Made here, in
+        // one thread, it held the build to about one core.
+        let parsed = match &pool {
+            Some(pool) => pool.install(|| parse(batch)),
+            None => parse(batch),
+        };
+        for (item, parsed) in batch.iter().zip(parsed) {
+            let Parsed {
+                mut entry,
+                note,
+                same,
+            } = parsed;
             if note.is_none() && !entry.problems.is_empty() && vanished(&item.found) {
                 if item.previous_hash.is_some() {
                     writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
@@ -1334,19 +1529,17 @@ fn index_files(
                 });
                 continue;
             }
-            let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
             if same {
                 indexed.identical += 1;
             } else if item.previous_hash.is_some() {
                 writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
             }
             if let Some(note) = note {
-                entry.sections = if same {
-                    note.sections().len() as u32
-                } else {
-                    add_documents(writer, fields, &note)? as u32
-                };
-                state.raw_links.push(raw_links(&note));
+                entry.sections = note.sections;
+                for document in note.documents {
+                    writer.add_document(document)?;
+                }
+                state.raw_links.push(note.links);
                 state.metas.push(note.meta);
             }
             state.files.push(entry);
@@ -1361,6 +1554,43 @@ fn index_files(
         state.walk_problems.sort();
     }
     Ok(indexed)
+}
+
+/// A file of a batch, read and parsed on a parsing thread.
+struct Parsed {
+    entry: FileEntry,
+    note: Option<ParsedNote>,
+    /// The content is what the index holds already (its documents kept).
+    same: bool,
+}
+
+/// What a note adds to the index, the note itself dropped.
+struct ParsedNote {
+    meta: NoteMeta,
+    links: Vec<RawLink>,
+    sections: u32,
+    /// The note's documents; none when its content is unchanged.
+    documents: Vec<TantivyDocument>,
+}
+
+impl Parsed {
+    fn new(fields: Fields, item: &Pending, entry: FileEntry, note: Option<Note>) -> Parsed {
+        let same = item.previous_hash == Some(entry.hash) && entry.hash != [0; 32];
+        let note = note.map(|note| {
+            let documents = if same {
+                Vec::new()
+            } else {
+                note_documents(fields, &note)
+            };
+            ParsedNote {
+                sections: note.sections().len() as u32,
+                links: raw_links(&note),
+                documents,
+                meta: note.meta,
+            }
+        });
+        Parsed { entry, note, same }
+    }
 }
 
 /// Whether the file the walk found is no longer there to read.
@@ -1383,11 +1613,12 @@ fn note_document(fields: Fields, note: &Note) -> TantivyDocument {
     doc
 }
 
-/// Adds the note document and one document per section; returns the
-/// number of sections.
-fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u64> {
-    writer.add_document(note_document(fields, note))?;
+/// The note document followed by one document per section, in section
+/// order.
+fn note_documents(fields: Fields, note: &Note) -> Vec<TantivyDocument> {
     let sections = section_texts(note);
+    let mut documents = Vec::with_capacity(1 + sections.len());
+    documents.push(note_document(fields, note));
     for (ordinal, (heading, text)) in sections.iter().enumerate() {
         let mut doc = TantivyDocument::default();
         doc.add_text(fields.path, &note.meta.path);
@@ -1396,9 +1627,9 @@ fn add_documents(writer: &IndexWriter, fields: Fields, note: &Note) -> Result<u6
             doc.add_text(fields.sec_heading, heading);
         }
         doc.add_text(fields.sec_body, text);
-        writer.add_document(doc)?;
+        documents.push(doc);
     }
-    Ok(sections.len() as u64)
+    documents
 }
 
 /// Sorts what was indexed, resolves links and role files against the final
