@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use crate::note::Note;
 pub use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
-pub use policy::{POLICY_FILE, Policy, PolicyError, PolicyFile};
+pub use policy::{LogMode, POLICY_FILE, Policy, PolicyError, PolicyFile};
 
 /// The diagnostic of a note kept out because its frontmatter cannot be
 /// read: it may say the note is private, so the note is treated as such.

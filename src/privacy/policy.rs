@@ -46,6 +46,32 @@ pub struct PolicyFile {
     pub private: PrivateRules,
     pub strip: StripRules,
     pub redact: RedactRules,
+    /// When a pack appends its line to the vault's `log.md`. Left out of
+    /// the serialized form at its default, so that the policy's
+    /// fingerprint (and so the index) stays as it was for files without it.
+    #[serde(skip_serializing_if = "LogMode::is_default")]
+    pub log: LogMode,
+}
+
+/// When a pack appends a line to the vault's `log.md` (`log:` in
+/// `.ctxpack.yaml`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogMode {
+    /// Create `log.md` if it is absent.
+    Always,
+    /// Only where a `log.md` already exists (an obsidian-wiki vault): a
+    /// plain vault is never written to unasked.
+    #[default]
+    IfPresent,
+    /// Never.
+    Never,
+}
+
+impl LogMode {
+    fn is_default(&self) -> bool {
+        *self == LogMode::default()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

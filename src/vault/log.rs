@@ -6,6 +6,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub use crate::privacy::LogMode;
+
 pub const LOG_FILE: &str = "log.md";
 const LOG_HEADER: &str = "# Wiki Log\n\n";
 
@@ -16,16 +18,35 @@ const LOG_HEADER: &str = "# Wiki Log\n\n";
 const LOCK_WAIT: Duration = Duration::from_millis(200);
 const LOCK_RETRY: Duration = Duration::from_millis(10);
 
+/// Appends `line` to `<root>/log.md` as `mode` says: always (creating the
+/// file), only when the file already exists, or never. True when the line
+/// was written.
+pub fn append_as(root: &Path, line: &str, mode: LogMode) -> io::Result<bool> {
+    match mode {
+        LogMode::Never => Ok(false),
+        LogMode::Always => append(root, line).map(|()| true),
+        LogMode::IfPresent => match write_line(root, line, false) {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(err) => Err(err),
+        },
+    }
+}
+
 /// Appends `line` to `<root>/log.md` under an exclusive lock, creating the
 /// file with a `# Wiki Log` header if it is absent. Refuses to follow a
 /// symlink, so the write cannot land outside the vault, and never blocks on
 /// a FIFO put in its place.
 pub fn append(root: &Path, line: &str) -> io::Result<()> {
+    write_line(root, line, true)
+}
+
+fn write_line(root: &Path, line: &str, create: bool) -> io::Result<()> {
     let path = root.join(LOG_FILE);
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
-        .create(true)
+        .create(create)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)?;
     if !file.metadata()?.is_file() {
@@ -84,6 +105,29 @@ fn lock_briefly(file: &std::fs::File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_mode_decides_whether_log_md_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(LOG_FILE);
+        assert!(!append_as(dir.path(), "a", LogMode::IfPresent).unwrap());
+        assert!(!append_as(dir.path(), "b", LogMode::Never).unwrap());
+        assert!(!log.exists());
+        assert!(append_as(dir.path(), "c", LogMode::Always).unwrap());
+        assert!(append_as(dir.path(), "d", LogMode::IfPresent).unwrap());
+        assert!(!append_as(dir.path(), "e", LogMode::Never).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "# Wiki Log\n\nc\nd\n"
+        );
+        let policy = crate::privacy::Policy::parse("log: always\n").unwrap();
+        assert_eq!(policy.file.log, LogMode::Always);
+        assert_eq!(
+            crate::privacy::Policy::parse("").unwrap().file.log,
+            LogMode::IfPresent
+        );
+        assert!(crate::privacy::Policy::parse("log: sometimes\n").is_err());
+    }
 
     #[test]
     fn a_foreign_lock_skips_the_line_after_a_bounded_wait() {
