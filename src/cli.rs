@@ -384,6 +384,10 @@ struct ServeArgs {
     /// returns its first part and a pack handle (read on with read_pack).
     #[arg(long, value_name = "N", default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1000..=1_000_000))]
     max_result_tokens: u32,
+    /// Never append a line to the vault's log.md (by default a pack adds
+    /// one where log.md already exists; see `log:` in .ctxpack.yaml).
+    #[arg(long)]
+    no_log: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1229,7 +1233,8 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
 }
 
 fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
-    let mut config = upkeep::index_config(root, cli.index_dir.as_deref()).map_err(Failure::Usage)?;
+    let mut config =
+        upkeep::index_config(root, cli.index_dir.as_deref()).map_err(Failure::Usage)?;
     config.progress = progress_bars();
     Ok(config)
 }
@@ -1689,6 +1694,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
             max_sessions: args.max_sessions as usize,
             max_result_tokens: args.max_result_tokens as usize,
         },
+        log: !args.no_log,
     };
     match args.http {
         None => crate::mcp::serve_stdio(options)?,

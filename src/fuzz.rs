@@ -170,6 +170,7 @@ pub fn mcp(data: &[u8]) {
                 vectors: None,
                 limits: crate::mcp::ServeLimits::default(),
                 store: None,
+                log: false,
             })
             .expect("a server over the fuzz vault");
             (dir, server)

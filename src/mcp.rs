@@ -30,8 +30,8 @@ use serde::Deserialize;
 
 use crate::assemble::AssembleRequest;
 use crate::pack::style::{Shape, Style};
-use crate::progress::Progress;
 use crate::pack::{PackMode, PackOptions};
+use crate::progress::Progress;
 use crate::request::{
     DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, MAX_DAILIES, MAX_DEPTH,
     MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
@@ -63,6 +63,9 @@ pub struct ServeOptions {
     pub limits: ServeLimits,
     /// Serve a vault from a PostgreSQL store (the folder is never read).
     pub store: Option<StoreTarget>,
+    /// Whether packs append their line to the vault's `log.md` (as its
+    /// `log:` setting allows); `serve --no-log` turns it off.
+    pub log: bool,
 }
 
 /// What one client may cost the server.
@@ -665,8 +668,7 @@ impl CtxpackServer {
             let session = state.session();
             (session.root.clone(), session.index_dir.clone())
         };
-        let watching = match upkeep::watch_changes(&watched_root, index_dir.as_deref(), None)
-        {
+        let watching = match upkeep::watch_changes(&watched_root, index_dir.as_deref(), None) {
             Ok(watching) => watching,
             Err(err) => {
                 eprintln!(
@@ -900,7 +902,7 @@ impl State {
         let LoggedPack {
             mut pack,
             log_error,
-        } = match session.pack_and_log(&request, &Shape::Style(style), true) {
+        } = match session.pack_and_log(&request, &Shape::Style(style), self.options.log) {
             Ok(logged) => logged,
             Err(message) => return tool_error(message),
         };
@@ -1323,6 +1325,7 @@ mod tests {
             vectors: None,
             limits: ServeLimits::default(),
             store: None,
+            log: false,
         })
         .unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

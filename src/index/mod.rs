@@ -1268,7 +1268,6 @@ mod tests {
             assert_eq!(score.to_bits(), expected.to_bits(), "{address:?}");
         }
     }
-
 }
 
 /// Removes the files of the full-text index that its last commit does not

@@ -23,9 +23,9 @@ use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
-pub use crate::store::AnnChoice;
 use crate::progress::{Event, Progress, Stage};
 use crate::safe_fs::write_atomic;
+pub use crate::store::AnnChoice;
 use crate::vault::Vault;
 
 /// An ANN search that finds fewer notes than this (after filters) falls

@@ -47,7 +47,9 @@ pub use crate::index::feedback::Counts as FeedbackCounts;
 impl Session {
     /// Packs `request` in `shape` and, when `log` is set and the vault is a
     /// folder this process may write (not a store's), appends the pack's
-    /// line to the vault's `log.md`, stamped with the pack's time.
+    /// line to the vault's `log.md`, stamped with the pack's time, as the
+    /// vault's `log:` setting says (by default only to a `log.md` that
+    /// already exists).
     pub fn pack_and_log(
         &self,
         request: &PackRequest,
@@ -63,7 +65,8 @@ impl Session {
                 .options
                 .generated_at
                 .to_rfc3339_opts(SecondsFormat::Secs, true);
-            if let Err(error) = log::append(&self.root, &crate::pack::log_line(&pack, &timestamp)) {
+            let line = crate::pack::log_line(&pack, &timestamp);
+            if let Err(error) = log::append_as(&self.root, &line, self.vault.policy().file.log) {
                 log_error = Some(LogError {
                     path: self.root.join(log::LOG_FILE),
                     error,
