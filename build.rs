@@ -1,0 +1,50 @@
+//! The o200k and cl100k vocabularies in a compact form (each token's
+//! length, then their bytes, deflated: 1.4 MB for both), which
+//! `src/tokens` embeds and decodes on first use. The `bpe-openai` crate
+//! embeds its own serialized tables (47 MB, two thirds of a stripped
+//! binary), so it is only a build (and test) dependency here.
+
+use std::env;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+
+    let out = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
+    let out = Path::new(&out);
+    write_vocabulary(&out.join("o200k.vocab"), bpe_openai::o200k_base);
+    write_vocabulary(&out.join("cl100k.vocab"), bpe_openai::cl100k_base);
+}
+
+/// Writes the tokens of a vocabulary by id (their rank): the count as a
+/// little-endian `u32`, then, deflated, one length byte per token followed
+/// by all the tokens' bytes (the lengths apart from the bytes compress
+/// better). Kept from an earlier run of this script when already there:
+/// the vocabulary only changes with `bpe-openai`, which gives a new
+/// `OUT_DIR`.
+fn write_vocabulary(path: &Path, library: fn() -> &'static bpe_openai::Tokenizer) {
+    if path.exists() {
+        return;
+    }
+    let bpe = &library().bpe;
+    let count = bpe.num_tokens();
+    let mut plain = Vec::new();
+    for id in 0..count {
+        let len = bpe.token_len(id as u32);
+        plain.push(u8::try_from(len).expect("no token is longer than 255 bytes"));
+    }
+    for id in 0..count {
+        plain.extend_from_slice(bpe.token_bytes(id as u32));
+    }
+    let mut out = (count as u32).to_le_bytes().to_vec();
+    let mut encoder = flate2::write::DeflateEncoder::new(&mut out, flate2::Compression::best());
+    encoder.write_all(&plain).expect("deflating into memory");
+    encoder.finish().expect("deflating into memory");
+    // Renamed into place, so that an interrupted run leaves no short file
+    // that the next one would keep.
+    let temp = path.with_extension("partial");
+    fs::write(&temp, &out).expect("writing the vocabulary into OUT_DIR");
+    fs::rename(&temp, path).expect("renaming the vocabulary into place");
+}
