@@ -1,16 +1,40 @@
-//! The o200k and cl100k vocabularies in a compact form (each token's
-//! length, then their bytes, deflated: 1.4 MB for both), which
-//! `src/tokens` embeds and decodes on first use. The `bpe-openai` crate
-//! embeds its own serialized tables (47 MB, two thirds of a stripped
-//! binary), so it is only a build (and test) dependency here.
+//! Two jobs done before ctxpack compiles:
+//!
+//! - The o200k and cl100k vocabularies in a compact form (each token's
+//!   length, then their bytes, deflated: 1.4 MB for both), which
+//!   `src/tokens` embeds and decodes on first use. The `bpe-openai` crate
+//!   embeds its own serialized tables (47 MB, two thirds of a stripped
+//!   binary), so it is only a build (and test) dependency here.
+//! - A `cfg` for each test environment variable that is set, so that tests
+//!   needing a PostgreSQL server or a downloaded model are *ignored, with
+//!   the reason*, when it is absent, rather than passing without running.
 
 use std::env;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+/// Test environment variables and the `cfg` each sets when it is present
+/// and not empty (read by `tests/*.rs`; `.ci/run` sets them all).
+const TEST_VARIABLES: [(&str, &str); 7] = [
+    ("CTXPACK_TEST_PG", "ctxpack_test_pg"),
+    ("CTXPACK_TEST_PG_TLS", "ctxpack_test_pg_tls"),
+    ("CTXPACK_TEST_PG_TLS_CA", "ctxpack_test_pg_tls_ca"),
+    ("CTXPACK_TEST_STATIC_MODEL", "ctxpack_test_static_model"),
+    ("CTXPACK_TEST_MINILM", "ctxpack_test_minilm"),
+    ("CTXPACK_TEST_E5", "ctxpack_test_e5"),
+    ("CTXPACK_TEST_E5_REFERENCE", "ctxpack_test_e5_reference"),
+];
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    for (variable, cfg) in TEST_VARIABLES {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+        println!("cargo::rerun-if-env-changed={variable}");
+        if env::var_os(variable).is_some_and(|value| !value.is_empty()) {
+            println!("cargo::rustc-cfg={cfg}");
+        }
+    }
 
     let out = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
     let out = Path::new(&out);
