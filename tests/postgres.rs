@@ -132,10 +132,12 @@ fn sync(world: &World, pg: &Pg, vault: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
-    let Some(pg) = Pg::fresh("parity") else {
-        return;
-    };
+    let pg = Pg::fresh("parity");
     let world = World::new();
     let vault = world.example_vault("vault");
     write(
@@ -196,13 +198,13 @@ fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn incremental_syncs_end_where_a_fresh_sync_does() {
-    let Some(pg) = Pg::fresh("incremental") else {
-        return;
-    };
-    let Some(fresh) = Pg::fresh("incremental_fresh") else {
-        return;
-    };
+    let pg = Pg::fresh("incremental");
+    let fresh = Pg::fresh("incremental_fresh");
     let world = World::new();
     let vault = world.example_vault("vault");
     sync(&world, &pg, &vault);
@@ -260,13 +262,13 @@ fn incremental_syncs_end_where_a_fresh_sync_does() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn changes_spread_over_many_read_chunks_sync_as_a_fresh_sync_does() {
-    let Some(pg) = Pg::fresh("chunks") else {
-        return;
-    };
-    let Some(fresh) = Pg::fresh("chunks_fresh") else {
-        return;
-    };
+    let pg = Pg::fresh("chunks");
+    let fresh = Pg::fresh("chunks_fresh");
     let world = World::new();
     // More notes than one chunk the sync reads while it writes another.
     let vault = generated_vault(&world, "vault", 2600, "alpha");
@@ -333,13 +335,13 @@ fn generated_vault(world: &World, name: &str, count: usize, variant: &str) -> st
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn a_killed_sync_leaves_the_last_complete_one_and_the_next_finishes_the_job() {
-    let Some(pg) = Pg::fresh("killed") else {
-        return;
-    };
-    let Some(fresh) = Pg::fresh("killed_fresh") else {
-        return;
-    };
+    let pg = Pg::fresh("killed");
+    let fresh = Pg::fresh("killed_fresh");
     let world = World::new();
     let vault = generated_vault(&world, "vault", 3000, "alpha");
     sync(&world, &pg, &vault);
@@ -404,10 +406,12 @@ fn a_killed_sync_leaves_the_last_complete_one_and_the_next_finishes_the_job() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn two_syncs_of_one_vault_serialize() {
-    let Some(pg) = Pg::fresh("serialize") else {
-        return;
-    };
+    let pg = Pg::fresh("serialize");
     let world = World::new();
     let vault = generated_vault(&world, "vault", 1500, "gamma");
     let spawn = || {
@@ -441,10 +445,12 @@ fn two_syncs_of_one_vault_serialize() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn a_server_on_the_store_alone_sees_every_sync_and_shares_feedback() {
-    let Some(pg) = Pg::fresh("serve") else {
-        return;
-    };
+    let pg = Pg::fresh("serve");
     let world = World::new();
     let vault = world.example_vault("vault");
     sync(&world, &pg, &vault);
@@ -527,10 +533,12 @@ fn a_server_on_the_store_alone_sees_every_sync_and_shares_feedback() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn query_text_is_never_sql() {
-    let Some(pg) = Pg::fresh("injection") else {
-        return;
-    };
+    let pg = Pg::fresh("injection");
     let world = World::new();
     let vault = world.example_vault("vault");
     sync(&world, &pg, &vault);
@@ -557,10 +565,12 @@ fn query_text_is_never_sql() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn a_wrong_store_is_one_clear_error() {
-    let Some(pg) = Pg::fresh("errors") else {
-        return;
-    };
+    let pg = Pg::fresh("errors");
     let world = World::new();
     let vault = world.example_vault("vault");
     let run = |url: &str, args: &[&str]| {
@@ -628,10 +638,12 @@ fn a_wrong_store_is_one_clear_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
-    let Some(pg) = Pg::fresh("upgrade") else {
-        return;
-    };
+    let pg = Pg::fresh("upgrade");
     let world = World::new();
     let vault = world.example_vault("vault");
     sync(&world, &pg, &vault);
@@ -674,10 +686,12 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn a_store_without_pgvector_is_refused_before_anything_is_written() {
-    let Some(pg) = Pg::fresh("novector") else {
-        return;
-    };
+    let pg = Pg::fresh("novector");
     let world = World::new();
     let vault = world.example_vault("vault");
     // A database owned by a role that may not create the extension.
@@ -702,10 +716,12 @@ fn a_store_without_pgvector_is_refused_before_anything_is_written() {
 mod tiny_model;
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn the_semantic_arm_reads_its_vectors_from_the_store() {
-    let Some(pg) = Pg::fresh("vectors") else {
-        return;
-    };
+    let pg = Pg::fresh("vectors");
     let world = World::new();
     let wheel = world.path().join("tiny_model-0.1-py3-none-any.whl");
     write(&wheel, &tiny_model::wheel(true));
@@ -780,10 +796,12 @@ fn the_semantic_arm_reads_its_vectors_from_the_store() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn the_store_builds_an_hnsw_index_when_asked_and_searches_through_it() {
-    let Some(pg) = Pg::fresh("hnsw") else {
-        return;
-    };
+    let pg = Pg::fresh("hnsw");
     let world = World::new();
     let wheel = world.path().join("tiny_model-0.1-py3-none-any.whl");
     write(&wheel, &tiny_model::wheel(true));
@@ -851,10 +869,12 @@ fn the_store_builds_an_hnsw_index_when_asked_and_searches_through_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn assemble_ranks_library_cards_from_the_store() {
-    let Some(pg) = Pg::fresh("assemble") else {
-        return;
-    };
+    let pg = Pg::fresh("assemble");
     let world = World::new();
     let project = world.example("novel");
     let libraries: Vec<String> = std::fs::read_dir(project.join("knowledge"))
@@ -908,10 +928,12 @@ fn assemble_ranks_library_cards_from_the_store() {
 /// from the store shows the same view even when the folder no longer has
 /// the file (a server never reads the vault).
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn bases_views_are_served_from_the_store() {
-    let Some(pg) = Pg::fresh("bases") else {
-        return;
-    };
+    let pg = Pg::fresh("bases");
     let world = World::new();
     let base = "views:\n  - type: table\n    name: By author\n    filters:\n      and:\n        \
                 - list(author).contains(this)\n    order: [file.name, year]\n";
@@ -964,17 +986,14 @@ fn bases_views_are_served_from_the_store() {
 /// `scripts/pg-test-server start-tls DIR` starts one, `.ci/run` does). It
 /// has no pgvector, so reaching the schema check proves the connection.
 #[test]
+#[cfg_attr(
+    not(all(ctxpack_test_pg_tls, ctxpack_test_pg_tls_ca)),
+    ignore = "needs CTXPACK_TEST_PG_TLS and CTXPACK_TEST_PG_TLS_CA, a TLS-only server and its CA \
+              (scripts/pg-test-server start-tls DIR)"
+)]
 fn tls_is_verified_against_the_named_ca_and_never_shows_the_password() {
-    let (Ok(url), Ok(ca)) = (
-        std::env::var("CTXPACK_TEST_PG_TLS"),
-        std::env::var("CTXPACK_TEST_PG_TLS_CA"),
-    ) else {
-        eprintln!(
-            "skipping the TLS test: CTXPACK_TEST_PG_TLS and CTXPACK_TEST_PG_TLS_CA are not set \
-             (`scripts/pg-test-server start-tls DIR` starts a TLS-only server; .ci/run does)"
-        );
-        return;
-    };
+    let url = common::required_env("CTXPACK_TEST_PG_TLS");
+    let ca = common::required_env("CTXPACK_TEST_PG_TLS_CA");
     let password = url
         .split_once("://")
         .and_then(|(_, rest)| rest.split_once('@'))
@@ -1054,10 +1073,12 @@ fn tls_is_verified_against_the_named_ca_and_never_shows_the_password() {
 /// every way a note is private (a folder, a flag in broken YAML, a flag
 /// redaction would break); a note that becomes private loses its rows.
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn the_store_holds_no_row_for_a_private_file() {
-    let Some(pg) = Pg::fresh("private_rows") else {
-        return;
-    };
+    let pg = Pg::fresh("private_rows");
     let world = World::new();
     let vault = world.vault(
         "vault",

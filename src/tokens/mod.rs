@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::LazyLock;
 
-use prepared::{PreparedBpe, Splitter};
+use prepared::{Compact, PreparedBpe, Splitter};
 
 /// Which counter turns text into a token count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
@@ -48,8 +48,8 @@ impl Tokenizer {
     }
 
     /// Starts loading an exact counter's vocabulary on another thread, so
-    /// that its ~80 ms overlap opening the index and searching; the first
-    /// count waits for it if it is not done yet.
+    /// that it overlaps opening the index and searching; the first count
+    /// waits for it if it is not done yet.
     pub fn prefetch(self) {
         if self != Tokenizer::Chars4 {
             std::thread::spawn(move || {
@@ -137,49 +137,45 @@ const CL100K_PATTERNS: [(&str, bool); 3] = [
     ("\\s+", false),
 ];
 
-static O200K: LazyLock<Exact> =
-    LazyLock::new(|| Exact::load("o200k", &O200K_PATTERNS, bpe_openai::o200k_base));
-static CL100K: LazyLock<Exact> =
-    LazyLock::new(|| Exact::load("cl100k", &CL100K_PATTERNS, bpe_openai::cl100k_base));
+static O200K: LazyLock<PreparedBpe> = LazyLock::new(|| {
+    load(
+        "o200k",
+        &O200K_PATTERNS,
+        include_bytes!(concat!(env!("OUT_DIR"), "/o200k.vocab")),
+    )
+});
+static CL100K: LazyLock<PreparedBpe> = LazyLock::new(|| {
+    load(
+        "cl100k",
+        &CL100K_PATTERNS,
+        include_bytes!(concat!(env!("OUT_DIR"), "/cl100k.vocab")),
+    )
+});
 
 /// An exact counter: the prepared vocabulary from the cache folder, or,
-/// the first time (or when the cache cannot be used), the library's, which
-/// then prepares the file for the next process.
-enum Exact {
-    Prepared(PreparedBpe),
-    Library(&'static bpe_openai::Tokenizer),
-}
-
-impl Exact {
-    fn load(
-        name: &str,
-        patterns: &[(&str, bool)],
-        library: fn() -> &'static bpe_openai::Tokenizer,
-    ) -> Exact {
-        let path = prepared_path(name);
-        if let Some(path) = &path
-            && let Ok(splitter) = Splitter::new(patterns)
-            && let Ok(prepared) = PreparedBpe::open(path, splitter)
-        {
-            return Exact::Prepared(prepared);
-        }
-        let tokenizer = library();
-        if let Some(path) = &path {
-            let bpe = &tokenizer.bpe;
-            let tokens = (0..bpe.num_tokens()).map(|id| bpe.token_bytes(id as u32));
-            // A cache that cannot be written only means the next process
-            // loads the library too.
-            let _ = PreparedBpe::write(path, tokens);
-        }
-        Exact::Library(tokenizer)
+/// the first time (or when the cache cannot be used), prepared from the
+/// built-in compact form (`compact`, see build.rs) and saved there for the
+/// next process.
+fn load(name: &str, patterns: &[(&str, bool)], compact: &[u8]) -> PreparedBpe {
+    // The patterns and the compact vocabularies are built in: the tests
+    // compile the one and inflate the other, so these cannot fail at a
+    // user's.
+    let splitter = || Splitter::new(patterns).expect("the built-in patterns compile");
+    let path = prepared_path(name);
+    if let Some(path) = &path
+        && let Ok(prepared) = PreparedBpe::open(path, splitter())
+    {
+        return prepared;
     }
-
-    fn count(&self, text: &str) -> usize {
-        match self {
-            Exact::Prepared(prepared) => prepared.count(text),
-            Exact::Library(tokenizer) => tokenizer.count(text),
-        }
+    let compact = Compact::inflate(compact).expect("the built-in vocabulary inflates");
+    let prepared = PreparedBpe::from_tokens(&compact.tokens(), splitter())
+        .expect("the built-in vocabulary fits the table");
+    if let Some(path) = &path {
+        // A cache that cannot be written only means the next process
+        // prepares the vocabulary again.
+        let _ = prepared.save(path);
     }
+    prepared
 }
 
 /// Where the prepared form of vocabulary `name` is kept: beside the

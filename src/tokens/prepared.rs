@@ -1,6 +1,7 @@
 //! Exact BPE counts from a vocabulary prepared once and then memory-mapped
 //! from the cache folder, so that a process counting a few packs does not
-//! first decode a whole vocabulary (~70 ms for o200k with the library).
+//! first decode a whole vocabulary; the first time, it is prepared in
+//! memory from the built-in compact form ([`Compact`]) and saved.
 //!
 //! Counting follows tiktoken's definition: the text is split by the
 //! vocabulary's pre-tokenizer, a piece that is itself a token counts one,
@@ -94,10 +95,28 @@ impl Splitter {
     }
 }
 
-/// A prepared vocabulary, memory-mapped and checked.
+/// Where a prepared vocabulary's bytes are: mapped from the cache file, or
+/// prepared in this process.
+enum Layout {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Layout {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Layout::Mapped(map) => map,
+            Layout::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// A prepared vocabulary, memory-mapped and checked, or prepared here.
 pub struct PreparedBpe {
     id: u64,
-    map: memmap2::Mmap,
+    map: Layout,
     slots: usize,
     starts_at: usize,
     slots_at: usize,
@@ -113,6 +132,27 @@ impl PreparedBpe {
         // SAFETY: the file is only ever replaced by rename, never written
         // in place, so the mapping's bytes do not change while it is used.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|err| err.to_string())?;
+        PreparedBpe::from_layout(Layout::Mapped(map), splitter, true)
+    }
+
+    /// Prepares the vocabulary `tokens` (by id, which is their rank) in
+    /// memory.
+    pub fn from_tokens(tokens: &[&[u8]], splitter: Splitter) -> Result<PreparedBpe, String> {
+        // Laid out here from the tokens themselves: nothing to verify.
+        PreparedBpe::from_layout(Layout::Owned(layout(tokens)?), splitter, false)
+    }
+
+    /// Saves this vocabulary's layout to `path` (where [`Self::open`] reads
+    /// it), through a temporary file renamed into place.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir)?;
+        crate::safe_fs::write_atomic(path, &self.map)
+    }
+
+    /// Reads the header of `map`; `verify` checks the hash and every
+    /// offset too (a file may be damaged; a layout made here is not).
+    fn from_layout(map: Layout, splitter: Splitter, verify: bool) -> Result<PreparedBpe, String> {
         let header = map.get(..HEADER).ok_or("too short")?;
         if &header[..8] != MAGIC {
             return Err("not a prepared vocabulary of this version".into());
@@ -128,7 +168,7 @@ impl PreparedBpe {
         if !slots.is_power_of_two() || slots <= tokens || bytes_at + bytes != map.len() {
             return Err("sizes do not add up".into());
         }
-        if blake3::hash(&map[HEADER..]).as_bytes() != &header[20..52] {
+        if verify && blake3::hash(&map[HEADER..]).as_bytes() != &header[20..52] {
             return Err("damaged (hash mismatch)".into());
         }
         let prepared = PreparedBpe {
@@ -140,60 +180,21 @@ impl PreparedBpe {
             bytes_at,
             splitter,
         };
-        let starts_ordered = (0..tokens).all(|id| prepared.start(id) < prepared.start(id + 1))
-            && prepared.start(tokens) == bytes;
-        let slots_valid = (0..slots).all(|slot| {
-            let value = prepared.slot(slot);
-            value == EMPTY || ((value & ID_MASK) as usize) < tokens
-        });
-        if !starts_ordered || !slots_valid {
+        if verify && !prepared.offsets_in_range(tokens, slots, bytes) {
             return Err("damaged (offsets out of range)".into());
         }
         Ok(prepared)
     }
 
-    /// Writes the vocabulary `tokens` (by id, which is their rank) to
-    /// `path`, through a temporary file renamed into place.
-    pub fn write<'t>(
-        path: &Path,
-        tokens: impl ExactSizeIterator<Item = &'t [u8]>,
-    ) -> std::io::Result<()> {
-        let count = tokens.len();
-        if count >= ID_MASK as usize {
-            return Err(std::io::Error::other("too many tokens for the table"));
-        }
-        // A quarter full: a miss, the common case when merging, ends after
-        // about one probe.
-        let slots = (count * 4 + 1).next_power_of_two();
-        let mut starts = Vec::with_capacity(count + 1);
-        let mut bytes = Vec::new();
-        let mut table = vec![EMPTY; slots];
-        for (id, token) in tokens.enumerate() {
-            starts.push(bytes.len() as u32);
-            let hashed = hash(token);
-            let mut slot = hashed as usize & (slots - 1);
-            while table[slot] != EMPTY {
-                slot = (slot + 1) & (slots - 1);
-            }
-            table[slot] = id as u32 | tag(hashed);
-            bytes.extend_from_slice(token);
-        }
-        starts.push(bytes.len() as u32);
-        let mut body = Vec::with_capacity(4 * (starts.len() + slots) + bytes.len());
-        for value in starts.iter().chain(&table) {
-            body.extend_from_slice(&value.to_le_bytes());
-        }
-        body.extend_from_slice(&bytes);
-        let mut out = Vec::with_capacity(HEADER + body.len());
-        out.extend_from_slice(MAGIC);
-        for value in [count, slots, bytes.len()] {
-            out.extend_from_slice(&(value as u32).to_le_bytes());
-        }
-        out.extend_from_slice(blake3::hash(&body).as_bytes());
-        out.extend_from_slice(&body);
-        let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir)?;
-        crate::safe_fs::write_atomic(path, &out)
+    /// True when the tokens' starts are in order and end at the byte
+    /// area's end, and every slot is empty or holds a token's id.
+    fn offsets_in_range(&self, tokens: usize, slots: usize, bytes: usize) -> bool {
+        (0..tokens).all(|id| self.start(id) < self.start(id + 1))
+            && self.start(tokens) == bytes
+            && (0..slots).all(|slot| {
+                let value = self.slot(slot);
+                value == EMPTY || ((value & ID_MASK) as usize) < tokens
+            })
     }
 
     pub fn count(&self, text: &str) -> usize {
@@ -346,6 +347,86 @@ impl PreparedBpe {
     }
 }
 
+/// The file layout of the vocabulary `tokens` (by id, which is their rank).
+fn layout(tokens: &[&[u8]]) -> Result<Vec<u8>, String> {
+    let count = tokens.len();
+    if count >= ID_MASK as usize {
+        return Err("too many tokens for the table".into());
+    }
+    // A quarter full: a miss, the common case when merging, ends after
+    // about one probe.
+    let slots = (count * 4 + 1).next_power_of_two();
+    let mut starts = Vec::with_capacity(count + 1);
+    let mut bytes = Vec::new();
+    let mut table = vec![EMPTY; slots];
+    for (id, token) in tokens.iter().enumerate() {
+        starts.push(bytes.len() as u32);
+        let hashed = hash(token);
+        let mut slot = hashed as usize & (slots - 1);
+        while table[slot] != EMPTY {
+            slot = (slot + 1) & (slots - 1);
+        }
+        table[slot] = id as u32 | tag(hashed);
+        bytes.extend_from_slice(token);
+    }
+    starts.push(bytes.len() as u32);
+    let mut body = Vec::with_capacity(4 * (starts.len() + slots) + bytes.len());
+    for value in starts.iter().chain(&table) {
+        body.extend_from_slice(&value.to_le_bytes());
+    }
+    body.extend_from_slice(&bytes);
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(MAGIC);
+    for value in [count, slots, bytes.len()] {
+        out.extend_from_slice(&(value as u32).to_le_bytes());
+    }
+    out.extend_from_slice(blake3::hash(&body).as_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// A vocabulary inflated from its compact form (written by build.rs): the
+/// token count as a little-endian `u32`, then, deflated, one length byte
+/// per token followed by all the tokens' bytes.
+pub struct Compact {
+    count: usize,
+    plain: Vec<u8>,
+}
+
+impl Compact {
+    pub fn inflate(compact: &[u8]) -> Result<Compact, String> {
+        use std::io::Read;
+        let (count, deflated) = compact.split_first_chunk::<4>().ok_or("no token count")?;
+        let count = u32::from_le_bytes(*count) as usize;
+        let mut plain = Vec::new();
+        flate2::read::DeflateDecoder::new(deflated)
+            .read_to_end(&mut plain)
+            .map_err(|err| format!("cannot inflate: {err}"))?;
+        let lengths = plain.get(..count).ok_or("fewer lengths than tokens")?;
+        let total: usize = lengths.iter().map(|&len| usize::from(len)).sum();
+        if count + total != plain.len() {
+            return Err(format!(
+                "the tokens' lengths add up to {total} bytes, not {}",
+                plain.len() - count
+            ));
+        }
+        Ok(Compact { count, plain })
+    }
+
+    /// The tokens by id.
+    pub fn tokens(&self) -> Vec<&[u8]> {
+        let (lengths, mut bytes) = self.plain.split_at(self.count);
+        lengths
+            .iter()
+            .map(|&len| {
+                let (token, rest) = bytes.split_at(usize::from(len));
+                bytes = rest;
+                token
+            })
+            .collect()
+    }
+}
+
 /// The tag bits of a slot: the hash's top bits, independent of the low
 /// bits that chose the slot.
 fn tag(hashed: u64) -> u32 {
@@ -372,24 +453,67 @@ mod tests {
     use super::*;
     use crate::tokens::{CL100K_PATTERNS, O200K_PATTERNS};
 
-    /// Both vocabularies prepared from the library into a folder kept for
-    /// the test process.
+    const O200K_COMPACT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k.vocab"));
+    const CL100K_COMPACT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k.vocab"));
+
+    /// Both built-in vocabularies prepared as a process does the first
+    /// time: o200k saved and read back from a folder kept for the test
+    /// process (a later process's path), cl100k as prepared in memory.
     static PREPARED: LazyLock<(tempfile::TempDir, [PreparedBpe; 2])> = LazyLock::new(|| {
         let dir = tempfile::tempdir().unwrap();
-        let prepare = |name: &str, patterns: &[(&str, bool)], library: &bpe_openai::Tokenizer| {
-            let path = dir.path().join(name);
-            let bpe = &library.bpe;
-            PreparedBpe::write(
-                &path,
-                (0..bpe.num_tokens()).map(|id| bpe.token_bytes(id as u32)),
-            )
-            .unwrap();
-            PreparedBpe::open(&path, Splitter::new(patterns).unwrap()).unwrap()
+        let prepare = |compact: &[u8], patterns: &[(&str, bool)]| {
+            let compact = Compact::inflate(compact).unwrap();
+            PreparedBpe::from_tokens(&compact.tokens(), Splitter::new(patterns).unwrap()).unwrap()
         };
-        let o200k = prepare("o200k", &O200K_PATTERNS, bpe_openai::o200k_base());
-        let cl100k = prepare("cl100k", &CL100K_PATTERNS, bpe_openai::cl100k_base());
+        let path = dir.path().join("o200k");
+        prepare(O200K_COMPACT, &O200K_PATTERNS).save(&path).unwrap();
+        let o200k = PreparedBpe::open(&path, Splitter::new(&O200K_PATTERNS).unwrap()).unwrap();
+        assert!(matches!(o200k.map, Layout::Mapped(_)));
+        let cl100k = prepare(CL100K_COMPACT, &CL100K_PATTERNS);
         (dir, [o200k, cl100k])
     });
+
+    #[test]
+    fn the_built_in_vocabularies_are_the_librarys() {
+        for (compact, library, count) in [
+            (O200K_COMPACT, bpe_openai::o200k_base(), 199_998),
+            (CL100K_COMPACT, bpe_openai::cl100k_base(), 100_256),
+        ] {
+            let compact = Compact::inflate(compact).unwrap();
+            let tokens = compact.tokens();
+            assert_eq!(tokens.len(), count);
+            assert_eq!(library.bpe.num_tokens(), count);
+            for (id, token) in tokens.iter().enumerate() {
+                assert_eq!(*token, library.bpe.token_bytes(id as u32), "token {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_compact_vocabulary_is_refused() {
+        let tokens: [&[u8]; 3] = [b"a", b"bc", b""];
+        let compact = |count: u32, plain: &[u8]| {
+            let mut out = count.to_le_bytes().to_vec();
+            let mut encoder =
+                flate2::write::DeflateEncoder::new(&mut out, flate2::Compression::best());
+            std::io::Write::write_all(&mut encoder, plain).unwrap();
+            encoder.finish().unwrap();
+            out
+        };
+        let good = compact(3, b"\x01\x02\x00abc");
+        assert_eq!(Compact::inflate(&good).unwrap().tokens(), tokens);
+        let err = |bytes: &[u8]| Compact::inflate(bytes).err().unwrap();
+        assert_eq!(err(&good[..3]), "no token count");
+        assert!(err(&good[..good.len() - 2]).starts_with("cannot inflate: "));
+        assert_eq!(
+            err(&compact(4, b"\x01\x02\x00")),
+            "fewer lengths than tokens"
+        );
+        assert_eq!(
+            err(&compact(3, b"\x01\x02\x00abcd")),
+            "the tokens' lengths add up to 3 bytes, not 4"
+        );
+    }
 
     fn assert_counts_as_the_library(text: &str) {
         let libraries = [bpe_openai::o200k_base(), bpe_openai::cl100k_base()];
@@ -445,8 +569,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v");
         let tokens: [&[u8]; 4] = [b"a", b"b", b"ab", b"abab"];
-        PreparedBpe::write(&path, tokens.into_iter()).unwrap();
         let splitter = || Splitter::new(&[("\\S+|\\s+", false)]).unwrap();
+        let owned = PreparedBpe::from_tokens(&tokens, splitter()).unwrap();
+        assert_eq!(owned.count("abab ab ba"), 6);
+        owned.save(&path).unwrap();
         let prepared = PreparedBpe::open(&path, splitter()).unwrap();
         // abab, " ", ab, " ", then b and a (no token `ba`).
         assert_eq!(prepared.count("abab ab ba"), 6);

@@ -156,5 +156,23 @@ pub fn ok(output: &Output) -> String {
     assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(output));
     stdout(output)
 }
+/// The test environment variable `name`: a server's URL or a downloaded
+/// model's path. A test that needs one is ignored, with the reason, when
+/// it was not set at build time (build.rs turns each into a `cfg`); run
+/// anyway (`--include-ignored`), it fails here saying what it needs
+/// rather than passing without having run.
+pub fn required_env(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(value) if !value.is_empty() => value,
+        _ => panic!("{name} is not set, and this test needs it (.ci/run sets it)"),
+    }
+}
+
+/// The file the test environment variable `name` names, made absolute.
+pub fn required_file(name: &str) -> PathBuf {
+    let value = required_env(name);
+    fs::canonicalize(&value).unwrap_or_else(|err| panic!("{name}={value}: {err}"))
+}
+
 pub mod mcp_client;
 pub mod pg;

@@ -1,6 +1,8 @@
 //! A database of its own for each PostgreSQL test, on the server named by
 //! `CTXPACK_TEST_PG` (an admin URL; `scripts/pg-test-server start DIR`
-//! prints one). Without it the tests say why and skip.
+//! prints one). Each test is ignored, with the reason, when it was not set
+//! at build time: `#[cfg_attr(not(ctxpack_test_pg), ignore = "…")]`, the
+//! `cfg` set by build.rs.
 
 #![allow(dead_code)]
 
@@ -17,16 +19,9 @@ pub struct Pg {
 }
 
 impl Pg {
-    /// A fresh, empty database, or `None` (with a line saying why) when no
-    /// server was given.
-    pub fn fresh(test: &str) -> Option<Pg> {
-        let Ok(admin) = std::env::var(SERVER_VARIABLE) else {
-            eprintln!(
-                "skipping {test}: {SERVER_VARIABLE} is not set (start a server with \
-                 `scripts/pg-test-server start DIR` and export the URL it prints; .ci/run does)"
-            );
-            return None;
-        };
+    /// A fresh, empty database.
+    pub fn fresh(test: &str) -> Pg {
+        let admin = super::required_env(SERVER_VARIABLE);
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
             "ctxpack_{}_{}_{}",
@@ -36,7 +31,7 @@ impl Pg {
         );
         sql(&admin, &format!("CREATE DATABASE {name}"));
         let url = with_database(&admin, &name);
-        Some(Pg { admin, name, url })
+        Pg { admin, name, url }
     }
 
     /// Runs `statements` in this database as the admin.
