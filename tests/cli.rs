@@ -581,7 +581,7 @@ fn actual_of(pack: &str) -> usize {
 }
 
 #[test]
-fn log_is_created_with_a_header_and_no_log_skips_it() {
+fn log_is_appended_only_where_it_exists_or_the_vault_asks() {
     let world = World::new();
     let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
     let run = |extra: &[&str]| {
@@ -601,12 +601,25 @@ fn log_is_created_with_a_header_and_no_log_skips_it() {
     };
     ok(&run(&["--no-log"]));
     assert!(!vault.join("log.md").exists());
+    // A plain vault is not written to unasked.
     ok(&run(&[]));
+    assert!(!vault.join("log.md").exists());
+    // Asked for: created with its header.
+    fs::write(vault.join(".ctxpack.yaml"), "log: always\n").unwrap();
+    ok(&run(&[]));
+    ok(&run(&["--no-log"]));
     let log = fs::read_to_string(vault.join("log.md")).unwrap();
     assert!(log.starts_with(
         "# Wiki Log\n\n- [2026-06-01T00:00:00Z] CONTEXT_PACK topic=\"Recent Activity\""
     ));
     assert_eq!(log.lines().count(), 3);
+    // Where log.md exists, the default appends to it; `never` does not.
+    fs::write(vault.join(".ctxpack.yaml"), "log: if-present\n").unwrap();
+    ok(&run(&[]));
+    fs::write(vault.join(".ctxpack.yaml"), "log: never\n").unwrap();
+    ok(&run(&[]));
+    let log = fs::read_to_string(vault.join("log.md")).unwrap();
+    assert_eq!(log.lines().count(), 4);
 }
 
 #[test]
@@ -690,6 +703,7 @@ fn a_foreign_lock_on_the_log_skips_the_line_instead_of_hanging() {
 fn concurrent_log_appends_keep_every_line_whole() {
     let world = World::new();
     let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    fs::write(vault.join(".ctxpack.yaml"), "log: always\n").unwrap();
     let children: Vec<_> = (0..8)
         .map(|_| {
             world

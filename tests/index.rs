@@ -100,7 +100,9 @@ fn incremental_updates_follow_edits_adds_deletes_and_renames() {
     let status = stdout(&index_cmd(&world, &vault, &index, &[]));
     assert!(status.contains("3 notes"), "{status}");
 
-    // The log line a pack appends is not a change to the vault.
+    // The log line a pack appends (to an existing log.md) is not a change
+    // to the vault.
+    fs::write(vault.join("log.md"), "# Wiki Log\n\n").unwrap();
     let out = world
         .cmd()
         .args(["pack", "zebra", "--vault"])
@@ -110,7 +112,11 @@ fn incremental_updates_follow_edits_adds_deletes_and_renames() {
         .output()
         .unwrap();
     ok(&out);
-    assert!(vault.join("log.md").exists());
+    assert!(
+        fs::read_to_string(vault.join("log.md"))
+            .unwrap()
+            .contains("CONTEXT_PACK")
+    );
     let after_log = stdout(&index_cmd(&world, &vault, &index, &[]));
     assert!(
         after_log.contains("0 added, 0 changed, 0 removed, 3 unchanged"),

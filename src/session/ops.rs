@@ -268,6 +268,13 @@ mod tests {
             .unwrap();
         assert!(quiet.log_error.is_none());
         assert!(!log.exists());
+        // By default (`log: if-present`) a vault without log.md gets none.
+        let absent = session
+            .pack_and_log(&topic_request(0, false), &shape, true)
+            .unwrap();
+        assert!(absent.log_error.is_none());
+        assert!(!log.exists());
+        std::fs::write(&log, "").unwrap();
         let logged = session
             .pack_and_log(&topic_request(0, false), &shape, true)
             .unwrap();
