@@ -1,7 +1,9 @@
 //! Which vault to use: the seed's config resolution protocol.
 //!
 //! Order: `--vault PATH` → an inline `@name` (`<global dir>/config.<name>`,
-//! this call only, never falling back) → the first `.env` setting
+//! this call only, never falling back) → `CTXPACK_VAULT`, then
+//! `OBSIDIAN_VAULT_PATH`, in the process's environment (what an MCP
+//! client's `"env"` sets) → the first `.env` setting
 //! `OBSIDIAN_VAULT_PATH` walking up from the current folder to `$HOME` →
 //! the global config (`${XDG_CONFIG_HOME:-~/.config}/obsidian-wiki/config`,
 //! or the legacy `~/.obsidian-wiki/config` when only that exists).
@@ -12,12 +14,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 pub const VAULT_KEY: &str = "OBSIDIAN_VAULT_PATH";
+/// ctxpack's own name for the vault in the environment; it wins over
+/// [`VAULT_KEY`] there.
+pub const CTXPACK_VAULT_KEY: &str = "CTXPACK_VAULT";
 
 /// Where the vault path came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
     Flag,
-    Named { name: String, file: PathBuf },
+    Named {
+        name: String,
+        file: PathBuf,
+    },
+    /// A variable of the process's environment.
+    Variable(&'static str),
     DotEnv(PathBuf),
     Global(PathBuf),
 }
@@ -27,6 +37,7 @@ impl fmt::Display for ConfigSource {
         match self {
             ConfigSource::Flag => f.write_str("--vault"),
             ConfigSource::Named { name, file } => write!(f, "@{name} ({})", file.display()),
+            ConfigSource::Variable(name) => write!(f, "${name}"),
             ConfigSource::DotEnv(file) => write!(f, "{}", file.display()),
             ConfigSource::Global(file) => write!(f, "{}", file.display()),
         }
@@ -58,6 +69,8 @@ pub struct Environment {
     pub cwd: PathBuf,
     pub home: Option<PathBuf>,
     pub xdg_config_home: Option<PathBuf>,
+    /// `CTXPACK_VAULT` and `OBSIDIAN_VAULT_PATH` as the process has them.
+    pub vault_variables: Vec<(&'static str, PathBuf)>,
 }
 
 impl Environment {
@@ -66,6 +79,10 @@ impl Environment {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             home: crate::xdg::env_path("HOME"),
             xdg_config_home: crate::xdg::env_path(crate::xdg::Base::Config.variable()),
+            vault_variables: [CTXPACK_VAULT_KEY, VAULT_KEY]
+                .into_iter()
+                .filter_map(|name| crate::xdg::env_path(name).map(|path| (name, path)))
+                .collect(),
         }
     }
 
@@ -140,6 +157,16 @@ fn resolve_source(
     if let Some(name) = name {
         return resolve_named(name, env);
     }
+    // The user's own environment comes before a `.env` found by walking
+    // up, which may belong to a checkout they do not trust.
+    if let Some((variable, path)) = env.vault_variables.first() {
+        return Ok(Resolved {
+            vault: absolute(&env.cwd, path),
+            source: ConfigSource::Variable(variable),
+            vars: BTreeMap::new(),
+            ignored: Vec::new(),
+        });
+    }
     if let Some(found) = walk_up_dotenv(env)? {
         return Ok(found);
     }
@@ -168,8 +195,9 @@ fn resolve_source(
 
 fn how_to_set() -> String {
     format!(
-        "pass --vault PATH, or put {VAULT_KEY}=/path/to/vault in a .env file in this folder \
-         or a parent, or in ~/.config/obsidian-wiki/config"
+        "pass --vault PATH, set {CTXPACK_VAULT_KEY} (or {VAULT_KEY}) in the environment, or put \
+         {VAULT_KEY}=/path/to/vault in a .env file in this folder or a parent, or in \
+         ~/.config/obsidian-wiki/config"
     )
 }
 

@@ -430,6 +430,61 @@ fn config_dotenv_is_found_walking_up() {
 }
 
 #[test]
+fn config_environment_variables_name_the_vault_before_a_dotenv() {
+    let world = World::new();
+    one_page_vault(&world, "envvault");
+    one_page_vault(&world, "obsidianvault");
+    one_page_vault(&world, "ctxpackvault");
+    write(
+        &world.work().join(".env"),
+        b"OBSIDIAN_VAULT_PATH=../envvault\n",
+    );
+    let pack = |vars: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = world.cmd();
+        for (key, value) in vars {
+            cmd.env(key, value);
+        }
+        ok(&cmd
+            .args(["pack", "raft", "--no-log"])
+            .args(args)
+            .output()
+            .unwrap())
+    };
+    let obsidian = world.path().join("obsidianvault");
+    let obsidian = obsidian.to_str().unwrap();
+    assert!(pack(&[("OBSIDIAN_VAULT_PATH", obsidian)], &[]).contains("[[obsidianvault]]"));
+    // A relative path is taken from the working folder.
+    assert!(
+        pack(
+            &[
+                ("CTXPACK_VAULT", "../ctxpackvault"),
+                ("OBSIDIAN_VAULT_PATH", obsidian)
+            ],
+            &[]
+        )
+        .contains("[[ctxpackvault]]")
+    );
+    let flag = world.path().join("envvault");
+    assert!(
+        pack(
+            &[("CTXPACK_VAULT", "../ctxpackvault")],
+            &["--vault", flag.to_str().unwrap()]
+        )
+        .contains("[[envvault]]")
+    );
+    // Empty variables are not set.
+    assert!(pack(&[("CTXPACK_VAULT", "")], &[]).contains("[[envvault]]"));
+    let missing = world
+        .cmd()
+        .env("CTXPACK_VAULT", "../nowhere")
+        .args(["pack", "raft"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("(from $CTXPACK_VAULT) is not an existing folder"));
+}
+
+#[test]
 fn config_dotenv_without_the_key_is_skipped() {
     let world = World::new();
     one_page_vault(&world, "globalvault");

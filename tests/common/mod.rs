@@ -69,6 +69,7 @@ impl World {
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("SOURCE_DATE_EPOCH")
             .env_remove("OBSIDIAN_VAULT_PATH")
+            .env_remove("CTXPACK_VAULT")
             .env_remove("XDG_DATA_HOME")
             .env_remove("CTXPACK_MODELS_DIR")
             .env_remove("CTXPACK_MODEL")
