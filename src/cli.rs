@@ -37,60 +37,205 @@ use crate::tokens::Tokenizer;
     after_help = "An inline @name argument anywhere selects the vault configured in \
                   ~/.config/obsidian-wiki/config.<name> for this call."
 )]
-struct Cli {
+struct Invocation {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every command takes, listed under their own heading in each
+/// command's help so that the command's own options stand apart.
+#[derive(Debug, Args)]
+struct GlobalArgs {
     /// The vault folder (overrides @name, .env and the global config).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     vault: Option<PathBuf>,
     /// Where the index lives (default: CTXPACK_INDEX_DIR, else
     /// ~/.cache/ctxpack/<vault id>).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     index_dir: Option<PathBuf>,
     /// Do not print diagnostics about the vault's notes.
-    #[arg(long, short, global = true)]
+    #[arg(long, short, global = true, help_heading = GLOBAL)]
     quiet: bool,
-    /// The embedding model of the semantic arm (default: CTXPACK_MODEL,
-    /// else the model store's default); `none` turns the arm off.
-    #[arg(long, global = true, value_name = "NAME")]
-    model: Option<String>,
-    /// A cross-encoder folder that re-scores the top 20 hits (BERT with a
-    /// classification head; needs the `bert` feature). Also
-    /// CTXPACK_RERANKER.
-    #[arg(long, global = true, value_name = "DIR")]
-    reranker: Option<PathBuf>,
-    /// Search the semantic arm's vectors through an HNSW graph (built and
-    /// stored in the index folder on first use); by default only above
-    /// 200,000 chunks.
-    #[arg(long, global = true, conflicts_with = "exact")]
-    ann: bool,
-    /// Always scan every vector (never the HNSW graph).
-    #[arg(long, global = true)]
-    exact: bool,
-    /// Store the semantic arm's vectors as f32 or int8 (a quarter of the
-    /// size); converts what is stored. Default: as stored (f32 when new).
-    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
-    vectors: Option<VectorsArg>,
+}
+
+/// The help heading of [`GlobalArgs`].
+const GLOBAL: &str = "Global options";
+
+/// A PostgreSQL store instead of the embedded index: taken by the commands
+/// that read or write an index (not `audit` or `model`).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Store options")]
+struct StoreArgs {
     /// A PostgreSQL store (postgres://USER@HOST/DB) to index into and read
     /// from instead of the embedded index; also CTXPACK_STORE, or a
     /// CTXPACK_STORE= line in the vault's config.
     #[arg(
         long,
-        global = true,
         value_name = "URL",
         env = "CTXPACK_STORE",
         hide_env_values = true
     )]
     store: Option<String>,
     /// The vault's id in the store (default: the vault folder's name).
-    #[arg(long, global = true, value_name = "ID", env = "CTXPACK_VAULT_ID")]
+    // The value is hidden: unset, clap would print `CTXPACK_VAULT_ID=]`.
+    #[arg(
+        long,
+        value_name = "ID",
+        env = "CTXPACK_VAULT_ID",
+        hide_env_values = true
+    )]
     vault_id: Option<String>,
+}
+
+/// The semantic arm's model: taken by the commands that open the index.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Semantic arm options")]
+struct ModelArgs {
+    /// The embedding model of the semantic arm (default: CTXPACK_MODEL,
+    /// else the model store's default); `none` turns the arm off.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+}
+
+/// How the semantic arm's vectors are stored and searched: taken by the
+/// commands that build or search them.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Semantic arm options")]
+struct VectorArgs {
+    /// Search the semantic arm's vectors through an HNSW graph (built and
+    /// stored in the index folder on first use); by default only above
+    /// 200,000 chunks.
+    #[arg(long, conflicts_with = "exact")]
+    ann: bool,
+    /// Always scan every vector (never the HNSW graph).
+    #[arg(long)]
+    exact: bool,
+    /// Store the semantic arm's vectors as f32 or int8 (a quarter of the
+    /// size); converts what is stored. Default: as stored (f32 when new).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    vectors: Option<VectorsArg>,
+}
+
+/// The cross-encoder: taken by the commands that rank.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Semantic arm options")]
+struct RerankerArgs {
+    /// A cross-encoder folder that re-scores the top 20 hits (BERT with a
+    /// classification head; needs the `bert` feature). Also
+    /// CTXPACK_RERANKER.
+    #[arg(long, value_name = "DIR")]
+    reranker: Option<PathBuf>,
+}
+
+/// The background watcher: taken by the commands that walk the vault to
+/// answer (`pack`, `search`, `mark-useful`).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Watcher options")]
+struct DaemonArgs {
     /// Start a watcher of this vault in the background when none runs, so
     /// that later commands skip the walk (Linux); also CTXPACK_DAEMON=1, or
     /// a CTXPACK_DAEMON=1 line in the vault's config. `ctxpack index --stop`
     /// stops it.
-    #[arg(long, global = true)]
+    #[arg(long)]
     daemon: bool,
-    #[command(subcommand)]
-    command: Command,
+}
+
+/// What the `run_*` functions read: the global options and the command's
+/// own index options, each at its default where the command does not take
+/// it (as when the flag is not given).
+#[derive(Debug, Default)]
+struct Cli {
+    vault: Option<PathBuf>,
+    index_dir: Option<PathBuf>,
+    quiet: bool,
+    model: Option<String>,
+    reranker: Option<PathBuf>,
+    ann: bool,
+    exact: bool,
+    vectors: Option<VectorsArg>,
+    store: Option<String>,
+    vault_id: Option<String>,
+    daemon: bool,
+}
+
+impl Invocation {
+    /// The options of this call, gathered from wherever the command keeps
+    /// them.
+    fn options(&self) -> Cli {
+        let GlobalArgs {
+            vault,
+            index_dir,
+            quiet,
+        } = &self.global;
+        let mut cli = Cli {
+            vault: vault.clone(),
+            index_dir: index_dir.clone(),
+            quiet: *quiet,
+            ..Cli::default()
+        };
+        let none = (None, None, None, None, None);
+        let (store, model, vectors, reranker, daemon) = match &self.command {
+            Command::Pack(a) => (
+                Some(&a.store),
+                Some(&a.model),
+                Some(&a.vectors),
+                Some(&a.reranker),
+                Some(&a.daemon),
+            ),
+            Command::Search(a) => (
+                Some(&a.store),
+                Some(&a.model),
+                Some(&a.vectors),
+                Some(&a.reranker),
+                Some(&a.daemon),
+            ),
+            Command::Index(a) => (Some(&a.store), Some(&a.model), Some(&a.vectors), None, None),
+            Command::Status(a) => (Some(&a.store), Some(&a.model), None, None, None),
+            Command::MarkUseful(a) => (Some(&a.store), Some(&a.model), None, None, Some(&a.daemon)),
+            Command::Eval(a) => (
+                Some(&a.store),
+                Some(&a.model),
+                Some(&a.vectors),
+                Some(&a.reranker),
+                None,
+            ),
+            Command::Serve(a) => (
+                Some(&a.store),
+                Some(&a.model),
+                Some(&a.vectors),
+                Some(&a.reranker),
+                None,
+            ),
+            Command::Assemble(a) => (Some(&a.store), None, None, None, None),
+            Command::Audit(_) | Command::Model(_) => none,
+        };
+        if let Some(StoreArgs { store, vault_id }) = store {
+            cli.store = store.clone();
+            cli.vault_id = vault_id.clone();
+        }
+        if let Some(ModelArgs { model }) = model {
+            cli.model = model.clone();
+        }
+        if let Some(VectorArgs {
+            ann,
+            exact,
+            vectors,
+        }) = vectors
+        {
+            cli.ann = *ann;
+            cli.exact = *exact;
+            cli.vectors = *vectors;
+        }
+        if let Some(RerankerArgs { reranker }) = reranker {
+            cli.reranker = reranker.clone();
+        }
+        if let Some(DaemonArgs { daemon }) = daemon {
+            cli.daemon = *daemon;
+        }
+        cli
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,11 +282,13 @@ enum ModelCommand {
     },
     /// List the imported models.
     List {
+        /// Output format: text or json.
         #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
         format: StatusFormat,
     },
     /// Print the embedding of a text as JSON (to check a model by hand).
     Embed {
+        /// The text to embed.
         text: String,
         /// The model (default: CTXPACK_MODEL, else the store's default).
         #[arg(long)]
@@ -173,7 +320,9 @@ struct AssembleArgs {
     /// Token counter: chars4, o200k or cl100k.
     #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
     tokenizer: Tokenizer,
-    #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
+    /// Output format: markdown (the pack as printed in --style) or json
+    /// (the assembly as a report).
+    #[arg(long, value_name = "FORMAT", default_value = "markdown", value_parser = PackFormatParser)]
     format: PackFormat,
     /// The printed layout: markdown (the seed's), xml or json; the budget
     /// holds in each, and the baseline stays a shared prefix.
@@ -202,6 +351,8 @@ struct AssembleArgs {
     /// Do not write the pack to the recipe's review file.
     #[arg(long)]
     no_write: bool,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 /// Options of the ranking shared by `pack` and `search`.
@@ -261,7 +412,7 @@ struct PackArgs {
     ranker: RankerArg,
     /// Output format: markdown (the pack as printed in --style) or json
     /// (a report of the pack, its `bundle` the printed text).
-    #[arg(long, value_enum, default_value_t = PackFormat::Markdown)]
+    #[arg(long, value_name = "FORMAT", default_value = "markdown", value_parser = PackFormatParser)]
     format: PackFormat,
     /// Layout of the printed pack: markdown, xml, plain or json; every
     /// style keeps the budget.
@@ -306,6 +457,16 @@ struct PackArgs {
     graph_direction: Direction,
     #[command(flatten)]
     rank: RankArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    vectors: VectorArgs,
+    #[command(flatten)]
+    reranker: RerankerArgs,
+    #[command(flatten)]
+    daemon: DaemonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -326,10 +487,22 @@ struct SearchArgs {
     /// Show why each note ranked where it did.
     #[arg(long)]
     explain: bool,
+    /// Output format: cli (a ranked list for people), json (hits with
+    /// scores) or files (one path a line).
     #[arg(long, value_enum, default_value_t = SearchFormat::Cli)]
     format: SearchFormat,
     #[command(flatten)]
     rank: RankArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    vectors: VectorArgs,
+    #[command(flatten)]
+    reranker: RerankerArgs,
+    #[command(flatten)]
+    daemon: DaemonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -347,6 +520,12 @@ struct IndexArgs {
     /// others exit at once.
     #[arg(long, hide = true, requires = "watch")]
     background: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    vectors: VectorArgs,
 }
 
 #[derive(Debug, Args)]
@@ -388,18 +567,32 @@ struct ServeArgs {
     /// one where log.md already exists; see `log:` in .ctxpack.yaml).
     #[arg(long)]
     no_log: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    vectors: VectorArgs,
+    #[command(flatten)]
+    reranker: RerankerArgs,
 }
 
 #[derive(Debug, Args)]
 struct AuditArgs {
+    /// Output format: text or json.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
 }
 
 #[derive(Debug, Args)]
 struct StatusArgs {
+    /// Output format: text or json.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
 }
 
 #[derive(Debug, Args)]
@@ -409,6 +602,12 @@ struct MarkArgs {
     /// Record that it was not useful.
     #[arg(long)]
     not_useful: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    daemon: DaemonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -439,16 +638,70 @@ struct EvalArgs {
     /// Which links --graph-depth follows: out, in or both.
     #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
     graph_direction: Direction,
+    /// Output format: text or json.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
     #[command(flatten)]
     rank: RankArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    vectors: VectorArgs,
+    #[command(flatten)]
+    reranker: RerankerArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum PackFormat {
     Markdown,
     Json,
+}
+
+/// Parses `--format` where a pack is printed. A layout such as `xml` is a
+/// `--style`, not a format; the error says so instead of only listing
+/// markdown and json.
+#[derive(Clone, Copy, Debug)]
+struct PackFormatParser;
+
+impl clap::builder::TypedValueParser for PackFormatParser {
+    type Value = PackFormat;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PackFormat, clap::Error> {
+        clap::builder::EnumValueParser::<PackFormat>::new()
+            .parse_ref(cmd, arg, value)
+            .map_err(|mut err| {
+                let text = value.to_string_lossy();
+                if text.parse::<Style>().is_ok() {
+                    err.insert(
+                        clap::error::ContextKind::Suggested,
+                        clap::error::ContextValue::StyledStrs(vec![
+                            format!(
+                                "'{text}' is a layout: print the pack in it with '--style {text}'"
+                            )
+                            .into(),
+                        ]),
+                    );
+                }
+                err
+            })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            PackFormat::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -601,22 +854,23 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Ok(split) => split,
         Err(message) => return usage_error(&message),
     };
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    let invocation = match Invocation::try_parse_from(args) {
+        Ok(invocation) => invocation,
         Err(err) => {
             let _ = err.print();
             return err.exit_code();
         }
     };
+    let cli = invocation.options();
     let name = vault_name.as_deref();
     if let Command::Pack(PackArgs { tokenizer, .. })
     | Command::Assemble(AssembleArgs { tokenizer, .. })
-    | Command::Eval(EvalArgs { tokenizer, .. }) = &cli.command
+    | Command::Eval(EvalArgs { tokenizer, .. }) = &invocation.command
     {
         tokenizer.prefetch();
     }
     let whole = crate::timings::phase("command");
-    let result = match &cli.command {
+    let result = match &invocation.command {
         Command::Pack(args) => run_pack(&cli, args, name),
         Command::Search(args) => run_search(&cli, args, name),
         Command::Index(args) => run_index(&cli, args, name),

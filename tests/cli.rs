@@ -989,3 +989,181 @@ fn the_allocator_keeps_freed_memory_from_the_start() {
         "mimalloc started with transparent huge pages:\n{stderr}"
     );
 }
+
+// ---------------------------------------------------------------- --help
+
+/// The long options of one `--help` page, each with its description
+/// (continuation lines joined), and the headings in order.
+fn help_options(help: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let mut options: Vec<(String, String)> = Vec::new();
+    let mut headings = Vec::new();
+    for line in help.lines() {
+        let trimmed = line.trim_start();
+        if !line.starts_with(' ') && line.ends_with(':') {
+            headings.push(line.trim_end_matches(':').to_string());
+        } else if trimmed.starts_with('-') {
+            // The flag, then two spaces, then its description (or the
+            // description alone on the next lines when the flag is long).
+            let (spec, text) = trimmed.split_once("  ").unwrap_or((trimmed, ""));
+            let long = spec
+                .split([',', ' '])
+                .find(|word| word.starts_with("--"))
+                .unwrap_or_else(|| panic!("no long flag in {line:?}"));
+            options.push((long.to_string(), text.trim().to_string()));
+        } else if let Some((_, text)) = options.last_mut()
+            && !trimmed.is_empty()
+            && line.starts_with("  ")
+        {
+            text.push(' ');
+            text.push_str(trimmed);
+        }
+    }
+    (options, headings)
+}
+
+/// Each command's help lists the options it takes and no other: the
+/// store, model and vector options only where the command uses them, the
+/// options every command takes under "Global options", each one described,
+/// and env hints without an empty value.
+#[test]
+fn every_command_help_lists_only_its_own_options_each_described() {
+    let world = World::new();
+    // The options that once were global to every command, and the
+    // commands that take each.
+    let index_options = [
+        "--store",
+        "--vault-id",
+        "--model",
+        "--ann",
+        "--exact",
+        "--vectors",
+        "--reranker",
+        "--daemon",
+    ];
+    let ranking = &index_options[..];
+    let serving = &index_options[..7];
+    let commands: [(&[&str], &[&str]); 13] = [
+        (&[], &[]),
+        (&["pack"], ranking),
+        (&["search"], ranking),
+        (&["index"], &index_options[..6]),
+        (&["status"], &index_options[..3]),
+        (&["audit"], &[]),
+        (
+            &["mark-useful"],
+            &["--store", "--vault-id", "--model", "--daemon"],
+        ),
+        (&["eval"], serving),
+        (&["serve"], serving),
+        (&["assemble"], &["--store", "--vault-id"]),
+        (&["model", "import"], &[]),
+        (&["model", "list"], &[]),
+        // `model embed` has a --model of its own: the model to embed with.
+        (&["model", "embed"], &["--model"]),
+    ];
+    for (command, expected) in commands {
+        let out = world.cmd().args(command).arg("--help").output().unwrap();
+        let help = ok(&out);
+        let (options, headings) = help_options(&help);
+        let listed: Vec<&str> = options
+            .iter()
+            .map(|(flag, _)| flag.as_str())
+            .filter(|flag| index_options.contains(flag))
+            .collect();
+        assert_eq!(listed, expected, "{command:?} --help:\n{help}");
+        for (flag, text) in &options {
+            // clap's own hints ([default: …], [possible values: …]) are no
+            // description.
+            let described = text
+                .split('[')
+                .map(|part| part.split_once(']').map_or(part, |(_, rest)| rest))
+                .any(|part| !part.trim().is_empty());
+            assert!(
+                described,
+                "{command:?} --help: {flag} has no description:\n{help}"
+            );
+        }
+        assert!(!help.contains("=]"), "{command:?} --help:\n{help}");
+        // The global options come last, under their own heading.
+        assert_eq!(
+            headings.last().map(String::as_str),
+            Some("Global options"),
+            "{command:?} --help:\n{help}"
+        );
+        let global = &help[help.find("\nGlobal options:\n").unwrap()..];
+        let (global, _) = help_options(global);
+        let global: Vec<&str> = global.iter().map(|(flag, _)| flag.as_str()).collect();
+        assert_eq!(
+            global,
+            ["--vault", "--index-dir", "--quiet"],
+            "{command:?} --help:\n{help}"
+        );
+    }
+    // The old placement of a store option is refused where it means
+    // nothing, with the usage exit code.
+    let out = world
+        .cmd()
+        .args(["audit", "--reranker", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unexpected argument '--reranker'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `--format xml` on a command that prints a pack points at `--style xml`,
+/// the flag that chooses the layout; exit code 2.
+#[test]
+fn format_xml_suggests_style_xml() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    for command in [
+        &["pack", "raft"][..],
+        &[
+            "assemble",
+            "--work",
+            "w",
+            "--scenario",
+            "s",
+            "--chapter",
+            "1",
+            "--intent",
+            "i",
+        ],
+    ] {
+        let out = world
+            .cmd()
+            .args(command)
+            .args(["--format", "xml", "--vault"])
+            .arg(&vault)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("invalid value 'xml' for '--format <FORMAT>'"),
+            "{command:?}: {err}"
+        );
+        assert!(
+            err.contains("tip: 'xml' is a layout: print the pack in it with '--style xml'"),
+            "{command:?}: {err}"
+        );
+        assert_eq!(stdout(&out), "", "{command:?}");
+    }
+    // A value that is no layout either gets no such tip.
+    let out = world
+        .cmd()
+        .args(["pack", "raft", "--format", "yaml", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("[possible values: markdown, json]"));
+    assert!(!stderr(&out).contains("--style"), "{}", stderr(&out));
+    // The formats themselves still parse.
+    let json = ok(&world.pack(&vault, &["raft", "--format", "json"]));
+    assert!(json.starts_with('{'), "{json}");
+}
