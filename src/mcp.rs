@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -35,7 +35,7 @@ use crate::progress::Progress;
 use crate::request::{
     DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, MAX_DAILIES, MAX_DEPTH,
     MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
-    check_query_length, parse_datetime,
+    check_query_length, source_date_epoch,
 };
 use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
 use crate::session::{
@@ -92,6 +92,34 @@ impl Default for ServeLimits {
         }
     }
 }
+
+/// How the tools fit together, for the agent (the server's `instructions`).
+const INSTRUCTIONS: &str = "\
+ctxpack serves a Markdown vault (a folder of notes) and nothing outside it; \
+all tools work offline on that folder.
+- To gather what the vault knows about a topic in one call, use context_pack \
+with a query and a budget_tokens that fits your context: it returns the most \
+relevant notes, compressed and never over the budget. Use note=PATH instead of \
+query for the context around one note, or recent=true for the latest notes.
+- To look around first, use search (ranked paths with the best sentence of \
+each), then get_note to read one note whole, one heading's section or a line \
+range.
+- A result too large for one answer comes in parts: its pack_handle and \
+next_offset go to read_pack for the next part; grep_pack finds lines in that \
+pack and gives offsets to read from.
+- After using a note, mark_useful records whether it helped; later searches \
+rank by that feedback.
+- status describes the vault and its index (note count, problems found).
+Only context_pack (one line in the vault's log.md, where there is one) and \
+mark_useful (a vote kept beside the index) write anything; the other tools \
+only read.";
+
+/// Added to [`INSTRUCTIONS`] where the served folder is a writing project.
+const ASSEMBLE_INSTRUCTIONS: &str = "\
+This folder is a writing project: assemble builds one agent's layered context \
+for a unit (chapter) of a work, as the project's recipe says, and saves a \
+review copy where the recipe names one. Agents of the same unit share its \
+first part byte for byte.";
 
 /// Changed paths remembered per burst for resource-change notifications.
 const MAX_CHANGED_PATHS: usize = 10_000;
@@ -314,6 +342,10 @@ struct State {
     packs: packs::PackStore,
     /// Notes clients subscribed to, told when the watcher sees them change.
     subscriptions: resources::Subscriptions,
+    /// The time packs are stamped with when `SOURCE_DATE_EPOCH` fixes it
+    /// (reproducible output is the server's setting, not a tool argument
+    /// an agent would have to know about).
+    generated_at: Option<DateTime<Utc>>,
 }
 
 impl State {
@@ -337,6 +369,11 @@ impl State {
             }
         }
         current
+    }
+
+    /// The time a pack is stamped with: fixed, or now.
+    fn now(&self) -> DateTime<Utc> {
+        self.generated_at.unwrap_or_else(Utc::now)
     }
 
     fn reopen(&self) -> Result<()> {
@@ -427,6 +464,7 @@ pub struct SearchArgs {
     #[schemars(description = "What to look for; any text, taken literally")]
     pub query: String,
     #[schemars(description = format!("How many results (1-{MAX_SEARCH_LIMIT_MCP}, default {DEFAULT_SEARCH_LIMIT})"))]
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT_MCP))]
     pub limit: Option<usize>,
     #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
     pub folder: Option<String>,
@@ -441,14 +479,17 @@ pub struct ContextPackArgs {
     #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
     pub query: Option<String>,
     #[schemars(description = format!("Up to {MAX_SUBQUERIES} further questions to gather evidence for"))]
+    #[schemars(length(max = MAX_SUBQUERIES))]
     pub subqueries: Option<Vec<String>>,
     #[schemars(description = format!("Token budget for the whole pack (1-{MAX_BUDGET}, default {DEFAULT_BUDGET})"))]
+    #[schemars(range(min = 1, max = MAX_BUDGET))]
     pub budget_tokens: Option<usize>,
     #[schemars(description = "Pack the most recently updated notes instead of a topic")]
     pub recent: Option<bool>,
     #[schemars(description = "Add backlink entries under the top pages (default true)")]
     pub include_backlinks: Option<bool>,
     #[schemars(description = format!("Add the N most recent daily notes (0-{MAX_DAILIES}, default 0)"))]
+    #[schemars(range(min = 0, max = MAX_DAILIES))]
     pub recent_dailies: Option<usize>,
     #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
     pub tokenizer: Option<String>,
@@ -458,8 +499,6 @@ pub struct ContextPackArgs {
         description = "Layout of the pack: markdown (default), xml, plain or json; all keep the budget"
     )]
     pub style: Option<String>,
-    #[schemars(description = "Fix the pack's timestamp (ISO 8601) for reproducible output")]
-    pub generated_at: Option<String>,
     #[schemars(
         description = "Pack the context around this note instead of a query (its path in the vault): the note, what it links to, what links to it, and similar notes"
     )]
@@ -467,12 +506,14 @@ pub struct ContextPackArgs {
     #[schemars(
         description = format!("With note: link hops around it (0-{MAX_DEPTH}, default 1; 0: similar notes only)")
     )]
+    #[schemars(range(min = 0, max = MAX_DEPTH))]
     pub depth: Option<usize>,
     #[schemars(description = "With note: include the note itself (default true)")]
     pub include_self: Option<bool>,
     #[schemars(
         description = format!("With query: add linked neighbours of the top hits, up to N hops (0-{MAX_DEPTH}, default 0)")
     )]
+    #[schemars(range(min = 0, max = MAX_DEPTH))]
     pub graph_depth: Option<usize>,
     #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
     pub graph_direction: Option<String>,
@@ -494,7 +535,8 @@ pub struct GrepPackArgs {
         description = "A regular expression matched against each line (prefix (?i) to ignore case)"
     )]
     pub pattern: String,
-    #[schemars(description = "Lines of context before and after each match (0-20, default 2)")]
+    #[schemars(description = format!("Lines of context before and after each match (0-{}, default 2)", packs::MAX_CONTEXT_LINES))]
+    #[schemars(range(min = 0, max = packs::MAX_CONTEXT_LINES))]
     pub context: Option<usize>,
 }
 
@@ -528,6 +570,7 @@ pub struct AssembleArgs {
     )]
     pub scenario: String,
     #[schemars(description = "The unit (chapter, task) number, from 1")]
+    #[schemars(range(min = 1))]
     pub chapter: i64,
     #[schemars(description = "The user's words for this turn, passed on verbatim")]
     pub intent: String,
@@ -535,7 +578,8 @@ pub struct AssembleArgs {
         description = "The agent (default: the scenario's agent): writer, planner, extractor, detector, judge in the novel recipe"
     )]
     pub agent: Option<String>,
-    #[schemars(description = "Token budget for the whole pack (1-100000, default 16000)")]
+    #[schemars(description = format!("Token budget for the whole pack (1-{MAX_BUDGET}, default {})", crate::assemble::DEFAULT_BUDGET))]
+    #[schemars(range(min = 1, max = crate::assemble::MAX_BUDGET))]
     pub budget: Option<usize>,
     #[schemars(description = "Token counter: chars4 (default), o200k or cl100k")]
     pub tokenizer: Option<String>,
@@ -569,7 +613,14 @@ pub struct AssembleArgs {
 impl CtxpackServer {
     /// Opens the vault and its index (building or updating it).
     pub fn open(options: ServeOptions) -> Result<CtxpackServer> {
+        let generated_at = source_date_epoch().map_err(anyhow::Error::msg)?;
         let session = open_session(&options)?;
+        let mut tool_router = Self::tool_router();
+        // Outside a writing project every assemble call fails: an agent
+        // offered the tool there would only waste a turn learning that.
+        if !crate::assemble::has_recipe(&options.root) {
+            tool_router.remove_route("assemble");
+        }
         let turns = Arc::new(tokio::sync::Semaphore::new(
             options.limits.concurrent_calls.max(1),
         ));
@@ -580,8 +631,9 @@ impl CtxpackServer {
                 turns,
                 packs: packs::PackStore::default(),
                 subscriptions: resources::Subscriptions::default(),
+                generated_at,
             }),
-            tool_router: Self::tool_router(),
+            tool_router,
         })
     }
 
@@ -632,6 +684,9 @@ impl CtxpackServer {
         ) -> Result<T, CallToolResult> {
             serde_json::from_value(arguments)
                 .map_err(|err| tool_error(format!("invalid arguments: {err}")))
+        }
+        if !self.tool_router.has_route(tool) {
+            return tool_error(format!("no tool '{tool}'"));
         }
         let state = &self.state;
         let result = match tool {
@@ -721,14 +776,28 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Rank the vault's notes for a query (full-text BM25 fused with the notes' titles, aliases, tags and summaries). Returns rank, path, title, score and the best matching sentence of each hit."
+        description = "Rank the vault's notes for a query (full-text BM25 fused with the notes' titles, aliases, tags and summaries). Returns rank, path, title, score and the best matching sentence of each hit.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn search(&self, Parameters(args): Parameters<SearchArgs>) -> CallToolResult {
         self.call("search", move |state| state.search(args)).await
     }
 
     #[tool(
-        description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON."
+        description = "Build a token-budgeted context pack: the notes most relevant to a query (or the most recent ones), compressed, de-duplicated, with relevant excerpts, backlinks and optional daily notes, never over budget_tokens. Returns the pack as markdown (default) or JSON. Where the vault keeps a log.md, appends one line to it recording the pack.",
+        // Not read-only: the log.md line. Each call adds its own line, so
+        // a repeat is not a no-op; nothing is overwritten or removed.
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn context_pack(
         &self,
@@ -743,7 +812,15 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Assemble one agent's layered context for a unit of a writing project (seed 003): a baseline shared byte for byte by every agent of the chapter, the agent's identity and function instruction, its increment, this turn's intent last, and a report of every field and source left out and why. The served folder must be the project root (with meta/recipe.yaml). Also writes the pack to the recipe's review file."
+        description = "Assemble one agent's layered context for a unit (chapter) of the writing project: a baseline shared byte for byte by every agent of the unit, the agent's identity and instructions, its own material, this turn's intent last, and a report of every field and source left out and why. When the project's recipe names a review file, the pack is saved there too, replacing the last one.",
+        // Not read-only: the review copy. It replaces only that copy, and
+        // the same arguments write the same bytes again.
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn assemble(
         &self,
@@ -758,7 +835,13 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Read one note of the vault by its relative path, whole or one heading's section or a line range. Paths outside the vault are refused."
+        description = "Read one note of the vault by its relative path, whole or one heading's section or a line range. Paths outside the vault are refused.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
         self.call("get_note", move |state| state.get_note(args))
@@ -766,7 +849,14 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Record that a note was useful (or not) for the current task; feedback can re-rank later searches. Writes only to the index folder, never to the vault."
+        description = "Record that a note was useful (or not) for the current task; feedback can re-rank later searches. Writes only to the index folder, never to the vault.",
+        // Every call adds a vote, so a repeat counts twice.
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn mark_useful(&self, Parameters(args): Parameters<MarkUsefulArgs>) -> CallToolResult {
         self.call("mark_useful", move |state| state.mark_useful(args))
@@ -774,14 +864,26 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Describe the vault and its index: notes, sections, diagnostics, ranking arms."
+        description = "Describe the vault and its index: notes, sections, diagnostics, ranking arms.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> CallToolResult {
         self.call("status", move |state| state.status()).await
     }
 
     #[tool(
-        description = "Read the next part of a pack too large for one result, by the pack_handle and next_offset the last part gave. Parts end at line ends."
+        description = "Read the next part of a pack too large for one result, by the pack_handle and next_offset the last part gave. Parts end at line ends.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn read_pack(
         &self,
@@ -796,7 +898,13 @@ impl CtxpackServer {
     }
 
     #[tool(
-        description = "Find the lines of a large pack (by pack_handle) matching a regular expression, with context lines; each match gives an offset read_pack can start from."
+        description = "Find the lines of a large pack (by pack_handle) matching a regular expression, with context lines; each match gives an offset read_pack can start from.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn grep_pack(
         &self,
@@ -860,15 +968,7 @@ impl State {
             Ok(direction) => direction,
             Err(message) => return tool_error(message),
         };
-        let now = match args.generated_at.as_deref() {
-            None => Utc::now(),
-            Some(text) => match parse_datetime(text) {
-                Some(time) => time,
-                None => {
-                    return tool_error(format!("generated_at '{text}' is not an ISO 8601 time"));
-                }
-            },
-        };
+        let now = self.now();
         let style = match args.style.as_deref().unwrap_or("markdown").parse::<Style>() {
             Ok(style) => style,
             Err(message) => return tool_error(message),
@@ -1101,7 +1201,7 @@ impl State {
                 "budget must be a whole number between 1 and {MAX_BUDGET}"
             ));
         }
-        let now = Utc::now();
+        let now = self.now();
         let request = PackRequest::new(
             PackMode::Topic(topic.to_string()),
             PackOptions::new(budget, Tokenizer::Chars4, now),
@@ -1257,10 +1357,11 @@ impl ServerHandler for CtxpackServer {
                 .build(),
         )
         .with_server_info(Implementation::new("ctxpack", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "ctxpack serves a Markdown knowledge vault: search it, read notes, and build \
-                 token-budgeted context packs for a topic.",
-        )
+        .with_instructions(if self.tool_router.has_route("assemble") {
+            format!("{INSTRUCTIONS}\n\n{ASSEMBLE_INSTRUCTIONS}")
+        } else {
+            INSTRUCTIONS.to_string()
+        })
     }
 }
 
@@ -1308,6 +1409,48 @@ mod tests {
         ] {
             assert_eq!(described(pack(), field), text, "{field}");
         }
+    }
+
+    /// The integer arguments' schema bounds are the limits the request
+    /// checks enforce, so a client validating against the schema refuses
+    /// exactly what the server would.
+    #[test]
+    fn the_schemas_bound_the_integers_as_the_checks_do() {
+        let bounds = |schema: schemars::Schema, field: &str| {
+            let property = &schema.as_value()["properties"][field];
+            (property["minimum"].as_u64(), property["maximum"].as_u64())
+        };
+        assert_eq!(
+            bounds(schemars::schema_for!(SearchArgs), "limit"),
+            (Some(1), Some(100))
+        );
+        for (field, expected) in [
+            ("budget_tokens", (Some(1), Some(100_000))),
+            ("recent_dailies", (Some(0), Some(30))),
+            ("depth", (Some(0), Some(3))),
+            ("graph_depth", (Some(0), Some(3))),
+        ] {
+            assert_eq!(
+                bounds(schemars::schema_for!(ContextPackArgs), field),
+                expected,
+                "{field}"
+            );
+        }
+        assert_eq!(
+            bounds(schemars::schema_for!(GrepPackArgs), "context"),
+            (Some(0), Some(20))
+        );
+        assert_eq!(
+            bounds(schemars::schema_for!(AssembleArgs), "budget"),
+            (Some(1), Some(100_000))
+        );
+        assert_eq!(
+            bounds(schemars::schema_for!(AssembleArgs), "chapter"),
+            (Some(1), None)
+        );
+        let pack = schemars::schema_for!(ContextPackArgs);
+        assert_eq!(pack.as_value()["properties"]["subqueries"]["maxItems"], 5);
+        assert!(pack.as_value()["properties"].get("generated_at").is_none());
     }
 
     #[test]

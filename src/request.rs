@@ -46,6 +46,25 @@ pub const MAX_SEARCH_LIMIT_CLI: usize = 1000;
 /// an agent's context, so it is capped lower than a terminal listing.
 pub const MAX_SEARCH_LIMIT_MCP: usize = 100;
 
+/// The time `SOURCE_DATE_EPOCH` fixes for packs (the reproducible-builds
+/// convention: whole seconds since 1970), `None` when it is unset or
+/// empty. Faces that take no explicit time (the MCP server) read it so that
+/// a test or a reproducible pipeline gets byte-identical packs.
+pub fn source_date_epoch() -> Result<Option<DateTime<Utc>>, String> {
+    let Some(epoch) = std::env::var_os("SOURCE_DATE_EPOCH").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    parse_epoch(&epoch.to_string_lossy()).map(Some)
+}
+
+fn parse_epoch(text: &str) -> Result<DateTime<Utc>, String> {
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|secs| DateTime::from_timestamp(secs, 0))
+        .ok_or_else(|| format!("SOURCE_DATE_EPOCH '{text}' is not a number of seconds"))
+}
+
 /// How a face names its parameters in messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Spelling {
@@ -442,6 +461,18 @@ fn check_length(spelling: Spelling, text: QueryText, query: &str) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_epoch_is_whole_seconds_or_a_clear_refusal() {
+        assert_eq!(
+            parse_epoch(" 1780272000 ").unwrap().to_rfc3339(),
+            "2026-06-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            parse_epoch("2026-06-01").unwrap_err(),
+            "SOURCE_DATE_EPOCH '2026-06-01' is not a number of seconds"
+        );
+    }
 
     fn at() -> DateTime<Utc> {
         "2026-01-02T03:04:05Z".parse().unwrap()

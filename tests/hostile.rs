@@ -384,12 +384,13 @@ fn every_mcp_tool_over_a_hostile_vault_answers_and_leaks_nothing() {
         json!({"path": "notes/env.md", "useful": true}),
     );
     assert!(is_error);
-    let (is_error, _) = call(
+    // Not a writing project: assemble is not offered at all.
+    let (is_error, text) = call(
         &mut client,
         "assemble",
         json!({"work": "../../outside", "scenario": "x", "chapter": 1, "intent": "y"}),
     );
-    assert!(is_error);
+    assert_eq!((is_error, text.as_str()), (true, "tool not found"));
     // The MCP client's view of the vault is the CLI's: the same notes.
     assert!(seen.contains("notes/ok.md"));
 }

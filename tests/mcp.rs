@@ -25,7 +25,6 @@ fn tools_are_listed_with_schemas() {
     assert_eq!(
         names,
         [
-            "assemble",
             "context_pack",
             "get_note",
             "grep_pack",
@@ -48,13 +47,126 @@ fn tools_are_listed_with_schemas() {
             .unwrap()
             .contains("token-budgeted")
     );
+    check_listing(&client.init, &tools);
+    let instructions = client.init["result"]["instructions"].as_str().unwrap();
+    assert!(!instructions.contains("assemble"), "{instructions}");
+    // A client that calls it anyway is told there is no such tool.
+    let refused = client.request(
+        "tools/call",
+        json!({"name": "assemble", "arguments": {"work": "w", "scenario": "continuation", "chapter": 1, "intent": "x"}}),
+    );
+    assert_eq!(refused["error"]["message"], "tool not found", "{refused}");
+}
+
+/// What every tool declares it does, as (readOnly, destructive,
+/// idempotent, openWorld) hints.
+fn annotations(tool: &str) -> [bool; 4] {
+    match tool {
+        "search" | "get_note" | "status" | "read_pack" | "grep_pack" => [true, false, true, false],
+        // A log.md line, a vote: each call adds one.
+        "context_pack" | "mark_useful" => [false, false, false, false],
+        // The review copy, replaced by the same bytes on a repeat.
+        "assemble" => [false, false, true, false],
+        other => panic!("no annotations expected for {other}"),
+    }
+}
+
+/// Checks each listed tool's annotations, the schemas' integer bounds
+/// (equal to the limits the server enforces), that no tool takes
+/// `generated_at`, and that the instructions name every tool.
+fn check_listing(init: &Value, tools: &Value) {
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    let bounds = [
+        ("search", "limit", 1, 100),
+        ("context_pack", "budget_tokens", 1, 100_000),
+        ("context_pack", "recent_dailies", 0, 30),
+        ("context_pack", "depth", 0, 3),
+        ("context_pack", "graph_depth", 0, 3),
+        ("grep_pack", "context", 0, 20),
+        ("assemble", "budget", 1, 100_000),
+        ("assemble", "chapter", 1, -1),
+    ];
+    for tool in tools["result"]["tools"].as_array().unwrap() {
+        let name = tool["name"].as_str().unwrap();
+        let hints = &tool["annotations"];
+        let got = [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ]
+        .map(|hint| {
+            hints[hint]
+                .as_bool()
+                .unwrap_or_else(|| panic!("{name}: {hint}"))
+        });
+        assert_eq!(got, annotations(name), "{name}");
+        assert!(instructions.contains(name), "the instructions name {name}");
+        let properties = &tool["inputSchema"]["properties"];
+        assert!(properties.get("generated_at").is_none(), "{name}");
+        for (_, argument, min, max) in bounds.iter().filter(|b| b.0 == name) {
+            let schema = &properties[argument];
+            assert_eq!(schema["minimum"], json!(min), "{name}.{argument}");
+            let expected_max = if *max < 0 { Value::Null } else { json!(max) };
+            assert_eq!(schema["maximum"], expected_max, "{name}.{argument}");
+        }
+    }
+}
+
+#[test]
+fn assemble_is_offered_over_a_writing_project() {
+    let world = World::new();
+    let project = world.example("novel");
+    let mut client = Client::start(&world, &project);
+    let tools = client.request("tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"assemble"), "{names:?}");
+    assert_eq!(names.len(), 8, "{names:?}");
+    check_listing(&client.init, &tools);
+    let assemble = names.iter().position(|n| *n == "assemble").unwrap();
+    let description = tools["result"]["tools"][assemble]["description"]
+        .as_str()
+        .unwrap();
+    // No internal words: no seed numbers, no recipe file names.
+    assert!(
+        !description.contains("seed") && !description.contains("recipe.yaml"),
+        "{description}"
+    );
+}
+
+/// The server stamps packs from `SOURCE_DATE_EPOCH`, as `pack` does; a
+/// value that is no time stops it before it serves.
+#[test]
+fn a_bad_source_date_epoch_is_refused_at_start() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = world
+        .cmd()
+        .env("SOURCE_DATE_EPOCH", "soon")
+        .args(["serve", "--vault"])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "ctxpack: error: SOURCE_DATE_EPOCH 'soon' is not a number of seconds\n"
+    );
 }
 
 #[test]
 fn tools_answer_like_the_command_line() {
     let world = World::new();
     let vault = world.example_vault("vault");
-    let mut client = Client::start(&world, &vault);
+    let mut client = Client::start_reproducible(&world, &vault, &[]);
 
     let (error, text) = client.call("search", json!({"query": "paxos", "limit": 3}));
     assert!(!error, "{text}");
@@ -65,7 +177,7 @@ fn tools_answer_like_the_command_line() {
     // The same bundle as `ctxpack pack` with the same inputs.
     let (error, bundle) = client.call(
         "context_pack",
-        json!({"query": "raft consensus", "budget_tokens": 1500, "format": "json", "generated_at": "2026-06-01T00:00:00Z"}),
+        json!({"query": "raft consensus", "budget_tokens": 1500, "format": "json"}),
     );
     assert!(!error, "{bundle}");
     let pack: Value = serde_json::from_str(&bundle).unwrap();
@@ -397,11 +509,11 @@ fn a_note_pack_answers_like_the_command_line() {
     let outside = world.vault("outside", &[("secret.md", "TOP SECRET")]);
     let vault = world.example_vault("vault");
     std::os::unix::fs::symlink(outside.join("secret.md"), vault.join("leak.md")).unwrap();
-    let mut client = Client::start(&world, &vault);
+    let mut client = Client::start_reproducible(&world, &vault, &[]);
     let (error, bundle) = client.call(
         "context_pack",
         json!({"note": "concepts/raft.md", "depth": 2, "include_self": false, "budget_tokens": 1500,
-               "format": "json", "generated_at": "2026-06-01T00:00:00Z"}),
+               "format": "json"}),
     );
     assert!(!error, "{bundle}");
     let pack: Value = serde_json::from_str(&bundle).unwrap();
@@ -741,11 +853,10 @@ fn a_large_pack_is_read_back_in_parts() {
     let world = World::new();
     let vault = world.example_vault("vault");
     let expected = common::ok(&world.pack(&vault, &["raft consensus", "--budget", "6000"]));
-    let mut client = Client::start_with(&world, &vault, &["--max-result-tokens", "1000"]);
+    let mut client = Client::start_reproducible(&world, &vault, &["--max-result-tokens", "1000"]);
     let arguments = json!({
         "query": "raft consensus",
         "budget_tokens": 6000,
-        "generated_at": common::GENERATED_AT,
     });
     let response = client.request(
         "tools/call",

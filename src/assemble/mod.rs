@@ -660,6 +660,13 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
     out
 }
 
+/// Whether `root` holds a writing project: its recipe is there to read,
+/// as `assemble` would read it (the MCP server offers `assemble` only then).
+pub fn has_recipe(root: &Path) -> bool {
+    Project::open(root)
+        .is_ok_and(|project| matches!(project.read_optional(RECIPE_FILE), Ok(Some(_))))
+}
+
 /// The library folders (relative to `root`) that no work of the writing
 /// project at `root` binds: no agent may read them, so the vault tools
 /// served over the project do not see them either. Empty when `root` has

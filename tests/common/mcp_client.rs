@@ -12,6 +12,8 @@ pub struct Client {
     stdin: ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
     next_id: u64,
+    /// The server's answer to `initialize`.
+    pub init: Value,
 }
 
 impl Client {
@@ -21,8 +23,31 @@ impl Client {
 
     /// Starts `ctxpack serve` over `vault` with extra arguments.
     pub fn start_with(world: &World, vault: &std::path::Path, extra: &[&str]) -> Client {
+        Client::start_env(world, vault, extra, &[])
+    }
+
+    /// Starts `ctxpack serve` over `vault` with its packs stamped at
+    /// [`super::GENERATED_AT`], as [`World::pack`] stamps the CLI's.
+    pub fn start_reproducible(world: &World, vault: &std::path::Path, extra: &[&str]) -> Client {
+        Client::start_env(
+            world,
+            vault,
+            extra,
+            &[("SOURCE_DATE_EPOCH", super::GENERATED_EPOCH)],
+        )
+    }
+
+    /// Starts `ctxpack serve` over `vault` with extra arguments and
+    /// environment variables.
+    pub fn start_env(
+        world: &World,
+        vault: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Client {
         let mut child = world
             .cmd()
+            .envs(env.iter().copied())
             .args(["serve", "--vault"])
             .arg(vault)
             .arg("--index-dir")
@@ -46,12 +71,14 @@ impl Client {
             stdin,
             lines,
             next_id: 1,
+            init: Value::Null,
         };
         let init = client.request(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack");
+        client.init = init;
         client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         client
     }
@@ -89,9 +116,14 @@ impl Client {
         }
     }
 
-    /// Calls a tool: (is_error, text of the first content block).
+    /// Calls a tool: (is_error, text of the first content block). A
+    /// protocol error (a tool the server does not offer) is an error too,
+    /// with its message as the text.
     pub fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
         let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        if let Some(message) = response["error"]["message"].as_str() {
+            return (true, message.to_string());
+        }
         let result = &response["result"];
         (
             result["isError"].as_bool().unwrap_or(false),

@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 use tempfile::TempDir;
 
 pub const GENERATED_AT: &str = "2026-06-01T00:00:00Z";
+/// [`GENERATED_AT`] as `SOURCE_DATE_EPOCH` (seconds since 1970).
+pub const GENERATED_EPOCH: &str = "1780272000";
 
 /// A temporary world: `home/` as `$HOME`, `work/` as the current folder.
 pub struct World {

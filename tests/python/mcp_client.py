@@ -41,6 +41,60 @@ def field(obj, snake, camel):
     return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
 
 
+# What each tool declares it does: (read-only, destructive, idempotent, open-world).
+ANNOTATIONS = {
+    "search": (True, False, True, False),
+    "get_note": (True, False, True, False),
+    "status": (True, False, True, False),
+    "read_pack": (True, False, True, False),
+    "grep_pack": (True, False, True, False),
+    "context_pack": (False, False, False, False),
+    "mark_useful": (False, False, False, False),
+    "assemble": (False, False, True, False),
+}
+
+# The integer arguments' bounds, as the server enforces them.
+BOUNDS = {
+    ("search", "limit"): (1, 100),
+    ("context_pack", "budget_tokens"): (1, 100000),
+    ("context_pack", "recent_dailies"): (0, 30),
+    ("context_pack", "depth"): (0, 3),
+    ("context_pack", "graph_depth"): (0, 3),
+    ("grep_pack", "context"): (0, 20),
+    ("assemble", "budget"): (1, 100000),
+}
+
+
+def annotations_of(tool):
+    a = tool.annotations
+    if a is None:
+        return None
+    return (
+        field(a, "read_only_hint", "readOnlyHint"),
+        field(a, "destructive_hint", "destructiveHint"),
+        field(a, "idempotent_hint", "idempotentHint"),
+        field(a, "open_world_hint", "openWorldHint"),
+    )
+
+
+def check_listing(init, tools):
+    """Every listed tool carries its annotations and its bounds, and the
+    server's instructions name it."""
+    instructions = init.instructions or ""
+    for tool in tools.tools:
+        check(f"{tool.name} is annotated", annotations_of(tool) == ANNOTATIONS[tool.name], annotations_of(tool))
+        check(f"the instructions name {tool.name}", tool.name in instructions)
+        properties = field(tool, "input_schema", "inputSchema").get("properties", {})
+        for (name, argument), (low, high) in BOUNDS.items():
+            if name == tool.name:
+                schema = properties[argument]
+                got = (schema.get("minimum"), schema.get("maximum"))
+                check(f"{name}.{argument} is bounded {low}-{high}", got == (low, high), got)
+    pack = next(t for t in tools.tools if t.name == "context_pack")
+    check("context_pack has no generated_at argument",
+          "generated_at" not in field(pack, "input_schema", "inputSchema")["properties"])
+
+
 def text_of(result):
     return result.content[0].text if result.content else ""
 
@@ -64,9 +118,11 @@ async def checks(session):
     names = sorted(tool.name for tool in tools.tools)
     check(
         "tools are listed",
-        names == ["assemble", "context_pack", "get_note", "grep_pack", "mark_useful", "read_pack", "search", "status"],
+        names == ["context_pack", "get_note", "grep_pack", "mark_useful", "read_pack", "search", "status"],
         names,
     )
+    check_listing(init, tools)
+    check("the instructions leave assemble out on a plain vault", "assemble" not in (init.instructions or ""))
     for tool in tools.tools:
         check(f"{tool.name} has a description", bool(tool.description))
         check(f"{tool.name} has an input schema", field(tool, "input_schema", "inputSchema").get("type") == "object")
@@ -109,7 +165,6 @@ async def checks(session):
         ("search", {"query": ""}, "query is empty"),
         ("get_note", {"path": "../../etc/passwd"}, "no note '../../etc/passwd' in the vault"),
         ("get_note", {"path": "/etc/passwd"}, "no note '/etc/passwd' in the vault"),
-        ("assemble", {"work": "w", "scenario": "continuation", "chapter": 1, "intent": "x"}, "meta/recipe.yaml"),
     ]:
         result = await session.call_tool(tool, arguments)
         check(
@@ -147,7 +202,10 @@ async def assemble_checks(binary, project, index):
     params = StdioServerParameters(command=binary, args=["serve", "--vault", project, "--index-dir", index])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            init = await session.initialize()
+            tools = await session.list_tools()
+            check("assemble is offered over a writing project", "assemble" in [t.name for t in tools.tools])
+            check_listing(init, tools)
             packs = {}
             for agent, scenario in [("writer", "continuation"), ("detector", "validation"), ("judge", "quality_gate")]:
                 arguments = {"work": "青灯录", "scenario": scenario, "chapter": 9, "intent": "第9章",

@@ -27,6 +27,8 @@ from mcp.client.stdio import stdio_client
 passed = 0
 failed = 0
 GENERATED_AT = "2026-06-01T00:00:00Z"
+# The same time for the server: its packs are stamped as the CLI's are.
+SERVER_ENV = {**os.environ, "SOURCE_DATE_EPOCH": "1780272000"}
 BUDGET = 60000
 LIMIT = 20000
 TOPIC = "raft consensus"
@@ -102,13 +104,14 @@ async def read_whole(session, arguments):
 
 
 def pack_arguments():
-    return {"query": TOPIC, "budget_tokens": BUDGET, "generated_at": GENERATED_AT}
+    return {"query": TOPIC, "budget_tokens": BUDGET}
 
 
 async def functional_checks(binary, vault, index, expected):
     params = StdioServerParameters(
         command=binary,
         args=["serve", "--vault", vault, "--index-dir", index, "--max-result-tokens", str(LIMIT)],
+        env=SERVER_ENV,
     )
     updated = asyncio.Queue()
 
@@ -216,6 +219,7 @@ async def timed(binary, vault, index, limit, rounds):
     params = StdioServerParameters(
         command=binary,
         args=["serve", "--vault", vault, "--index-dir", index, "--max-result-tokens", str(limit)],
+        env=SERVER_ENV,
     )
     times = []
     async with stdio_client(params) as (read, write):
