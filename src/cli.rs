@@ -1066,20 +1066,9 @@ fn generated_at(flag: Option<&str>) -> Result<DateTime<Utc>, Failure> {
     if let Some(text) = flag {
         return parse_time("--generated-at", text);
     }
-    if let Some(epoch) = std::env::var_os("SOURCE_DATE_EPOCH").filter(|v| !v.is_empty()) {
-        let text = epoch.to_string_lossy();
-        return text
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .and_then(|secs| DateTime::from_timestamp(secs, 0))
-            .ok_or_else(|| {
-                Failure::Usage(format!(
-                    "SOURCE_DATE_EPOCH '{text}' is not a number of seconds"
-                ))
-            });
-    }
-    Ok(Utc::now())
+    Ok(request::source_date_epoch()
+        .map_err(Failure::Usage)?
+        .unwrap_or_else(Utc::now))
 }
 
 impl RankArgs {
