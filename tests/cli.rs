@@ -1167,3 +1167,23 @@ fn format_xml_suggests_style_xml() {
     let json = ok(&world.pack(&vault, &["raft", "--format", "json"]));
     assert!(json.starts_with('{'), "{json}");
 }
+
+#[test]
+fn a_bad_source_date_epoch_is_a_usage_error() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "---\ntitle: raft\n---\nx\n")]);
+    let out = world
+        .cmd()
+        .env("SOURCE_DATE_EPOCH", "soon")
+        .args(["pack", "raft", "--no-log", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("SOURCE_DATE_EPOCH 'soon' is not a number of seconds"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+}
