@@ -137,27 +137,50 @@ pub fn truncate_chars(text: &str, max_chars: usize) -> String {
 /// The byte ranges of `text` where a full stop is not a sentence end:
 /// wikilinks and embeds (`[[Books.md]]`, `![[a.png]]`), code spans, a
 /// Markdown link's URL, bare URLs (`https://docker.com`) and HTML tags.
-/// Sorted and disjoint, so [`in_markup`] is one binary search.
+/// Sorted and disjoint, so [`in_markup`] is one binary search. Linear in
+/// the text: a closing mark searched for and not found is not found from
+/// any later place either, so it is never searched for again (a note of
+/// unclosed `[[` made each search run to its end).
 pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let bytes = text.as_bytes();
     let mut spans = Vec::new();
+    let (mut no_wiki_close, mut no_paren_close, mut no_angle_close) = (false, false, false);
+    // The shortest run of backticks with no later run as long.
+    let mut unclosed_ticks = usize::MAX;
     let mut i = 0;
     while i < bytes.len() {
         let rest = &text[i..];
         let end = if rest.starts_with("[[") {
-            rest.find("]]").map(|close| i + close + 2)
+            let close = (!no_wiki_close).then(|| rest.find("]]")).flatten();
+            no_wiki_close = close.is_none();
+            close.map(|close| i + close + 2)
         } else if rest.starts_with('`') {
             let ticks = rest.len() - rest.trim_start_matches('`').len();
-            rest[ticks..]
-                .find(&rest[..ticks])
-                .map(|close| i + ticks + close + ticks)
+            let close = (ticks < unclosed_ticks)
+                .then(|| rest[ticks..].find(&rest[..ticks]))
+                .flatten();
+            match close {
+                Some(close) => Some(i + ticks + close + ticks),
+                None => {
+                    // An unclosed run is literal text, skipped whole.
+                    unclosed_ticks = unclosed_ticks.min(ticks);
+                    i += ticks;
+                    continue;
+                }
+            }
         } else if rest.starts_with("](") {
-            rest.find(')').map(|close| i + close + 1)
+            let close = (!no_paren_close).then(|| rest.find(')')).flatten();
+            no_paren_close = close.is_none();
+            close.map(|close| i + close + 1)
         } else if rest.starts_with("://") {
-            // Back to the scheme's start, forward to the next space.
-            let start = text[..i]
+            // Back to the scheme's start (never into the span before),
+            // forward to the next space.
+            let floor = spans
+                .last()
+                .map_or(0, |span: &std::ops::Range<usize>| span.end);
+            let start = text[floor..i]
                 .rfind(|c: char| !c.is_ascii_alphanumeric())
-                .map_or(0, |p| p + 1);
+                .map_or(floor, |p| floor + p + 1);
             let end = rest
                 .find(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"'))
                 .map_or(text.len(), |e| i + e);
@@ -174,7 +197,9 @@ pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '/')
         {
-            rest.find('>').map(|close| i + close + 1)
+            let close = (!no_angle_close).then(|| rest.find('>')).flatten();
+            no_angle_close = close.is_none();
+            close.map(|close| i + close + 1)
         } else {
             None
         };
@@ -187,6 +212,17 @@ pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
         }
     }
     spans
+}
+
+#[cfg(test)]
+#[test]
+fn unclosed_marks_make_no_spans_and_closed_ones_after_them_still_do() {
+    let text = "[[a ``` b ](c <d `f` https://x.org/y. z";
+    let spans: Vec<&str> = markup_spans(text).into_iter().map(|r| &text[r]).collect();
+    assert_eq!(spans, ["`f`", "https://x.org/y"]);
+    // A hostile note: one mark after another, never closed.
+    let hostile = "[[a ](b <c ".repeat(20_000);
+    assert!(markup_spans(&hostile).is_empty());
 }
 
 /// Whether byte `at` falls inside one of `spans` (from [`markup_spans`]).
@@ -270,6 +306,16 @@ mod tests {
             ]
         );
         assert_eq!(sentences("").len(), 0);
+        // Unclosed marks are plain text: the sentences still end.
+        assert_eq!(
+            sentences("Open [[ here. Tick ` there. Paren ]( and <b here. End"),
+            [
+                "Open [[ here. ",
+                "Tick ` there. ",
+                "Paren ]( and <b here. ",
+                "End"
+            ]
+        );
         assert_eq!(sentences("no end"), ["no end"]);
     }
 
