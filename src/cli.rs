@@ -455,6 +455,22 @@ struct PackArgs {
     /// Which links --graph-depth follows: out, in or both.
     #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
     graph_direction: Direction,
+    /// Open the topic pack with this note, whatever the ranking, after
+    /// the vault's `pins:` (repeatable; pins take at most half the budget).
+    #[arg(long = "pin", value_name = "PATH")]
+    pins: Vec<String>,
+    /// Leave this note out of the pack (repeatable); the ones the ranking
+    /// found are named in one line.
+    #[arg(long = "exclude-note", value_name = "PATH")]
+    exclude_notes: Vec<String>,
+    /// Fence every page's vault text between markers the notes cannot
+    /// forge, and tell the model it is quoted data, never instructions.
+    #[arg(long)]
+    fence: bool,
+    /// Print a map of the vault instead of pages: folders, hubs, tags and
+    /// the latest activity, within the budget.
+    #[arg(long)]
+    map: bool,
     #[command(flatten)]
     rank: RankArgs,
     #[command(flatten)]
@@ -1319,6 +1335,10 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         },
         backlinks: !args.no_backlinks,
         rank: args.rank.options(Utc::now())?,
+        pins: args.pins.clone(),
+        exclude_notes: args.exclude_notes.clone(),
+        fence: args.fence,
+        map: args.map,
         ..PackInput::new(Spelling::Flags, generated_at)
     };
     let mut request = input
@@ -1332,6 +1352,9 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     if let PackMode::Note(anchor) = &mut request.mode {
         anchor.path = session.anchor_note(&anchor.path).map_err(Failure::Usage)?;
     }
+    session
+        .resolve_pack_notes(&mut request, Spelling::Flags)
+        .map_err(Failure::Usage)?;
     let packing = crate::timings::phase("pack");
     let LoggedPack { pack, log_error } = session
         .pack_and_log(&request, &shape, !args.no_log)

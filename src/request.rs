@@ -116,6 +116,11 @@ pub enum Rule {
     GraphDepthWithRecent,
     /// A graph depth or a note with the frontmatter ranker.
     NeedsHybrid,
+    /// A map with a topic, a note, recent, subqueries, dailies, a graph
+    /// depth, pins or notes to exclude.
+    MapAlone,
+    /// Pins without a topic.
+    PinsNeedTopic,
 }
 
 /// A request refused, and why, in the words of the face that made it.
@@ -226,6 +231,16 @@ impl fmt::Display for RequestError {
                 "--graph-depth and --note need the hybrid ranker",
                 "graph_depth and note need the hybrid ranker",
             )),
+            Rule::MapAlone => f.write_str(pick(
+                "--map takes no topic, --note, --recent, --subquery, --dailies, --graph-depth, \
+                 --pin or --exclude-note",
+                "map takes no query, note, recent, subqueries, recent_dailies, graph_depth, \
+                 pins or exclude_seen",
+            )),
+            Rule::PinsNeedTopic => f.write_str(pick(
+                "--pin is for topic packs, not --note or --recent",
+                "pins are for query packs, not note or recent=true",
+            )),
         }
     }
 }
@@ -254,6 +269,17 @@ pub struct PackInput {
     pub backlinks: bool,
     pub generated_at: DateTime<Utc>,
     pub rank: RankOptions,
+    // Issue 41, parts 5-8: what opens the pack, what stays out, how the
+    // vault's text is marked, and the map.
+    /// Notes every topic pack opens with, as given (`--pin`, `pins`).
+    pub pins: Vec<String>,
+    /// Notes left out of the pack, as given (`--exclude-note`; the MCP
+    /// server adds what the session already received).
+    pub exclude_notes: Vec<String>,
+    /// Fence every page's vault text (`--fence`, `fence`).
+    pub fence: bool,
+    /// The vault map instead of pages (`--map`, `map`).
+    pub map: bool,
 }
 
 impl PackInput {
@@ -277,6 +303,10 @@ impl PackInput {
             backlinks: true,
             generated_at,
             rank: RankOptions::new(generated_at),
+            pins: Vec::new(),
+            exclude_notes: Vec::new(),
+            fence: false,
+            map: false,
         }
     }
 
@@ -307,6 +337,18 @@ impl PackInput {
         if self.graph_depth > MAX_DEPTH {
             return fail(Rule::GraphDepth(self.graph_depth));
         }
+        if self.map
+            && (self.topic.is_some()
+                || self.recent
+                || self.note.is_some()
+                || !self.subqueries.is_empty()
+                || self.dailies > 0
+                || self.graph_depth > 0
+                || !self.pins.is_empty()
+                || !self.exclude_notes.is_empty())
+        {
+            return fail(Rule::MapAlone);
+        }
         let modes = [self.topic.is_some(), self.recent, self.note.is_some()]
             .iter()
             .filter(|m| **m)
@@ -320,7 +362,12 @@ impl PackInput {
         if self.note.is_none() && (self.depth.is_some() || self.include_self.is_some()) {
             return fail(Rule::NoteOnly);
         }
-        let mode = if let Some(path) = &self.note {
+        if !self.pins.is_empty() && (self.recent || self.note.is_some()) {
+            return fail(Rule::PinsNeedTopic);
+        }
+        let mode = if self.map {
+            PackMode::Map
+        } else if let Some(path) = &self.note {
             PackMode::Note(NoteAnchor {
                 path: path.clone(),
                 depth: self.depth.unwrap_or(1),
@@ -350,6 +397,9 @@ impl PackInput {
                     depth: self.graph_depth,
                     direction: self.graph_direction,
                 },
+                fence: self.fence,
+                pins: self.pins,
+                exclude: self.exclude_notes,
                 ..PackOptions::new(self.budget, self.tokenizer, self.generated_at)
             },
             subqueries: self.subqueries,
@@ -401,6 +451,18 @@ pub fn check_pack(request: &PackRequest, spelling: Spelling) -> Result<(), Reque
             return fail(Rule::SubqueriesWithRecent);
         }
         PackMode::Recent if graph => return fail(Rule::GraphDepthWithRecent),
+        PackMode::Map
+            if graph
+                || !request.subqueries.is_empty()
+                || options.dailies > 0
+                || !options.pins.is_empty()
+                || !options.exclude.is_empty() =>
+        {
+            return fail(Rule::MapAlone);
+        }
+        PackMode::Recent | PackMode::Note(_) if !options.pins.is_empty() => {
+            return fail(Rule::PinsNeedTopic);
+        }
         _ => {}
     }
     if request.ranker == Ranker::Frontmatter {

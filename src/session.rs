@@ -34,6 +34,7 @@ use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
 mod ops;
+mod pins;
 mod role_files;
 pub mod upkeep;
 
@@ -572,6 +573,9 @@ impl Session {
         request: &PackRequest,
         shape: &crate::pack::style::Shape,
     ) -> Result<Pack, String> {
+        if request.mode == PackMode::Map {
+            return self.map_pack(request, shape);
+        }
         let options = &request.options;
         let policy = self.vault.policy();
         let redact = |text: &str| policy.redact_printed(text);
@@ -594,6 +598,9 @@ impl Session {
     /// their text): one found there is replaced and the pack refitted to
     /// its budget.
     pub fn pack(&self, request: &PackRequest) -> Pack {
+        if request.mode == PackMode::Map {
+            return self.markdown_map(request);
+        }
         let policy = self.vault.policy();
         let redacted;
         let request = match redacted_request(policy, request) {
@@ -623,6 +630,7 @@ impl Session {
     fn pack_unchecked(&self, request: &PackRequest) -> Pack {
         let vault = &self.vault;
         match (&request.mode, request.ranker) {
+            (PackMode::Map, _) => self.markdown_map(request),
             (PackMode::Note(anchor), _) => self.note_pack(request, anchor),
             (PackMode::Recent, _) => build_pack_from(
                 vault,
@@ -635,6 +643,7 @@ impl Session {
             (PackMode::Topic(topic), Ranker::Frontmatter) => {
                 let (candidates, signal_errors) = seed_rank(vault, topic, self.qmd.as_ref());
                 let mut options = request.options.clone();
+                options.pins = self.pins(&options.pins);
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
                 }
@@ -654,6 +663,7 @@ impl Session {
                     .map(|query| self.rank(query, &request.rank, &|_| true))
                     .collect();
                 let mut options = request.options.clone();
+                options.pins = self.pins(&options.pins);
                 options.relevance = Some(self.relevance(&queries.join(" ")));
                 let mut signal_errors = rankings
                     .first()

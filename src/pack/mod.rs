@@ -10,6 +10,7 @@ pub mod bases;
 pub mod compress;
 pub mod dedup;
 pub mod excerpt;
+pub mod map;
 pub mod render;
 pub mod style;
 pub mod template;
@@ -41,6 +42,9 @@ pub const LARGE_BUDGET: usize = 50_000;
 pub enum PackMode {
     Topic(String),
     Recent,
+    /// An overview of the vault (`pack --map`): folders, hubs, tags and
+    /// the latest activity, no pages.
+    Map,
     /// The context around one note (`pack --note`).
     Note(NoteAnchor),
 }
@@ -76,6 +80,17 @@ pub struct PackOptions {
     /// Linked neighbours of the top hits added as candidates (hybrid
     /// topic packs; depth 0, the default, adds none).
     pub graph: crate::retrieve::graph::GraphOptions,
+    /// Notes that open the pack before the ranked pages, in order, within
+    /// half the budget (topic packs; `pins:` and `--pin`), by path. A path
+    /// the vault does not list is skipped: the session checks them first.
+    pub pins: Vec<String>,
+    /// Notes left out whatever the ranking (`--exclude-note`, or what an
+    /// MCP session already received), by path; those the ranking found
+    /// are named in one line.
+    pub exclude: Vec<String>,
+    /// Every page's vault text between an opening and a closing marker
+    /// whose id is a hash of the pack (`--fence`).
+    pub fence: bool,
 }
 
 /// Looks up a note's backlinks.
@@ -109,6 +124,10 @@ impl std::fmt::Debug for Relevance {
     }
 }
 
+/// The label of a pinned page in its heading (where a ranked page shows
+/// its tier).
+pub const PINNED_LABEL: &str = "pinned";
+
 /// A summary taken from the body is cut to this many characters in a
 /// query-aware pack's summary block.
 pub const SHORT_SUMMARY_CHARS: usize = 200;
@@ -124,6 +143,9 @@ impl PackOptions {
             backlinks: None,
             dailies: 0,
             graph: Default::default(),
+            pins: Vec::new(),
+            exclude: Vec::new(),
+            fence: false,
         }
     }
 }
@@ -170,8 +192,32 @@ pub struct Pack {
     pub parts: PartTokens,
     pub warnings: Vec<String>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Pins that did not fit whole in half the budget, in pin order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pins_cut: Vec<PinCut>,
+    /// Notes the ranking found but left out as already in the reader's
+    /// context, best first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub already_in_context: Vec<String>,
+    /// The fence id of a fenced pack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence: Option<String>,
+    /// The lines printed before the pages (every style prints them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub preface: Vec<String>,
+    /// A vault map's entries, as printed (`pack --map`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<map::VaultMap>,
     /// The exact markdown printed.
     pub bundle: String,
+}
+
+/// A pin that did not fit whole in half the budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PinCut {
+    pub path: String,
+    /// `excerpt`, `summary` (its summary block only) or `left_out`.
+    pub kept: &'static str,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -242,6 +288,7 @@ pub struct DroppedPage {
 /// frontmatter relevance pass for a topic, recent activity otherwise.
 pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack {
     let ranked = match mode {
+        PackMode::Map => Vec::new(),
         PackMode::Topic(topic) => relevance_pass(vault, &Query::parse(topic)),
         PackMode::Recent => recent_order(vault),
         PackMode::Note(anchor) => vault
@@ -271,13 +318,67 @@ pub fn build_pack_from(
     signal_errors: Vec<SignalError>,
     options: &PackOptions,
 ) -> Pack {
+    if *mode == PackMode::Map {
+        // No ranking makes a map; without an index there are no hubs.
+        return map::markdown_map(vault, Err("links need the index".into()), options);
+    }
     let (topic, query_terms) = match mode {
+        PackMode::Map => (None, Vec::new()),
         PackMode::Topic(topic) => {
             let query = Query::parse(topic);
             (Some(query.text), query.terms)
         }
         PackMode::Recent => (None, Vec::new()),
         PackMode::Note(anchor) => (Some(note_pack_topic(vault, &anchor.path)), Vec::new()),
+    };
+    // Pins open the pack; excluded notes never enter it. Both leave the
+    // ranked list, and the excluded ones it would have offered as
+    // candidates are named.
+    let indexes = |paths: &[String]| -> Vec<usize> {
+        let mut found: Vec<usize> = Vec::new();
+        for path in paths {
+            if let Ok(note) = vault.metas.search_path(path)
+                && vault.is_listed(path)
+                && !found.contains(&note)
+            {
+                found.push(note);
+            }
+        }
+        found
+    };
+    let exclude: std::collections::HashSet<usize> =
+        indexes(&options.exclude).into_iter().collect();
+    let pin_notes = indexes(&options.pins);
+    let excluded = |note: usize| exclude.contains(&note);
+    let pins: Vec<Candidate> = pin_notes
+        .iter()
+        .filter(|&&note| !excluded(note))
+        .map(|&note| Candidate {
+            note,
+            score: 0.0,
+            breakdown: Vec::new(),
+            explanation: None,
+        })
+        .collect();
+    let mut already_seen: Vec<String> = pin_notes
+        .iter()
+        .filter(|&&note| excluded(note))
+        .map(|&note| vault.metas[note].name().to_string())
+        .collect();
+    let ranked: Vec<Candidate> = if exclude.is_empty() && pin_notes.is_empty() {
+        ranked
+    } else {
+        let mut kept = Vec::with_capacity(ranked.len());
+        for candidate in ranked {
+            if excluded(candidate.note) {
+                if kept.len() < options.candidate_limit {
+                    already_seen.push(vault.metas[candidate.note].name().to_string());
+                }
+            } else if !pin_notes.contains(&candidate.note) {
+                kept.push(candidate);
+            }
+        }
+        kept
     };
     let matched = ranked.len();
     let mut ranked = ranked.into_iter();
@@ -297,13 +398,14 @@ pub fn build_pack_from(
                 }
             })
             .collect(),
-        PackMode::Recent => Vec::new(),
+        PackMode::Recent | PackMode::Map => Vec::new(),
     };
     let mut pack = Pack {
         mode: match mode {
             PackMode::Topic(_) => "topic",
             PackMode::Recent => "recent",
             PackMode::Note(_) => "note",
+            PackMode::Map => "map",
         },
         topic,
         query_terms,
@@ -332,12 +434,20 @@ pub fn build_pack_from(
         parts: PartTokens::default(),
         warnings: Vec::new(),
         diagnostics: vault.diagnostics.clone(),
+        pins_cut: Vec::new(),
+        already_in_context: already_seen,
+        fence: None,
+        preface: Vec::new(),
+        map: None,
         bundle: String::new(),
     };
     if options.budget > LARGE_BUDGET {
         pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
     }
-    let recent = recent_dailies(vault, options.dailies);
+    let recent: Vec<Candidate> = recent_dailies(vault, options.dailies, &exclude)
+        .into_iter()
+        .filter(|d| !pins.iter().any(|p| p.note == d.note))
+        .collect();
     // Kept only when a second fill may be needed.
     let blank = (!recent.is_empty()).then(|| pack.clone());
     let fill = |pack: &mut Pack, candidates: &[Candidate]| {
@@ -346,12 +456,13 @@ pub fn build_pack_from(
             .filter(|d| !candidates.iter().any(|c| c.note == d.note))
             .cloned()
             .collect();
-        pack.candidates = candidates.len();
+        pack.candidates = pins.len() + candidates.len();
         Packer {
             vault,
             options,
             candidates,
             dailies: &dailies,
+            pins: &pins,
         }
         .fill(pack);
     };
@@ -392,6 +503,8 @@ struct Packer<'a> {
     candidates: &'a [Candidate],
     /// Recent daily notes to add after the pages, newest first.
     dailies: &'a [Candidate],
+    /// Pinned notes, printed first, in order.
+    pins: &'a [Candidate],
 }
 
 /// A page chosen for the pack, with the body it will carry.
@@ -425,6 +538,7 @@ impl<'a> Packer<'a> {
                 self.candidates
                     .iter()
                     .chain(self.dailies)
+                    .chain(self.pins)
                     .map(|c| c.note)
                     .collect(),
             ),
@@ -450,10 +564,115 @@ impl<'a> Packer<'a> {
             budget: self.options.budget,
             actual,
             included,
-            candidates: self.candidates.len(),
+            candidates: self.pins.len() + self.candidates.len(),
             methodology: self.tokenizer().methodology(),
+            preface: &pack.preface,
         }
         .render()
+    }
+
+    /// What the two fence lines of a page cost (nothing unfenced): the
+    /// same for every id (see [`render::FENCE_ID_DIGITS`]).
+    fn fence_cost(&self) -> usize {
+        if !self.options.fence {
+            return 0;
+        }
+        self.measure(&render::fence_open(render::FENCE_PLACEHOLDER))
+            + self.measure(&render::fence_close(render::FENCE_PLACEHOLDER))
+    }
+
+    /// The preface lines with the fence id `id` (a placeholder while the
+    /// pages are chosen: it measures the same).
+    fn preface(&self, pack: &Pack, id: &str, pages: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.options.fence && pages {
+            lines.push(render::fence_notice(id));
+        }
+        if !pack.pins_cut.is_empty() {
+            let cut: Vec<String> = pack
+                .pins_cut
+                .iter()
+                .map(|cut| {
+                    let name = cut.path.strip_suffix(".md").unwrap_or(&cut.path);
+                    format!("[[{name}]] ({})", cut.kept.replace('_', " "))
+                })
+                .collect();
+            lines.push(format!(
+                "Pins cut to half the budget: {}",
+                cut.join(", ")
+            ));
+        }
+        if !pack.already_in_context.is_empty() {
+            lines.push(format!(
+                "Already in your context: {}",
+                render::name_list(&pack.already_in_context)
+            ));
+        }
+        lines
+    }
+
+    /// The pinned pages, in order, while they fit in `half` tokens: whole,
+    /// else the seed's excerpt, else the summary block, else left out
+    /// (each cut one named in `pack.pins_cut`). Returns the pages and
+    /// what they take.
+    fn pin_pages(&self, pack: &mut Pack, half: usize) -> (Vec<Chosen<'a>>, usize) {
+        let mut used = 0;
+        let mut chosen = Vec::new();
+        let state = self.new_state();
+        for pin in self.pins {
+            let note = &self.vault.metas[pin.note];
+            let summary = self.summary(note);
+            let head = self.measure(&render::page_head(
+                note.name(),
+                PINNED_LABEL,
+                self.options.budget,
+            )) + self.fence_cost();
+            let cost = |body: Option<&CompressedBody>| {
+                head + self.measure(&render::page_rest(
+                    note,
+                    &summary,
+                    body.map(|b| b.text.as_str()),
+                    &[],
+                ))
+            };
+            let full = compress(self.vault, pin.note, BodyMode::Full, &state, &summary);
+            let excerpt = || {
+                compress(self.vault, pin.note, BodyMode::Excerpt, &state, &summary)
+                    .filter(|e| full.as_ref().is_none_or(|f| f.text != e.text))
+            };
+            let fits = |c: usize| used + c <= half;
+            let (body, mode, kept) = if fits(cost(full.as_ref())) {
+                (full.clone(), BodyMode::Full, None)
+            } else if let Some(excerpt) = excerpt().filter(|e| fits(cost(Some(e)))) {
+                (Some(excerpt), BodyMode::Excerpt, Some("excerpt"))
+            } else if fits(cost(None)) {
+                (None, BodyMode::SummaryOnly, Some("summary"))
+            } else {
+                pack.pins_cut.push(PinCut {
+                    path: note.path.clone(),
+                    kept: "left_out",
+                });
+                continue;
+            };
+            used += cost(body.as_ref());
+            if let Some(kept) = kept {
+                pack.pins_cut.push(PinCut {
+                    path: note.path.clone(),
+                    kept,
+                });
+            }
+            chosen.push(Chosen {
+                rank: 0,
+                candidate: pin,
+                body,
+                mode,
+                summary: summary.clone(),
+                backlinks: Vec::new(),
+                label: PINNED_LABEL.to_string(),
+                daily: false,
+            });
+        }
+        (chosen, used)
     }
 
     fn fill(&self, pack: &mut Pack) {
@@ -467,24 +686,40 @@ impl<'a> Packer<'a> {
             .collect();
         let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
         let capacity = full_capacity - daily_reserve;
-        if self.candidates.is_empty() && self.dailies.is_empty() {
+        if self.candidates.is_empty() && self.dailies.is_empty() && self.pins.is_empty() {
             let message = if pack.topic.is_some() {
                 render::EMPTY_TOPIC_TEXT
             } else {
                 render::EMPTY_RECENT_TEXT
             };
             let title = self.title(pack, 0);
-            pack.bundle = [render::empty(&title, message), format!("# {title}\n")]
-                .into_iter()
-                .find(|text| self.measure(text) <= capacity)
-                .unwrap_or_default();
+            pack.preface = self.preface(pack, "", false);
+            pack.bundle = [
+                render::empty_with(&title, &pack.preface, message),
+                render::empty(&title, message),
+                format!("# {title}\n"),
+            ]
+            .into_iter()
+            .find(|text| self.measure(text) <= capacity)
+            .unwrap_or_default();
+            if !pack.bundle.contains(&render::preface_lines(&pack.preface)) {
+                pack.preface.clear();
+            }
             pack.actual = self.tokenizer().count(&pack.bundle);
             return;
         }
 
-        let reserved_header =
-            self.measure(&self.header(pack, self.options.budget, self.candidates.len()));
+        // Pins first: they take at most half the budget, and the ranked
+        // pages share what is left.
+        let (pinned, pins_used) = self.pin_pages(pack, full_capacity / 2);
+        pack.preface = self.preface(pack, render::FENCE_PLACEHOLDER, true);
+        let reserved_header = self.measure(&self.header(
+            pack,
+            self.options.budget,
+            self.pins.len() + self.candidates.len(),
+        )) + pins_used;
         // A page head with the largest number it could print.
+        let fence_cost = self.fence_cost();
         let head_cost: Vec<usize> = self
             .candidates
             .iter()
@@ -494,7 +729,7 @@ impl<'a> Packer<'a> {
                     note.name(),
                     note.tier.name(),
                     self.options.budget,
-                ))
+                )) + fence_cost
             })
             .collect();
         let summary_cost: Vec<usize> = self
@@ -549,6 +784,10 @@ impl<'a> Packer<'a> {
             }
         }
 
+        // The pins open the pack (they were reserved before the ranked
+        // pages, and get no backlink entries).
+        chosen.splice(0..0, pinned);
+
         // Recent daily notes, newest first, with their content where it fits.
         let capacity = full_capacity;
         for daily in self.dailies {
@@ -558,7 +797,7 @@ impl<'a> Packer<'a> {
                 note.name(),
                 "daily",
                 self.options.budget,
-            ));
+            )) + fence_cost;
             let summary_block = head + self.measure(&render::page_rest(note, &summary, None, &[]));
             if used + summary_block > capacity {
                 pack.dailies_dropped += 1;
@@ -1160,7 +1399,8 @@ impl<'a> Packer<'a> {
             meta.name(),
             "daily",
             self.options.budget,
-        )) + self.measure(&render::page_rest(
+        )) + self.fence_cost()
+            + self.measure(&render::page_rest(
             meta,
             &meta.summary,
             body.as_ref().map(|b| b.text.as_str()),
@@ -1203,6 +1443,8 @@ impl<'a> Packer<'a> {
         let mut blocks: Vec<String> = Vec::with_capacity(chosen.len());
         let mut page_tokens = Vec::with_capacity(chosen.len());
         let mut pages_measure = 0;
+        let fence_cost = self.fence_cost();
+        let mut rests: Vec<String> = Vec::with_capacity(chosen.len());
         for (i, page) in chosen.iter().enumerate() {
             let note = &self.vault.metas[page.candidate.note];
             let mut rest = render::page_rest(
@@ -1217,11 +1459,13 @@ impl<'a> Packer<'a> {
             let rest_measure = self.measure(&rest);
             let tokens = fixed_point(|t| {
                 tokenizer.tokens(
-                    self.measure(&render::page_head(note.name(), &page.label, t)) + rest_measure,
+                    self.measure(&render::page_head(note.name(), &page.label, t))
+                        + fence_cost
+                        + rest_measure,
                 )
             });
             let head = render::page_head(note.name(), &page.label, tokens);
-            let block = self.measure(&head) + rest_measure;
+            let block = self.measure(&head) + fence_cost + rest_measure;
             pages_measure += block;
             if page.daily {
                 dailies += block;
@@ -1236,7 +1480,34 @@ impl<'a> Packer<'a> {
                 notes += block - lines.min(block);
             }
             page_tokens.push(tokens);
-            blocks.push(head + &rest);
+            blocks.push(head);
+            rests.push(rest);
+        }
+        // A fenced pack's id is a hash of everything it prints but the
+        // markers, so the same pages get the same id and no page can hold
+        // the marker that would close its fence early.
+        if self.options.fence && !chosen.is_empty() {
+            let mut content = self.title(pack, 0);
+            for (head, rest) in blocks.iter().zip(&rests) {
+                content.push_str(head);
+                content.push_str(rest);
+            }
+            let id = render::fence_id(&content);
+            pack.preface = self.preface(pack, &id, true);
+            for (head, rest) in blocks.iter_mut().zip(&rests) {
+                head.push_str(&render::fence_open(&id));
+                head.push_str(rest);
+                head.push_str(&render::fence_close(&id));
+            }
+            pack.fence = Some(id);
+        } else {
+            if self.options.fence {
+                // No page, nothing fenced: no notice either.
+                pack.preface = self.preface(pack, "", false);
+            }
+            for (head, rest) in blocks.iter_mut().zip(&rests) {
+                head.push_str(rest);
+            }
         }
         let included = chosen.iter().filter(|c| !c.daily).count();
         let actual = fixed_point(|a| {
@@ -1426,12 +1697,16 @@ fn duplicate_blocks(
 }
 
 /// The `count` most recent daily notes, newest first.
-fn recent_dailies(vault: &Vault, count: usize) -> Vec<Candidate> {
+fn recent_dailies(
+    vault: &Vault,
+    count: usize,
+    exclude: &std::collections::HashSet<usize>,
+) -> Vec<Candidate> {
     if count == 0 {
         return Vec::new();
     }
     let mut dailies: Vec<usize> = (0..vault.metas.len())
-        .filter(|&i| vault.metas[i].daily.is_some())
+        .filter(|&i| vault.metas[i].daily.is_some() && !exclude.contains(&i))
         .collect();
     dailies.sort_by(|&a, &b| {
         let (ma, mb) = (&vault.metas[a], &vault.metas[b]);

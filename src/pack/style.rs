@@ -306,11 +306,16 @@ fn xml(pack: &Pack, actual: usize) -> String {
         pack.pages.len(),
         pack.candidates
     );
+    for line in &pack.preface {
+        let _ = writeln!(out, "<notice>{}</notice>", xml_escape(line));
+    }
     if let Some(message) = empty_message(pack) {
         let _ = writeln!(out, "<message>{}</message>", xml_escape(message));
     }
+    let (open, close) = fence_lines(pack);
     for (i, page) in documents(pack).enumerate() {
         let _ = writeln!(out, "<document index=\"{}\">", i + 1);
+        out.push_str(&open);
         let _ = writeln!(out, "<source>{}</source>", xml_escape(&page.path));
         let _ = writeln!(out, "<title>{}</title>", xml_escape(&page.title));
         let _ = writeln!(out, "<tier>{}</tier>", xml_escape(&page.shown.label));
@@ -334,6 +339,7 @@ fn xml(pack: &Pack, actual: usize) -> String {
             }
             out.push_str("</backlinks>\n");
         }
+        out.push_str(&close);
         out.push_str("</document>\n");
     }
     out.push_str("</documents>\n");
@@ -344,6 +350,9 @@ fn plain(pack: &Pack, actual: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", title(pack));
     if let Some(message) = empty_message(pack) {
+        for line in &pack.preface {
+            let _ = writeln!(out, "{line}");
+        }
         let _ = write!(out, "\n{message}\n");
         return out;
     }
@@ -356,8 +365,13 @@ fn plain(pack: &Pack, actual: usize) -> String {
         pack.candidates
     );
     let _ = writeln!(out, "Methodology: {}", pack.counter.methodology());
+    for line in &pack.preface {
+        let _ = writeln!(out, "{line}");
+    }
+    let (open, close) = fence_lines(pack);
     for (i, page) in documents(pack).enumerate() {
         let _ = write!(out, "\n=== {}. {} ===\n", i + 1, page.title);
+        out.push_str(&open);
         let _ = writeln!(out, "Source: {}", page.path);
         let _ = writeln!(out, "Tier: {}", page.shown.label);
         if !page.tags.is_empty() {
@@ -375,8 +389,28 @@ fn plain(pack: &Pack, actual: usize) -> String {
                 let _ = writeln!(out, "{line}");
             }
         }
+        out.push_str(&close);
     }
     out
+}
+
+/// The opening and closing lines of a fenced pack's documents (empty
+/// strings when it is not fenced).
+fn fence_lines(pack: &Pack) -> (String, String) {
+    match &pack.fence {
+        Some(id) => (render::fence_open(id), render::fence_close(id)),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// `text` between a fenced pack's markers, as one string.
+pub fn fenced(pack: &Pack, text: &str) -> String {
+    match &pack.fence {
+        Some(id) => format!("{}{text}\n{}", render::fence_open(id), render::fence_close(id))
+            .trim_end_matches('\n')
+            .to_string(),
+        None => text.to_string(),
+    }
 }
 
 #[derive(Serialize)]
@@ -393,6 +427,10 @@ struct JsonPack<'a> {
     candidates: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notices: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence: Option<&'a str>,
     documents: Vec<JsonDocument<'a>>,
 }
 
@@ -402,9 +440,9 @@ struct JsonDocument<'a> {
     title: &'a str,
     tier: &'a str,
     tags: &'a [String],
-    summary: &'a str,
+    summary: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
+    content: Option<String>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     backlinks: &'a [String],
 }
@@ -421,14 +459,18 @@ fn json(pack: &Pack, actual: usize) -> String {
         pages: pack.pages.len(),
         candidates: pack.candidates,
         message: empty_message(pack),
+        notices: &pack.preface,
+        fence: pack.fence.as_deref(),
+        // A fenced pack's summaries and contents carry the markers in
+        // their strings, as a model reads them.
         documents: documents(pack)
             .map(|page| JsonDocument {
                 source: &page.path,
                 title: &page.title,
                 tier: &page.shown.label,
                 tags: &page.tags,
-                summary: &page.shown.summary,
-                content: page.shown.body.as_deref(),
+                summary: fenced(pack, &page.shown.summary),
+                content: page.shown.body.as_deref().map(|body| fenced(pack, body)),
                 backlinks: &page.backlinks,
             })
             .collect(),

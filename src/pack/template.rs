@@ -100,6 +100,17 @@ impl PackTemplate {
             .map_err(|err| self.describe(&err))
     }
 
+    /// The template's output for any data (a vault map's model).
+    pub fn render_value(&self, data: serde_json::Value) -> Result<String, String> {
+        let env = self.environment();
+        let template = env
+            .template_from_str(&self.source)
+            .map_err(|err| self.describe(&err))?;
+        template
+            .render(Value::from(Serde(data)))
+            .map_err(|err| self.describe(&err))
+    }
+
     fn describe(&self, err: &minijinja::Error) -> String {
         let what = err
             .detail()
@@ -293,7 +304,13 @@ pub fn model(pack: &Pack, actual: usize) -> serde_json::Value {
             };
             for (entry, page) in list.iter_mut().zip(pages) {
                 if let Some(entry) = entry.as_object_mut() {
-                    entry.insert("content".into(), page.shown.body.clone().into());
+                    // A fenced pack's page text comes with its markers.
+                    let content = page
+                        .shown
+                        .body
+                        .as_deref()
+                        .map(|body| super::style::fenced(pack, body));
+                    entry.insert("content".into(), content.into());
                     entry.insert("label".into(), page.shown.label.clone().into());
                     entry.insert("shown_summary".into(), page.shown.summary.clone().into());
                 }

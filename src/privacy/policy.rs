@@ -51,6 +51,10 @@ pub struct PolicyFile {
     /// fingerprint (and so the index) stays as it was for files without it.
     #[serde(skip_serializing_if = "LogMode::is_default")]
     pub log: LogMode,
+    /// Notes every topic pack opens with (`pins:`), in order. Left out of
+    /// the serialized form when empty, for the same reason as `log`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<String>,
 }
 
 /// When a pack appends a line to the vault's `log.md` (`log:` in

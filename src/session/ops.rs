@@ -57,6 +57,9 @@ impl Session {
         log: bool,
     ) -> Result<LoggedPack, String> {
         check_pack(request, Spelling::Params).map_err(|err| err.to_string())?;
+        if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
+            self.config_pins()?;
+        }
         let pack = self.pack_shaped(request, shape)?;
         let mut log_error = None;
         // A vault read from a store is not this process's to write into.

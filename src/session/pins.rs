@@ -1,0 +1,102 @@
+//! Pins, notes left out and the vault map, as a session serves them
+//! (issue 41, parts 5, 6 and 8): the paths a face was given resolved the
+//! way `--note` resolves its note, the vault's `pins:` added, and the map
+//! built from the notes this session lists.
+
+use super::{PackRequest, Session, no_links_error, no_note};
+use crate::pack::Pack;
+use crate::pack::map::{map_pack, vault_map};
+use crate::pack::style::Shape;
+use crate::request::Spelling;
+
+impl Session {
+    /// The vault path of a note a face named (a pin, a note to leave out),
+    /// refused as `--note` refuses its note: on the command line with the
+    /// reasons a file is never packed, in a tool call with the one answer
+    /// for every path that is not a readable listed note (a private note
+    /// and a missing one look alike).
+    pub fn resolve_note(&self, given: &str, spelling: Spelling) -> Result<String, String> {
+        match (self.anchor_note(given), spelling) {
+            (Ok(path), _) if self.vault.is_listed(&path) => Ok(path),
+            (Err(message), Spelling::Flags) => Err(message),
+            _ => Err(no_note(given)),
+        }
+    }
+
+    /// Resolves a request's pins and notes to leave out in place (the
+    /// first refused is the error), and checks the vault's own `pins:`
+    /// when the pack is a topic pack.
+    pub fn resolve_pack_notes(
+        &self,
+        request: &mut PackRequest,
+        spelling: Spelling,
+    ) -> Result<(), String> {
+        let options = &mut request.options;
+        for path in options.pins.iter_mut().chain(options.exclude.iter_mut()) {
+            *path = self.resolve_note(path, spelling)?;
+        }
+        if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
+            self.config_pins()?;
+        }
+        Ok(())
+    }
+
+    /// The vault's `pins:` (`.ctxpack.yaml`), resolved; a pin that is not
+    /// a note the vault lists refuses every topic pack, naming the file.
+    pub fn config_pins(&self) -> Result<Vec<String>, String> {
+        self.vault
+            .policy()
+            .file
+            .pins
+            .iter()
+            .map(|pin| {
+                self.resolve_note(pin, Spelling::Flags)
+                    .map_err(|message| format!("{} pins: {message}", crate::privacy::POLICY_FILE))
+            })
+            .collect()
+    }
+
+    /// The pins of a topic pack: the vault's, then the request's, each
+    /// once. A vault pin that cannot be resolved is left out here (the
+    /// operation refused it before packing).
+    pub(super) fn pins(&self, requested: &[String]) -> Vec<String> {
+        let mut pins: Vec<String> = self.config_pins().unwrap_or_else(|_| {
+            self.vault
+                .policy()
+                .file
+                .pins
+                .iter()
+                .filter_map(|pin| self.resolve_note(pin, Spelling::Flags).ok())
+                .collect()
+        });
+        for pin in requested {
+            if !pins.contains(pin) {
+                pins.push(pin.clone());
+            }
+        }
+        pins
+    }
+
+    /// The vault map in `shape` within the request's budget (an error is a
+    /// template's): the notes this session lists, hubs from the store's
+    /// links.
+    pub fn map_pack(&self, request: &PackRequest, shape: &Shape) -> Result<Pack, String> {
+        let graph = self.store.as_deref().and_then(|store| store.link_graph());
+        let links = graph
+            .as_deref()
+            .ok_or_else(|| no_links_error(self).message);
+        let map = vault_map(&self.vault, &|path| self.vault.is_listed(path), links);
+        let policy = self.vault.policy();
+        map_pack(&map, &request.options, shape, &|text| {
+            policy.redact_printed(text)
+        })
+    }
+
+    pub(super) fn markdown_map(&self, request: &PackRequest) -> Pack {
+        match self.map_pack(request, &Shape::default()) {
+            Ok(pack) => pack,
+            // Only a template fails, and markdown is none.
+            Err(_) => crate::pack::build_pack(&self.vault, &request.mode, &request.options),
+        }
+    }
+}
