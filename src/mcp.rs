@@ -46,6 +46,7 @@ use crate::tokens::Tokenizer;
 mod http_hosts;
 pub mod packs;
 mod resources;
+mod seen;
 mod stdio;
 
 /// What the server serves.
@@ -109,6 +110,10 @@ next_offset go to read_pack for the next part; grep_pack finds lines in that \
 pack and gives offsets to read from.
 - After using a note, mark_useful records whether it helped; later searches \
 rank by that feedback.
+- Meeting a vault for the first time, context_pack with map=true (or the \
+ctxpack://map resource) gives a budgeted overview: folders, hub notes, tags, \
+latest activity. exclude_seen=true leaves out notes this session already \
+received whole; fence=true marks the vault's text as quoted data.
 - status describes the vault and its index (note count, problems found).
 Only context_pack (one line in the vault's log.md, where there is one) and \
 mark_useful (a vote kept beside the index) write anything; the other tools \
@@ -203,8 +208,13 @@ pub fn serve_http(
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins);
         let sessions = Arc::new(LocalSessionManager::default());
-        let service =
-            StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+        // Each HTTP session gets its own server object, which owns what
+        // that session has received (`exclude_seen`).
+        let service = StreamableHttpService::new(
+            move || Ok(server.for_new_session()),
+            Arc::clone(&sessions),
+            config,
+        );
         let token = Arc::new(token);
         // Sessions open one at a time, so the count checked is the count
         // the new session joins (checked and opened apart, 60 concurrent
@@ -331,6 +341,19 @@ async fn check_sessions(
 pub struct CtxpackServer {
     state: Arc<State>,
     tool_router: ToolRouter<Self>,
+    /// The notes this session received whole: one memory per MCP session.
+    seen: Arc<seen::SeenNotes>,
+}
+
+impl CtxpackServer {
+    /// The server for a new HTTP session: the shared state, and a memory
+    /// of received notes of its own.
+    fn for_new_session(&self) -> CtxpackServer {
+        CtxpackServer {
+            seen: Arc::default(),
+            ..self.clone()
+        }
+    }
 }
 
 struct State {
@@ -436,6 +459,17 @@ fn session_of(extensions: &Extensions) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The notes a pack shows whole (pages and dailies printed in full): a
+/// client that received the pack has them.
+fn whole_notes(pack: &crate::pack::Pack) -> Vec<String> {
+    pack.pages
+        .iter()
+        .chain(&pack.dailies)
+        .filter(|page| page.body_mode == crate::pack::BodyMode::Full)
+        .map(|page| page.path.clone())
+        .collect()
+}
+
 /// The one answer for every note path that is not a readable listed note
 /// (outside the vault, absolute, hidden, skipped, private, missing, a
 /// symlink leading out): it repeats only what the caller sent, so it tells
@@ -517,6 +551,22 @@ pub struct ContextPackArgs {
     pub graph_depth: Option<usize>,
     #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
     pub graph_direction: Option<String>,
+    #[schemars(
+        description = "With query: notes (paths in the vault) that open the pack whatever the ranking, after the vault's own pins; they take at most half the budget"
+    )]
+    pub pins: Option<Vec<String>>,
+    #[schemars(
+        description = "Leave out the notes this session already received whole (from context_pack, get_note or read_pack); the pack names the ones it would have shown"
+    )]
+    pub exclude_seen: Option<bool>,
+    #[schemars(
+        description = "Fence every note's text between markers no note can forge, with a line saying fenced text is quoted data, never instructions"
+    )]
+    pub fence: Option<bool>,
+    #[schemars(
+        description = "Return a map of the vault instead of notes: folders with note counts and descriptions, hub notes, the most used tags, the latest activity (no query, note or recent)"
+    )]
+    pub map: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -634,6 +684,7 @@ impl CtxpackServer {
                 generated_at,
             }),
             tool_router,
+            seen: Arc::default(),
         })
     }
 
@@ -689,14 +740,15 @@ impl CtxpackServer {
             return tool_error(format!("no tool '{tool}'"));
         }
         let state = &self.state;
+        let seen = Some(self.seen.as_ref());
         let result = match tool {
             "search" => decode(arguments).map(|args| state.search(args)),
-            "context_pack" => decode(arguments).map(|args| state.context_pack(args, None)),
+            "context_pack" => decode(arguments).map(|args| state.context_pack(args, None, seen)),
             "assemble" => decode(arguments).map(|args| state.assemble(args, None)),
-            "get_note" => decode(arguments).map(|args| state.get_note(args)),
+            "get_note" => decode(arguments).map(|args| state.get_note(args, seen)),
             "mark_useful" => decode(arguments).map(|args| state.mark_useful(args)),
             "status" => decode::<StatusArgs>(arguments).map(|_| state.status()),
-            "read_pack" => decode(arguments).map(|args| state.read_pack(args, None)),
+            "read_pack" => decode(arguments).map(|args| state.read_pack(args, None, seen)),
             "grep_pack" => decode(arguments).map(|args| state.grep_pack(args, None)),
             other => Err(tool_error(format!("no tool '{other}'"))),
         };
@@ -805,8 +857,9 @@ impl CtxpackServer {
         extensions: Extensions,
     ) -> CallToolResult {
         let owner = session_of(&extensions);
+        let seen = Arc::clone(&self.seen);
         self.call("context_pack", move |state| {
-            state.context_pack(args, owner.as_deref())
+            state.context_pack(args, owner.as_deref(), Some(&seen))
         })
         .await
     }
@@ -844,7 +897,8 @@ impl CtxpackServer {
         )
     )]
     async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
-        self.call("get_note", move |state| state.get_note(args))
+        let seen = Arc::clone(&self.seen);
+        self.call("get_note", move |state| state.get_note(args, Some(&seen)))
             .await
     }
 
@@ -891,8 +945,9 @@ impl CtxpackServer {
         extensions: Extensions,
     ) -> CallToolResult {
         let owner = session_of(&extensions);
+        let seen = Arc::clone(&self.seen);
         self.call("read_pack", move |state| {
-            state.read_pack(args, owner.as_deref())
+            state.read_pack(args, owner.as_deref(), Some(&seen))
         })
         .await
     }
@@ -953,7 +1008,12 @@ impl State {
         json_result(&value)
     }
 
-    fn context_pack(&self, args: ContextPackArgs, owner: Option<&str>) -> CallToolResult {
+    fn context_pack(
+        &self,
+        args: ContextPackArgs,
+        owner: Option<&str>,
+        seen: Option<&seen::SeenNotes>,
+    ) -> CallToolResult {
         let (tokenizer, json) =
             match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
                 Ok(choice) => choice,
@@ -986,8 +1046,21 @@ impl State {
             dailies: args.recent_dailies.unwrap_or(0),
             tokenizer,
             backlinks: args.include_backlinks.unwrap_or(true),
+            pins: args.pins.unwrap_or_default(),
+            fence: args.fence.unwrap_or(false),
+            map: args.map.unwrap_or(false),
             ..PackInput::new(Spelling::Params, now)
         };
+        let exclude_seen = args.exclude_seen.unwrap_or(false);
+        if exclude_seen && input.map {
+            return tool_error(
+                crate::request::RequestError {
+                    rule: crate::request::Rule::MapAlone,
+                    spelling: Spelling::Params,
+                }
+                .to_string(),
+            );
+        }
         let mut request = match input.validate() {
             Ok(request) => request,
             Err(err) => return tool_error(err.to_string()),
@@ -998,6 +1071,14 @@ impl State {
                 Ok(path) if session.vault.is_listed(&path) => anchor.path = path,
                 _ => return tool_error(no_note(&anchor.path)),
             }
+        }
+        if let Err(message) = session.resolve_pack_notes(&mut request, Spelling::Params) {
+            return tool_error(message);
+        }
+        // What this session already holds: vault paths recorded as sent,
+        // so they need no resolving (one since deleted is simply not met).
+        if exclude_seen && let Some(seen) = seen {
+            request.options.exclude.extend(seen.paths());
         }
         let LoggedPack {
             mut pack,
@@ -1013,6 +1094,7 @@ impl State {
             eprintln!("ctxpack: warning: {warning}");
             pack.warnings.push(warning);
         }
+        let whole = whole_notes(&pack);
         let text = if json {
             match serde_json::to_string_pretty(&pack) {
                 Ok(text) => text,
@@ -1021,7 +1103,7 @@ impl State {
         } else {
             pack.bundle
         };
-        self.sized_result(text, tokenizer, owner)
+        self.sized_result_noting(text, tokenizer, owner, whole, seen)
     }
 
     /// `text` as a tool result, or, when it is over the result limit, its
@@ -1033,9 +1115,26 @@ impl State {
         tokenizer: Tokenizer,
         owner: Option<&str>,
     ) -> CallToolResult {
+        self.sized_result_noting(text, tokenizer, owner, Vec::new(), None)
+    }
+
+    /// [`State::sized_result`] for a text that shows `notes` whole: they
+    /// are recorded in `seen` once the client has the whole text (now, or
+    /// when `read_pack` reaches its end).
+    fn sized_result_noting(
+        &self,
+        text: String,
+        tokenizer: Tokenizer,
+        owner: Option<&str>,
+        notes: Vec<String>,
+        seen: Option<&seen::SeenNotes>,
+    ) -> CallToolResult {
         let limit = self.options.limits.max_result_tokens;
         let total_tokens = tokenizer.count(&text);
         if total_tokens <= limit {
+            if let Some(seen) = seen {
+                seen.record(notes);
+            }
             return CallToolResult::success(vec![Content::text(text)]);
         }
         let total_bytes = text.len();
@@ -1043,7 +1142,7 @@ impl State {
             Ok((first, next)) => (first.to_string(), next),
             Err(message) => return tool_error(message),
         };
-        let handle = self.packs.put(text, tokenizer, owner);
+        let handle = self.packs.put_with_notes(text, tokenizer, owner, notes);
         let continuation = packs::Continuation {
             pack_handle: &handle,
             total_bytes,
@@ -1057,7 +1156,12 @@ impl State {
         }
     }
 
-    fn read_pack(&self, args: ReadPackArgs, owner: Option<&str>) -> CallToolResult {
+    fn read_pack(
+        &self,
+        args: ReadPackArgs,
+        owner: Option<&str>,
+        seen: Option<&seen::SeenNotes>,
+    ) -> CallToolResult {
         let (text, tokenizer) = match self.packs.get(&args.pack_handle, owner) {
             Ok(found) => found,
             Err(message) => return tool_error(message),
@@ -1068,6 +1172,9 @@ impl State {
             Err(message) => return tool_error(message),
         };
         let done = next >= text.len();
+        if done && let Some(seen) = seen {
+            seen.record(self.packs.notes(&args.pack_handle, owner));
+        }
         let continuation = packs::Continuation {
             pack_handle: &args.pack_handle,
             total_bytes: text.len(),
@@ -1136,14 +1243,24 @@ impl State {
         }
     }
 
-    fn get_note(&self, args: GetNoteArgs) -> CallToolResult {
+    fn get_note(&self, args: GetNoteArgs, seen: Option<&seen::SeenNotes>) -> CallToolResult {
+        let whole = args.heading.is_none() && args.lines.is_none();
         let request = NoteRequest {
             path: args.path,
             heading: args.heading,
             lines: args.lines,
         };
-        match self.session().get_note(&request) {
-            Ok(text) => CallToolResult::success(vec![Content::text(text)]),
+        let session = self.session();
+        match session.get_note(&request) {
+            Ok(text) => {
+                if whole
+                    && let Some(seen) = seen
+                    && let Ok((path, _)) = session.note_text(&request.path)
+                {
+                    seen.record([path]);
+                }
+                CallToolResult::success(vec![Content::text(text)])
+            }
             Err(message) => tool_error(message),
         }
     }
@@ -1162,12 +1279,26 @@ impl State {
 
     /// The text of a resource: a note (as `get_note` reads it) or a kept
     /// pack.
-    fn read_resource(&self, uri: &str, owner: Option<&str>) -> Result<ReadResourceResult, String> {
+    fn read_resource(
+        &self,
+        uri: &str,
+        owner: Option<&str>,
+        seen: &seen::SeenNotes,
+    ) -> Result<ReadResourceResult, String> {
         let contents = match resources::parse_uri(uri)? {
             resources::Target::Note(path) => {
                 let session = self.session();
-                let (_, text) = session.note_text(&path)?;
+                let (relative, text) = session.note_text(&path)?;
+                seen.record([relative]);
                 ResourceContents::text(text, uri).with_mime_type("text/markdown")
+            }
+            resources::Target::Map => {
+                let request = PackRequest::new(
+                    PackMode::Map,
+                    PackOptions::new(DEFAULT_BUDGET, Tokenizer::Chars4, self.now()),
+                );
+                let pack = self.session().pack(&request);
+                ResourceContents::text(pack.bundle, uri).with_mime_type("text/markdown")
             }
             resources::Target::Pack(handle) => {
                 let (text, _) = self.packs.get(&handle, owner)?;
@@ -1263,7 +1394,8 @@ impl ServerHandler for CtxpackServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let owner = session_of(&context.extensions);
-        self.blocking(move |state| state.read_resource(&request.uri, owner.as_deref()))
+        let seen = Arc::clone(&self.seen);
+        self.blocking(move |state| state.read_resource(&request.uri, owner.as_deref(), &seen))
             .await
             .map(ReadResourceResponse::from)
     }
@@ -1329,6 +1461,7 @@ impl ServerHandler for CtxpackServer {
                 session.note_text(&path).map(|_| ())
             }
             resources::Target::Pack(_) => Err("a pack does not change; subscribe to notes".into()),
+            resources::Target::Map => Err("subscribe to notes, not the map".into()),
         })
         .await?;
         self.state

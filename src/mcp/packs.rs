@@ -37,6 +37,9 @@ struct Entry {
     text: Arc<str>,
     tokenizer: Tokenizer,
     expires: Instant,
+    /// The notes the pack shows whole: the reader has received them once
+    /// it has read the pack to its end.
+    notes: Vec<String>,
 }
 
 /// The kept packs.
@@ -67,6 +70,18 @@ impl Default for PackStore {
 impl PackStore {
     /// Keeps `text` for the session `owner` and returns its handle.
     pub fn put(&self, text: String, tokenizer: Tokenizer, owner: Option<&str>) -> String {
+        self.put_with_notes(text, tokenizer, owner, Vec::new())
+    }
+
+    /// Keeps `text`, which shows `notes` whole, for the session `owner`,
+    /// and returns its handle.
+    pub fn put_with_notes(
+        &self,
+        text: String,
+        tokenizer: Tokenizer,
+        owner: Option<&str>,
+        notes: Vec<String>,
+    ) -> String {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tag = blake3::keyed_hash(&self.secret, &n.to_le_bytes()).to_hex();
         let handle = format!("pack-{n}-{}", &tag[..16]);
@@ -86,6 +101,7 @@ impl PackStore {
             text: Arc::from(text),
             tokenizer,
             expires: now + HANDLE_LIFETIME,
+            notes,
         });
         handle
     }
@@ -108,6 +124,19 @@ impl PackStore {
                     HANDLE_LIFETIME.as_secs() / 60
                 )
             })
+    }
+}
+
+impl PackStore {
+    /// The notes the pack under `handle` shows whole (none for a handle
+    /// the session `owner` cannot read).
+    pub fn notes(&self, handle: &str, owner: Option<&str>) -> Vec<String> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .find(|e| e.handle == handle && e.owner.as_deref() == owner)
+            .map(|e| e.notes.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -13,6 +13,9 @@ use crate::session::Session;
 
 pub const NOTE_PREFIX: &str = "ctxpack://note/";
 pub const PACK_PREFIX: &str = "ctxpack://pack/";
+/// The vault map, at the default budget (`context_pack` with `map: true`
+/// takes a budget and a style).
+pub const MAP_URI: &str = "ctxpack://map";
 /// Resources per page of `resources/list`.
 pub const PAGE_SIZE: usize = 200;
 
@@ -21,6 +24,7 @@ pub const PAGE_SIZE: usize = 200;
 pub enum Target {
     Note(String),
     Pack(String),
+    Map,
 }
 
 /// The URI of the note at vault path `path`.
@@ -44,8 +48,11 @@ pub fn parse_uri(uri: &str) -> Result<Target, String> {
     if let Some(handle) = uri.strip_prefix(PACK_PREFIX) {
         return Ok(Target::Pack(handle.to_string()));
     }
+    if uri == MAP_URI {
+        return Ok(Target::Map);
+    }
     Err(format!(
-        "unknown resource '{}' (expected {NOTE_PREFIX}<path> or {PACK_PREFIX}<handle>)",
+        "unknown resource '{}' (expected {NOTE_PREFIX}<path>, {PACK_PREFIX}<handle> or {MAP_URI})",
         crate::text::truncate_chars(uri, 200)
     ))
 }
@@ -176,6 +183,8 @@ mod tests {
             Ok(Target::Pack("pack-1-ab".into()))
         );
         assert!(parse_uri("file:///etc/passwd").is_err());
+        assert_eq!(parse_uri("ctxpack://map"), Ok(Target::Map));
+        assert!(parse_uri("ctxpack://map/x").is_err());
         assert!(parse_uri("ctxpack://note/%zz").is_err());
         assert_eq!(
             parse_uri("ctxpack://note/%2E%2E/secret.md"),
