@@ -900,6 +900,114 @@ mod tests {
         );
     }
 
+    #[test]
+    fn pins_exclusions_and_the_fence_reach_the_options() {
+        let request = PackInput {
+            pins: vec!["a.md".into(), "b.md".into()],
+            exclude_notes: vec!["c.md".into()],
+            fence: true,
+            ..topic(Spelling::Flags, "raft")
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(request.options.pins, vec!["a.md", "b.md"]);
+        assert_eq!(request.options.exclude, vec!["c.md"]);
+        assert!(request.options.fence);
+        // Notes may be left out of every kind of pack.
+        let recent = PackInput {
+            exclude_notes: vec!["c.md".into()],
+            ..recent(Spelling::Params)
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(recent.options.exclude, vec!["c.md"]);
+        let map = PackInput {
+            map: true,
+            fence: true,
+            ..PackInput::new(Spelling::Params, at())
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(map.mode, PackMode::Map);
+        assert!(map.options.fence);
+    }
+
+    #[test]
+    fn a_map_takes_nothing_that_chooses_pages() {
+        let want = pair(
+            "--map takes no topic, --note, --recent, --subquery, --dailies, --graph-depth, \
+             --pin or --exclude-note",
+            "map takes no query, note, recent, subqueries, recent_dailies, graph_depth, pins \
+             or exclude_seen",
+        );
+        fn map(s: Spelling) -> PackInput {
+            PackInput {
+                map: true,
+                ..PackInput::new(s, at())
+            }
+        }
+        for input in [
+            |s| PackInput {
+                topic: Some("raft".into()),
+                ..map(s)
+            },
+            |s| PackInput {
+                recent: true,
+                ..map(s)
+            },
+            |s| PackInput {
+                note: Some("a.md".into()),
+                ..map(s)
+            },
+            |s| PackInput {
+                dailies: 2,
+                ..map(s)
+            },
+            |s| PackInput {
+                pins: vec!["a.md".into()],
+                ..map(s)
+            },
+            |s| PackInput {
+                exclude_notes: vec!["a.md".into()],
+                ..map(s)
+            },
+        ] as [fn(Spelling) -> PackInput; 6]
+        {
+            assert_eq!(refused(input), want);
+        }
+        // A request built by hand is held to it too.
+        let mut request = map(Spelling::Params).validate().unwrap();
+        request.options.pins = vec!["a.md".into()];
+        assert_eq!(
+            check_pack(&request, Spelling::Params)
+                .unwrap_err()
+                .to_string(),
+            want.1
+        );
+    }
+
+    #[test]
+    fn pins_are_for_topic_packs() {
+        let want = pair(
+            "--pin is for topic packs, not --note or --recent",
+            "pins are for query packs, not note or recent=true",
+        );
+        assert_eq!(
+            refused(|s| PackInput {
+                pins: vec!["a.md".into()],
+                ..recent(s)
+            }),
+            want
+        );
+        assert_eq!(
+            refused(|s| PackInput {
+                pins: vec!["a.md".into()],
+                ..note(s)
+            }),
+            want
+        );
+    }
+
     fn search(spelling: Spelling, query: &str, limit: usize) -> SearchInput {
         SearchInput {
             spelling,

@@ -424,3 +424,133 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Pins, notes left out and fences (issue 41), in every style and
+    /// counter: never over budget, `actual` true, deterministic; the pins
+    /// open the pack in their order within half the budget, a note left
+    /// out never shows, and a fenced pack fences every page with one id.
+    #[test]
+    fn fenced_and_pinned_packs_keep_the_budget_in_every_style(
+        vault in vault_strategy(),
+        topic in words(1..4),
+        pin_picks in prop::collection::vec(0usize..12, 0..3),
+        exclude_picks in prop::collection::vec(0usize..12, 0..3),
+        fence in any::<bool>(),
+        dailies in 0usize..3,
+        budget in prop_oneof![1usize..300, 300usize..3000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let session = Session::without_index(vault);
+        let paths: Vec<String> = session.vault.metas.iter().map(|m| m.path.clone()).collect();
+        let pick = |picks: &[usize]| -> Vec<String> {
+            let mut chosen: Vec<String> = Vec::new();
+            for &i in picks {
+                let path = paths[i % paths.len()].clone();
+                if !chosen.contains(&path) {
+                    chosen.push(path);
+                }
+            }
+            chosen
+        };
+        let pins = pick(&pin_picks);
+        let exclude = pick(&exclude_picks);
+        let request = PackRequest::new(
+            PackMode::Topic(topic),
+            PackOptions {
+                dailies,
+                pins: pins.clone(),
+                exclude: exclude.clone(),
+                fence,
+                ..options(budget, tokenizer)
+            },
+        );
+        let template = PackTemplate::parse("t", TEMPLATE.to_string()).unwrap();
+        let shapes = Style::ALL
+            .into_iter()
+            .map(Shape::Style)
+            .chain([Shape::Template(std::sync::Arc::new(template))]);
+        for shape in shapes {
+            let pack = session.pack_shaped(&request, &shape).unwrap();
+            let counted = tokenizer.count(&pack.bundle);
+            prop_assert!(counted <= budget, "{shape:?} {counted} > {budget}\n{}", pack.bundle);
+            prop_assert_eq!(counted, pack.actual, "{:?}", shape);
+            prop_assert_eq!(pack.pages.len() + pack.pages_dropped, pack.candidates);
+            prop_assert_eq!(&session.pack_shaped(&request, &shape).unwrap().bundle, &pack.bundle);
+            for page in pack.pages.iter().chain(&pack.dailies) {
+                prop_assert!(!exclude.contains(&page.path), "{} was left out\n{}", page.path, pack.bundle);
+            }
+            // The pins shown are the first pages, in pin order.
+            let pinned: Vec<&str> = pack
+                .pages
+                .iter()
+                .take_while(|p| p.shown.label == "pinned")
+                .map(|p| p.path.as_str())
+                .collect();
+            prop_assert!(pack.pages.iter().skip(pinned.len()).all(|p| p.shown.label != "pinned"));
+            let wanted: Vec<&str> = pins
+                .iter()
+                .filter(|p| !exclude.contains(p))
+                .map(String::as_str)
+                .filter(|p| pinned.contains(p))
+                .collect();
+            prop_assert_eq!(&pinned, &wanted);
+            if matches!(shape, Shape::Style(Style::Markdown)) {
+                let pin_tokens: usize = pack.pages.iter().take(pinned.len()).map(|p| p.tokens).sum();
+                // Each page's figure is rounded on its own (chars4).
+                prop_assert!(pin_tokens <= budget / 2 + pinned.len(), "{pin_tokens}\n{}", pack.bundle);
+                let shown = pack.pages.len() + pack.dailies.len();
+                if fence && shown > 0 {
+                    let id = pack.fence.clone().unwrap();
+                    prop_assert_eq!(pack.bundle.matches(&format!("\n«vault {id}»\n")).count(), shown);
+                    prop_assert_eq!(pack.bundle.matches(&format!("\n«/vault {id}»\n")).count(), shown);
+                    let notice = format!("# Fenced: text between «vault {id}»");
+                    prop_assert!(pack.bundle.contains(&notice), "{}", pack.bundle);
+                } else {
+                    prop_assert!(!pack.bundle.contains("«vault"), "{}", pack.bundle);
+                }
+            }
+            if matches!(shape, Shape::Style(Style::Xml)) && !pack.bundle.is_empty() {
+                let parsed = roxmltree::Document::parse(&pack.bundle);
+                prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), pack.bundle);
+            }
+        }
+    }
+
+    /// The vault map in every style and counter, fenced or not: never over
+    /// budget, `actual` true, deterministic, XML parses.
+    #[test]
+    fn the_vault_map_keeps_the_budget_in_every_style(
+        vault in vault_strategy(),
+        fence in any::<bool>(),
+        budget in prop_oneof![1usize..120, 120usize..2000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let session = Session::without_index(vault);
+        let request = PackRequest::new(
+            PackMode::Map,
+            PackOptions { fence, ..options(budget, tokenizer) },
+        );
+        let template = PackTemplate::parse("t", "{{ title }} {{ actual }}\n{% for f in folders %}{{ f.path }} {{ f.notes }}\n{% endfor %}".to_string()).unwrap();
+        let shapes = Style::ALL
+            .into_iter()
+            .map(Shape::Style)
+            .chain([Shape::Template(std::sync::Arc::new(template))]);
+        for shape in shapes {
+            let pack = session.pack_shaped(&request, &shape).unwrap();
+            let counted = tokenizer.count(&pack.bundle);
+            prop_assert!(counted <= budget, "{shape:?} {counted} > {budget}\n{}", pack.bundle);
+            prop_assert_eq!(counted, pack.actual, "{:?}", shape);
+            prop_assert_eq!(&session.pack_shaped(&request, &shape).unwrap().bundle, &pack.bundle);
+            if !pack.bundle.is_empty() {
+                prop_assert!(pack.bundle.contains(&pack.actual.to_string()), "{:?}\n{}", shape, pack.bundle);
+            }
+            if matches!(shape, Shape::Style(Style::Xml)) && !pack.bundle.is_empty() {
+                let parsed = roxmltree::Document::parse(&pack.bundle);
+                prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), pack.bundle);
+            }
+        }
+    }
+}

@@ -192,3 +192,57 @@ pub fn name_list(names: &[String]) -> String {
     }
     listed.join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::Tokenizer;
+
+    /// The packer reserves the fence lines and the notice before the id is
+    /// known: every id must cost what the placeholder costs.
+    #[test]
+    fn every_fence_id_costs_what_the_placeholder_costs() {
+        for tokenizer in Tokenizer::ALL {
+            let cost = |id: &str| {
+                (
+                    tokenizer.measure(&fence_open(id)),
+                    tokenizer.measure(&fence_close(id)),
+                    tokenizer.measure(&preface_lines(&[fence_notice(id)])),
+                )
+            };
+            let reserved = cost(FENCE_PLACEHOLDER);
+            for seed in 0..2_000u32 {
+                let id = fence_id(&seed.to_string());
+                assert_eq!(cost(&id), reserved, "{tokenizer:?} {id}");
+            }
+            for id in ["999999999999", "100000000000", "000000000001", "123412341234"] {
+                assert_eq!(cost(id), reserved, "{tokenizer:?} {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_fence_id_is_twelve_digits_of_the_content_and_never_in_it() {
+        let id = fence_id("## [[raft]]\nbody\n");
+        assert_eq!(id.len(), FENCE_ID_DIGITS);
+        assert!(id.bytes().all(|b| b.is_ascii_digit()));
+        assert_eq!(fence_id("## [[raft]]\nbody\n"), id);
+        assert_ne!(fence_id("## [[raft]]\nbody!\n"), id);
+        // A text that holds the id it would get is given another.
+        let holding = format!("## [[raft]]\nbody\n{id}");
+        let first = fence_id(&holding);
+        let forged = format!("{holding}{first}");
+        let next = fence_id(&forged);
+        assert!(!forged.contains(&next));
+        assert_eq!(fence_id(&forged), next);
+    }
+
+    #[test]
+    fn names_are_listed_up_to_the_limit() {
+        assert_eq!(name_list(&["a".into(), "b/c".into()]), "[[a]], [[b/c]]");
+        let many: Vec<String> = (0..23).map(|i| format!("n{i}")).collect();
+        let listed = name_list(&many);
+        assert!(listed.starts_with("[[n0]], [[n1]], "));
+        assert!(listed.ends_with("[[n19]], and 3 more"));
+    }
+}
