@@ -196,7 +196,9 @@ pub fn vault_map(
         .collect();
     latest.sort_by(|&a, &b| {
         let (ma, mb) = (&vault.metas[a], &vault.metas[b]);
-        mb.updated.cmp(&ma.updated).then_with(|| ma.path.cmp(&mb.path))
+        mb.updated
+            .cmp(&ma.updated)
+            .then_with(|| ma.path.cmp(&mb.path))
     });
     let latest = latest
         .into_iter()
@@ -257,44 +259,24 @@ impl Take {
         }
     }
 
-    fn total(&self) -> usize {
-        self.folders + self.hubs + self.tags + self.latest
-    }
-
-    /// One entry fewer, from the section holding the most entries for its
-    /// weight (folders weigh most: they are the map).
+    /// One entry fewer, from the section holding the most (ties: the
+    /// latest activity goes first, then hubs, then tags, folders last),
+    /// so a small map keeps a little of everything.
     fn shrink(&mut self) -> bool {
-        let sections = [
-            (self.folders, 4usize),
-            (self.tags, 3),
-            (self.hubs, 2),
-            (self.latest, 1),
-        ];
-        let Some((at, _)) = sections
-            .iter()
-            .enumerate()
-            .filter(|(_, (n, _))| *n > 0)
-            .max_by(|(i, (a, wa)), (j, (b, wb))| (a * wb).cmp(&(b * wa)).then(j.cmp(i)))
-        else {
+        let most = self.folders.max(self.hubs).max(self.tags).max(self.latest);
+        if most == 0 {
             return false;
-        };
-        match at {
-            0 => self.folders -= 1,
-            1 => self.tags -= 1,
-            2 => self.hubs -= 1,
-            _ => self.latest -= 1,
+        }
+        if self.latest == most {
+            self.latest -= 1;
+        } else if self.hubs == most {
+            self.hubs -= 1;
+        } else if self.tags == most {
+            self.tags -= 1;
+        } else {
+            self.folders -= 1;
         }
         true
-    }
-
-    fn scaled(&self, ratio: f64) -> Take {
-        let scale = |n: usize| ((n as f64) * ratio).floor() as usize;
-        Take {
-            folders: scale(self.folders),
-            hubs: scale(self.hubs),
-            tags: scale(self.tags),
-            latest: scale(self.latest),
-        }
     }
 }
 
@@ -393,16 +375,38 @@ pub fn map_pack(
         let counted = tokenizer.count(&text);
         Ok((text, counted, fence))
     };
-    let mut take = Take::all(map);
-    let (mut text, mut actual, mut fence) = print(take)?;
-    // Far over: scale every section down at once, then one entry at a time.
-    if actual > budget && take.total() > 0 {
-        let ratio = budget as f64 / actual as f64 * 0.9;
-        take = take.scaled(ratio);
-        (text, actual, fence) = print(take)?;
+    // Every cut of the map, from all entries to none, one entry fewer
+    // each step: the printed size falls along it, so the largest that fits
+    // is found by bisection (a few prints, not one per entry).
+    let mut takes = vec![Take::all(map)];
+    let mut last = takes[0];
+    while last.shrink() {
+        takes.push(last);
     }
-    while actual > budget && take.shrink() {
-        (text, actual, fence) = print(take)?;
+    let (mut text, mut actual, mut fence) = print(takes[0])?;
+    let mut take = takes[0];
+    if actual > budget {
+        // `over` prints over the budget; `fits` fits (`takes.len()`: none
+        // found yet, the empty map included).
+        let (mut fits, mut over) = (takes.len(), 0);
+        let mut best = None;
+        while over + 1 < fits {
+            let mid = (over + fits) / 2;
+            let printed = print(takes[mid])?;
+            if printed.1 <= budget {
+                fits = mid;
+                best = Some((mid, printed));
+            } else {
+                over = mid;
+            }
+        }
+        match best {
+            Some((at, printed)) => {
+                take = takes[at];
+                (text, actual, fence) = printed;
+            }
+            None => actual = budget + 1,
+        }
     }
     if actual > budget {
         // Not even the header fits: nothing is printed, as in a pack.
@@ -448,7 +452,11 @@ pub fn map_pack(
 
 /// The markdown map of `vault`'s listed notes (every listed note: a vault
 /// without a view), no redaction beyond the policy's.
-pub fn markdown_map(vault: &Vault, graph: Result<&LinkGraph, String>, options: &PackOptions) -> Pack {
+pub fn markdown_map(
+    vault: &Vault,
+    graph: Result<&LinkGraph, String>,
+    options: &PackOptions,
+) -> Pack {
     let map = vault_map(vault, &|path| vault.is_listed(path), graph);
     let policy = vault.policy();
     // Markdown never fails (only a template can).

@@ -346,8 +346,7 @@ pub fn build_pack_from(
         }
         found
     };
-    let exclude: std::collections::HashSet<usize> =
-        indexes(&options.exclude).into_iter().collect();
+    let exclude: std::collections::HashSet<usize> = indexes(&options.exclude).into_iter().collect();
     let pin_notes = indexes(&options.pins);
     let excluded = |note: usize| exclude.contains(&note);
     let pins: Vec<Candidate> = pin_notes
@@ -597,10 +596,7 @@ impl<'a> Packer<'a> {
                     format!("[[{name}]] ({})", cut.kept.replace('_', " "))
                 })
                 .collect();
-            lines.push(format!(
-                "Pins cut to half the budget: {}",
-                cut.join(", ")
-            ));
+            lines.push(format!("Pins cut to half the budget: {}", cut.join(", ")));
         }
         if !pack.already_in_context.is_empty() {
             lines.push(format!(
@@ -1401,11 +1397,11 @@ impl<'a> Packer<'a> {
             self.options.budget,
         )) + self.fence_cost()
             + self.measure(&render::page_rest(
-            meta,
-            &meta.summary,
-            body.as_ref().map(|b| b.text.as_str()),
-            &[],
-        ))
+                meta,
+                &meta.summary,
+                body.as_ref().map(|b| b.text.as_str()),
+                &[],
+            ))
     }
 
     /// Like `drop_victim`, among the pages ranked after `after`.

@@ -215,7 +215,12 @@ mod tests {
                 let id = fence_id(&seed.to_string());
                 assert_eq!(cost(&id), reserved, "{tokenizer:?} {id}");
             }
-            for id in ["999999999999", "100000000000", "000000000001", "123412341234"] {
+            for id in [
+                "999999999999",
+                "100000000000",
+                "000000000001",
+                "123412341234",
+            ] {
                 assert_eq!(cost(id), reserved, "{tokenizer:?} {id}");
             }
         }

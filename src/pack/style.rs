@@ -406,9 +406,13 @@ fn fence_lines(pack: &Pack) -> (String, String) {
 /// `text` between a fenced pack's markers, as one string.
 pub fn fenced(pack: &Pack, text: &str) -> String {
     match &pack.fence {
-        Some(id) => format!("{}{text}\n{}", render::fence_open(id), render::fence_close(id))
-            .trim_end_matches('\n')
-            .to_string(),
+        Some(id) => format!(
+            "{}{text}\n{}",
+            render::fence_open(id),
+            render::fence_close(id)
+        )
+        .trim_end_matches('\n')
+        .to_string(),
         None => text.to_string(),
     }
 }

@@ -51,9 +51,10 @@ pub struct PolicyFile {
     /// fingerprint (and so the index) stays as it was for files without it.
     #[serde(skip_serializing_if = "LogMode::is_default")]
     pub log: LogMode,
-    /// Notes every topic pack opens with (`pins:`), in order. Left out of
-    /// the serialized form when empty, for the same reason as `log`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Notes every topic pack opens with (`pins:`), in order. Never part
+    /// of the serialized form: pins decide what a pack opens with, not
+    /// what may be read, so changing them must not rebuild the index.
+    #[serde(skip_serializing)]
     pub pins: Vec<String>,
 }
 

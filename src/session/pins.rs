@@ -82,9 +82,7 @@ impl Session {
     /// links.
     pub fn map_pack(&self, request: &PackRequest, shape: &Shape) -> Result<Pack, String> {
         let graph = self.store.as_deref().and_then(|store| store.link_graph());
-        let links = graph
-            .as_deref()
-            .ok_or_else(|| no_links_error(self).message);
+        let links = graph.as_deref().ok_or_else(|| no_links_error(self).message);
         let map = vault_map(&self.vault, &|path| self.vault.is_listed(path), links);
         let policy = self.vault.policy();
         map_pack(&map, &request.options, shape, &|text| {
