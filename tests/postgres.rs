@@ -1138,3 +1138,92 @@ fn the_store_holds_no_row_for_a_private_file() {
         "{again}"
     );
 }
+
+/// Pins, notes left out, fences and the vault map (issue 41) read from
+/// the store as from the embedded index, byte for byte; a private pin is
+/// refused the same way by both.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn pins_exclusions_fences_and_the_map_read_from_the_store_as_from_the_index() {
+    let pg = Pg::fresh("controls");
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    write(
+        &vault.join("private/plan.md"),
+        b"---\nprivate: true\n---\n# Plan\n\nraft consensus secret plan [[concepts/raft]]\n",
+    );
+    sync(&world, &pg, &vault);
+    let probes: &[&[&str]] = &[
+        &[
+            "pack",
+            "raft consensus",
+            "--pin",
+            "concepts/paxos.md",
+            "--fence",
+            "--budget",
+            "1500",
+        ],
+        &[
+            "pack",
+            "raft consensus",
+            "--exclude-note",
+            "concepts/raft.md",
+            "--style",
+            "xml",
+        ],
+        &[
+            "pack",
+            "--recent",
+            "--exclude-note",
+            "concepts/raft.md",
+            "--fence",
+            "--style",
+            "json",
+        ],
+        &["pack", "--map"],
+        &[
+            "pack",
+            "--map",
+            "--budget",
+            "120",
+            "--tokenizer",
+            "o200k",
+            "--fence",
+        ],
+        &["pack", "--map", "--style", "json", "--format", "json"],
+    ];
+    for args in probes {
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--no-log", "--generated-at", GENERATED_AT])
+            .collect();
+        let store = ok(&on_store(&world, &pg, &vault, &args));
+        let index = ok(&embedded(&world, &vault, &args));
+        assert_eq!(store, index, "ctxpack {}", args.join(" "));
+        assert!(
+            !store.contains("private/plan") && !store.contains("secret plan"),
+            "{store}"
+        );
+    }
+    let map = ok(&on_store(
+        &world,
+        &pg,
+        &vault,
+        &["pack", "--map", "--no-log"],
+    ));
+    assert!(map.contains("## Hubs\n- [["), "{map}");
+    assert!(map.contains("## Folders\n- concepts/ ("), "{map}");
+    let pin = ["pack", "raft", "--pin", "private/plan.md", "--no-log"];
+    let note = ["pack", "--note", "private/plan.md", "--no-log"];
+    let refused = on_store(&world, &pg, &vault, &pin);
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        stderr(&refused),
+        stderr(&on_store(&world, &pg, &vault, &note))
+    );
+    assert_eq!(stderr(&refused), stderr(&embedded(&world, &vault, &pin)));
+}

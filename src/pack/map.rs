@@ -39,6 +39,8 @@ pub const MAP_TITLE: &str = "Vault Map";
 pub struct VaultMap {
     /// Notes the vault lists.
     pub notes: usize,
+    /// Folders holding a listed note (all of them, named or not).
+    pub folder_count: usize,
     pub folders: Vec<MapFolder>,
     pub hubs: Vec<MapNote>,
     pub tags: Vec<MapTag>,
@@ -131,6 +133,7 @@ pub fn vault_map(
             .then(b.notes.cmp(&a.notes))
             .then_with(|| a.path.cmp(&b.path))
     });
+    let folder_count = folders.len();
     folders.truncate(MAX_FOLDERS);
 
     let (hubs, hubs_unavailable) = match graph {
@@ -213,6 +216,7 @@ pub fn vault_map(
 
     VaultMap {
         notes: notes.len(),
+        folder_count,
         folders,
         hubs,
         tags,
@@ -293,6 +297,7 @@ struct Printed<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     fence: Option<&'a str>,
     notes: usize,
+    folder_count: usize,
     folders: &'a [MapFolder],
     hubs: &'a [MapNote],
     tags: &'a [MapTag],
@@ -339,6 +344,7 @@ pub fn map_pack(
                 notices: &notices,
                 fence: fence.as_deref(),
                 notes: map.notes,
+                folder_count: map.folder_count,
                 folders: &folders,
                 hubs,
                 tags,
@@ -472,6 +478,7 @@ fn cut(map: &VaultMap, take: Take) -> VaultMap {
     folders.sort_by(|a, b| a.path.cmp(&b.path));
     VaultMap {
         notes: map.notes,
+        folder_count: map.folder_count,
         folders,
         hubs: map.hubs[..take.hubs].to_vec(),
         tags: map.tags[..take.tags].to_vec(),
@@ -497,10 +504,7 @@ fn markdown(map: &Printed, plain: bool) -> String {
     let _ = writeln!(
         out,
         "{hash}Budget: {} tokens | Actual: {} tokens | Notes: {} | Folders: {}",
-        map.budget,
-        map.actual,
-        map.notes,
-        map.folders.len()
+        map.budget, map.actual, map.notes, map.folder_count
     );
     let _ = writeln!(out, "{hash}Methodology: {}", map.counter.methodology());
     for line in map.notices {
