@@ -10,6 +10,7 @@ use std::path::Path;
 use chrono::{TimeZone, Utc};
 use common::World;
 use common::mcp_client::Client;
+use ctxpack::pack::style::{Shape, Style};
 use ctxpack::privacy::Policy;
 use ctxpack::retrieve::RankOptions;
 use ctxpack::session::{PackRequest, Ranker, SearchRequest, Session};
@@ -780,4 +781,44 @@ fn bases_are_redacted_and_audited_and_a_note_link_to_one_is_not_a_note() {
     assert_eq!(status["notes"], 1, "{status}");
     let search = run(&world, &vault, &["search", "Keys", "--format", "json"]);
     assert!(!search.contains("link.md"), "{search}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// The vault map in every style, and fenced packs opened by pins with
+    /// notes left out (issue 41): nothing hidden reaches them either.
+    #[test]
+    fn nothing_hidden_reaches_the_map_or_a_fenced_pinned_pack(
+        (_files, vault) in vault_strategy(),
+        topic in words(1..3),
+        budget in prop_oneof![50usize..400, 400usize..4000],
+        tokenizer in prop::sample::select(&Tokenizer::ALL[..]),
+    ) {
+        let session = Session::without_index(vault);
+        let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap();
+        let listed: Vec<String> = session.vault.metas.iter().map(|m| m.path.clone()).collect();
+        let map = PackRequest::new(PackMode::Map, PackOptions::new(budget, tokenizer, now));
+        for style in Style::ALL {
+            let pack = session.pack_shaped(&map, &Shape::Style(style)).unwrap();
+            prop_assert!(tokenizer.count(&pack.bundle) <= budget);
+            assert_nothing_hidden(&pack.bundle)?;
+            assert_nothing_hidden(&serde_json::to_string(&pack).unwrap())?;
+        }
+        let request = PackRequest::new(
+            PackMode::Topic(topic),
+            PackOptions {
+                pins: listed.iter().take(2).cloned().collect(),
+                exclude: listed.iter().skip(2).take(1).cloned().collect(),
+                fence: true,
+                ..PackOptions::new(budget, tokenizer, now)
+            },
+        );
+        for style in Style::ALL {
+            let pack = session.pack_shaped(&request, &Shape::Style(style)).unwrap();
+            prop_assert!(tokenizer.count(&pack.bundle) <= budget);
+            assert_nothing_hidden(&pack.bundle)?;
+            assert_nothing_hidden(&serde_json::to_string(&pack).unwrap())?;
+        }
+    }
 }
