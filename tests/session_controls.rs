@@ -133,6 +133,37 @@ fn pins_past_half_the_budget_are_cut_in_order_and_named() {
         json!([{"path": "projects/style.md", "kept": "summary"}])
     );
     assert!(json["actual"].as_u64().unwrap() <= 150);
+    // A pin left out whole is listed with the pages dropped.
+    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &[
+            "paxos",
+            "--pin",
+            "projects/charter.md",
+            "--pin",
+            "projects/style.md",
+            "--budget",
+            "70",
+            "--format",
+            "json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(
+        json["pins_cut"],
+        json!([{"path": "projects/style.md", "kept": "left_out"}]),
+        "{json}"
+    );
+    let dropped: Vec<(&str, &str)> = json["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["path"].as_str().unwrap(), d["reason"].as_str().unwrap()))
+        .collect();
+    assert!(
+        dropped.contains(&("projects/style.md", "pin_budget")),
+        "{json}"
+    );
 }
 
 #[test]

@@ -648,6 +648,13 @@ impl<'a> Packer<'a> {
                     path: note.path.clone(),
                     kept: "left_out",
                 });
+                pack.dropped.push(DroppedPage {
+                    path: note.path.clone(),
+                    title: note.title.clone(),
+                    tier: note.tier,
+                    score: pin.score,
+                    reason: "pin_budget",
+                });
                 continue;
             };
             used += cost(body.as_ref());
