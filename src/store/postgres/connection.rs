@@ -33,6 +33,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/005_sync_owned_rows.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/006_projects.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).
@@ -229,6 +233,19 @@ impl Connection {
         })
     }
 
+    /// Takes one client out of the pool for a caller that runs several
+    /// statements on the same session (a read transaction that must see
+    /// one committed state throughout).
+    pub fn hold(&self) -> Result<Held> {
+        let pool = self.pool.clone();
+        let shown = Arc::clone(&self.shown);
+        let client = block(async move { pool.get().await.map_err(|err| pool_error(&shown, err)) })?;
+        Ok(Held {
+            client: Arc::new(client),
+            shown: Arc::clone(&self.shown),
+        })
+    }
+
     /// Fails unless the store's schema is the one this build knows.
     pub fn check_schema(&self) -> Result<()> {
         let shown = self.shown.to_string();
@@ -338,6 +355,30 @@ fn pool_error(shown: &str, err: deadpool_postgres::PoolError) -> anyhow::Error {
             anyhow::anyhow!("cannot connect to the store {shown}: {}", describe(&err))
         }
         other => anyhow::anyhow!("cannot connect to the store {shown}: {other}"),
+    }
+}
+
+/// One pooled client kept for a sequence of statements ([`Connection::hold`]).
+pub struct Held {
+    client: Arc<deadpool_postgres::Object>,
+    shown: Arc<str>,
+}
+
+impl Held {
+    /// Runs `body` on the held client and waits for it.
+    pub fn run<T, F, Fut>(&self, body: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let client = Arc::clone(&self.client);
+        let shown = Arc::clone(&self.shown);
+        block(async move {
+            body(client)
+                .await
+                .map_err(|err| anyhow::anyhow!("store {shown}: {}", describe(&err)))
+        })
     }
 }
 
