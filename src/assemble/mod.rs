@@ -207,6 +207,7 @@ pub fn assemble_from_store(
         return Err(usage("assembling from the store needs --store URL"));
     };
     for _ in 0..STORE_ATTEMPTS {
+        let opening = crate::timings::phase("assemble: open the store's project");
         let Some(snapshot) =
             crate::store::postgres::project::ProjectSnapshot::open(&target.url, &target.vault)
                 .map_err(|err| store_error(&err))?
@@ -214,6 +215,7 @@ pub fn assemble_from_store(
             return Err(usage(no_stored_project(target)));
         };
         let files = stored::StoreFiles::new(snapshot).map_err(project_error)?;
+        drop(opening);
         let mut project = Project::from_store(files);
         let (assembly, seen) = assemble_project(&mut project, request, Review::Under(review_dir))?;
         // L3 was ranked from the libraries' own vaults, read outside this
@@ -261,19 +263,20 @@ fn store_error(err: &anyhow::Error) -> AssembleError {
     }
 }
 
+/// A project's tree for the store, and the libraries (name, folder) some
+/// work binds.
+pub type ProjectImage = (
+    Vec<crate::store::postgres::project::ProjectEntry>,
+    Vec<(String, String)>,
+);
+
 /// The image of the writing project at `root` for the store, and the
 /// libraries some work binds (see `stored::image`); `None` when `root` has
 /// no recipe.
 pub fn project_image(
     root: &Path,
     policy: &crate::privacy::Policy,
-) -> Result<
-    Option<(
-        Vec<crate::store::postgres::project::ProjectEntry>,
-        Vec<(String, String)>,
-    )>,
-    String,
-> {
+) -> Result<Option<ProjectImage>, String> {
     Ok(stored::image(root, policy)?.map(|image| (image.entries, image.libraries)))
 }
 
@@ -416,7 +419,7 @@ fn assemble_project(
         project.check_listed(candidate).map_err(usage)?;
     }
 
-    let schemas = Schemas::load(&project, &recipe.schemas_dir).map_err(project_error)?;
+    let schemas = Schemas::load(project, &recipe.schemas_dir).map_err(project_error)?;
     let baseline_agent = recipe.agent(&recipe.baseline.agent);
     let purposes: Vec<&str> = recipe
         .agents
@@ -444,10 +447,10 @@ fn assemble_project(
             request.unit
         )));
     };
-    check_revision(&project, &recipe, &expand, request)?;
+    check_revision(project, &recipe, &expand, request)?;
 
     let context = Context {
-        project: &project,
+        project,
         recipe: &recipe,
         schemas: &schemas,
         bindings: &bindings,

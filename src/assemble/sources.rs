@@ -837,7 +837,10 @@ impl Context<'_> {
             embed_into_store: false,
         };
         let mut ordered: Vec<usize> = Vec::new();
-        match Session::open(&root, &choice) {
+        let opening = crate::timings::phase("assemble: open a library's index");
+        let opened = Session::open(&root, &choice);
+        drop(opening);
+        match opened {
             Ok(session) => {
                 if let (Some(store), Some(target)) = (
                     session.store.as_deref().and_then(|s| s.postgres()),

@@ -200,9 +200,12 @@ pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Some(Image {
         entries,
+        // A bound name of a library another, unbound name also reaches is
+        // closed by the gate: it is not synced either.
         libraries: libraries
-            .into_iter()
-            .filter(|(_, _, bound)| *bound)
+            .iter()
+            .filter(|(_, real, bound)| *bound && !closed_to_all(real))
+            .cloned()
             .map(|(name, _, _)| {
                 let folder = format!("{}/{name}", recipe.libraries_dir);
                 (name, folder)
@@ -219,7 +222,7 @@ struct Private;
 fn content(project: &Project, rel: &str, listed: bool) -> Option<Result<Stored, Private>> {
     let hidden_part = rel.split('/').any(|part| part.starts_with('.'));
     let config = project::is_config_file(rel) && !hidden_part;
-    if !config && !(listed && project::is_markdown(rel)) {
+    if !(config || listed && project::is_markdown(rel)) {
         return None;
     }
     let path = project.root().join(rel);

@@ -178,7 +178,10 @@ pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Res
     let report = sync_project(&target.url, parts, entries)?;
     let mut total = report.parts.into_iter().next().unwrap_or_default();
     // The recipe, schemas and bindings are files of the project too.
-    total.changed += report.others_changed;
+    let [added, changed, removed] = report.others;
+    total.added += added;
+    total.changed += changed;
+    total.removed += removed;
     Ok(total)
 }
 

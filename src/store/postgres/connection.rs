@@ -2,6 +2,7 @@
 //! through rustls, a small connection pool, and the bridge from ctxpack's
 //! synchronous code to the async client.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
@@ -79,6 +80,9 @@ pub struct StoreUrl {
     config: tokio_postgres::Config,
     /// The URL with no password, for messages.
     shown: String,
+    /// The URL as given (password included): which pool a process reuses.
+    /// Never shown.
+    key: String,
 }
 
 impl fmt::Debug for StoreUrl {
@@ -118,7 +122,11 @@ impl FromStr for StoreUrl {
             config.application_name("ctxpack");
         }
         let shown = shown(&config);
-        Ok(StoreUrl { config, shown })
+        Ok(StoreUrl {
+            config,
+            shown,
+            key: text.to_string(),
+        })
     }
 }
 
@@ -175,6 +183,27 @@ impl Connection {
     /// Connects (at most `size` connections at once) and checks that the
     /// store answers.
     pub fn open(url: &StoreUrl, size: usize) -> Result<Connection> {
+        // A process opens the same store again and again (a server, for
+        // each assemble call and each library it ranks): it reuses its
+        // pool rather than logging in anew, which costs a password hash
+        // and round trips each time.
+        static OPEN: OnceLock<std::sync::Mutex<HashMap<(String, usize), Connection>>> =
+            OnceLock::new();
+        let key = (url.key.clone(), size);
+        let open = OPEN.get_or_init(Default::default);
+        let cached = open.lock().ok().and_then(|open| open.get(&key).cloned());
+        if let Some(connection) = cached {
+            connection.run(|client| async move { client.simple_query("SELECT 1").await })?;
+            return Ok(connection);
+        }
+        let connection = Connection::connect(url, size)?;
+        if let Ok(mut open) = open.lock() {
+            open.insert(key, connection.clone());
+        }
+        Ok(connection)
+    }
+
+    fn connect(url: &StoreUrl, size: usize) -> Result<Connection> {
         let tls = tls_connector().context("cannot set up TLS")?;
         let manager = Manager::from_config(
             url.config.clone(),
@@ -241,7 +270,7 @@ impl Connection {
         let shown = Arc::clone(&self.shown);
         let client = block(async move { pool.get().await.map_err(|err| pool_error(&shown, err)) })?;
         Ok(Held {
-            client: Arc::new(client),
+            client: Some(Arc::new(client)),
             shown: Arc::clone(&self.shown),
         })
     }
@@ -359,8 +388,10 @@ fn pool_error(shown: &str, err: deadpool_postgres::PoolError) -> anyhow::Error {
 }
 
 /// One pooled client kept for a sequence of statements ([`Connection::hold`]).
+/// Dropped, it ends whatever transaction it began before the client goes
+/// back to the pool; a client that cannot is closed instead.
 pub struct Held {
-    client: Arc<deadpool_postgres::Object>,
+    client: Option<Arc<deadpool_postgres::Object>>,
     shown: Arc<str>,
 }
 
@@ -372,13 +403,39 @@ impl Held {
         F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send,
     {
-        let client = Arc::clone(&self.client);
+        let Some(client) = self.client.clone() else {
+            return Err(anyhow::anyhow!(
+                "store {}: the client was released",
+                self.shown
+            ));
+        };
         let shown = Arc::clone(&self.shown);
         block(async move {
             body(client)
                 .await
                 .map_err(|err| anyhow::anyhow!("store {shown}: {}", describe(&err)))
         })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let ending = Arc::clone(&client);
+        let ended = block(async move {
+            ending
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(anyhow::Error::from)
+        });
+        if ended.is_err()
+            && let Ok(object) = Arc::try_unwrap(client)
+        {
+            // Not back into the pool in an unknown state: closed.
+            drop(deadpool_postgres::Object::take(object));
+        }
     }
 }
 

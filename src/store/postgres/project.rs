@@ -52,13 +52,14 @@ const BATCH: usize = 1_000;
 
 /// Replaces the project rows of vault `vault` with `entries`, writing only
 /// the rows that differ. Returns how many rows were written or deleted,
-/// and how many of those are files the vault's own rows do not count (the
-/// recipe, schemas, bindings: files with a content that are not notes).
+/// and, of the files the vault's own rows do not count (the recipe,
+/// schemas, bindings: files with a content that are not notes), how many
+/// were added, changed and removed.
 pub(super) async fn write_entries(
     tx: &Transaction<'_>,
     vault: i32,
     entries: &[ProjectEntry],
-) -> Result<(usize, usize)> {
+) -> Result<(usize, [usize; 3])> {
     let mut stored: HashMap<String, (Vec<u8>, bool)> = HashMap::new();
     for row in tx
         .query(
@@ -71,15 +72,18 @@ pub(super) async fn write_entries(
         stored.insert(row.get(0), (row.get(1), row.get(2)));
     }
     let mut changed: Vec<(&ProjectEntry, Vec<u8>)> = Vec::new();
-    let mut others = 0;
+    let mut others = [0; 3];
     for entry in entries {
         let hash = entry.hash();
-        if stored.remove(&entry.path).map(|(hash, _)| hash).as_ref() != Some(&hash) {
-            others += usize::from(!entry.listed && entry.content.is_some());
+        let before = stored.remove(&entry.path);
+        if before.as_ref().map(|(hash, _)| hash) != Some(&hash) {
+            if !entry.listed && entry.content.is_some() {
+                others[usize::from(before.is_some())] += 1;
+            }
             changed.push((entry, hash));
         }
     }
-    others += stored.values().filter(|(_, other)| *other).count();
+    others[2] = stored.values().filter(|(_, other)| *other).count();
     let mut gone: Vec<String> = stored.into_keys().collect();
     gone.sort();
     for chunk in gone.chunks(BATCH) {
@@ -123,12 +127,9 @@ pub(super) async fn write_entries(
 /// One project in the store, read inside one repeatable-read, read-only
 /// transaction: every call sees the same committed sync, whatever syncs
 /// commit meanwhile. Dropped, its connection closes and the transaction
-/// with it.
+/// with it (the client goes back to the process's pool).
 pub struct ProjectSnapshot {
-    // Held before the connection is dropped: the client goes back to a
-    // pool that is then closed.
     held: Held,
-    _connection: Connection,
     vault: i32,
     generation: i64,
 }
@@ -137,7 +138,9 @@ impl ProjectSnapshot {
     /// Opens the project synced as vault `name`; `None` when the store has
     /// no such vault or the vault holds no project.
     pub fn open(url: &StoreUrl, name: &str) -> Result<Option<ProjectSnapshot>> {
-        let connection = Connection::open(url, 1)?;
+        // Its own pool: each pack holds one client throughout, and must not
+        // wait for one the libraries' ranking holds.
+        let connection = Connection::open(url, 8)?;
         connection.check_schema()?;
         let held = connection.hold()?;
         let name = name.to_string();
@@ -156,7 +159,6 @@ impl ProjectSnapshot {
         })?;
         Ok(found.map(|(vault, generation)| ProjectSnapshot {
             held,
-            _connection: connection,
             vault,
             generation,
         }))

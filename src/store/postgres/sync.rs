@@ -178,12 +178,13 @@ pub struct ProjectPart {
 }
 
 /// What a project sync did: each part's report (in the order given), how
-/// many project rows it wrote or deleted, and how many of those are not
-/// notes (the recipe, schemas, bindings, folders).
+/// many project rows it wrote or deleted, and how many of the project's
+/// files that are not notes (the recipe, schemas, bindings) were added,
+/// changed and removed.
 pub struct ProjectReport {
     pub parts: Vec<UpdateReport>,
     pub entries_changed: usize,
-    pub others_changed: usize,
+    pub others: [usize; 3],
 }
 
 /// Syncs a writing project in one transaction: its own vault (the first
@@ -226,9 +227,10 @@ pub fn sync_project(
             .query_one("SELECT id FROM ctxpack_vaults WHERE name = $1", &[&name])
             .await?
             .get(0);
-        let (entries_changed, others_changed) = super::project::write_entries(&tx, vault, &entries)
-            .await
-            .with_context(|| format!("cannot sync the project into the store {shown}"))?;
+        let (entries_changed, others) =
+            super::project::write_entries(&tx, vault, &entries)
+                .await
+                .with_context(|| format!("cannot sync the project into the store {shown}"))?;
         if entries_changed > 0 {
             // Readers that cache by generation see the project changed.
             tx.execute(
@@ -251,7 +253,7 @@ pub fn sync_project(
         Ok(ProjectReport {
             parts: reports,
             entries_changed,
-            others_changed,
+            others,
         })
     })
 }
