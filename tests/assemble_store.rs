@@ -720,3 +720,80 @@ fn latency_of_assemble_from_the_store_and_the_folder() {
     println!("p50 folder: {:.1} ms", p50(&mut folder));
     println!("p50 store: {:.1} ms", p50(&mut store));
 }
+
+/// Privacy and broken projects fail closed. A card the project's policy
+/// makes private has no row in the store (not even its path, as for any
+/// vault): its text is in neither pack, the folder reports it `private`,
+/// the store does not know it. A project whose recipe does not parse is
+/// not synced at all (exit 2), since which folders hold libraries is then
+/// unknown.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn private_cards_and_broken_recipes_fail_closed() {
+    let pg = Pg::fresh("assemble_private");
+    let world = World::new();
+    let root = world.example("novel");
+    let card = root.join(format!("works/{WORK}/知识/人物/厉无咎.md"));
+    let text = fs::read_to_string(&card).unwrap();
+    let text = text.replacen("---\n", "---\nprivate: true\n", 1);
+    fs::write(&card, format!("{text}\n## 暗线\n\nPRIVATE-c41e\n")).unwrap();
+    sync(&world, &pg.url, &root, "novel");
+    let rows = pg.rows("SELECT path FROM ctxpack_project_entries WHERE path LIKE '%人物/厉无咎%'");
+    assert!(rows.is_empty(), "{rows:?}");
+    let args = [
+        "--work",
+        WORK,
+        "--scenario",
+        "continuation",
+        "--chapter",
+        "9",
+        "--intent",
+        INTENT,
+        "--format",
+        "json",
+    ];
+    let store = ok(&from_store(&world, &pg.url, "novel", &args));
+    assert!(
+        !store.contains("PRIVATE-c41e") && !store.contains("人物/厉无咎.md"),
+        "{store}"
+    );
+    let mut folder_args = args.to_vec();
+    folder_args.push("--no-write");
+    let folder = ok(&from_folder(&world, &root, &folder_args));
+    assert!(!folder.contains("PRIVATE-c41e"));
+    let folder: Value = serde_json::from_str(&folder).unwrap();
+    assert!(
+        folder["omittedSources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["reason"] == "private"
+                && o["source"] == format!("works/{WORK}/知识/人物/厉无咎.md")),
+        "{folder}"
+    );
+
+    let broken = Pg::fresh("assemble_broken");
+    fs::write(root.join("meta/recipe.yaml"), "name: [unclosed\n").unwrap();
+    let output = world
+        .cmd()
+        .args([
+            "index",
+            "--store",
+            &broken.url,
+            "--model",
+            "none",
+            "--vault",
+        ])
+        .arg(&root)
+        .args(["--vault-id", "novel"])
+        .output()
+        .unwrap();
+    common::fails(&output, 2, "cannot be synced as a writing project");
+    // Refused before the store was touched: not even its schema.
+    let tables =
+        broken.rows("SELECT count(*)::text FROM pg_tables WHERE tablename LIKE 'ctxpack%'");
+    assert_eq!(tables, vec![vec![Some("0".to_string())]]);
+}

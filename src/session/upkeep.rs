@@ -150,7 +150,7 @@ pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Res
     let mut options = SyncOptions::new(target.vault.clone(), Arc::clone(&policy));
     let Some((entries, libraries)) =
         crate::assemble::project_image(root, &policy).map_err(|problem| {
-            anyhow::Error::new(crate::store::postgres::StoreError::BadUrl(format!(
+            anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(
                 "{} cannot be synced as a writing project: {problem}",
                 root.display()
             )))

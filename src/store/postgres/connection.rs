@@ -51,12 +51,17 @@ pub enum StoreError {
     NoVault(String, String),
     /// The store has no `vector` extension and cannot create it.
     NoVectorExtension(String),
+    /// A writing project that cannot be synced as one (its recipe is
+    /// broken): the message says why.
+    Project(String),
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::BadUrl(message) | StoreError::Schema(message) => f.write_str(message),
+            StoreError::BadUrl(message)
+            | StoreError::Schema(message)
+            | StoreError::Project(message) => f.write_str(message),
             StoreError::NoVault(store, vault) => write!(
                 f,
                 "no vault '{vault}' in the store {store}: sync it first with \
