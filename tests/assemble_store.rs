@@ -489,6 +489,30 @@ fn a_library_another_work_binds_never_leaves_the_database() {
         "{:?}",
         bound.iter().map(|e| &e.path).collect::<Vec<_>>()
     );
+    // Contents come one query at a time, gated in the query: asked for a
+    // card of the unbound library by name, or for the whole libraries
+    // folder, the store returns only the bound library's rows.
+    assert!(
+        outside
+            .iter()
+            .all(|e| e.content.as_deref().is_none_or(<[u8]>::is_empty)),
+        "no content before it is asked for"
+    );
+    let asked = snapshot
+        .contents(
+            &["knowledge/言情范式/借物传情.md".to_string()],
+            Some("knowledge"),
+            &["打斗范式".to_string()],
+        )
+        .unwrap();
+    assert!(!asked.is_empty());
+    assert!(
+        asked
+            .iter()
+            .all(|(path, _)| path.starts_with("knowledge/打斗范式/")),
+        "{:?}",
+        asked.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
     drop(snapshot);
 
     let args = [

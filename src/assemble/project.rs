@@ -358,7 +358,7 @@ impl Project {
             .strip_prefix(&self.root)
             .map(|t| t.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(content) = files.content(&real) else {
+        let Some(content) = files.content(&real).map_err(unreadable)? else {
             return Ok(None);
         };
         if let Some(Stored::Special(why)) = &content {
@@ -575,7 +575,17 @@ impl Project {
     /// a folder reached twice (a symlink loop) is listed once.
     pub fn markdown_files(&self, rel: &str) -> Result<Vec<String>, ReadError> {
         let mut files = Vec::new();
-        let mut seen = BTreeSet::from([self.resolve(rel)?]);
+        let real = self.resolve(rel)?;
+        if let (Files::Store(stored), Ok(inside)) = (&self.files, real.strip_prefix(&self.root)) {
+            // Every file listed here is read next: one query, not one each.
+            stored
+                .prefetch(&inside.to_string_lossy())
+                .map_err(|why| ReadError::Unreadable {
+                    path: rel.to_string(),
+                    why,
+                })?;
+        }
+        let mut seen = BTreeSet::from([real]);
         let mut stack = vec![rel.to_string()];
         while let Some(dir) = stack.pop() {
             for entry in self.list(&dir)? {

@@ -11,9 +11,10 @@
 //! through the same gate is what makes a pack from the store byte-identical
 //! to one from the folder.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -265,6 +266,13 @@ pub struct StoreFiles {
     snapshot: ProjectSnapshot,
     rows: BTreeMap<String, ProjectEntry>,
     children: BTreeMap<String, Vec<String>>,
+    /// The libraries opened so far (names).
+    open: Vec<String>,
+    /// Contents fetched so far, by real path: a pack fetches what it reads,
+    /// not the whole project.
+    contents: Mutex<HashMap<String, Option<Stored>>>,
+    /// Folders whose contents were fetched at once.
+    fetched: Mutex<BTreeSet<String>>,
 }
 
 /// A path as the store resolves it.
@@ -284,6 +292,9 @@ impl StoreFiles {
             snapshot,
             rows: BTreeMap::new(),
             children: BTreeMap::new(),
+            open: Vec::new(),
+            contents: Mutex::new(HashMap::new()),
+            fetched: Mutex::new(BTreeSet::new()),
         };
         files.add(rows);
         Ok(files)
@@ -315,6 +326,7 @@ impl StoreFiles {
             .in_libraries(open)
             .map_err(|err| format!("{err:#}"))?;
         self.add(rows);
+        self.open = open.to_vec();
         Ok(())
     }
 
@@ -396,14 +408,55 @@ impl StoreFiles {
 
     /// What reading the real file `real` gives: `None` when the store has
     /// no such file; `Some(None)` when it has the file but not its text
-    /// (the assembler may not read it).
-    pub fn content(&self, real: &str) -> Option<Option<Stored>> {
-        let row = self.rows.get(real)?;
-        Some(
-            row.content
-                .as_deref()
-                .and_then(|bytes| postcard::from_bytes(bytes).ok()),
-        )
+    /// (the assembler may not read it). The text is fetched the first time.
+    pub fn content(&self, real: &str) -> Result<Option<Option<Stored>>, String> {
+        let Some(row) = self.rows.get(real) else {
+            return Ok(None);
+        };
+        if row.content.is_none() {
+            return Ok(Some(None));
+        }
+        if let Some(known) = self.contents.lock().ok().and_then(|c| c.get(real).cloned()) {
+            return Ok(Some(known));
+        }
+        self.fetch(&[real.to_string()], None)?;
+        Ok(Some(
+            self.contents
+                .lock()
+                .ok()
+                .and_then(|c| c.get(real).cloned())
+                .flatten(),
+        ))
+    }
+
+    /// Fetches the contents of every file under the real folder `dir` at
+    /// once (a source that reads a folder's cards reads them all).
+    pub fn prefetch(&self, dir: &str) -> Result<(), String> {
+        let first = self
+            .fetched
+            .lock()
+            .map(|mut fetched| fetched.insert(dir.to_string()))
+            .unwrap_or(true);
+        if first {
+            self.fetch(&[], Some(dir))?;
+        }
+        Ok(())
+    }
+
+    fn fetch(&self, paths: &[String], under: Option<&str>) -> Result<(), String> {
+        let rows = self
+            .snapshot
+            .contents(paths, under, &self.open)
+            .map_err(|err| format!("{err:#}"))?;
+        if let Ok(mut contents) = self.contents.lock() {
+            for path in paths {
+                contents.entry(path.clone()).or_insert(None);
+            }
+            for (path, bytes) in rows {
+                contents.insert(path, postcard::from_bytes(&bytes).ok());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -169,16 +169,18 @@ impl ProjectSnapshot {
         self.generation
     }
 
-    /// Every row outside the libraries: rows whose own path lies in a
-    /// library are left in the database, and a row leading into one comes
-    /// without content, its target cut to the library's folder.
+    /// Every row outside the libraries, without content: rows whose own
+    /// path lies in a library are left in the database, and a row leading
+    /// into one comes with its target cut to the library's folder. A row
+    /// whose content may be read has `Some(empty)` for it ([`Self::contents`]
+    /// fetches it).
     pub fn outside_libraries(&self) -> Result<Vec<ProjectEntry>> {
         self.rows(None)
     }
 
     /// The rows that lie in or lead into libraries, all of whose names are
     /// in `open` (a library reached under a name not in `open` stays in
-    /// the database).
+    /// the database), without content as above.
     pub fn in_libraries(&self, open: &[String]) -> Result<Vec<ProjectEntry>> {
         self.rows(Some(open.to_vec()))
     }
@@ -186,31 +188,35 @@ impl ProjectSnapshot {
     fn rows(&self, open: Option<Vec<String>>) -> Result<Vec<ProjectEntry>> {
         let vault = self.vault;
         self.held.run(move |client| async move {
-            let rows =
-                match &open {
-                    None => {
-                        client
-                            .query(
-                                "SELECT path, kind, \
-                             CASE WHEN cardinality(reaches) = 0 THEN target ELSE library END, \
+            let rows = match &open {
+                None => {
+                    client
+                        .query(
+                            "SELECT path, kind, \
+                             CASE WHEN cardinality(reaches) = 0 OR target IS NULL THEN target \
+                             ELSE library END, \
                              listed, inside, reaches, library, \
-                             CASE WHEN cardinality(reaches) = 0 THEN content END \
+                             CASE WHEN cardinality(reaches) = 0 AND content IS NOT NULL \
+                             THEN '\\x'::bytea END \
                              FROM ctxpack_project_entries \
                              WHERE vault = $1 AND cardinality(inside) = 0 ORDER BY path",
-                                &[&vault],
-                            )
-                            .await?
-                    }
-                    Some(open) => client
+                            &[&vault],
+                        )
+                        .await?
+                }
+                Some(open) => {
+                    client
                         .query(
-                            "SELECT path, kind, target, listed, inside, reaches, library, content \
+                            "SELECT path, kind, target, listed, inside, reaches, library, \
+                             CASE WHEN content IS NOT NULL THEN '\\x'::bytea END \
                              FROM ctxpack_project_entries \
                              WHERE vault = $1 AND cardinality(reaches) > 0 \
                              AND reaches <@ $2::text[] AND inside <@ $2::text[] ORDER BY path",
                             &[&vault, open],
                         )
-                        .await?,
-                };
+                        .await?
+                }
+            };
             Ok(rows
                 .into_iter()
                 .map(|row| ProjectEntry {
@@ -224,6 +230,34 @@ impl ProjectSnapshot {
                     content: row.get(7),
                 })
                 .collect())
+        })
+    }
+
+    /// The contents of the rows at `paths`, or of every row under the
+    /// folder `under` (relative to the root), whose library names are all
+    /// in `open`: `(path, content)`. The gate is the query's: a row in or
+    /// leading into a library not open is not returned, whatever is asked.
+    pub fn contents(
+        &self,
+        paths: &[String],
+        under: Option<&str>,
+        open: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>> {
+        let vault = self.vault;
+        let paths = paths.to_vec();
+        let prefix = under.map(|dir| format!("{dir}/"));
+        let open = open.to_vec();
+        self.held.run(move |client| async move {
+            let rows = client
+                .query(
+                    "SELECT path, content FROM ctxpack_project_entries \
+                     WHERE vault = $1 AND content IS NOT NULL \
+                     AND (path = ANY($2) OR left(path, length($3)) = $3) \
+                     AND inside <@ $4::text[] AND reaches <@ $4::text[] ORDER BY path",
+                    &[&vault, &paths, &prefix, &open],
+                )
+                .await?;
+            Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
         })
     }
 
