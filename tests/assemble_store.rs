@@ -745,7 +745,8 @@ fn latency_of_assemble_from_the_store_and_the_folder() {
     println!("p50 store: {:.1} ms", p50(&mut store));
 }
 
-/// Privacy and broken projects fail closed. A card the project's policy
+/// Privacy and broken projects fail closed. Only the YAML the assembler
+/// reads (recipe, schemas, bindings) is copied into the store. A card the project's policy
 /// makes private has no row in the store (not even its path, as for any
 /// vault): its text is in neither pack, the folder reports it `private`,
 /// the store does not know it. A project whose recipe does not parse is
@@ -764,7 +765,34 @@ fn private_cards_and_broken_recipes_fail_closed() {
     let text = fs::read_to_string(&card).unwrap();
     let text = text.replacen("---\n", "---\nprivate: true\n", 1);
     fs::write(&card, format!("{text}\n## 暗线\n\nPRIVATE-c41e\n")).unwrap();
+    // YAML the assembler never reads is listed, not copied.
+    fs::write(
+        root.join(format!("works/{WORK}/credentials.yaml")),
+        "token: TOKEN-5d0a\n",
+    )
+    .unwrap();
     sync(&world, &pg.url, &root, "novel");
+    let copied: Vec<String> = pg
+        .rows("SELECT path FROM ctxpack_project_entries WHERE content IS NOT NULL AND path LIKE '%.yaml' ORDER BY path")
+        .into_iter()
+        .map(|r| r[0].clone().unwrap())
+        .collect();
+    assert!(
+        copied.contains(&"meta/recipe.yaml".to_string()),
+        "{copied:?}"
+    );
+    assert!(
+        copied.contains(&format!("works/{WORK}/装配.yaml")),
+        "{copied:?}"
+    );
+    assert!(
+        copied.iter().any(|p| p.starts_with("meta/schemas/")),
+        "{copied:?}"
+    );
+    assert!(
+        !copied.iter().any(|p| p.contains("credentials")),
+        "{copied:?}"
+    );
     let rows = pg.rows("SELECT path FROM ctxpack_project_entries WHERE path LIKE '%人物/厉无咎%'");
     assert!(rows.is_empty(), "{rows:?}");
     let args = [

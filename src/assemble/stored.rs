@@ -105,6 +105,26 @@ pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
             .iter()
             .any(|(_, real, bound)| !bound && Path::new(rel).starts_with(real))
     };
+    // The YAML the assembler reads: the recipe, the schemas, each work's
+    // bindings. Other YAML files may hold anything (credentials, data):
+    // they are listed, never copied.
+    let (bindings_before, bindings_after) = recipe
+        .bindings
+        .split_once("{work}")
+        .unwrap_or((recipe.bindings.as_str(), ""));
+    let schemas_prefix = format!("{}/", recipe.schemas_dir.trim_end_matches('/'));
+    let configuration = |rel: &str| {
+        rel == RECIPE_FILE
+            || rel == recipe.bindings
+            || rel
+                .strip_prefix(schemas_prefix.as_str())
+                .is_some_and(|name| !name.contains('/'))
+            || (recipe.bindings.contains("{work}")
+                && rel
+                    .strip_prefix(bindings_before)
+                    .and_then(|rest| rest.strip_suffix(bindings_after))
+                    .is_some_and(|work| project::is_plain_name(work)))
+    };
     let listed: BTreeSet<String> = walk::walk(root, &[])
         .files
         .into_iter()
@@ -168,7 +188,7 @@ pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
                     stack.push(path.clone());
                 }
                 'f' if !file_type.is_symlink() && !closed_to_all(&path) => {
-                    match content(&project, &path, listed.contains(&path)) {
+                    match content(&project, &path, listed.contains(&path), &configuration) {
                         Some(Ok(stored)) => {
                             entry.content =
                                 Some(postcard::to_allocvec(&stored).unwrap_or_default());
@@ -219,10 +239,15 @@ pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
 struct Private;
 
 /// What reading the regular file `rel` through the door gives, when the
-/// assembler may read it at all (the project's YAML, or a listed note).
-fn content(project: &Project, rel: &str, listed: bool) -> Option<Result<Stored, Private>> {
+/// assembler may read it at all (the project's own YAML, or a listed note).
+fn content(
+    project: &Project,
+    rel: &str,
+    listed: bool,
+    configuration: &dyn Fn(&str) -> bool,
+) -> Option<Result<Stored, Private>> {
     let hidden_part = rel.split('/').any(|part| part.starts_with('.'));
-    let config = project::is_config_file(rel) && !hidden_part;
+    let config = project::is_config_file(rel) && !hidden_part && configuration(rel);
     if !(config || listed && project::is_markdown(rel)) {
         return None;
     }
