@@ -123,7 +123,7 @@ pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
                 && rel
                     .strip_prefix(bindings_before)
                     .and_then(|rest| rest.strip_suffix(bindings_after))
-                    .is_some_and(|work| project::is_plain_name(work)))
+                    .is_some_and(project::is_plain_name))
     };
     let listed: BTreeSet<String> = walk::walk(root, &[])
         .files
