@@ -351,6 +351,11 @@ struct AssembleArgs {
     /// Do not write the pack to the recipe's review file.
     #[arg(long)]
     no_write: bool,
+    /// With a project read from the store: write the review copy under
+    /// this folder (at the recipe's review_file path); without it, a pack
+    /// from the store is written nowhere.
+    #[arg(long, value_name = "DIR")]
+    review_dir: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -1011,10 +1016,36 @@ fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
         store: project_store(cli, &root)?,
         style: args.style,
     };
-    let assembly = assemble::assemble(&root, &request).map_err(|err| match err {
+    let failure = |err| match err {
         AssembleError::Usage(message) => Failure::Usage(message),
         AssembleError::Project(message) => Failure::Runtime(anyhow::anyhow!(message)),
-    })?;
+    };
+    // With a store, the project it holds under the vault id is read; a
+    // folder with a recipe whose project the store does not hold is read
+    // from the folder, its libraries ranked from the store as before.
+    let from_store = match &request.store {
+        Some(target) => {
+            let local = assemble::has_recipe(&root);
+            match assemble::store_has_project(target) {
+                Ok(held) => held || !local,
+                Err(_) if local => false,
+                Err(err) => return Err(failure(err)),
+            }
+        }
+        None => false,
+    };
+    let assembly = if from_store {
+        assemble::assemble_from_store(&request, args.review_dir.as_deref())
+    } else if args.review_dir.is_some() {
+        Err(AssembleError::Usage(
+            "--review-dir is for a project read from the store (--store); a project's folder \
+             gets its review copy at the recipe's review_file"
+                .into(),
+        ))
+    } else {
+        assemble::assemble(&root, &request)
+    }
+    .map_err(failure)?;
     if !cli.quiet {
         for warning in &assembly.warnings {
             eprintln!("ctxpack: warning: {warning}");

@@ -668,7 +668,12 @@ impl CtxpackServer {
         let mut tool_router = Self::tool_router();
         // Outside a writing project every assemble call fails: an agent
         // offered the tool there would only waste a turn learning that.
-        if !crate::assemble::has_recipe(&options.root) {
+        let project = match &options.store {
+            // Served from a store, the project is the one synced there.
+            Some(target) => crate::assemble::store_has_project(target).unwrap_or(false),
+            None => crate::assemble::has_recipe(&options.root),
+        };
+        if !project {
             tool_router.remove_route("assemble");
         }
         let turns = Arc::new(tokio::sync::Semaphore::new(
@@ -1230,10 +1235,16 @@ impl State {
             recipe: None,
             index_dir: None,
             write_review: true,
-            store: None,
+            store: self.options.store.clone(),
             style,
         };
-        match crate::assemble::assemble(&self.options.root, &request) {
+        // From a store, each call reads the project as last synced, and no
+        // review copy is written (the server has no project folder).
+        let assembled = match &self.options.store {
+            Some(_) => crate::assemble::assemble_from_store(&request, None),
+            None => crate::assemble::assemble(&self.options.root, &request),
+        };
+        match assembled {
             Ok(assembly) if json => match serde_json::to_string_pretty(&assembly) {
                 Ok(text) => self.sized_result(text, tokenizer, owner),
                 Err(err) => tool_error(format!("cannot encode the result: {err}")),

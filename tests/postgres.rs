@@ -661,7 +661,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 3, this ctxpack reads version 5",
+        "has schema version 3, this ctxpack reads version 6",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -670,7 +670,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("5".to_string())]]
+        vec![vec![Some("6".to_string())]]
     );
     assert_eq!(
         pg.rows(

@@ -14,6 +14,7 @@ pub mod project;
 pub mod recipe;
 pub mod schema;
 mod sources;
+mod stored;
 mod styled;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,7 +178,117 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
     project.set_policy(
         crate::privacy::Policy::load(project.root()).map_err(|err| usage(err.to_string()))?,
     );
-    let recipe = load_recipe(&project, request)?;
+    assemble_project(&mut project, request, Review::InProject).map(|(assembly, _)| assembly)
+}
+
+/// Where the review copy goes.
+#[derive(Clone, Copy)]
+enum Review<'a> {
+    /// The recipe's `review_file`, in the project.
+    InProject,
+    /// The recipe's `review_file`, under this folder instead (a project read
+    /// from the store is never written to).
+    Under(Option<&'a Path>),
+}
+
+/// How many times a pack from the store is assembled again when a sync
+/// committed while it was being assembled.
+const STORE_ATTEMPTS: usize = 3;
+
+/// Assembles the pack for `request` from the project the store at
+/// `request.store` holds under its vault id, reading one committed sync:
+/// the same pack, byte for byte, as from the folder that was synced. The
+/// review copy is written only under `review_dir`, never into the store.
+pub fn assemble_from_store(
+    request: &AssembleRequest,
+    review_dir: Option<&Path>,
+) -> Result<Assembly, AssembleError> {
+    let Some(target) = &request.store else {
+        return Err(usage("assembling from the store needs --store URL"));
+    };
+    for _ in 0..STORE_ATTEMPTS {
+        let opening = crate::timings::phase("assemble: open the store's project");
+        let Some(snapshot) =
+            crate::store::postgres::project::ProjectSnapshot::open(&target.url, &target.vault)
+                .map_err(|err| store_error(&err))?
+        else {
+            return Err(usage(no_stored_project(target)));
+        };
+        let files = stored::StoreFiles::new(snapshot).map_err(project_error)?;
+        drop(opening);
+        let mut project = Project::from_store(files);
+        let (assembly, seen) = assemble_project(&mut project, request, Review::Under(review_dir))?;
+        // L3 was ranked from the libraries' own vaults, read outside this
+        // snapshot: the pack stands only if they are at the generation the
+        // snapshot holds (a sync commits a project and its libraries at once).
+        let names: Vec<String> = seen.iter().map(|(name, _)| name.clone()).collect();
+        let held = match project.store_files() {
+            Some(files) => files
+                .snapshot()
+                .generations(&names)
+                .map_err(|err| store_error(&err))?,
+            None => Vec::new(),
+        };
+        let mut seen = seen;
+        seen.sort();
+        if held == seen {
+            return Ok(assembly);
+        }
+    }
+    Err(project_error(format!(
+        "the store {} changed during each of {STORE_ATTEMPTS} attempts to assemble this pack;          try again when its sync is done",
+        target.url
+    )))
+}
+
+/// Whether the store at `target` holds a synced project under its vault id.
+pub fn store_has_project(target: &crate::session::StoreTarget) -> Result<bool, AssembleError> {
+    crate::store::postgres::project::ProjectSnapshot::open(&target.url, &target.vault)
+        .map(|snapshot| snapshot.is_some())
+        .map_err(|err| store_error(&err))
+}
+
+fn no_stored_project(target: &crate::session::StoreTarget) -> String {
+    format!(
+        "the store {} holds no project '{}': sync one with `ctxpack index --store URL --vault          PROJECT --vault-id {}` (a folder with meta/recipe.yaml)",
+        target.url, target.vault, target.vault
+    )
+}
+
+/// A store problem: configuration (exit 2) or the server (exit 1).
+fn store_error(err: &anyhow::Error) -> AssembleError {
+    match crate::session::upkeep::store_usage_message(err) {
+        Some(message) => usage(message),
+        None => project_error(format!("{err:#}")),
+    }
+}
+
+/// A project's tree for the store, and the libraries (name, folder) some
+/// work binds.
+pub type ProjectImage = (
+    Vec<crate::store::postgres::project::ProjectEntry>,
+    Vec<(String, String)>,
+);
+
+/// The image of the writing project at `root` for the store, and the
+/// libraries some work binds (see `stored::image`); `None` when `root` has
+/// no recipe.
+pub fn project_image(
+    root: &Path,
+    policy: &crate::privacy::Policy,
+) -> Result<Option<ProjectImage>, String> {
+    Ok(stored::image(root, policy)?.map(|image| (image.entries, image.libraries)))
+}
+
+/// The library vaults (name, generation) the ranking read, with the pack.
+type Seen = Vec<(String, i64)>;
+
+fn assemble_project(
+    project: &mut Project,
+    request: &AssembleRequest,
+    review: Review<'_>,
+) -> Result<(Assembly, Seen), AssembleError> {
+    let recipe = load_recipe(project, request)?;
     if request.budget == 0 || request.budget > MAX_BUDGET {
         return Err(usage(format!(
             "budget must be between 1 and {MAX_BUDGET} tokens, not {}",
@@ -289,6 +400,12 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         .filter(|e| !bindings.libraries.contains(&e.name))
         .collect();
     project.close_libraries(&unbound);
+    let open: Vec<String> = libraries
+        .iter()
+        .filter(|e| bindings.libraries.contains(&e.name))
+        .map(|e| e.name.clone())
+        .collect();
+    project.open_libraries(&open).map_err(project_error)?;
     let mut omitted = unauthorized_libraries(&unbound, &bindings_path);
     if let Some(candidate) = &request.candidate
         && let Some(library) = project.closed_library_of(candidate)
@@ -302,7 +419,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         project.check_listed(candidate).map_err(usage)?;
     }
 
-    let schemas = Schemas::load(&project, &recipe.schemas_dir).map_err(project_error)?;
+    let schemas = Schemas::load(project, &recipe.schemas_dir).map_err(project_error)?;
     let baseline_agent = recipe.agent(&recipe.baseline.agent);
     let purposes: Vec<&str> = recipe
         .agents
@@ -330,10 +447,10 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
             request.unit
         )));
     };
-    check_revision(&project, &recipe, &expand, request)?;
+    check_revision(project, &recipe, &expand, request)?;
 
     let context = Context {
-        project: &project,
+        project,
         recipe: &recipe,
         schemas: &schemas,
         bindings: &bindings,
@@ -348,6 +465,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         store: request.store.as_ref(),
         separator: &recipe.labels.separator,
         colon: &recipe.labels.colon,
+        ranked: Default::default(),
     };
 
     // The baseline: the baseline agent's L2 and L1, and the outline entry.
@@ -511,15 +629,22 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         &redactions,
     )?;
 
-    let review_file = match (&recipe.review_file, request.write_review) {
-        (Some(template), true) => {
+    let review_file = match (&recipe.review_file, request.write_review, review) {
+        (Some(template), true, Review::InProject) => {
             let path = expand(template)?;
-            write_review(&project, &path, &fitted.text).map_err(project_error)?;
+            write_review(project, &path, &fitted.text).map_err(project_error)?;
             if !project.is_git_ignored(&path) {
                 warnings.push(format!(
                     "{path} is not excluded by a .gitignore; add its folder to the work's .gitignore"
                 ));
             }
+            Some(path)
+        }
+        (Some(template), true, Review::Under(Some(dir))) => {
+            // The same checks as in a project: the copy stays inside `dir`.
+            let path = expand(template)?;
+            let folder = Project::open(dir).map_err(usage)?;
+            write_review(&folder, &path, &fitted.text).map_err(project_error)?;
             Some(path)
         }
         _ => None,
@@ -576,6 +701,7 @@ pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, Asse
         read: project.touched(),
         text: fitted.text,
     })
+    .map(|assembly| (assembly, context.ranked_from()))
 }
 
 fn load_recipe(project: &Project, request: &AssembleRequest) -> Result<Recipe, AssembleError> {

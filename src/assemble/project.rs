@@ -30,6 +30,15 @@ pub struct Project {
     /// The Markdown files the vault's walk lists (sorted), walked once, the
     /// first time a note is read.
     listed: std::sync::OnceLock<Vec<String>>,
+    /// Where the files are: the folder, or one snapshot of the store.
+    files: Files,
+}
+
+/// The two places a project's files can be: the same gate stands in front
+/// of both, so a pack is the same whichever it was read from.
+enum Files {
+    Folder,
+    Store(Box<super::stored::StoreFiles>),
 }
 
 /// Why a project path was not read.
@@ -90,7 +99,57 @@ impl Project {
             policy: crate::privacy::Policy::default(),
             redacted: Mutex::new(Vec::new()),
             listed: std::sync::OnceLock::new(),
+            files: Files::Folder,
         })
+    }
+
+    /// The project one snapshot of the store holds: its texts were read
+    /// through the privacy policy when it was synced, so none is applied
+    /// again.
+    pub fn from_store(files: super::stored::StoreFiles) -> Project {
+        Project {
+            root: PathBuf::from(super::stored::STORE_ROOT),
+            touched: Mutex::new(Vec::new()),
+            closed: Vec::new(),
+            refused: Mutex::new(Vec::new()),
+            policy: crate::privacy::Policy::default(),
+            redacted: Mutex::new(Vec::new()),
+            listed: std::sync::OnceLock::new(),
+            files: Files::Store(Box::new(files)),
+        }
+    }
+
+    /// The store's files, when the project is read from the store.
+    pub fn store_files(&self) -> Option<&super::stored::StoreFiles> {
+        match &self.files {
+            Files::Store(files) => Some(files),
+            Files::Folder => None,
+        }
+    }
+
+    /// Opens the libraries named in `names` for reading (their rows leave
+    /// the store only now, and only theirs); nothing to do for a folder.
+    pub fn open_libraries(&mut self, names: &[String]) -> Result<(), String> {
+        match &mut self.files {
+            Files::Store(files) => files.open_libraries(names),
+            Files::Folder => Ok(()),
+        }
+    }
+
+    /// `path` (under the root) with its symlinks resolved, wherever the
+    /// files are.
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        match &self.files {
+            Files::Folder => path.canonicalize(),
+            Files::Store(files) => {
+                let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+                let rel = path.strip_prefix(&self.root).map_err(|_| not_found())?;
+                match files.resolve(rel).ok_or_else(not_found)? {
+                    super::stored::Resolved::Inside(real, _) => Ok(super::stored::absolute(&real)),
+                    super::stored::Resolved::Outside => Ok(PathBuf::from("/")),
+                }
+            }
+        }
     }
 
     /// Reads every Markdown file under `policy` from now on: a private one
@@ -180,7 +239,7 @@ impl Project {
         let mut existing = joined.as_path();
         let mut rest = Vec::new();
         let real = loop {
-            match existing.canonicalize() {
+            match self.canonicalize(existing) {
                 Ok(real) => {
                     break rest
                         .iter()
@@ -221,6 +280,9 @@ impl Project {
             path: rel.to_string(),
             why,
         };
+        if let Files::Store(files) = &self.files {
+            return self.read_stored(files, rel, &path);
+        }
         let file = match crate::safe_fs::open_regular(&path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -248,25 +310,76 @@ impl Project {
             .strip_prefix(&self.root)
             .map(|t| t.to_string_lossy().replace('\\', "/"))
             .unwrap_or_default();
-        let Some(prepared) = self
-            .policy
-            .prepare(rel, &text, None)
-            .filter(|_| !self.policy.is_private_path(&target))
-        else {
+        let Some((text, redactions)) = self.prepare(rel, &target, &text) else {
             return Err(ReadError::Private {
                 path: rel.to_string(),
             });
         };
+        self.note_redactions(rel, redactions);
+        Ok(Some(text))
+    }
+
+    /// A note's text as the privacy policy lets it be seen, with the
+    /// secrets taken out; `None` when the note (read as `rel`, lying at
+    /// `target`) is private.
+    pub(super) fn prepare(
+        &self,
+        rel: &str,
+        target: &str,
+        text: &str,
+    ) -> Option<(String, Vec<crate::privacy::Redaction>)> {
+        let prepared = self
+            .policy
+            .prepare(rel, text, None)
+            .filter(|_| !self.policy.is_private_path(target))?;
+        Some((prepared.text, prepared.note.redactions))
+    }
+
+    fn note_redactions(&self, rel: &str, redactions: Vec<crate::privacy::Redaction>) {
         if let Ok(mut redacted) = self.redacted.lock() {
-            redacted.extend(
-                prepared
-                    .note
-                    .redactions
-                    .into_iter()
-                    .map(|r| (rel.to_string(), r)),
-            );
+            redacted.extend(redactions.into_iter().map(|r| (rel.to_string(), r)));
         }
-        Ok(Some(prepared.text))
+    }
+
+    /// `read_optional` from the store: the reads the sync recorded,
+    /// replayed through the same checks in the same order.
+    fn read_stored(
+        &self,
+        files: &super::stored::StoreFiles,
+        rel: &str,
+        path: &Path,
+    ) -> Result<Option<String>, ReadError> {
+        use super::stored::Stored;
+        let unreadable = |why: String| ReadError::Unreadable {
+            path: rel.to_string(),
+            why,
+        };
+        let real = path
+            .strip_prefix(&self.root)
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(content) = files.content(&real).map_err(unreadable)? else {
+            return Ok(None);
+        };
+        if let Some(Stored::Special(why)) = &content {
+            return Err(unreadable(why.clone()));
+        }
+        self.check_listed(rel)?;
+        let content = match content {
+            Some(Stored::TooLarge(why)) => return Err(unreadable(why)),
+            Some(content) => content,
+            None => return Err(unreadable("not held by the store".into())),
+        };
+        self.record(rel);
+        match content {
+            Stored::NotText(why) => Err(unreadable(why)),
+            Stored::Config(text) => Ok(Some(text)),
+            Stored::Note { text, redactions } => {
+                self.note_redactions(rel, redactions);
+                Ok(Some(text))
+            }
+            Stored::Special(_) | Stored::TooLarge(_) => Ok(None),
+        }
     }
 
     /// Refuses `rel` unless it is the project's YAML configuration (outside
@@ -276,25 +389,33 @@ impl Project {
     /// reads nothing.
     pub fn check_listed(&self, rel: &str) -> Result<(), ReadError> {
         let rel = rel.trim_start_matches("./");
-        if fs::symlink_metadata(self.root.join(rel)).is_err() {
+        let exists = match &self.files {
+            Files::Folder => fs::symlink_metadata(self.root.join(rel)).is_ok(),
+            Files::Store(files) => files.entry_exists(Path::new(rel)),
+        };
+        if !exists {
             // Nothing there: reading it finds nothing, whatever its name.
             return Ok(());
         }
         let hidden_part = rel.split('/').any(|part| part.starts_with('.'));
         let listed = !hidden_part
             && (is_config_file(rel)
-                || (is_markdown(rel) && {
-                    let listed = self.listed.get_or_init(|| {
-                        let mut listed: Vec<String> = walk::walk(&self.root, &[])
-                            .files
-                            .into_iter()
-                            .map(|found| found.rel_path)
-                            .collect();
-                        listed.sort_unstable();
-                        listed
-                    });
-                    listed.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
-                }));
+                || (is_markdown(rel)
+                    && match &self.files {
+                        Files::Store(files) => files.listed(rel),
+                        Files::Folder => {
+                            let listed = self.listed.get_or_init(|| {
+                                let mut listed: Vec<String> = walk::walk(&self.root, &[])
+                                    .files
+                                    .into_iter()
+                                    .map(|found| found.rel_path)
+                                    .collect();
+                                listed.sort_unstable();
+                                listed
+                            });
+                            listed.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
+                        }
+                    }));
         if listed {
             Ok(())
         } else {
@@ -356,25 +477,24 @@ impl Project {
 
     fn list_entries(&self, rel: &str, with_hidden: bool) -> Result<Vec<Entry>, ReadError> {
         let path = self.resolve(rel)?;
-        let Ok(read) = fs::read_dir(&path) else {
+        let Some(children) = self.read_dir(&path) else {
             return Ok(Vec::new());
         };
         self.record(&format!("{rel}/"));
         let mut entries = Vec::new();
-        for entry in read.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for (name, child) in children {
             if name.starts_with('.') && !with_hidden {
                 continue;
             }
             let rel_child = format!("{rel}/{name}");
-            let Ok(real) = entry.path().canonicalize() else {
+            let Some((real, is_dir)) = child else {
                 continue;
             };
             if !real.starts_with(&self.root) || self.resolve(&rel_child).is_err() {
                 continue;
             }
             entries.push(Entry {
-                is_dir: real.is_dir(),
+                is_dir,
                 name,
                 path: rel_child,
                 real,
@@ -382,6 +502,63 @@ impl Project {
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(entries)
+    }
+
+    /// Whether `rel` is a folder (through symlinks), refused paths not.
+    pub fn is_folder(&self, rel: &str) -> bool {
+        let Ok(real) = self.resolve(rel) else {
+            return false;
+        };
+        match &self.files {
+            Files::Folder => real.is_dir(),
+            Files::Store(_) => self.read_dir(&real).is_some(),
+        }
+    }
+
+    /// The entries of the real folder `path`: each name with its canonical
+    /// path and whether that is a folder (`None` when it cannot be
+    /// resolved); `None` when the folder cannot be read.
+    #[allow(clippy::type_complexity)]
+    fn read_dir(&self, path: &Path) -> Option<Vec<(String, Option<(PathBuf, bool)>)>> {
+        match &self.files {
+            Files::Folder => {
+                let read = fs::read_dir(path).ok()?;
+                Some(
+                    read.flatten()
+                        .map(|entry| {
+                            let name = entry.file_name().to_string_lossy().into_owned();
+                            let real = entry.path().canonicalize().ok();
+                            (name, real.map(|real| (real.clone(), real.is_dir())))
+                        })
+                        .collect(),
+                )
+            }
+            Files::Store(files) => {
+                let real = path.strip_prefix(&self.root).ok()?.to_string_lossy();
+                match files.resolve(Path::new(real.as_ref()))? {
+                    super::stored::Resolved::Inside(_, 'd') => {}
+                    _ => return None,
+                }
+                Some(
+                    files
+                        .children(&real)
+                        .into_iter()
+                        .map(|(name, child)| {
+                            let resolved = match files.resolve(Path::new(&child)) {
+                                Some(super::stored::Resolved::Inside(real, kind)) => {
+                                    Some((super::stored::absolute(&real), kind == 'd'))
+                                }
+                                Some(super::stored::Resolved::Outside) => {
+                                    Some((PathBuf::from("/"), false))
+                                }
+                                None => None,
+                            };
+                            (name, resolved)
+                        })
+                        .collect(),
+                )
+            }
+        }
     }
 
     /// The folders of the libraries folder `rel`, hidden ones included (a
@@ -398,7 +575,17 @@ impl Project {
     /// a folder reached twice (a symlink loop) is listed once.
     pub fn markdown_files(&self, rel: &str) -> Result<Vec<String>, ReadError> {
         let mut files = Vec::new();
-        let mut seen = BTreeSet::from([self.resolve(rel)?]);
+        let real = self.resolve(rel)?;
+        if let (Files::Store(stored), Ok(inside)) = (&self.files, real.strip_prefix(&self.root)) {
+            // Every file listed here is read next: one query, not one each.
+            stored
+                .prefetch(&inside.to_string_lossy())
+                .map_err(|why| ReadError::Unreadable {
+                    path: rel.to_string(),
+                    why,
+                })?;
+        }
+        let mut seen = BTreeSet::from([real]);
         let mut stack = vec![rel.to_string()];
         while let Some(dir) = stack.pop() {
             for entry in self.list(&dir)? {
@@ -417,6 +604,10 @@ impl Project {
 
     /// Whether a `.gitignore` in the root or on the way to `rel` ignores it.
     pub fn is_git_ignored(&self, rel: &str) -> bool {
+        if let Files::Store(_) = self.files {
+            // A pack from the store is never written into the project.
+            return false;
+        }
         let mut dir = self.root.clone();
         let mut ignored = false;
         let parts: Vec<&str> = rel.split('/').collect();
@@ -450,7 +641,7 @@ impl Project {
 }
 
 /// The bytes of an opened regular file, refused over `MAX_FILE_BYTES`.
-fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
+pub(super) fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let len = file
         .metadata()
@@ -480,12 +671,12 @@ pub struct Entry {
 }
 
 /// The project's own YAML (recipe, schemas, bindings, outlines).
-fn is_config_file(rel: &str) -> bool {
+pub(super) fn is_config_file(rel: &str) -> bool {
     rel.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml"))
 }
 
-fn is_markdown(rel: &str) -> bool {
+pub(super) fn is_markdown(rel: &str) -> bool {
     rel.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("md"))
 }

@@ -112,6 +112,9 @@ pub struct Context<'a> {
     pub store: Option<&'a crate::session::StoreTarget>,
     pub separator: &'a str,
     pub colon: &'a str,
+    /// The store vaults L3 was ranked from, at the generation each was
+    /// read (a pack from the store checks them against its snapshot).
+    pub ranked: std::sync::Mutex<Vec<(String, i64)>>,
 }
 
 /// Items, hidden fields and omissions gathered for one purpose.
@@ -124,6 +127,14 @@ pub struct Gathered {
 }
 
 impl Context<'_> {
+    /// The store vaults L3 was ranked from, with their generations, sorted.
+    pub fn ranked_from(&self) -> Vec<(String, i64)> {
+        let mut ranked = self.ranked.lock().map(|r| r.clone()).unwrap_or_default();
+        ranked.sort();
+        ranked.dedup();
+        ranked
+    }
+
     pub fn path(&self, template: &str, unit: i64) -> Result<String, String> {
         super::recipe::expand(
             template,
@@ -750,7 +761,7 @@ impl Context<'_> {
                 });
                 continue;
             }
-            if !self.project.resolve(&dir).is_ok_and(|p| p.is_dir()) {
+            if !self.project.is_folder(&dir) {
                 sink.out.warnings.push(format!(
                     "library '{library}' is bound in {} but {dir} does not exist",
                     self.bindings_path
@@ -826,8 +837,18 @@ impl Context<'_> {
             embed_into_store: false,
         };
         let mut ordered: Vec<usize> = Vec::new();
-        match Session::open(&root, &choice) {
+        let opening = crate::timings::phase("assemble: open a library's index");
+        let opened = Session::open(&root, &choice);
+        drop(opening);
+        match opened {
             Ok(session) => {
+                if let (Some(store), Some(target)) = (
+                    session.store.as_deref().and_then(|s| s.postgres()),
+                    &choice.store,
+                ) && let Ok(mut ranked) = self.ranked.lock()
+                {
+                    ranked.push((target.vault.clone(), store.generation()));
+                }
                 if let Some(error) = &session.index_error {
                     sink.out
                         .warnings

@@ -140,11 +140,49 @@ pub fn qmd_config(
     QmdConfig::from_vars(&vars, std::env::var_os("PATH").as_deref())
 }
 
-/// Syncs the vault at `root` into the store (by content hash).
+/// Syncs the vault at `root` into the store (by content hash). A writing
+/// project (a folder with `meta/recipe.yaml`) is synced whole, in the same
+/// transaction: its tree for `assemble --store`, and each library some
+/// work binds as a vault of its own (`<id>/<library folder>`), which L3
+/// ranks from; libraries no work binds stay out of the store.
 pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Result<UpdateReport> {
-    use crate::store::postgres::sync::{SyncOptions, sync};
-    let options = SyncOptions::new(target.vault.clone(), policy);
-    sync(&target.url, root, &options)
+    use crate::store::postgres::sync::{ProjectPart, SyncOptions, sync, sync_project};
+    let mut options = SyncOptions::new(target.vault.clone(), Arc::clone(&policy));
+    let Some((entries, libraries)) =
+        crate::assemble::project_image(root, &policy).map_err(|problem| {
+            anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(
+                "{} cannot be synced as a writing project: {problem}",
+                root.display()
+            )))
+        })?
+    else {
+        return sync(&target.url, root, &options);
+    };
+    // The vault tools served from the store see what some work may read,
+    // as `serve` over the folder does.
+    options.hidden = crate::assemble::unbound_libraries(root).map_err(anyhow::Error::msg)?;
+    let mut parts = vec![ProjectPart {
+        root: root.to_path_buf(),
+        options,
+    }];
+    for (_, folder) in libraries {
+        let library_root = root.join(&folder);
+        // Ranked as `assemble` ranks a library in the folder: a vault of its
+        // own, read under its own policy.
+        let policy = Arc::new(Policy::load(&library_root)?);
+        parts.push(ProjectPart {
+            root: library_root,
+            options: SyncOptions::new(format!("{}/{folder}", target.vault), policy),
+        });
+    }
+    let report = sync_project(&target.url, parts, entries)?;
+    let mut total = report.parts.into_iter().next().unwrap_or_default();
+    // The recipe, schemas and bindings are files of the project too.
+    let [added, changed, removed] = report.others;
+    total.added += added;
+    total.changed += changed;
+    total.removed += removed;
+    Ok(total)
 }
 
 pub use crate::vault::changes::{StopOutcome, Watching};

@@ -2,6 +2,7 @@
 //! through rustls, a small connection pool, and the bridge from ctxpack's
 //! synchronous code to the async client.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
@@ -33,6 +34,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/005_sync_owned_rows.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/006_projects.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).
@@ -46,12 +51,17 @@ pub enum StoreError {
     NoVault(String, String),
     /// The store has no `vector` extension and cannot create it.
     NoVectorExtension(String),
+    /// A writing project that cannot be synced as one (its recipe is
+    /// broken): the message says why.
+    Project(String),
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::BadUrl(message) | StoreError::Schema(message) => f.write_str(message),
+            StoreError::BadUrl(message)
+            | StoreError::Schema(message)
+            | StoreError::Project(message) => f.write_str(message),
             StoreError::NoVault(store, vault) => write!(
                 f,
                 "no vault '{vault}' in the store {store}: sync it first with \
@@ -75,6 +85,9 @@ pub struct StoreUrl {
     config: tokio_postgres::Config,
     /// The URL with no password, for messages.
     shown: String,
+    /// The URL as given (password included): which pool a process reuses.
+    /// Never shown.
+    key: String,
 }
 
 impl fmt::Debug for StoreUrl {
@@ -114,7 +127,11 @@ impl FromStr for StoreUrl {
             config.application_name("ctxpack");
         }
         let shown = shown(&config);
-        Ok(StoreUrl { config, shown })
+        Ok(StoreUrl {
+            config,
+            shown,
+            key: text.to_string(),
+        })
     }
 }
 
@@ -171,6 +188,27 @@ impl Connection {
     /// Connects (at most `size` connections at once) and checks that the
     /// store answers.
     pub fn open(url: &StoreUrl, size: usize) -> Result<Connection> {
+        // A process opens the same store again and again (a server, for
+        // each assemble call and each library it ranks): it reuses its
+        // pool rather than logging in anew, which costs a password hash
+        // and round trips each time.
+        static OPEN: OnceLock<std::sync::Mutex<HashMap<(String, usize), Connection>>> =
+            OnceLock::new();
+        let key = (url.key.clone(), size);
+        let open = OPEN.get_or_init(Default::default);
+        let cached = open.lock().ok().and_then(|open| open.get(&key).cloned());
+        if let Some(connection) = cached {
+            connection.run(|client| async move { client.simple_query("SELECT 1").await })?;
+            return Ok(connection);
+        }
+        let connection = Connection::connect(url, size)?;
+        if let Ok(mut open) = open.lock() {
+            open.insert(key, connection.clone());
+        }
+        Ok(connection)
+    }
+
+    fn connect(url: &StoreUrl, size: usize) -> Result<Connection> {
         let tls = tls_connector().context("cannot set up TLS")?;
         let manager = Manager::from_config(
             url.config.clone(),
@@ -226,6 +264,19 @@ impl Connection {
         block(async move {
             let client = pool.get().await.map_err(|err| pool_error(&shown, err))?;
             body(client).await
+        })
+    }
+
+    /// Takes one client out of the pool for a caller that runs several
+    /// statements on the same session (a read transaction that must see
+    /// one committed state throughout).
+    pub fn hold(&self) -> Result<Held> {
+        let pool = self.pool.clone();
+        let shown = Arc::clone(&self.shown);
+        let client = block(async move { pool.get().await.map_err(|err| pool_error(&shown, err)) })?;
+        Ok(Held {
+            client: Some(Arc::new(client)),
+            shown: Arc::clone(&self.shown),
         })
     }
 
@@ -338,6 +389,58 @@ fn pool_error(shown: &str, err: deadpool_postgres::PoolError) -> anyhow::Error {
             anyhow::anyhow!("cannot connect to the store {shown}: {}", describe(&err))
         }
         other => anyhow::anyhow!("cannot connect to the store {shown}: {other}"),
+    }
+}
+
+/// One pooled client kept for a sequence of statements ([`Connection::hold`]).
+/// Dropped, it ends whatever transaction it began before the client goes
+/// back to the pool; a client that cannot is closed instead.
+pub struct Held {
+    client: Option<Arc<deadpool_postgres::Object>>,
+    shown: Arc<str>,
+}
+
+impl Held {
+    /// Runs `body` on the held client and waits for it.
+    pub fn run<T, F, Fut>(&self, body: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let Some(client) = self.client.clone() else {
+            return Err(anyhow::anyhow!(
+                "store {}: the client was released",
+                self.shown
+            ));
+        };
+        let shown = Arc::clone(&self.shown);
+        block(async move {
+            body(client)
+                .await
+                .map_err(|err| anyhow::anyhow!("store {shown}: {}", describe(&err)))
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let ending = Arc::clone(&client);
+        let ended = block(async move {
+            ending
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(anyhow::Error::from)
+        });
+        if ended.is_err()
+            && let Ok(object) = Arc::try_unwrap(client)
+        {
+            // Not back into the pool in an unknown state: closed.
+            drop(deadpool_postgres::Object::take(object));
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //! embedded index does; PostgreSQL only stores and fetches.
 
 mod connection;
+pub mod project;
 pub mod sync;
 pub mod terms;
 pub mod vectors;
@@ -34,7 +35,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

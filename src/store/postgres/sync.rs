@@ -171,6 +171,93 @@ pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<Update
     })
 }
 
+/// One vault of a project sync: its folder and how it is synced.
+pub struct ProjectPart {
+    pub root: std::path::PathBuf,
+    pub options: SyncOptions,
+}
+
+/// What a project sync did: each part's report (in the order given), how
+/// many project rows it wrote or deleted, and how many of the project's
+/// files that are not notes (the recipe, schemas, bindings) were added,
+/// changed and removed.
+pub struct ProjectReport {
+    pub parts: Vec<UpdateReport>,
+    pub entries_changed: usize,
+    pub others: [usize; 3],
+}
+
+/// Syncs a writing project in one transaction: its own vault (the first
+/// part, which also gets `entries`, the project's tree), then the other
+/// parts (its libraries, each a vault of its own). Killed at any point,
+/// nothing of it is committed: a reader sees the last complete sync.
+pub fn sync_project(
+    url: &StoreUrl,
+    parts: Vec<ProjectPart>,
+    entries: Vec<super::project::ProjectEntry>,
+) -> Result<ProjectReport> {
+    let connection = Connection::open(url, 1)?;
+    connection.migrate()?;
+    let walked: Vec<walk::WalkResult> = {
+        let _phase = crate::timings::phase("sync: walk");
+        parts
+            .iter()
+            .map(|part| walk::walk(&part.root, &part.options.hidden))
+            .collect()
+    };
+    let shown = connection.shown().to_string();
+    connection.run_with(move |mut client| async move {
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|err| anyhow!("store {shown}: {}", describe(&err)))?;
+        let mut reports = Vec::with_capacity(parts.len());
+        for (part, walked) in parts.iter().zip(walked) {
+            reports.push(
+                sync_in(&tx, &part.root, &part.options, walked)
+                    .await
+                    .with_context(|| format!("cannot sync into the store {shown}"))?,
+            );
+        }
+        let name = parts
+            .first()
+            .map(|p| p.options.name.clone())
+            .unwrap_or_default();
+        let vault: i32 = tx
+            .query_one("SELECT id FROM ctxpack_vaults WHERE name = $1", &[&name])
+            .await?
+            .get(0);
+        let (entries_changed, others) =
+            super::project::write_entries(&tx, vault, &entries)
+                .await
+                .with_context(|| format!("cannot sync the project into the store {shown}"))?;
+        if entries_changed > 0 {
+            // Readers that cache by generation see the project changed.
+            tx.execute(
+                "UPDATE ctxpack_vaults SET generation = generation + 1 WHERE id = $1",
+                &[&vault],
+            )
+            .await?;
+        }
+        #[cfg(debug_assertions)]
+        if let Ok(pause) = std::env::var("CTXPACK_TEST_PAUSE_PROJECT_SYNC_MS")
+            && let Ok(ms) = pause.parse::<u64>()
+        {
+            // Tests kill a sync here, its rows written, not committed.
+            println!("project sync: written, committing");
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        tx.commit()
+            .await
+            .map_err(|err| anyhow!("store {shown}: cannot commit the sync: {}", describe(&err)))?;
+        Ok(ProjectReport {
+            parts: reports,
+            entries_changed,
+            others,
+        })
+    })
+}
+
 async fn sync_in(
     tx: &Transaction<'_>,
     root: &Path,
