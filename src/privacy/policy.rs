@@ -220,7 +220,13 @@ impl Policy {
             .map(|t| t.trim_start_matches('#').to_lowercase())
             .collect();
         let canonical = serde_json::to_string(&file).unwrap_or_default();
-        let versioned = format!("{canonical}\n{}", super::secrets::DETECTORS_VERSION);
+        // The analysis version too: a note indexed under other texts is
+        // re-analysed by both stores, as under another policy.
+        let versioned = format!(
+            "{canonical}\n{}\n{}",
+            super::secrets::DETECTORS_VERSION,
+            crate::analysis::PARTS_VERSION
+        );
         let fingerprint = blake3::hash(versioned.as_bytes()).to_hex()[..16].to_string();
         Ok(Policy {
             file,
