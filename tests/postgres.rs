@@ -1164,6 +1164,12 @@ fn property_values_are_searched_alike_in_both_stores() {
                 "Notes/Machines.md",
                 "# Machines\n\nA novella about machines that stop; see the reading list.\n",
             ),
+            // Obsidian's templates folder is left out of the store too.
+            (".obsidian/templates.json", "{\"folder\": \"Templates\"}"),
+            (
+                "Templates/Book.md",
+                "---\nauthor: \"[[Forster]]\"\n---\nKevin Kelly novella 2023\n",
+            ),
         ],
     );
     sync(&world, &pg, &vault);
