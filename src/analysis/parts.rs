@@ -87,12 +87,45 @@ pub fn property_text(note: &Note) -> String {
         if is_policy_key(key) || value == "true" || value == "false" {
             continue;
         }
+        let value = without_attachment_noise(value);
+        if value.is_empty() {
+            continue;
+        }
         if !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(value);
+        text.push_str(&value);
     }
     text
+}
+
+/// File extensions of attachments a property names (`cover:
+/// "[[out-of-control.jpg]]"`, a poster's URL).
+const ATTACHMENT_EXTENSIONS: &[&str] = &[
+    ".jpg", ".jpeg", ".png", ".gif", ".webp", ".svg", ".avif", ".bmp", ".pdf",
+];
+
+/// A shown value without what only names a file: an image URL is left
+/// out whole (its path is an opaque key: `MV5BNzQz…`), an attachment's name
+/// keeps its words but not its extension, so `jpg` does not make every
+/// book with a cover alike.
+fn without_attachment_noise(value: &str) -> String {
+    let items: Vec<&str> = value
+        .split(", ")
+        .filter_map(|item| {
+            let lower = item.to_ascii_lowercase();
+            match ATTACHMENT_EXTENSIONS
+                .iter()
+                .find(|ext| lower.ends_with(*ext))
+            {
+                None => Some(item),
+                Some(_) if lower.starts_with("http://") || lower.starts_with("https://") => None,
+                Some(ext) => Some(&item[..item.len() - ext.len()]),
+            }
+        })
+        .filter(|item| !item.is_empty())
+        .collect();
+    items.join(", ")
 }
 
 /// The frontmatter fields the default policy reads to decide privacy: on a
@@ -137,13 +170,15 @@ mod tests {
             "Books/Out of Control.md",
             "---\ntitle: Out of Control\nauthor:\n  - \"[[People/Kevin Kelly]]\"\n\
              genre: [\"[[Futurism|futurism]]\", Nonfiction]\nyear: 1992\ncreated: 2023-09-12\n\
-             publish: true\nvisibility: public\ntags: [book]\n---\nHives.\n",
+             publish: true\nvisibility: public\ntags: [book]\n\
+             cover: \"[[out-of-control.JPG]]\"\nposter: https://img.example/MV5B._V1_.jpg\n\
+             images: [\"[[a.png]]\", \"[[Plain note]]\"]\n---\nHives.\n",
             None,
         )
         .0;
         assert_eq!(
             property_text(&note),
-            "Kevin Kelly\nfuturism, Nonfiction\n1992\n2023-09-12"
+            "Kevin Kelly\nfuturism, Nonfiction\n1992\n2023-09-12\nout-of-control\na, Plain note"
         );
         let parts = note_text_parts(&note);
         assert_eq!(FIELD_REPEATS[5], ("properties", 2));
