@@ -129,3 +129,68 @@ fn a_thin_pack_with_linked_notes_left_out_says_how_to_get_more() {
         stderr(&full)
     );
 }
+
+/// A plain Obsidian vault's messages name nothing its user lacks; the
+/// large-pack warning is about the pack's size, not the budget asked.
+#[test]
+fn messages_outside_obsidian_wiki_vaults_name_no_missing_command_and_weigh_the_pack() {
+    let world = World::new();
+    let vault = world.vault("books", BOOKS);
+    assert_eq!(
+        ok(&world.pack(&vault, &["sourdough starter"])),
+        "# Context Pack: sourdough starter\n\nNo relevant pages found. No note of the vault \
+         matches this topic.\n"
+    );
+    let empty = world.vault("empty", &[]);
+    assert_eq!(
+        ok(&world.pack(&empty, &["--recent"])),
+        "# Context Pack: Recent Activity (last 0 pages)\n\nNo recent pages found. The vault \
+         has no notes.\n"
+    );
+    // A small pack under a large budget: no warning.
+    let small = world.pack(&vault, &["Kevin Kelly", "--budget", "60000"]);
+    assert!(!stderr(&small).contains("large"), "{}", stderr(&small));
+    // A pack over 50,000 tokens is large, whatever the vault.
+    let words = [
+        "sun", "soil", "stake", "mulch", "frost", "seed", "vine", "leaf", "root",
+    ];
+    let note = |part: usize| {
+        let mut long = String::from("# Tomatoes\n\n");
+        for i in part * 5000..(part + 1) * 5000 {
+            long.push_str(&format!(
+                "Tomato plant {i} wants {} and {} before {} season {}.\n\n",
+                words[i % 9],
+                words[(i / 9) % 9],
+                words[(i / 81) % 9],
+                i * 7919 % 10007
+            ));
+        }
+        long
+    };
+    let notes: Vec<(String, String)> = (0..3)
+        .map(|part| (format!("Tomatoes {part}.md"), note(part)))
+        .collect();
+    let files: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    let big = world.vault("big", &files);
+    let out = world.pack(&big, &["tomato plant", "--budget", "90000"]);
+    let pack = ok(&out);
+    let actual: usize = pack
+        .lines()
+        .nth(2)
+        .and_then(|l| l.split("Actual: ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(actual > 50_000, "{actual}");
+    assert!(
+        stderr(&out).contains(&format!(
+            "ctxpack: warning: This pack is large ({actual} tokens). Consider narrowing the topic.\n"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("wiki-query"));
+}
