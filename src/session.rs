@@ -33,6 +33,7 @@ use crate::store::feedback::FeedbackStore;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
+mod floor;
 mod ops;
 mod pins;
 mod role_files;
@@ -690,6 +691,12 @@ impl Session {
                 if queries.len() > 1 {
                     pack.research = Some(trace);
                 }
+                if request.options.graph.depth == 0
+                    && let Some(thin) =
+                        floor::thin_pack_warning(&pack, vault, self.store.as_deref())
+                {
+                    pack.warnings.push(thin);
+                }
                 pack.graph = graph_trace;
                 pack.semantic = self.semantic_status.clone();
                 pack
@@ -756,15 +763,35 @@ impl Session {
             return pack;
         };
         let note = vault.note(anchor_note);
-        let query = self.similarity_query(&note.meta.title, &note.body);
-        let ranking = self.rank(&query, &request.rank, &|n| n != anchor_note);
+        // A note of properties alone is what its properties say, and is
+        // packed with the notes they link to, even at depth 0.
+        let only_properties = floor::body_is_only_properties(&note);
+        let (query, depth) = if only_properties {
+            let said = crate::analysis::property_text(&note);
+            (
+                self.similarity_query(&note.meta.title, &said),
+                anchor.depth.max(1),
+            )
+        } else {
+            (
+                self.similarity_query(&note.meta.title, &note.body),
+                anchor.depth,
+            )
+        };
+        let mut ranking = self.rank(&query, &request.rank, &|n| n != anchor_note);
+        let terms = floor::telling_terms(&query);
+        ranking.hits.retain(|hit| {
+            let shared =
+                floor::shared_terms(&vault.note(hit.note), &terms, floor::MIN_SHARED_TERMS);
+            shared >= floor::MIN_SHARED_TERMS
+        });
         let mut signal_errors = ranking.signal_errors.clone();
         let graph = self.store.as_deref().and_then(|store| store.link_graph());
         let walk = match &graph {
-            Some(graph) if anchor.depth > 0 => {
-                graph.neighbourhood(&[(anchor_note, 1.0)], anchor.depth, Direction::Both, true)
+            Some(graph) if depth > 0 => {
+                graph.neighbourhood(&[(anchor_note, 1.0)], depth, Direction::Both, true)
             }
-            None if anchor.depth > 0 => {
+            None if depth > 0 => {
                 signal_errors.push(no_links_error(self));
                 Default::default()
             }
@@ -833,7 +860,7 @@ impl Session {
         let position = |note: usize| candidates.iter().position(|c| c.note == note);
         let trace = GraphTrace {
             anchor: Some(anchor.path.clone()),
-            depth: anchor.depth,
+            depth,
             direction: Direction::Both,
             hub_threshold: graph.as_ref().map_or(0, |g| g.hub_threshold()),
             hubs: walk

@@ -1227,3 +1227,69 @@ fn pins_exclusions_fences_and_the_map_read_from_the_store_as_from_the_index() {
     );
     assert_eq!(stderr(&refused), stderr(&embedded(&world, &vault, &pin)));
 }
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn property_values_are_searched_alike_in_both_stores() {
+    let pg = Pg::fresh("properties");
+    let world = World::new();
+    let vault = world.vault(
+        "books",
+        &[
+            (
+                "References/The Machine Stops.md",
+                "---\nauthor:\n  - \"[[People/E. M. Forster|E. M. Forster]]\"\nyear: 1909\n\
+                 genre: [\"[[Science fiction]]\", Novella]\nrating: 9\n---\n",
+            ),
+            (
+                "References/Out of Control.md",
+                "---\nauthor: \"[[Kevin Kelly]]\"\ntopics: [\"[[Emergence]]\"]\n\
+                 created: 2023-09-12\npublish: true\n---\nNotes on hives and markets.\n",
+            ),
+            (
+                "Notes/Machines.md",
+                "# Machines\n\nA novella about machines that stop; see the reading list.\n",
+            ),
+            // Obsidian's templates folder is left out of the store too.
+            (".obsidian/templates.json", "{\"folder\": \"Templates\"}"),
+            (
+                "Templates/Book.md",
+                "---\nauthor: \"[[Forster]]\"\n---\nKevin Kelly novella 2023\n",
+            ),
+        ],
+    );
+    sync(&world, &pg, &vault);
+    for args in [
+        &["search", "Forster", "--explain"][..],
+        &["search", "Kevin Kelly", "--format", "json"],
+        &["search", "novella", "--format", "files"],
+        &["search", "2023", "--format", "files"],
+    ] {
+        assert_eq!(
+            ok(&on_store(&world, &pg, &vault, args)),
+            ok(&embedded(&world, &vault, args)),
+            "ctxpack {}",
+            args.join(" ")
+        );
+    }
+    let files = |query: &str| {
+        ok(&on_store(
+            &world,
+            &pg,
+            &vault,
+            &["search", query, "--format", "files"],
+        ))
+    };
+    assert_eq!(files("Forster"), "References/The Machine Stops.md\n");
+    assert_eq!(files("Kevin Kelly"), "References/Out of Control.md\n");
+    // A property's value counts as tags do: twice, above one body mention.
+    assert_eq!(
+        files("novella"),
+        "References/The Machine Stops.md\nNotes/Machines.md\n"
+    );
+    // A bare boolean says nothing a reader searches for.
+    assert_eq!(files("true"), "");
+}

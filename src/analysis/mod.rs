@@ -23,8 +23,8 @@ pub use hits::order_hits;
 pub use links::{BACKLINKS_KEPT, LinkEntry, backlink_sentences, first_backlinks, resolve_links};
 pub(crate) use links::{RawLink, raw_links};
 pub use parts::{
-    FIELD_REPEATS, body_blocks, note_parts_before_body, note_text_parts, section_spans,
-    section_texts,
+    FIELD_REPEATS, PARTS_VERSION, PROPERTY_REPEATS, body_blocks, note_parts_before_body,
+    note_text_parts, property_text, section_spans, section_texts,
 };
 pub use read::FileEntry;
 pub(crate) use read::{Pending, read_and_parse, walk_diagnostics};

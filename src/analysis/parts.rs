@@ -9,25 +9,49 @@ use crate::parse::markdown::BlockKind;
 /// field. Repetition weights term frequencies before BM25 saturates them,
 /// under one IDF and one length norm (an approximation of BM25F), so a
 /// title match counts most without a title-only field's inflated IDF.
-pub const FIELD_REPEATS: [(&str, usize); 6] = [
+///
+/// Property values (`author: [[Kevin Kelly]]` as `Kevin Kelly`) count twice,
+/// as tags do: they are what a note is about, chosen by its writer.
+/// Measured (SciFact train nDCG@10, whose notes' one property is `id`):
+/// 0.7036 without them, 0.7034 once, 0.7040 twice; CMRC 0.9834 in all
+/// three. On kepano's vault twice ranks *The Machine Stops* first for
+/// "E. M. Forster" (once, *Blade Runner*'s cover URL won on the letters).
+pub const FIELD_REPEATS: [(&str, usize); 7] = [
     ("title", 3),
     ("aliases", 3),
     ("tags", 2),
     ("summary", 1),
     ("headings", 2),
+    ("properties", PROPERTY_REPEATS),
     ("body", 1),
 ];
 
+/// How many times property values are repeated (see [`FIELD_REPEATS`]).
+pub const PROPERTY_REPEATS: usize = 2;
+
+/// Changes whenever the texts indexed for a note change (1: property
+/// values): it is part of the policy's fingerprint, so every store
+/// re-analyses its notes when a new version indexes other texts.
+pub const PARTS_VERSION: u32 = 1;
+
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.
-pub fn note_text_parts(note: &Note) -> [String; 6] {
-    let [title, aliases, tags, summary, headings] = note_parts_before_body(note);
+pub fn note_text_parts(note: &Note) -> [String; 7] {
+    let [title, aliases, tags, summary, headings, properties] = note_parts_before_body(note);
     let body: Vec<&str> = body_blocks(note).map(|b| note.block_text(b)).collect();
-    [title, aliases, tags, summary, headings, body.join("\n\n")]
+    [
+        title,
+        aliases,
+        tags,
+        summary,
+        headings,
+        properties,
+        body.join("\n\n"),
+    ]
 }
 
 /// The parts of [`note_text_parts`] before the body.
-pub fn note_parts_before_body(note: &Note) -> [String; 5] {
+pub fn note_parts_before_body(note: &Note) -> [String; 6] {
     let meta = &note.meta;
     let title_key = crate::text::fold(&meta.title);
     let headings: Vec<&str> = note
@@ -47,7 +71,69 @@ pub fn note_parts_before_body(note: &Note) -> [String; 5] {
         meta.tags.join("\n"),
         summary,
         headings.join("\n"),
+        property_text(note),
     ]
+}
+
+/// The values of a note's shown properties, one a line, as Obsidian's
+/// properties view shows them: lists joined, links as the names they show
+/// (`[[People/Kevin Kelly]]` is `Kevin Kelly`), numbers and dates as
+/// written. Keys are left out: `author` in every book would make the word
+/// match every book. Values the policy reads to decide privacy and bare
+/// booleans (`publish: true`) say nothing a reader searches for.
+pub fn property_text(note: &Note) -> String {
+    let mut text = String::new();
+    for (key, value) in &note.properties {
+        if is_policy_key(key) || value == "true" || value == "false" {
+            continue;
+        }
+        let value = without_attachment_noise(value);
+        if value.is_empty() {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&value);
+    }
+    text
+}
+
+/// File extensions of attachments a property names (`cover:
+/// "[[out-of-control.jpg]]"`, a poster's URL).
+const ATTACHMENT_EXTENSIONS: &[&str] = &[
+    ".jpg", ".jpeg", ".png", ".gif", ".webp", ".svg", ".avif", ".bmp", ".pdf",
+];
+
+/// A shown value without what only names a file: an image URL is left
+/// out whole (its path is an opaque key: `MV5BNzQz…`), an attachment's name
+/// keeps its words but not its extension, so `jpg` does not make every
+/// book with a cover alike.
+fn without_attachment_noise(value: &str) -> String {
+    let items: Vec<&str> = value
+        .split(", ")
+        .filter_map(|item| {
+            let lower = item.to_ascii_lowercase();
+            match ATTACHMENT_EXTENSIONS
+                .iter()
+                .find(|ext| lower.ends_with(*ext))
+            {
+                None => Some(item),
+                Some(_) if lower.starts_with("http://") || lower.starts_with("https://") => None,
+                Some(ext) => Some(&item[..item.len() - ext.len()]),
+            }
+        })
+        .filter(|item| !item.is_empty())
+        .collect();
+    items.join(", ")
+}
+
+/// The frontmatter fields the default policy reads to decide privacy: on a
+/// note that is not private they only say so (`visibility: public`).
+fn is_policy_key(key: &str) -> bool {
+    ["private", "visibility", "ai"]
+        .iter()
+        .any(|field| field.eq_ignore_ascii_case(key.trim()))
 }
 
 /// The blocks whose text makes the body part of the note-level text.
@@ -72,4 +158,31 @@ pub fn section_spans(note: &Note) -> Vec<(Option<String>, std::ops::Range<usize>
             (heading, section.range)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn property_values_are_indexed_as_shown_without_keys_flags_or_policy_fields() {
+        let note = crate::parse::parse_note(
+            "Books/Out of Control.md",
+            "---\ntitle: Out of Control\nauthor:\n  - \"[[People/Kevin Kelly]]\"\n\
+             genre: [\"[[Futurism|futurism]]\", Nonfiction]\nyear: 1992\ncreated: 2023-09-12\n\
+             publish: true\nvisibility: public\ntags: [book]\n\
+             cover: \"[[out-of-control.JPG]]\"\nposter: https://img.example/MV5B._V1_.jpg\n\
+             images: [\"[[a.png]]\", \"[[Plain note]]\"]\n---\nHives.\n",
+            None,
+        )
+        .0;
+        assert_eq!(
+            property_text(&note),
+            "Kevin Kelly\nfuturism, Nonfiction\n1992\n2023-09-12\nout-of-control\na, Plain note"
+        );
+        let parts = note_text_parts(&note);
+        assert_eq!(FIELD_REPEATS[5], ("properties", 2));
+        assert_eq!(parts[5], property_text(&note));
+        assert_eq!(parts[6], "Hives.");
+    }
 }

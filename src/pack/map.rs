@@ -421,8 +421,9 @@ pub fn map_pack(
         fence = None;
     }
     let mut warnings = Vec::new();
-    if budget > super::LARGE_BUDGET {
-        warnings.push(render::LARGE_PACK_WARNING.to_string());
+    // A map is no seed pack: its warning weighs what it printed.
+    if actual > super::LARGE_BUDGET {
+        warnings.push(render::large_pack_warning(actual));
     }
     Ok(Pack {
         mode: "map",
@@ -453,6 +454,7 @@ pub fn map_pack(
         fence,
         map: Some(cut(map, take)),
         bundle: text,
+        wiki: false,
     })
 }
 

@@ -210,6 +210,30 @@ pub struct Pack {
     pub map: Option<map::VaultMap>,
     /// The exact markdown printed.
     pub bundle: String,
+    /// Whether the vault is an obsidian-wiki one (its notes carry `title:`
+    /// fields), whose packs keep the seed's messages. Known only where a
+    /// message depends on it (an empty pack, a budget over
+    /// [`LARGE_BUDGET`]); `false` elsewhere.
+    #[serde(skip)]
+    pub wiki: bool,
+}
+
+/// Whether `vault` is laid out as obsidian-wiki writes it: a note with a
+/// `title:` field (the seed's page shape). Scans until the first one.
+pub fn is_wiki_vault(vault: &Vault) -> bool {
+    (0..vault.metas.len())
+        .any(|note| vault.metas[note].title_source == crate::note::TitleSource::Frontmatter)
+}
+
+/// The large-pack warning a finished pack gets, if any: the seed's for a
+/// budget over [`LARGE_BUDGET`] in an obsidian-wiki vault, else one for a
+/// pack over that size.
+pub fn large_warning(pack: &Pack) -> Option<String> {
+    if pack.wiki {
+        (pack.budget > LARGE_BUDGET).then(|| render::LARGE_PACK_WARNING.to_string())
+    } else {
+        (pack.actual > LARGE_BUDGET).then(|| render::large_pack_warning(pack.actual))
+    }
 }
 
 /// A pin that did not fit whole in half the budget.
@@ -439,10 +463,8 @@ pub fn build_pack_from(
         preface: Vec::new(),
         map: None,
         bundle: String::new(),
+        wiki: (candidates.is_empty() || options.budget > LARGE_BUDGET) && is_wiki_vault(vault),
     };
-    if options.budget > LARGE_BUDGET {
-        pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
-    }
     let recent: Vec<Candidate> = recent_dailies(vault, options.dailies, &exclude)
         .into_iter()
         .filter(|d| !pins.iter().any(|p| p.note == d.note))
@@ -493,6 +515,7 @@ pub fn build_pack_from(
         0
     };
     pack.dropped.extend(below);
+    pack.warnings.extend(large_warning(&pack));
     pack
 }
 
@@ -690,11 +713,7 @@ impl<'a> Packer<'a> {
         let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
         let capacity = full_capacity - daily_reserve;
         if self.candidates.is_empty() && self.dailies.is_empty() && self.pins.is_empty() {
-            let message = if pack.topic.is_some() {
-                render::EMPTY_TOPIC_TEXT
-            } else {
-                render::EMPTY_RECENT_TEXT
-            };
+            let message = render::empty_text(pack.topic.is_some(), pack.wiki);
             let title = self.title(pack, 0);
             pack.preface = self.preface(pack, "", false);
             pack.bundle = [

@@ -8,6 +8,29 @@ pub const EMPTY_RECENT_TEXT: &str =
     "No recent pages found. Consider running /wiki-ingest to add sources.";
 pub const LARGE_PACK_WARNING: &str = "This pack is large. Consider narrowing your topic or using wiki-query for a targeted answer instead.";
 
+// The seed's texts above name obsidian-wiki's own skills (`/wiki-ingest`,
+// `wiki-query`), which only its vaults have; every other vault gets these.
+pub const PLAIN_EMPTY_TOPIC_TEXT: &str =
+    "No relevant pages found. No note of the vault matches this topic.";
+pub const PLAIN_EMPTY_RECENT_TEXT: &str = "No recent pages found. The vault has no notes.";
+
+/// The text of a pack with nothing to show: the seed's in an
+/// obsidian-wiki vault (`wiki`), else one naming nothing the user lacks.
+pub fn empty_text(topic: bool, wiki: bool) -> &'static str {
+    match (topic, wiki) {
+        (true, true) => EMPTY_TOPIC_TEXT,
+        (false, true) => EMPTY_RECENT_TEXT,
+        (true, false) => PLAIN_EMPTY_TOPIC_TEXT,
+        (false, false) => PLAIN_EMPTY_RECENT_TEXT,
+    }
+}
+
+/// The large-pack warning outside obsidian-wiki vaults: about the pack's
+/// size, which a large budget alone does not make.
+pub fn large_pack_warning(actual: usize) -> String {
+    format!("This pack is large ({actual} tokens). Consider narrowing the topic.")
+}
+
 /// The four `#` lines that open a pack.
 pub struct Header<'a> {
     pub title: &'a str,

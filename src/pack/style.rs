@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::template::PackTemplate;
-use super::{LARGE_BUDGET, Pack, PackedPage, fixed_point, render};
+use super::{Pack, PackedPage, fixed_point, render};
 use crate::tokens::Tokenizer;
 
 /// A built-in layout of the printed pack.
@@ -182,14 +182,10 @@ fn finish(mut pack: Pack, text: String, actual: usize, budget: usize) -> Pack {
     pack.bundle = text;
     pack.actual = actual;
     pack.budget = budget;
-    if budget > LARGE_BUDGET
-        && !pack
-            .warnings
-            .iter()
-            .any(|w| w == render::LARGE_PACK_WARNING)
-    {
-        pack.warnings.push(render::LARGE_PACK_WARNING.to_string());
-    }
+    // The styled pack's own size decides (outside obsidian-wiki vaults).
+    pack.warnings
+        .retain(|w| w != render::LARGE_PACK_WARNING && !w.starts_with("This pack is large ("));
+    pack.warnings.extend(crate::pack::large_warning(&pack));
     pack
 }
 
@@ -256,13 +252,8 @@ pub fn title(pack: &Pack) -> String {
 
 /// The message of a pack with nothing to show, if it is one.
 fn empty_message(pack: &Pack) -> Option<&'static str> {
-    (pack.candidates == 0 && pack.pages.is_empty() && pack.dailies.is_empty()).then(|| {
-        if pack.topic.is_some() {
-            render::EMPTY_TOPIC_TEXT
-        } else {
-            render::EMPTY_RECENT_TEXT
-        }
-    })
+    (pack.candidates == 0 && pack.pages.is_empty() && pack.dailies.is_empty())
+        .then(|| render::empty_text(pack.topic.is_some(), pack.wiki))
 }
 
 /// Pages, then the recent dailies, in the order printed.

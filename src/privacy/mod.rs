@@ -32,6 +32,27 @@ pub struct Prepared {
 }
 
 impl Policy {
+    /// Names the note a daily when Obsidian's daily-notes settings say so
+    /// (a format other than the file name's leading `YYYY-MM-DD`), dated
+    /// by its name when nothing in it gives a date.
+    fn date_daily(&self, note: &mut Note) {
+        if note.meta.daily.is_some() {
+            return;
+        }
+        let Some(date) = self.obsidian().daily_date(&note.meta.path) else {
+            return;
+        };
+        if matches!(
+            note.meta.updated_source,
+            crate::note::UpdatedSource::FileMtime | crate::note::UpdatedSource::Unknown
+        ) && let Some(at) = crate::parse::parse_datetime(&date)
+        {
+            note.meta.updated = Some(at.timestamp());
+            note.meta.updated_source = crate::note::UpdatedSource::Created;
+        }
+        note.meta.daily = Some(date);
+    }
+
     /// Applies the policy to the text of the file at `path`: `None` when the
     /// note is private.
     pub fn prepare(&self, path: &str, raw: &str, mtime: Option<DateTime<Utc>>) -> Option<Prepared> {
@@ -90,6 +111,7 @@ impl Policy {
             None => (text, note, problems),
         };
         note.redactions = redactions;
+        self.date_daily(&mut note);
         Some(Prepared {
             text,
             note,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::note::Note;
 use crate::parse::frontmatter::{self, FrontmatterError};
+use crate::vault::obsidian::{ObsidianRules, ObsidianSettings};
 
 /// The policy file, at the vault root.
 pub const POLICY_FILE: &str = ".ctxpack.yaml";
@@ -56,6 +57,10 @@ pub struct PolicyFile {
     /// what may be read, so changing them must not rebuild the index.
     #[serde(skip_serializing)]
     pub pins: Vec<String>,
+    /// Which of Obsidian's own settings (`.obsidian/`) are followed; left
+    /// out of the serialized form at its default, as `log` is.
+    #[serde(skip_serializing_if = "ObsidianRules::is_default")]
+    pub obsidian: ObsidianRules,
 }
 
 /// When a pack appends a line to the vault's `log.md` (`log:` in
@@ -153,6 +158,9 @@ pub struct Policy {
     headings: Vec<String>,
     /// Folded private tags.
     tags: Vec<String>,
+    /// What the vault's `.obsidian` settings say (empty unless read by
+    /// [`Policy::load`]).
+    obsidian: ObsidianSettings,
     fingerprint: String,
 }
 
@@ -165,7 +173,7 @@ impl Default for Policy {
 impl Policy {
     /// The policy of the vault at `root` (canonical): its `.ctxpack.yaml`,
     /// or the defaults when there is none.
-    pub fn load(root: &Path) -> Result<Policy, PolicyError> {
+    fn load_file(root: &Path) -> Result<Policy, PolicyError> {
         let path = root.join(POLICY_FILE);
         if std::fs::symlink_metadata(&path).is_err() {
             return Ok(Policy::default());
@@ -182,6 +190,32 @@ impl Policy {
         let (text, _) = crate::safe_fs::read_text(&real, MAX_POLICY_BYTES)
             .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
         Policy::parse(&text).map_err(|err| PolicyError(format!("{}: {err}", path.display())))
+    }
+
+    /// The policy of the vault at `root` (canonical) with what its
+    /// `.obsidian` settings say under the policy's `obsidian:` rules.
+    pub fn load(root: &Path) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::load_file(root)?;
+        let settings = ObsidianSettings::read(root, &policy.file.obsidian);
+        policy.set_obsidian(settings);
+        Ok(policy)
+    }
+
+    /// What the vault's `.obsidian` settings say.
+    pub fn obsidian(&self) -> &ObsidianSettings {
+        &self.obsidian
+    }
+
+    /// Follows `settings` from now on. What they name (templates, excluded
+    /// files, dailies) changes what the index holds, so it is part of the
+    /// fingerprint; settings that say nothing leave it as it was.
+    pub fn set_obsidian(&mut self, settings: ObsidianSettings) {
+        let said = settings.fingerprint_text();
+        if !said.is_empty() {
+            let text = format!("{}\n{said}", self.fingerprint);
+            self.fingerprint = blake3::hash(text.as_bytes()).to_hex()[..16].to_string();
+        }
+        self.obsidian = settings;
     }
 
     /// Parses a policy file's text.
@@ -225,13 +259,20 @@ impl Policy {
             .map(|t| t.trim_start_matches('#').to_lowercase())
             .collect();
         let canonical = serde_json::to_string(&file).unwrap_or_default();
-        let versioned = format!("{canonical}\n{}", super::secrets::DETECTORS_VERSION);
+        // The analysis version too: a note indexed under other texts is
+        // re-analysed by both stores, as under another policy.
+        let versioned = format!(
+            "{canonical}\n{}\n{}",
+            super::secrets::DETECTORS_VERSION,
+            crate::analysis::PARTS_VERSION
+        );
         let fingerprint = blake3::hash(versioned.as_bytes()).to_hex()[..16].to_string();
         Ok(Policy {
             file,
             folders,
             headings,
             tags,
+            obsidian: ObsidianSettings::default(),
             fingerprint,
         })
     }

@@ -299,6 +299,8 @@ pub struct IndexStatus {
     /// The semantic arm: the model named, or why there is none.
     pub semantic: String,
     pub diagnostics: Vec<Diagnostic>,
+    /// The `.obsidian` settings files read and what each said.
+    pub obsidian: Vec<(String, String)>,
 }
 
 impl IndexStatus {
@@ -335,6 +337,9 @@ impl IndexStatus {
             this_update: report,
             semantic,
             diagnostics,
+            obsidian: Policy::load(root)
+                .map(|policy| policy.obsidian().read.clone())
+                .unwrap_or_default(),
         })
     }
 
@@ -357,7 +362,26 @@ impl IndexStatus {
                 "semantic": self.semantic,
             },
             "diagnostics": self.diagnostics,
+            "obsidian": self
+                .obsidian
+                .iter()
+                .map(|(file, said)| serde_json::json!({ "file": file, "read": said }))
+                .collect::<Vec<_>>(),
         })
+    }
+
+    /// The `.obsidian` settings read, as one line of the text status
+    /// (empty when none were).
+    pub fn obsidian_line(&self) -> String {
+        if self.obsidian.is_empty() {
+            return String::new();
+        }
+        let said: Vec<String> = self
+            .obsidian
+            .iter()
+            .map(|(file, said)| format!("{file} ({said})"))
+            .collect();
+        format!("obsidian:     {}\n", said.join(", "))
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod changes;
 pub mod log;
+pub mod obsidian;
 mod resolve;
 pub mod walk;
 

@@ -217,12 +217,21 @@ struct Listing {
 impl Listing {
     /// Lists the vault at `root` (only what `scope` covers, when given).
     fn of(root: &Path, hidden: &[String], scope: Option<&Scope>) -> Listing {
+        // Obsidian's templates and Excluded files, under the vault's
+        // policy (a policy that does not load stops the run elsewhere;
+        // here its defaults apply).
+        let settings = crate::privacy::Policy::load(root)
+            .map(|policy| policy.obsidian().clone())
+            .unwrap_or_else(|_| super::obsidian::ObsidianSettings::read(root, &Default::default()));
         let walker = Walker {
             root,
             hidden,
             scope,
+            settings: &settings,
         };
-        walker.visit_dir(root.to_path_buf(), String::new(), Vec::new())
+        let mut listing = walker.visit_dir(root.to_path_buf(), String::new(), Vec::new());
+        listing.problems.extend(settings.problems.iter().cloned());
+        listing
     }
 }
 
@@ -240,6 +249,9 @@ struct Walker<'a> {
     /// When set, only folders leading into the scope are entered and only
     /// files inside it listed.
     scope: Option<&'a Scope>,
+    /// Notes these settings leave out (templates, Excluded files) are not
+    /// listed; Bases files there are.
+    settings: &'a super::obsidian::ObsidianSettings,
 }
 
 impl Walker<'_> {
@@ -332,7 +344,9 @@ impl Walker<'_> {
                 continue;
             }
             let rel_path = join(&rel_dir, name);
-            if self.scope.is_some_and(|scope| !scope.covers(&rel_path)) {
+            if self.scope.is_some_and(|scope| !scope.covers(&rel_path))
+                || self.settings.is_left_out(&rel_path)
+            {
                 continue;
             }
             if file_type.is_symlink() {

@@ -213,8 +213,7 @@ impl NoteTerms {
             }
         };
         // Every part but the body, which comes last.
-        let [title, aliases, tags, summary, headings] = note_parts_before_body(note);
-        let mut part_ids: Vec<Vec<u32>> = [title, aliases, tags, summary, headings]
+        let mut part_ids: Vec<Vec<u32>> = note_parts_before_body(note)
             .iter()
             .map(|part| counter.ids_of(part))
             .collect();
