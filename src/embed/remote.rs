@@ -47,8 +47,8 @@ pub const BACKOFF: Duration = Duration::from_millis(250);
 /// One request's timeout unless `model add --timeout-ms` says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// A query is embedded while someone waits for a search: the whole call,
-/// retries included, gets at most this long (or the model's timeout, if
-/// shorter) before the search goes on without the semantic arm.
+/// retries included, gets at most this long before the search goes on
+/// without the semantic arm.
 pub const QUERY_DEADLINE: Duration = Duration::from_secs(5);
 /// After a failed call, later calls fail at once with its reason for this
 /// long, so one search or index run does not wait on a dead server twice.
@@ -322,8 +322,10 @@ impl Embedder for RemoteModel {
     }
 
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        let deadline = QUERY_DEADLINE.min(self.client.timeout);
-        let mut vectors = self.call(self.prepared(&[text], &self.query_prefix), Some(deadline))?;
+        let mut vectors = self.call(
+            self.prepared(&[text], &self.query_prefix),
+            Some(QUERY_DEADLINE),
+        )?;
         vectors
             .pop()
             .ok_or_else(|| "the server sent no vector".into())
@@ -335,14 +337,9 @@ impl Embedder for RemoteModel {
 pub fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, String> {
     let client = Arc::new(Client::new(endpoint, dims)?);
     let text = outgoing(PROBE, &endpoint.passage_prefix);
+    // The client checks the dimension against `dims` when given.
     let vectors = block(async move { client.embed_all(vec![text]).await })?;
-    let found = vectors.first().map_or(0, Vec::len);
-    match dims {
-        Some(dims) if dims != found => Err(format!(
-            "the server's vectors have {found} dimensions, not the {dims} of --dims"
-        )),
-        _ => Ok(found),
-    }
+    Ok(vectors.first().map_or(0, Vec::len))
 }
 
 impl Client {
