@@ -840,6 +840,50 @@ mod tests {
     }
 
     #[test]
+    fn after_a_failed_call_the_server_is_left_alone_for_a_while() {
+        // A port nothing listens on: every try is refused at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let endpoint = Endpoint {
+            url: format!("http://127.0.0.1:{port}/v1/embeddings"),
+            model: "m".into(),
+            timeout_ms: 1000,
+            ..Endpoint::default()
+        };
+        let manifest = Manifest {
+            name: "served".into(),
+            kind: KIND.into(),
+            dims: 4,
+            vocabulary: 0,
+            fingerprint: fingerprint(&endpoint, 4),
+            source: String::new(),
+            max_tokens: None,
+            endpoint: Some(endpoint),
+        };
+        let model = RemoteModel::open(manifest).unwrap();
+        let started = Instant::now();
+        let first = model.try_embed_many(&["raft"]).unwrap_err();
+        // Three tries, 250 ms then 500 ms apart.
+        assert!(started.elapsed() >= BACKOFF * 3, "{:?}", started.elapsed());
+        assert!(
+            first.contains("cannot connect") && first.ends_with("(3 attempts)"),
+            "{first}"
+        );
+        let started = Instant::now();
+        let second = model.try_embed_query("raft").unwrap_err();
+        assert!(started.elapsed() < BACKOFF, "{:?}", started.elapsed());
+        assert!(
+            second.starts_with(&first) && second.contains("(not asked again for "),
+            "{second}"
+        );
+        // The infallible forms give vectors that match nothing.
+        assert_eq!(model.embed_query("raft"), vec![0.0; 4]);
+    }
+
+    #[test]
     fn the_fingerprint_follows_what_decides_the_vectors() {
         let endpoint = Endpoint {
             url: "http://127.0.0.1:1/v1/embeddings".into(),
