@@ -260,7 +260,7 @@ enum Command {
     /// Build one agent's layered context for a unit of a project (run at
     /// the project's root; see docs/assemble.md).
     Assemble(AssembleArgs),
-    /// Import, list and try embedding models (for the semantic arm).
+    /// Import, add, list and try embedding models (for the semantic arm).
     #[command(subcommand)]
     Model(ModelCommand),
 }
@@ -277,6 +277,42 @@ enum ModelCommand {
         #[arg(long)]
         name: Option<String>,
         /// Make it the default model (the first import always is).
+        #[arg(long)]
+        default: bool,
+    },
+    /// Register a model served by an OpenAI-compatible embedding server
+    /// (Ollama, LM Studio, llama.cpp, vLLM, TEI: `POST /v1/embeddings`),
+    /// used like an imported one. A test text is embedded first; only the
+    /// settings are stored, never the key (see docs/semantic.md).
+    Add {
+        /// The name to use it under (`--model NAME`).
+        name: String,
+        /// The server: its base URL, its `/v1`, or the full
+        /// `/v1/embeddings` URL. https, or plain http to this machine only.
+        #[arg(long, value_name = "URL")]
+        endpoint: String,
+        /// The model's name on the server.
+        #[arg(long, value_name = "MODEL")]
+        model: String,
+        /// The dimension its vectors must have (default: the test
+        /// embedding's).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=embed::remote::MAX_DIMS as i64))]
+        dims: Option<u32>,
+        /// The environment variable holding the API key (read at each
+        /// start, sent as a bearer token, never stored).
+        #[arg(long, value_name = "VAR")]
+        api_key_env: Option<String>,
+        /// Put before every query (e.g. "query: " for e5 models).
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        query_prefix: String,
+        /// Put before every passage (e.g. "passage: " for e5 models).
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        passage_prefix: String,
+        /// One request's timeout in milliseconds (a query waits at most
+        /// 5 s, whatever this says).
+        #[arg(long, value_name = "MS", default_value_t = embed::remote::DEFAULT_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        timeout_ms: u64,
+        /// Make it the default model (the first model always is).
         #[arg(long)]
         default: bool,
     },
@@ -940,6 +976,34 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
                 store.join(&manifest.name).display()
             )?;
         }
+        ModelCommand::Add {
+            name,
+            endpoint,
+            model,
+            dims,
+            api_key_env,
+            query_prefix,
+            passage_prefix,
+            timeout_ms,
+            default,
+        } => {
+            let endpoint = embed::remote::Endpoint {
+                url: endpoint.clone(),
+                model: model.clone(),
+                api_key_env: api_key_env.clone(),
+                query_prefix: query_prefix.clone(),
+                passage_prefix: passage_prefix.clone(),
+                timeout_ms: *timeout_ms,
+            };
+            let dims = dims.map(|d| d as usize);
+            let manifest = embed::add_remote(&store, name, endpoint, dims, *default)
+                .map_err(Failure::Usage)?;
+            writeln!(
+                out,
+                "added '{}' ({} dimensions): {}",
+                manifest.name, manifest.dims, manifest.source
+            )?;
+        }
         ModelCommand::List { format } => {
             let models = embed::list(&store);
             let default = embed::default_model(&store);
@@ -983,7 +1047,11 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
                 .or_else(|| embed::default_model(&store))
                 .ok_or_else(|| Failure::Usage("no model: pass --model or import one".into()))?;
             let model = embed::load(&store, &name).map_err(Failure::Usage)?;
-            let vector = model.embed(text);
+            let vector = model
+                .try_embed_many(&[text])
+                .map_err(|err| Failure::Runtime(anyhow::anyhow!("model '{name}': {err}")))?
+                .pop()
+                .unwrap_or_default();
             out.write_all(
                 to_json(&serde_json::json!({"model": name, "vector": vector}))?.as_bytes(),
             )?;

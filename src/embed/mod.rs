@@ -7,6 +7,7 @@ pub mod bert;
 pub mod e5;
 mod kernels;
 pub mod q4;
+pub mod remote;
 #[cfg(feature = "bert")]
 pub mod rerank;
 pub mod static_model;
@@ -61,6 +62,18 @@ pub trait Embedder: Send + Sync {
         use rayon::prelude::*;
         texts.par_iter().map(|text| self.embed(text)).collect()
     }
+    /// The passages' embeddings, or why they cannot be had now. A local
+    /// model always answers; a served one (`remote.rs`) may be down or
+    /// slow, and whatever stores vectors must call this, so that a failure
+    /// is never cached as a vector.
+    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(self.embed_many(texts))
+    }
+    /// A query's embedding, or why it cannot be had now (see
+    /// `try_embed_many`).
+    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+        Ok(self.embed_query(text))
+    }
 }
 
 /// The semantic arm's default weight with a BERT sentence-transformer.
@@ -106,6 +119,9 @@ pub struct Manifest {
     /// Tokens read per text (BERT models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<usize>,
+    /// Where a served model is asked (`model add`), never its key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<remote::Endpoint>,
 }
 
 /// A loaded static model with its manifest.
@@ -337,6 +353,7 @@ pub fn import(
             fingerprint: hasher.finalize().to_hex()[..16].to_string(),
             source: source.display().to_string(),
             max_tokens: Some(max_tokens),
+            endpoint: None,
         };
         let model = load_bert(
             &manifest,
@@ -363,6 +380,7 @@ pub fn import(
             fingerprint: hasher.finalize().to_hex()[..16].to_string(),
             source: source.display().to_string(),
             max_tokens: None,
+            endpoint: None,
         };
         let model = StaticModel::load(vocab.clone(), parts)?;
         let probe = model.embed("ctxpack checks this model: 检查模型");
@@ -375,6 +393,42 @@ pub fn import(
         manifest
     };
     save(store, &name, &stored, manifest, make_default)
+}
+
+/// Registers the model `endpoint.model` of the embedding server at
+/// `endpoint.url` under `name`, once a test embedding came back (of `dims`
+/// dimensions, when given): from then on it is used like an imported
+/// model. Nothing but the manifest is stored.
+pub fn add_remote(
+    store: &Path,
+    name: &str,
+    mut endpoint: remote::Endpoint,
+    dims: Option<usize>,
+    make_default: bool,
+) -> Result<Manifest, String> {
+    let name = model_name(Some(name), String::new())?;
+    if endpoint.model.trim().is_empty() {
+        return Err("--model names the model on the server; it cannot be empty".into());
+    }
+    if let Some(var) = &endpoint.api_key_env
+        && (var.is_empty() || var.contains(['=', '\0']))
+    {
+        return Err(format!("'{var}' cannot name an environment variable"));
+    }
+    endpoint.url = remote::embeddings_url(&endpoint.url)?;
+    let dims = remote::probe(&endpoint, dims)
+        .map_err(|err| format!("the server did not embed a test text: {err}"))?;
+    let manifest = Manifest {
+        name: name.clone(),
+        kind: remote::KIND.into(),
+        dims,
+        vocabulary: 0,
+        fingerprint: remote::fingerprint(&endpoint, dims),
+        source: format!("{} ({})", endpoint.url, endpoint.model),
+        max_tokens: None,
+        endpoint: Some(endpoint),
+    };
+    save(store, &name, &[], manifest, make_default)
 }
 
 /// `name`, or the one the source suggests, if it can name a model.
@@ -490,6 +544,7 @@ fn import_e5(
         fingerprint: hasher.finalize().to_hex()[..16].to_string(),
         source: source.display().to_string(),
         max_tokens: Some(e5::WINDOW_TOKENS),
+        endpoint: None,
     };
     let model = e5::E5::load(e5::Bytes::Owned(bytes), trie.clone())?;
     let loaded = LoadedE5 {
@@ -616,6 +671,9 @@ pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, String> {
         )
         .map_err(|err| format!("model '{name}': {err}")),
         "e5" => load_e5(&dir, manifest),
+        remote::KIND => Ok(Box::new(
+            remote::RemoteModel::open(manifest).map_err(|err| format!("model '{name}': {err}"))?,
+        )),
         other => Err(format!("model '{name}' is of an unknown kind '{other}'")),
     }
 }

@@ -218,16 +218,17 @@ const EMBED_BATCH: usize = 64;
 
 /// Embeds `to_embed` in batches, appending each to the model's journal, so
 /// that a run killed after hours keeps what it embedded, reporting each
-/// batch to `progress`.
+/// batch to `progress`. A model that fails (a served one, down) ends the
+/// run with what was journaled kept for the next.
 fn embed_journaled(
     dir: &Path,
     fingerprint: &str,
     embedder: &dyn Embedder,
     to_embed: &[(&[u8; 16], &str)],
     progress: &Progress,
-) -> Vec<Vec<f32>> {
+) -> Result<Vec<Vec<f32>>> {
     if to_embed.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let stage = Stage::Embedding;
     progress.report(Event::Started {
@@ -238,7 +239,13 @@ fn embed_journaled(
     let mut fresh = Vec::with_capacity(to_embed.len());
     for batch in to_embed.chunks(EMBED_BATCH) {
         let texts: Vec<&str> = batch.iter().map(|(_, text)| *text).collect();
-        let vectors = embedder.embed_many(&texts);
+        let vectors = match embedder.try_embed_many(&texts) {
+            Ok(vectors) => vectors,
+            Err(why) => {
+                progress.report(Event::Finished { stage });
+                bail!("{why}");
+            }
+        };
         let records: Vec<(&[u8; 16], &[f32])> = batch
             .iter()
             .zip(&vectors)
@@ -252,7 +259,7 @@ fn embed_journaled(
         fresh.extend(vectors);
     }
     progress.report(Event::Finished { stage });
-    fresh
+    Ok(fresh)
 }
 
 fn chunk_hash(text: &str) -> [u8; 16] {
@@ -348,7 +355,7 @@ impl SemanticIndex {
                 }
             }
         }
-        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, progress);
+        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, progress)?;
         let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
         for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
             fresh_by_hash.insert(**hash, vector);

@@ -234,7 +234,12 @@ impl Arm for SemanticArm<'_> {
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
-        let vector = self.embedder.embed_query(query);
+        // A served model may be down or slow: the arm fails, is reported,
+        // and the other arms rank.
+        let vector = self
+            .embedder
+            .try_embed_query(query)
+            .map_err(anyhow::Error::msg)?;
         Ok(self
             .index
             .search(&vector, limit, keep)

@@ -221,8 +221,11 @@ impl PgVectors {
                 }
             }
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            // A served model may fail: what was stored so far stays, and
+            // the rest waits for the next sync.
             let embeddings: Vec<HalfVector> = embedder
-                .embed_many(&refs)
+                .try_embed_many(&refs)
+                .map_err(anyhow::Error::msg)?
                 .iter()
                 .map(|v| HalfVector::from_f32_slice(v))
                 .collect();
