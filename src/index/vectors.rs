@@ -62,7 +62,68 @@ pub struct SemanticIndex {
     key: [u8; 32],
     fingerprint: String,
     ann: Option<AnnIndex>,
+    /// The chunks still without a vector, when the vectors were opened
+    /// without embedding them all (see [`SemanticIndex::open_bounded`]).
+    pending: Option<Pending>,
 }
+
+/// What a partly embedded index still lacks, and what this process has
+/// embedded of it since (on the fly, for the notes a query asked about).
+struct Pending {
+    dir: PathBuf,
+    /// For each vault note, the hashes of its chunks without a vector.
+    missing: Vec<Vec<[u8; 16]>>,
+    /// For each vault note, the hashes of its chunks in its span, in order.
+    present: Vec<Vec<[u8; 16]>>,
+    late: std::sync::RwLock<Late>,
+}
+
+/// Vectors embedded on the fly, per note, and which chunks they are.
+#[derive(Default)]
+struct Late {
+    /// Per note, its chunks embedded on the fly: (hash, vector).
+    vectors: HashMap<usize, Vec<([u8; 16], Vec<f32>)>>,
+    hashes: std::collections::HashSet<[u8; 16]>,
+    /// How many chunks of the notes' missing ones now have a vector.
+    chunks: usize,
+}
+
+/// How much embedding opening a model's vectors may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EmbedMode {
+    /// Never hold a call up: embed at once only when at most
+    /// [`OPEN_CHUNKS`] chunks lack a vector; otherwise search what is
+    /// embedded and leave the rest to `index`, `serve` or a watcher.
+    #[default]
+    Bounded,
+    /// Embed every chunk that lacks a vector now (`ctxpack index`).
+    Complete,
+}
+
+/// A vault (or an edit) with at most this many chunks to embed is embedded
+/// when the vectors are opened: milliseconds with a static model, about two
+/// seconds with multilingual-e5-small on two cores.
+pub const OPEN_CHUNKS: usize = 64;
+
+/// The bound on one ranking's embedding on the fly: at most `chunks`
+/// chunks, and no batch started after `time`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnTheFly {
+    pub chunks: usize,
+    pub time: std::time::Duration,
+}
+
+/// 64 chunks or 300 ms, whichever comes first: a static model embeds the
+/// 64 in milliseconds; multilingual-e5-small (~35 chunks/s on two cores)
+/// about ten, in batches of [`ON_THE_FLY_BATCH`].
+pub const ON_THE_FLY: OnTheFly = OnTheFly {
+    chunks: 64,
+    time: std::time::Duration::from_millis(300),
+};
+
+/// Chunks embedded on the fly together: small, so the time bound is
+/// overrun by one small batch at most (about 0.1 s with e5).
+const ON_THE_FLY_BATCH: usize = 4;
 
 fn vectors_key(meta: &Meta) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
@@ -224,6 +285,7 @@ fn embed_journaled(
     fingerprint: &str,
     embedder: &dyn Embedder,
     to_embed: &[(&[u8; 16], &str)],
+    (mut done, total): (usize, usize),
     progress: &Progress,
 ) -> Vec<Vec<f32>> {
     if to_embed.is_empty() {
@@ -236,6 +298,7 @@ fn embed_journaled(
     });
     let mut journal = vector_journal::Journal::open(dir, fingerprint, embedder.dims());
     let mut fresh = Vec::with_capacity(to_embed.len());
+    let mut last_written = std::time::Instant::now();
     for batch in to_embed.chunks(EMBED_BATCH) {
         let texts: Vec<&str> = batch.iter().map(|(_, text)| *text).collect();
         let vectors = embedder.embed_many(&texts);
@@ -245,6 +308,12 @@ fn embed_journaled(
             .map(|((hash, _), vector)| (*hash, vector.as_slice()))
             .collect();
         journal.append(&records);
+        done += batch.len();
+        // Once a second at most: each write is a file and folder fsync.
+        if last_written.elapsed() >= std::time::Duration::from_secs(1) {
+            write_progress(dir, fingerprint, done.min(total), total);
+            last_written = std::time::Instant::now();
+        }
         progress.report(Event::Advanced {
             stage,
             count: batch.len() as u64,
@@ -292,36 +361,14 @@ impl SemanticIndex {
                 key: vectors_key(&old_meta),
                 fingerprint,
                 ann: None,
+                pending: None,
             });
         }
         let old_count: usize = old_meta.notes.iter().map(|n| n.chunks.len()).sum();
         let old_vectors = old_vectors.all_floats(old_count, dims);
-        let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
-            let mut offset = 0;
-            old_meta
-                .notes
-                .iter()
-                .map(|n| {
-                    let start = offset;
-                    offset += n.chunks.len();
-                    (n.path.as_str(), (start, n))
-                })
-                .collect()
-        };
         // What a killed run embedded counts as cached, like the stored vectors.
         let journaled = vector_journal::read(dir, &fingerprint, dims);
-        let mut cached: HashMap<[u8; 16], &[f32]> = journaled
-            .iter()
-            .map(|(hash, vector)| (*hash, vector.as_slice()))
-            .collect();
-        for (start, note) in old_by_path.values() {
-            for (i, hash) in note.chunks.iter().enumerate() {
-                let at = (start + i) * dims;
-                if let Some(v) = old_vectors.get(at..at + dims) {
-                    cached.insert(*hash, v);
-                }
-            }
-        }
+        let (old_by_path, cached) = cached_vectors(&old_meta, &old_vectors, &journaled, dims);
         // Notes whose file changed are re-chunked (in parallel); the others
         // keep their chunk list.
         let plans: Vec<(Vec<[u8; 16]>, Vec<String>)> = (0..vault.metas.len())
@@ -348,12 +395,18 @@ impl SemanticIndex {
                 }
             }
         }
-        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, progress);
+        let total: usize = plans.iter().map(|(h, _)| h.len()).sum();
+        let lacking = plans
+            .iter()
+            .flat_map(|(h, _)| h)
+            .filter(|h| !cached.contains_key(*h))
+            .count();
+        let counts = (total - lacking, total);
+        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, counts, progress);
         let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
         for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
             fresh_by_hash.insert(**hash, vector);
         }
-        let total: usize = plans.iter().map(|(h, _)| h.len()).sum();
         let mut vectors = Vec::with_capacity(total * dims);
         let mut spans = Vec::with_capacity(plans.len());
         let mut notes = Vec::with_capacity(plans.len());
@@ -395,6 +448,7 @@ impl SemanticIndex {
             write(dir, &meta, &vectors)?;
         }
         vector_journal::remove(dir, &fingerprint);
+        let _ = fs::remove_file(progress_file(dir, &fingerprint));
         Ok(SemanticIndex {
             dims,
             spans,
@@ -404,12 +458,237 @@ impl SemanticIndex {
             key: vectors_key(&meta),
             fingerprint,
             ann: None,
+            pending: None,
         })
+    }
+
+    /// Opens the vectors for `vault` without holding the caller up: when
+    /// at most [`OPEN_CHUNKS`] chunks lack a vector (or `mode` is
+    /// [`EmbedMode::Complete`]) this is [`SemanticIndex::sync`]; otherwise
+    /// nothing is embedded and the index searches the chunks that have a
+    /// vector (stored, or journalled by a run still under way or stopped),
+    /// a note scoring as its best embedded chunk. The rest waits for
+    /// [`SemanticIndex::embed_notes`] (the notes a query asks about) and a
+    /// complete sync (`ctxpack index`, `serve`, a watcher).
+    pub fn open_bounded(
+        dir: &Path,
+        vault: &Vault,
+        catalog: &Catalog,
+        embedder: &dyn Embedder,
+        format: Option<VectorFormat>,
+        mode: EmbedMode,
+        progress: &Progress,
+    ) -> Result<SemanticIndex> {
+        let sync = || SemanticIndex::sync(dir, vault, catalog, embedder, format, progress);
+        if mode == EmbedMode::Complete {
+            return sync();
+        }
+        let fingerprint = embedder.fingerprint().to_string();
+        let dims = embedder.dims();
+        let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
+        if unchanged_spans(&old_meta, vault, catalog).is_some() {
+            return sync();
+        }
+        let old_count: usize = old_meta.notes.iter().map(|n| n.chunks.len()).sum();
+        let old_floats = old_vectors.all_floats(old_count, dims);
+        let journaled = vector_journal::read(dir, &fingerprint, dims);
+        let (old_by_path, cached) = cached_vectors(&old_meta, &old_floats, &journaled, dims);
+        let hashes = note_hashes(vault, catalog, &old_by_path, &cached);
+        let mut missing_unique = std::collections::HashSet::new();
+        for hash in hashes.iter().flatten() {
+            if !cached.contains_key(hash) {
+                missing_unique.insert(*hash);
+                if missing_unique.len() > OPEN_CHUNKS {
+                    break;
+                }
+            }
+        }
+        if missing_unique.len() <= OPEN_CHUNKS {
+            return sync();
+        }
+        let total: usize = hashes.iter().map(Vec::len).sum();
+        let mut vectors = Vec::new();
+        let mut spans = Vec::with_capacity(hashes.len());
+        let mut missing = Vec::with_capacity(hashes.len());
+        let mut present = Vec::with_capacity(hashes.len());
+        for note in &hashes {
+            let start = vectors.len() / dims.max(1);
+            let (mut here, mut lacking) = (Vec::new(), Vec::new());
+            for hash in note {
+                match cached.get(hash) {
+                    Some(vector) => {
+                        vectors.extend_from_slice(vector);
+                        here.push(*hash);
+                    }
+                    None => lacking.push(*hash),
+                }
+            }
+            spans.push(start..start + here.len());
+            present.push(here);
+            missing.push(lacking);
+        }
+        let index = SemanticIndex {
+            dims,
+            spans,
+            vectors: Vectors::Owned(vectors),
+            embedded: 0,
+            chunks: total,
+            key: [0; 32],
+            fingerprint,
+            ann: None,
+            pending: Some(Pending {
+                dir: dir.to_path_buf(),
+                missing,
+                present,
+                late: Default::default(),
+            }),
+        };
+        write_progress(dir, &index.fingerprint, index.done_chunks(), total);
+        Ok(index)
+    }
+
+    /// Whether some chunks still lack a vector.
+    pub fn is_partial(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// How many chunks have a vector (stored, journalled or embedded on
+    /// the fly by this process).
+    pub fn done_chunks(&self) -> usize {
+        match &self.pending {
+            None => self.chunks,
+            Some(pending) => {
+                let late = pending.late.read().map_or(0, |late| late.chunks);
+                self.spans.last().map_or(0, |s| s.end) + late
+            }
+        }
+    }
+
+    /// Embeds the chunks the notes `notes` (most wanted first) still lack,
+    /// within `bound`, journals them (the next sync takes them as cached)
+    /// and searches them from now on. Returns how many were embedded.
+    pub fn embed_notes(
+        &self,
+        vault: &Vault,
+        embedder: &dyn Embedder,
+        notes: &[usize],
+        bound: &OnTheFly,
+    ) -> usize {
+        let Some(pending) = &self.pending else {
+            return 0;
+        };
+        let started = std::time::Instant::now();
+        let mut todo: Vec<(usize, [u8; 16], String)> = Vec::new();
+        {
+            let Ok(late) = pending.late.read() else {
+                return 0;
+            };
+            for &note in notes {
+                if todo.len() >= bound.chunks {
+                    break;
+                }
+                let Some(lacking) = pending.missing.get(note) else {
+                    continue;
+                };
+                if lacking.iter().all(|h| late.hashes.contains(h)) {
+                    continue;
+                }
+                for text in chunk_texts(&vault.note(note)) {
+                    let hash = chunk_hash(&text);
+                    if todo.len() < bound.chunks
+                        && lacking.contains(&hash)
+                        && !late.hashes.contains(&hash)
+                        && !todo.iter().any(|(_, h, _)| *h == hash)
+                    {
+                        todo.push((note, hash, text));
+                    }
+                }
+            }
+        }
+        let mut journal = None;
+        let mut done = 0;
+        for batch in todo.chunks(ON_THE_FLY_BATCH) {
+            if started.elapsed() >= bound.time {
+                break;
+            }
+            let texts: Vec<&str> = batch.iter().map(|(_, _, text)| text.as_str()).collect();
+            let vectors = embedder.embed_many(&texts);
+            let records: Vec<(&[u8; 16], &[f32])> = batch
+                .iter()
+                .zip(&vectors)
+                .map(|((_, hash, _), vector)| (hash, vector.as_slice()))
+                .collect();
+            journal
+                .get_or_insert_with(|| {
+                    vector_journal::Journal::open_append(&pending.dir, &self.fingerprint, self.dims)
+                })
+                .append(&records);
+            let Ok(mut late) = pending.late.write() else {
+                break;
+            };
+            for ((note, hash, _), vector) in batch.iter().zip(&vectors) {
+                if vector.len() == self.dims && late.hashes.insert(*hash) {
+                    late.vectors
+                        .entry(*note)
+                        .or_default()
+                        .push((*hash, vector.clone()));
+                    late.chunks += 1;
+                    done += 1;
+                }
+            }
+        }
+        if done > 0 {
+            write_progress(
+                &pending.dir,
+                &self.fingerprint,
+                self.done_chunks(),
+                self.chunks,
+            );
+        }
+        done
+    }
+
+    /// The vectors of `texts`, the chunks of note `note` as
+    /// [`chunk_texts`] gives them now, where they have one (stored,
+    /// journalled or embedded on the fly).
+    pub fn chunk_vectors(&self, note: usize, texts: &[String]) -> Vec<Option<Vec<f32>>> {
+        let Some(span) = self.spans.get(note) else {
+            return vec![None; texts.len()];
+        };
+        let Some(pending) = &self.pending else {
+            // Complete: the span holds exactly the note's chunks, in order.
+            if span.len() != texts.len() {
+                return vec![None; texts.len()];
+            }
+            return span
+                .clone()
+                .map(|chunk| self.vectors.vector(chunk, self.dims))
+                .collect();
+        };
+        let late = pending.late.read().ok();
+        let late = late.as_ref().and_then(|l| l.vectors.get(&note));
+        texts
+            .iter()
+            .map(|text| {
+                let hash = chunk_hash(text);
+                if let Some(at) = pending.present[note].iter().position(|h| *h == hash) {
+                    return self.vectors.vector(span.start + at, self.dims);
+                }
+                late?
+                    .iter()
+                    .find(|(h, _)| *h == hash)
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
     }
 
     /// Opens (or builds and stores in `dir`) the HNSW graph when `choice`
     /// asks for it; returns whether searches now use it.
     pub fn use_ann(&mut self, dir: &Path, choice: AnnChoice) -> Result<bool> {
+        // The graph is of every chunk's vector; a partial index scans.
+        if self.pending.is_some() {
+            return Ok(false);
+        }
         let large = self.chunks >= ANN_THRESHOLD;
         let (wanted, may_build) = match choice {
             AnnChoice::Always => (self.chunks > 0, true),
@@ -484,15 +763,25 @@ impl SemanticIndex {
         if let Some(found) = self.search_ann(query, limit, keep) {
             return found;
         }
+        let late = self.pending.as_ref().and_then(|p| p.late.read().ok());
+        let late_vectors = |note: usize| late.as_ref().and_then(|l| l.vectors.get(&note));
         let mut scored: Vec<(usize, f32)> = self
             .spans
             .iter()
             .enumerate()
-            .filter(|(note, span)| !span.is_empty() && keep(*note))
+            .filter(|(note, span)| {
+                (!span.is_empty() || late_vectors(*note).is_some()) && keep(*note)
+            })
             .map(|(note, span)| {
                 let best = span
                     .clone()
                     .map(|chunk| self.vectors.dot(chunk, query))
+                    .chain(
+                        late_vectors(note)
+                            .into_iter()
+                            .flatten()
+                            .map(|(_, v)| crate::embed::dot(v, query)),
+                    )
                     .fold(f32::NEG_INFINITY, f32::max);
                 (note, best)
             })
@@ -500,6 +789,103 @@ impl SemanticIndex {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(limit);
         scored
+    }
+}
+
+type ByPath<'a> = HashMap<&'a str, (usize, &'a NoteChunks)>;
+
+/// The stored notes by path (with their first chunk's place), and every
+/// vector at hand by chunk hash: the stored ones and those a killed or
+/// still running embedding journalled.
+fn cached_vectors<'a>(
+    old_meta: &'a Meta,
+    old_floats: &'a [f32],
+    journaled: &'a HashMap<[u8; 16], Vec<f32>>,
+    dims: usize,
+) -> (ByPath<'a>, HashMap<[u8; 16], &'a [f32]>) {
+    let mut offset = 0;
+    let old_by_path: ByPath<'a> = old_meta
+        .notes
+        .iter()
+        .map(|n| {
+            let start = offset;
+            offset += n.chunks.len();
+            (n.path.as_str(), (start, n))
+        })
+        .collect();
+    let mut cached: HashMap<[u8; 16], &[f32]> = journaled
+        .iter()
+        .map(|(hash, vector)| (*hash, vector.as_slice()))
+        .collect();
+    for (start, note) in old_by_path.values() {
+        for (i, hash) in note.chunks.iter().enumerate() {
+            let at = (start + i) * dims;
+            if let Some(v) = old_floats.get(at..at + dims) {
+                cached.insert(*hash, v);
+            }
+        }
+    }
+    (old_by_path, cached)
+}
+
+/// Each note's chunk hashes: the stored list for a note whose file is
+/// unchanged and whose chunks all have a vector, else chunked again (in
+/// parallel).
+fn note_hashes(
+    vault: &Vault,
+    catalog: &Catalog,
+    old_by_path: &ByPath<'_>,
+    cached: &HashMap<[u8; 16], &[f32]>,
+) -> Vec<Vec<[u8; 16]>> {
+    (0..vault.metas.len())
+        .into_par_iter()
+        .map(|i| {
+            let path = &vault.metas[i].path;
+            let content = catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]);
+            if let Some((_, old)) = old_by_path.get(path.as_str())
+                && old.content == content
+                && old.chunks.iter().all(|h| cached.contains_key(h))
+            {
+                return old.chunks.clone();
+            }
+            chunk_texts(&vault.note(i))
+                .iter()
+                .map(|t| chunk_hash(t))
+                .collect()
+        })
+        .collect()
+}
+
+fn progress_file(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.progress"))
+}
+
+/// Records how far a model's embedding of the vault has got, for `status`
+/// (which loads no model). Best effort: a status without it says less.
+fn write_progress(dir: &Path, fingerprint: &str, done: usize, total: usize) {
+    let _ = write_atomic(
+        &progress_file(dir, fingerprint),
+        format!("{done} {total}\n").as_bytes(),
+    );
+}
+
+/// How far the embedding of the vault with the model of `fingerprint` got
+/// when last seen: (chunks with a vector, chunks), or `None` when it was
+/// finished or never started.
+pub fn embedding_progress(dir: &Path, fingerprint: &str) -> Option<(usize, usize)> {
+    let text = fs::read_to_string(progress_file(dir, fingerprint)).ok()?;
+    let (done, total) = text.trim().split_once(' ')?;
+    Some((done.parse().ok()?, total.parse().ok()?))
+}
+
+impl crate::store::VectorSearch for std::sync::Arc<SemanticIndex> {
+    fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        SemanticIndex::search(self, query, limit, keep)
     }
 }
 
@@ -802,6 +1188,140 @@ mod tests {
         let fresh = sync_as_stored(&fresh_dir, &index, embedder.as_ref());
         assert_eq!(fresh.embedded, chunks);
         assert_eq!(resumed.vectors.floats(), fresh.vectors.floats());
+    }
+
+    fn open_as_stored(
+        dir: &Path,
+        index: &VaultIndex,
+        embedder: &dyn Embedder,
+        mode: EmbedMode,
+    ) -> SemanticIndex {
+        SemanticIndex::open_bounded(
+            dir,
+            &index.vault(),
+            &index.catalog,
+            embedder,
+            None,
+            mode,
+            &Progress::none(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_large_vault_opens_partial_and_embeds_what_queries_ask_within_the_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for i in 0..40 {
+            let text =
+                format!("# Note {i}\n\nword{i} raft\n\n## A\n\nleader {i}\n\n## B\n\nlog {i}\n");
+            fs::write(root.join(format!("n{i:02}.md")), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let fingerprint = embedder.fingerprint();
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let texts = |note: usize| chunk_texts(&vault.note(note));
+        let total: usize = (0..vault.metas.len()).map(|i| texts(i).len()).sum();
+        assert!(total > OPEN_CHUNKS, "{total} chunks");
+
+        // Nothing embedded, nothing waited for; status can say so.
+        let partial = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(partial.is_partial());
+        assert_eq!((partial.embedded, partial.done_chunks()), (0, 0));
+        assert_eq!(partial.chunks, total);
+        assert_eq!(embedding_progress(&dir, fingerprint), Some((0, total)));
+        let query = embedder.embed("leader raft");
+        assert!(partial.search(&query, 10, &|_| true).is_empty());
+
+        // No time left: nothing embedded.
+        let no_time = OnTheFly {
+            chunks: 64,
+            time: std::time::Duration::ZERO,
+        };
+        assert_eq!(
+            partial.embed_notes(&vault, embedder.as_ref(), &[3], &no_time),
+            0
+        );
+
+        // Within the chunk bound, in the order asked: all of note 3's, then
+        // the first of note 7's.
+        let per_note = texts(3).len();
+        let bound = OnTheFly {
+            chunks: per_note + 1,
+            time: std::time::Duration::from_secs(60),
+        };
+        let done = partial.embed_notes(&vault, embedder.as_ref(), &[3, 7], &bound);
+        assert_eq!(done, per_note + 1);
+        assert_eq!(partial.done_chunks(), per_note + 1);
+        let mut found: Vec<usize> = partial
+            .search(&query, 10, &|_| true)
+            .iter()
+            .map(|h| h.0)
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, [3, 7]);
+        assert_eq!(partial.search(&query, 10, &|note| note != 3).len(), 1);
+        // Asked again: nothing left to embed for note 3.
+        let again = OnTheFly {
+            chunks: 64,
+            time: std::time::Duration::from_secs(60),
+        };
+        assert_eq!(
+            partial.embed_notes(&vault, embedder.as_ref(), &[3], &again),
+            0
+        );
+        let vectors = partial.chunk_vectors(3, &texts(3));
+        let expected: Vec<Option<Vec<f32>>> =
+            texts(3).iter().map(|t| Some(embedder.embed(t))).collect();
+        assert_eq!(vectors, expected);
+        let seven = partial.chunk_vectors(7, &texts(7));
+        assert_eq!(seven.iter().filter(|v| v.is_some()).count(), 1);
+
+        // Journalled: another process opens with them, and searches alike.
+        assert_eq!(
+            vector_journal::read(&dir, fingerprint, embedder.dims()).len(),
+            per_note + 1
+        );
+        let reopened = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert_eq!(reopened.done_chunks(), per_note + 1);
+        assert_eq!(
+            reopened.search(&query, 10, &|_| true),
+            partial.search(&query, 10, &|_| true)
+        );
+        assert_eq!(reopened.chunk_vectors(3, &texts(3)), expected);
+        assert_eq!(
+            embedding_progress(&dir, fingerprint),
+            Some((per_note + 1, total))
+        );
+
+        // Completed: only the rest is embedded, the progress file goes, and
+        // the vectors are those of a run never interrupted.
+        let complete = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Complete);
+        assert!(!complete.is_partial());
+        assert_eq!(complete.embedded, total - per_note - 1);
+        assert_eq!(complete.done_chunks(), total);
+        assert_eq!(embedding_progress(&dir, fingerprint), None);
+        assert_eq!(complete.chunk_vectors(3, &texts(3)), expected);
+        let fresh = sync_as_stored(&tmp.path().join("fresh"), &index, embedder.as_ref());
+        assert_eq!(complete.vectors.floats(), fresh.vectors.floats());
+        // Then a bounded open is the stored vectors, complete.
+        let later = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(!later.is_partial());
+        assert_eq!(later.embedded, 0);
+    }
+
+    #[test]
+    fn a_small_vault_or_edit_is_embedded_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (embedder, dir, index) = three_notes(tmp.path());
+        let opened = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(!opened.is_partial());
+        assert_eq!(opened.embedded, opened.chunks);
+        assert!(opened.chunks <= OPEN_CHUNKS);
+        assert_eq!(embedding_progress(&dir, embedder.fingerprint()), None);
     }
 
     fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {
