@@ -638,6 +638,11 @@ struct EvalArgs {
     /// Which links --graph-depth follows: out, in or both.
     #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
     graph_direction: Direction,
+    /// Rank as a partly embedded vault does: embed nothing up front, only
+    /// what each query's lexical top notes lack, within the on-the-fly
+    /// bound (the figures then depend on what earlier queries embedded).
+    #[arg(long)]
+    partial: bool,
     /// Output format: text or json.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
@@ -2043,8 +2048,10 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         store,
     };
     let mut session = Session::open(&root, &choice).map_err(store_failure)?;
-    // Figures are of a vault embedded whole.
-    session.finish_embedding(&choice);
+    // Figures are of a vault embedded whole, unless asked otherwise.
+    if !args.partial {
+        session.finish_embedding(&choice);
+    }
     report_open(cli, &session);
     let indexed = started.elapsed();
     let rank = args.rank.options(Utc::now())?;

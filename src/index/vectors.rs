@@ -449,6 +449,7 @@ impl SemanticIndex {
         }
         vector_journal::remove(dir, &fingerprint);
         let _ = fs::remove_file(progress_file(dir, &fingerprint));
+        let _ = fs::remove_file(plan_file(dir, &fingerprint));
         Ok(SemanticIndex {
             dims,
             spans,
@@ -493,7 +494,44 @@ impl SemanticIndex {
         let old_floats = old_vectors.all_floats(old_count, dims);
         let journaled = vector_journal::read(dir, &fingerprint, dims);
         let (old_by_path, cached) = cached_vectors(&old_meta, &old_floats, &journaled, dims);
-        let hashes = note_hashes(vault, catalog, &old_by_path, &cached);
+        // The chunk lists a partial open made last time, so that each call
+        // while the vault is being embedded does not chunk every note again.
+        let plan: Meta = fs::read(plan_file(dir, &fingerprint))
+            .ok()
+            .and_then(|bytes| postcard::from_bytes(&bytes).ok())
+            .filter(|plan: &Meta| plan.dims as usize == dims)
+            .unwrap_or_default();
+        let planned: HashMap<&str, &NoteChunks> =
+            plan.notes.iter().map(|n| (n.path.as_str(), n)).collect();
+        let hashes = note_hashes(vault, catalog, &old_by_path, &cached, &planned);
+        let notes: Vec<NoteChunks> = hashes
+            .iter()
+            .enumerate()
+            .map(|(i, chunks)| {
+                let path = &vault.metas[i].path;
+                NoteChunks {
+                    path: path.clone(),
+                    content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
+                    chunks: chunks.clone(),
+                }
+            })
+            .collect();
+        let same_plan =
+            plan.notes.len() == notes.len()
+                && plan.notes.iter().zip(&notes).all(|(a, b)| {
+                    a.path == b.path && a.content == b.content && a.chunks == b.chunks
+                });
+        if !same_plan {
+            let plan = Meta {
+                model: embedder.name().to_string(),
+                fingerprint: fingerprint.clone(),
+                dims: dims as u32,
+                notes,
+            };
+            if let Ok(bytes) = postcard::to_allocvec(&plan) {
+                let _ = write_atomic(&plan_file(dir, &fingerprint), &bytes);
+            }
+        }
         let mut missing_unique = std::collections::HashSet::new();
         for hash in hashes.iter().flatten() {
             if !cached.contains_key(hash) {
@@ -836,6 +874,7 @@ fn note_hashes(
     catalog: &Catalog,
     old_by_path: &ByPath<'_>,
     cached: &HashMap<[u8; 16], &[f32]>,
+    planned: &HashMap<&str, &NoteChunks>,
 ) -> Vec<Vec<[u8; 16]>> {
     (0..vault.metas.len())
         .into_par_iter()
@@ -848,12 +887,21 @@ fn note_hashes(
             {
                 return old.chunks.clone();
             }
+            if let Some(plan) = planned.get(path.as_str())
+                && plan.content == content
+            {
+                return plan.chunks.clone();
+            }
             chunk_texts(&vault.note(i))
                 .iter()
                 .map(|t| chunk_hash(t))
                 .collect()
         })
         .collect()
+}
+
+fn plan_file(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.plan"))
 }
 
 fn progress_file(dir: &Path, fingerprint: &str) -> PathBuf {
@@ -1233,6 +1281,7 @@ mod tests {
         assert_eq!((partial.embedded, partial.done_chunks()), (0, 0));
         assert_eq!(partial.chunks, total);
         assert_eq!(embedding_progress(&dir, fingerprint), Some((0, total)));
+        assert!(plan_file(&dir, fingerprint).exists());
         let query = embedder.embed("leader raft");
         assert!(partial.search(&query, 10, &|_| true).is_empty());
 
@@ -1304,6 +1353,7 @@ mod tests {
         assert_eq!(complete.embedded, total - per_note - 1);
         assert_eq!(complete.done_chunks(), total);
         assert_eq!(embedding_progress(&dir, fingerprint), None);
+        assert!(!plan_file(&dir, fingerprint).exists());
         assert_eq!(complete.chunk_vectors(3, &texts(3)), expected);
         let fresh = sync_as_stored(&tmp.path().join("fresh"), &index, embedder.as_ref());
         assert_eq!(complete.vectors.floats(), fresh.vectors.floats());

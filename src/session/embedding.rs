@@ -126,6 +126,17 @@ pub const EXCERPT_NOTES: usize = 32;
 /// that answers in other words, not to bury an exact match.
 pub const SEMANTIC_EXCERPT_WEIGHT: f64 = 0.5;
 
+/// [`SEMANTIC_EXCERPT_WEIGHT`], or `CTXPACK_EXCERPT_SEMANTIC_WEIGHT` when
+/// it is set to a number (0 chooses excerpts lexically: how the benchmarks
+/// compare the two).
+fn excerpt_weight() -> f64 {
+    std::env::var("CTXPACK_EXCERPT_SEMANTIC_WEIGHT")
+        .ok()
+        .and_then(|w| w.trim().parse::<f64>().ok())
+        .filter(|w| w.is_finite() && *w >= 0.0)
+        .unwrap_or(SEMANTIC_EXCERPT_WEIGHT)
+}
+
 /// A piece shorter than this (in letters and digits) is too short to be
 /// found in a chunk reliably, and is scored lexically alone.
 const MIN_KEY_CHARS: usize = 16;
@@ -227,10 +238,10 @@ impl Session {
             return lexical;
         };
         // A piece holding every query term scores this much lexically.
-        let full = (lexical.0)(query).max(1.0);
+        let full = (lexical.0)(query).max(1.0) * excerpt_weight();
         let lexical = lexical.0;
         crate::pack::Relevance(std::sync::Arc::new(move |text: &str| {
-            lexical(text) + SEMANTIC_EXCERPT_WEIGHT * full * similar.of_text(text)
+            lexical(text) + full * similar.of_text(text)
         }))
     }
 }
