@@ -411,9 +411,12 @@ impl Session {
         match opened {
             Ok((semantic, status)) => {
                 self.semantic_status = match semantic.vectors.as_deref() {
-                    Some(vectors) if vectors.is_partial() => {
-                        embedding::partial_status(&name, vectors.done_chunks(), vectors.chunks)
-                    }
+                    Some(vectors) if vectors.is_partial() => embedding::partial_status(
+                        &name,
+                        vectors.done_chunks(),
+                        vectors.chunks,
+                        vectors.is_estimated(),
+                    ),
                     _ => format!("on ({name}, {status})"),
                 };
                 self.semantic = Some(semantic);

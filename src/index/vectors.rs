@@ -71,8 +71,14 @@ pub struct SemanticIndex {
 /// embedded of it since (on the fly, for the notes a query asked about).
 struct Pending {
     dir: PathBuf,
-    /// For each vault note, the hashes of its chunks without a vector.
-    missing: Vec<Vec<[u8; 16]>>,
+    /// For each vault note, the hashes of its chunks without a vector;
+    /// `None` for a note not chunked yet (see [`UNPLANNED_NOTES`]).
+    missing: Vec<Option<Vec<[u8; 16]>>>,
+    /// The journal's vectors, where a note chunked on the fly finds those
+    /// another process embedded.
+    journaled: HashMap<[u8; 16], Vec<f32>>,
+    /// Whether the chunk count is an estimate (some notes not chunked yet).
+    estimated: bool,
     /// For each vault note, the hashes of its chunks in its span, in order.
     present: Vec<Vec<[u8; 16]>>,
     late: std::sync::RwLock<Late>,
@@ -402,6 +408,23 @@ impl SemanticIndex {
             .filter(|h| !cached.contains_key(*h))
             .count();
         let counts = (total - lacking, total);
+        if !to_embed.is_empty() {
+            // A run stopped midway leaves its journal; the plan lets a
+            // partial open find every journalled vector without chunking.
+            let notes = plans
+                .iter()
+                .enumerate()
+                .map(|(i, (hashes, _))| {
+                    let path = &vault.metas[i].path;
+                    NoteChunks {
+                        path: path.clone(),
+                        content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
+                        chunks: hashes.clone(),
+                    }
+                })
+                .collect();
+            write_plan(dir, embedder, notes);
+        }
         let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, counts, progress);
         let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
         for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
@@ -507,13 +530,13 @@ impl SemanticIndex {
         let notes: Vec<NoteChunks> = hashes
             .iter()
             .enumerate()
-            .map(|(i, chunks)| {
+            .filter_map(|(i, chunks)| {
                 let path = &vault.metas[i].path;
-                NoteChunks {
+                Some(NoteChunks {
                     path: path.clone(),
                     content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
-                    chunks: chunks.clone(),
-                }
+                    chunks: chunks.clone()?,
+                })
             })
             .collect();
         let same_plan =
@@ -522,18 +545,11 @@ impl SemanticIndex {
                     a.path == b.path && a.content == b.content && a.chunks == b.chunks
                 });
         if !same_plan {
-            let plan = Meta {
-                model: embedder.name().to_string(),
-                fingerprint: fingerprint.clone(),
-                dims: dims as u32,
-                notes,
-            };
-            if let Ok(bytes) = postcard::to_allocvec(&plan) {
-                let _ = write_atomic(&plan_file(dir, &fingerprint), &bytes);
-            }
+            write_plan(dir, embedder, notes);
         }
+        let unplanned = hashes.iter().filter(|h| h.is_none()).count();
         let mut missing_unique = std::collections::HashSet::new();
-        for hash in hashes.iter().flatten() {
+        for hash in hashes.iter().flatten().flatten() {
             if !cached.contains_key(hash) {
                 missing_unique.insert(*hash);
                 if missing_unique.len() > OPEN_CHUNKS {
@@ -541,30 +557,41 @@ impl SemanticIndex {
                 }
             }
         }
-        if missing_unique.len() <= OPEN_CHUNKS {
+        if unplanned == 0 && missing_unique.len() <= OPEN_CHUNKS {
             return sync();
         }
-        let total: usize = hashes.iter().map(Vec::len).sum();
+        let planned_chunks: usize = hashes.iter().flatten().map(Vec::len).sum();
+        // Notes never chunked are counted at the index's mean: a note's
+        // title chunk plus its sections.
+        let notes_count = vault.metas.len().max(1);
+        let per_note = (catalog.sections as f64 + notes_count as f64) / notes_count as f64;
+        let total = planned_chunks + (unplanned as f64 * per_note).round() as usize;
         let mut vectors = Vec::new();
         let mut spans = Vec::with_capacity(hashes.len());
         let mut missing = Vec::with_capacity(hashes.len());
         let mut present = Vec::with_capacity(hashes.len());
         for note in &hashes {
             let start = vectors.len() / dims.max(1);
-            let (mut here, mut lacking) = (Vec::new(), Vec::new());
-            for hash in note {
-                match cached.get(hash) {
-                    Some(vector) => {
-                        vectors.extend_from_slice(vector);
-                        here.push(*hash);
+            let (mut here, mut lacking) = (Vec::new(), None);
+            if let Some(note) = note {
+                let mut lacks = Vec::new();
+                for hash in note {
+                    match cached.get(hash) {
+                        Some(vector) => {
+                            vectors.extend_from_slice(vector);
+                            here.push(*hash);
+                        }
+                        None => lacks.push(*hash),
                     }
-                    None => lacking.push(*hash),
                 }
+                lacking = Some(lacks);
             }
             spans.push(start..start + here.len());
             present.push(here);
             missing.push(lacking);
         }
+        let estimated = unplanned > 0;
+        drop(cached);
         let index = SemanticIndex {
             dims,
             spans,
@@ -578,11 +605,19 @@ impl SemanticIndex {
                 dir: dir.to_path_buf(),
                 missing,
                 present,
+                journaled,
+                estimated,
                 late: Default::default(),
             }),
         };
         write_progress(dir, &index.fingerprint, index.done_chunks(), total);
         Ok(index)
+    }
+
+    /// Whether the chunk count is an estimate: some notes were not chunked
+    /// yet (a large vault never embedded).
+    pub fn is_estimated(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.estimated)
     }
 
     /// Whether some chunks still lack a vector.
@@ -617,6 +652,7 @@ impl SemanticIndex {
         };
         let started = std::time::Instant::now();
         let mut todo: Vec<(usize, [u8; 16], String)> = Vec::new();
+        let mut found: Vec<(usize, [u8; 16], Vec<f32>)> = Vec::new();
         {
             let Ok(late) = pending.late.read() else {
                 return 0;
@@ -628,23 +664,43 @@ impl SemanticIndex {
                 let Some(lacking) = pending.missing.get(note) else {
                     continue;
                 };
-                if lacking.iter().all(|h| late.hashes.contains(h)) {
+                if lacking
+                    .as_ref()
+                    .is_some_and(|l| l.iter().all(|h| late.hashes.contains(h)))
+                {
                     continue;
                 }
                 for text in chunk_texts(&vault.note(note)) {
                     let hash = chunk_hash(&text);
-                    if todo.len() < bound.chunks
-                        && lacking.contains(&hash)
-                        && !late.hashes.contains(&hash)
-                        && !todo.iter().any(|(_, h, _)| *h == hash)
-                    {
-                        todo.push((note, hash, text));
+                    // A note not chunked before lacks every chunk it has
+                    // no vector for; the journal may hold some.
+                    let lacks = match lacking {
+                        Some(lacking) => lacking.contains(&hash),
+                        None => !pending.present[note].contains(&hash),
+                    };
+                    if lacks && !late.hashes.contains(&hash) {
+                        if let Some(vector) = pending.journaled.get(&hash) {
+                            found.push((note, hash, vector.clone()));
+                        } else if todo.len() < bound.chunks
+                            && !todo.iter().any(|(_, h, _)| *h == hash)
+                        {
+                            todo.push((note, hash, text));
+                        }
                     }
                 }
             }
         }
-        let mut journal = None;
         let mut done = 0;
+        if let Ok(mut late) = pending.late.write() {
+            for (note, hash, vector) in found {
+                if late.hashes.insert(hash) {
+                    late.vectors.entry(note).or_default().push((hash, vector));
+                    late.chunks += 1;
+                    done += 1;
+                }
+            }
+        }
+        let mut journal = None;
         for batch in todo.chunks(ON_THE_FLY_BATCH) {
             if started.elapsed() >= bound.time {
                 break;
@@ -875,29 +931,60 @@ fn note_hashes(
     old_by_path: &ByPath<'_>,
     cached: &HashMap<[u8; 16], &[f32]>,
     planned: &HashMap<&str, &NoteChunks>,
-) -> Vec<Vec<[u8; 16]>> {
-    (0..vault.metas.len())
-        .into_par_iter()
-        .map(|i| {
-            let path = &vault.metas[i].path;
-            let content = catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]);
-            if let Some((_, old)) = old_by_path.get(path.as_str())
-                && old.content == content
-                && old.chunks.iter().all(|h| cached.contains_key(h))
-            {
-                return old.chunks.clone();
-            }
-            if let Some(plan) = planned.get(path.as_str())
-                && plan.content == content
-            {
-                return plan.chunks.clone();
-            }
-            chunk_texts(&vault.note(i))
-                .iter()
-                .map(|t| chunk_hash(t))
-                .collect()
-        })
-        .collect()
+) -> Vec<Option<Vec<[u8; 16]>>> {
+    let known = |i: usize| -> Option<Vec<[u8; 16]>> {
+        let path = &vault.metas[i].path;
+        let content = catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]);
+        if let Some((_, old)) = old_by_path.get(path.as_str())
+            && old.content == content
+            && old.chunks.iter().all(|h| cached.contains_key(h))
+        {
+            return Some(old.chunks.clone());
+        }
+        planned
+            .get(path.as_str())
+            .filter(|plan| plan.content == content)
+            .map(|plan| plan.chunks.clone())
+    };
+    let mut hashes: Vec<Option<Vec<[u8; 16]>>> =
+        (0..vault.metas.len()).into_par_iter().map(known).collect();
+    let unknown: Vec<usize> = (0..hashes.len()).filter(|&i| hashes[i].is_none()).collect();
+    // Chunking reads and parses each note: seconds for a large vault. An
+    // edit or a small vault is chunked now; many notes never chunked wait
+    // for a query that asks about them, or for the complete sync.
+    if unknown.len() <= UNPLANNED_NOTES {
+        let made: Vec<Vec<[u8; 16]>> = unknown
+            .par_iter()
+            .map(|&i| {
+                chunk_texts(&vault.note(i))
+                    .iter()
+                    .map(|t| chunk_hash(t))
+                    .collect()
+            })
+            .collect();
+        for (i, made) in unknown.into_iter().zip(made) {
+            hashes[i] = Some(made);
+        }
+    }
+    hashes
+}
+
+/// At most this many notes whose chunks are unknown (never chunked, or
+/// edited) are chunked when vectors are opened without waiting.
+const UNPLANNED_NOTES: usize = 256;
+
+/// Keeps the chunk lists of `notes` for the next partial open (best
+/// effort: without it, notes are chunked again).
+fn write_plan(dir: &Path, embedder: &dyn Embedder, notes: Vec<NoteChunks>) {
+    let plan = Meta {
+        model: embedder.name().to_string(),
+        fingerprint: embedder.fingerprint().to_string(),
+        dims: embedder.dims() as u32,
+        notes,
+    };
+    if let Ok(bytes) = postcard::to_allocvec(&plan) {
+        let _ = write_atomic(&plan_file(dir, &plan.fingerprint), &bytes);
+    }
 }
 
 fn plan_file(dir: &Path, fingerprint: &str) -> PathBuf {
@@ -1361,6 +1448,62 @@ mod tests {
         let later = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
         assert!(!later.is_partial());
         assert_eq!(later.embedded, 0);
+    }
+
+    #[test]
+    fn many_notes_never_chunked_wait_for_a_query_or_the_complete_sync() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for i in 0..=UNPLANNED_NOTES {
+            let text = format!("# Note {i}\n\nword{i} raft\n\n## A\n\nleader {i}\n");
+            fs::write(root.join(format!("n{i:03}.md")), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let per_note = chunk_texts(&vault.note(5)).len();
+        let exact: usize = (0..vault.metas.len())
+            .map(|i| chunk_texts(&vault.note(i)).len())
+            .sum();
+
+        // Not one note chunked: the count is the index's estimate.
+        let lazy = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(lazy.is_partial() && lazy.is_estimated());
+        assert_eq!(
+            lazy.chunks,
+            (UNPLANNED_NOTES + 1) + index.catalog.sections as usize
+        );
+        assert!(
+            lazy.chunks.abs_diff(exact) <= exact / 2,
+            "{} {exact}",
+            lazy.chunks
+        );
+        let bound = ON_THE_FLY;
+        assert_eq!(
+            lazy.embed_notes(&vault, embedder.as_ref(), &[5], &bound),
+            per_note
+        );
+        let query = embedder.embed("leader 5");
+        assert_eq!(lazy.search(&query, 10, &|_| true)[0].0, 5);
+
+        // Another process finds note 5's vectors in the journal when a
+        // query asks about it: nothing is embedded again.
+        let again = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert_eq!(again.done_chunks(), 0, "note 5 was never chunked here");
+        let refusing = GivesUp {
+            inner: embedder.as_ref(),
+            left: 0.into(),
+        };
+        assert_eq!(again.embed_notes(&vault, &refusing, &[5], &bound), per_note);
+        assert_eq!(again.done_chunks(), per_note);
+
+        // A complete sync embeds the rest; the count is exact again.
+        let complete = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Complete);
+        assert!(!complete.is_partial() && !complete.is_estimated());
+        assert_eq!(complete.chunks, exact);
+        assert_eq!(complete.embedded, exact - per_note);
     }
 
     #[test]

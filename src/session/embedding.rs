@@ -18,10 +18,11 @@ pub const ON_THE_FLY_NOTES: usize = 16;
 
 /// The semantic status of a partly embedded vault: `partial (41% of
 /// chunks; …)`. The share is rounded down, so it says 100% only when done.
-pub fn partial_status(model: &str, done: usize, total: usize) -> String {
+pub fn partial_status(model: &str, done: usize, total: usize, estimated: bool) -> String {
+    let about = if estimated { "about " } else { "" };
     format!(
-        "partial ({}% of chunks; {model}, {done} of {total} chunks embedded, the rest by \
-         `ctxpack index`, `serve` or a watcher)",
+        "partial ({}% of chunks; {model}, {done} of {about}{total} chunks embedded, the rest \
+         by `ctxpack index`, `serve` or a watcher)",
         percent(done, total)
     )
 }
@@ -52,6 +53,7 @@ impl Session {
                 semantic.embedder.name(),
                 vectors.done_chunks(),
                 vectors.chunks,
+                vectors.is_estimated(),
             ),
             _ => self.semantic_status.clone(),
         }
@@ -310,9 +312,10 @@ mod tests {
         assert_eq!(percent(0, 0), 0);
         assert_eq!(percent(7, 5), 100);
         assert_eq!(
-            partial_status("e5", 41, 100),
+            partial_status("e5", 41, 100, false),
             "partial (41% of chunks; e5, 41 of 100 chunks embedded, the rest by \
              `ctxpack index`, `serve` or a watcher)"
         );
+        assert!(partial_status("e5", 0, 9, true).contains(", 0 of about 9 chunks embedded,"));
     }
 }
