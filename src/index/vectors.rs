@@ -84,11 +84,14 @@ struct Pending {
     late: std::sync::RwLock<Late>,
 }
 
+/// A chunk's hash and its vector, embedded on the fly.
+type LateChunk = ([u8; 16], Vec<f32>);
+
 /// Vectors embedded on the fly, per note, and which chunks they are.
 #[derive(Default)]
 struct Late {
-    /// Per note, its chunks embedded on the fly: (hash, vector).
-    vectors: HashMap<usize, Vec<([u8; 16], Vec<f32>)>>,
+    /// Per note, its chunks embedded on the fly.
+    vectors: HashMap<usize, Vec<LateChunk>>,
     hashes: std::collections::HashSet<[u8; 16]>,
     /// How many chunks of the notes' missing ones now have a vector.
     chunks: usize,
