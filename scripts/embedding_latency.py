@@ -12,6 +12,7 @@ watched for SECONDS (default 60), then stopped.
 """
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,8 @@ import time
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-QUERIES = ["raft consensus", "leader election", "log replication", "quorum write"]
+# Words of the generated 10k benchmark vault (scripts/bench-store makes one).
+QUERIES = ["obsidian vault 7871", "event sourcing", "oauth tokens", "notes about the vault"]
 
 
 def first_search(binary, vault, index_dir):
@@ -36,7 +38,10 @@ def first_search(binary, vault, index_dir):
 
 
 async def served(binary, vault, index_dir, seconds):
-    params = StdioServerParameters(command=binary, args=["serve", "--vault", vault, "--index-dir", index_dir])
+    # The whole environment: the model folder may be set in it.
+    params = StdioServerParameters(
+        command=binary, args=["serve", "--vault", vault, "--index-dir", index_dir], env=dict(os.environ)
+    )
     start = time.perf_counter()
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:

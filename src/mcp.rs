@@ -807,7 +807,14 @@ impl CtxpackServer {
                     *last = std::time::Instant::now();
                 }
             });
-            match session.embed_rest(state.options.vectors, &progress) {
+            // On a pool of one thread: the calls' own work (the query's
+            // embedding, what they embed on the fly) runs on the shared pool
+            // and never queues behind a batch of the vault's chunks.
+            let embedded = match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                Ok(pool) => pool.install(|| session.embed_rest(state.options.vectors, &progress)),
+                Err(_) => session.embed_rest(state.options.vectors, &progress),
+            };
+            match embedded {
                 Ok(_) => {
                     if let Err(err) = state.reopen() {
                         eprintln!("ctxpack: warning: index update failed: {err:#}");
