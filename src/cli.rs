@@ -695,6 +695,11 @@ struct EvalArgs {
     /// Which links --graph-depth follows: out, in or both.
     #[arg(long, value_name = "DIR", default_value = "both", value_parser = parse_direction)]
     graph_direction: Direction,
+    /// Rank as a partly embedded vault does: embed nothing up front, only
+    /// what each query's lexical top notes lack, within the on-the-fly
+    /// bound (the figures then depend on what earlier queries embedded).
+    #[arg(long)]
+    partial: bool,
     /// Output format: text or json.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     format: StatusFormat,
@@ -1414,6 +1419,14 @@ fn report_open(cli: &Cli, session: &Session) {
     }
 }
 
+/// Says on stderr, after a ranking, that the semantic arm searched a
+/// partly embedded vault, and how much of it.
+fn report_partial_semantic(cli: &Cli, semantic: &str) {
+    if semantic.starts_with("partial (") && !cli.quiet {
+        eprintln!("ctxpack: semantic search is {semantic}");
+    }
+}
+
 fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), Failure> {
     let generated_at = generated_at(args.generated_at.as_deref())?;
     let input = PackInput {
@@ -1459,6 +1472,7 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         .pack_and_log(&request, &shape, !args.no_log)
         .map_err(Failure::Usage)?;
     drop(packing);
+    report_partial_semantic(cli, &pack.semantic);
     for warning in &pack.warnings {
         eprintln!("ctxpack: warning: {warning}");
     }
@@ -1507,6 +1521,7 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
     let searching = crate::timings::phase("search");
     let results = session.search(&request);
     drop(searching);
+    report_partial_semantic(cli, &results.semantic);
     for error in &results.signal_errors {
         eprintln!(
             "ctxpack: warning: the {} arm failed: {}",
@@ -1694,25 +1709,25 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
         .resolve(embed::store_dir().as_deref())
         .is_ok()
     {
-        let session = Session::open(
-            &root,
-            &IndexChoice {
-                dir: cli.index_dir.clone(),
-                progress: if cli.quiet {
-                    Progress::none()
-                } else {
-                    progress_bars()
-                },
-                model: model_choice(cli),
-                qmd: None,
-                reranker: None,
-                ann: index_ann_choice(cli),
-                vectors: vector_format(cli),
-                hidden: Vec::new(),
-                store: None,
-                embed_into_store: false,
+        let choice = IndexChoice {
+            dir: cli.index_dir.clone(),
+            progress: if cli.quiet {
+                Progress::none()
+            } else {
+                progress_bars()
             },
-        )?;
+            model: model_choice(cli),
+            qmd: None,
+            reranker: None,
+            ann: index_ann_choice(cli),
+            vectors: vector_format(cli),
+            hidden: Vec::new(),
+            store: None,
+            embed_into_store: false,
+        };
+        let mut session = Session::open(&root, &choice)?;
+        // Searches never wait for embedding; `index` does, to the end.
+        session.finish_embedding(&choice);
         println!("semantic: {}", session.semantic_status);
     }
     if args.watch {
@@ -1940,9 +1955,16 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
     // Named, not loaded: the status stays quick; `ctxpack index` or the
     // first search embeds the vault.
     let semantic = match model_choice(cli).resolve(embed::store_dir().as_deref()) {
-        Ok(name) => {
-            format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
-        }
+        Ok(name) => match embed::store_dir()
+            .and_then(|models| upkeep::embedding_progress(&config.dir, &models, &name))
+        {
+            Some(progress) => format!(
+                "model '{name}' ({progress}; the rest by `ctxpack index`, `serve` or a watcher)"
+            ),
+            None => {
+                format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
+            }
+        },
         Err(why) => why,
     };
     let status = upkeep::IndexStatus::read(&root, &config, semantic)?;
@@ -2136,22 +2158,23 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         let policy = upkeep::load_policy(&root).map_err(Failure::Usage)?;
         upkeep::sync_store(&root, target, policy).map_err(store_failure)?;
     }
-    let session = Session::open(
-        &root,
-        &IndexChoice {
-            dir: Some(index_dir),
-            progress: progress_bars(),
-            model: model_choice(cli),
-            qmd: None,
-            reranker: reranker_choice(cli),
-            ann: ann_choice(cli),
-            vectors: vector_format(cli),
-            hidden: Vec::new(),
-            embed_into_store: store.is_some(),
-            store,
-        },
-    )
-    .map_err(store_failure)?;
+    let choice = IndexChoice {
+        dir: Some(index_dir),
+        progress: progress_bars(),
+        model: model_choice(cli),
+        qmd: None,
+        reranker: reranker_choice(cli),
+        ann: ann_choice(cli),
+        vectors: vector_format(cli),
+        hidden: Vec::new(),
+        embed_into_store: store.is_some(),
+        store,
+    };
+    let mut session = Session::open(&root, &choice).map_err(store_failure)?;
+    // Figures are of a vault embedded whole, unless asked otherwise.
+    if !args.partial {
+        session.finish_embedding(&choice);
+    }
     report_open(cli, &session);
     let indexed = started.elapsed();
     let rank = args.rank.options(Utc::now())?;

@@ -126,6 +126,11 @@ for a unit (chapter) of a work, as the project's recipe says, and saves a \
 review copy where the recipe names one. Agents of the same unit share its \
 first part byte for byte.";
 
+/// How often a server embedding in the background re-opens its session,
+/// so calls search the chunks embedded so far (each re-opening reads the
+/// journal of what is embedded).
+const REOPEN_WHILE_EMBEDDING: Duration = Duration::from_secs(30);
+
 /// Changed paths remembered per burst for resource-change notifications.
 const MAX_CHANGED_PATHS: usize = 10_000;
 
@@ -146,6 +151,7 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
     runtime.block_on(async move {
         let server = CtxpackServer::open(options)?;
         server.watch();
+        server.embed_in_background();
         let (to_server, from_client) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(from_client);
         let guard = tokio::spawn(stdio::relay(to_server, MAX_MESSAGE_BYTES));
@@ -189,6 +195,7 @@ pub fn serve_http(
         let max_sessions = options.limits.max_sessions;
         let server = CtxpackServer::open(options)?;
         server.watch();
+        server.embed_in_background();
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
@@ -828,6 +835,49 @@ impl CtxpackServer {
                 if let Some(runtime) = &runtime {
                     state.subscriptions.notify(runtime, &root, &changed);
                 }
+            }
+        });
+    }
+
+    /// Embeds what the vault's vectors still lack on a thread of its own,
+    /// re-opening the session every [`REOPEN_WHILE_EMBEDDING`] and at the
+    /// end, so calls search what is embedded so far; no call waits for it
+    /// (each embeds on the fly only what its own query needs, bounded).
+    pub fn embed_in_background(&self) {
+        if !self.state.session().semantic_is_partial() {
+            return;
+        }
+        let state = Arc::clone(&self.state);
+        std::thread::spawn(move || {
+            let session = state.session();
+            let reopening = Arc::clone(&state);
+            let last = std::sync::Mutex::new(std::time::Instant::now());
+            let progress = Progress::new(move |event| {
+                if !matches!(event, crate::progress::Event::Advanced { .. }) {
+                    return;
+                }
+                let Ok(mut last) = last.lock() else { return };
+                if last.elapsed() >= REOPEN_WHILE_EMBEDDING {
+                    if let Err(err) = reopening.reopen() {
+                        eprintln!("ctxpack: warning: index update failed: {err:#}");
+                    }
+                    *last = std::time::Instant::now();
+                }
+            });
+            // On a pool of one thread: the calls' own work (the query's
+            // embedding, what they embed on the fly) runs on the shared pool
+            // and never queues behind a batch of the vault's chunks.
+            let embedded = match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                Ok(pool) => pool.install(|| session.embed_rest(state.options.vectors, &progress)),
+                Err(_) => session.embed_rest(state.options.vectors, &progress),
+            };
+            match embedded {
+                Ok(_) => {
+                    if let Err(err) = state.reopen() {
+                        eprintln!("ctxpack: warning: index update failed: {err:#}");
+                    }
+                }
+                Err(err) => eprintln!("ctxpack: warning: background embedding failed: {err:#}"),
             }
         });
     }

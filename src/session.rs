@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::analysis::analyzer;
 use crate::embed::Embedder;
-use crate::index::vectors::{AnnChoice, SemanticIndex, VectorFormat};
+use crate::index::vectors::{AnnChoice, EmbedMode, SemanticIndex, VectorFormat};
 use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
 use crate::note::Tier;
 use crate::pack::{
@@ -33,6 +33,7 @@ use crate::store::feedback::FeedbackStore;
 use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
+mod embedding;
 mod floor;
 mod ops;
 mod pins;
@@ -120,6 +121,9 @@ impl ModelChoice {
 pub struct Semantic {
     pub embedder: Box<dyn Embedder>,
     pub index: Box<dyn crate::store::VectorSearch>,
+    /// The embedded index's vectors (the same as `index`), which may still
+    /// be partial; `None` for a PostgreSQL store's.
+    pub vectors: Option<Arc<SemanticIndex>>,
 }
 
 /// Which ranking a pack uses.
@@ -246,7 +250,7 @@ impl Session {
             rerank_error: None,
         };
         let semantic = crate::timings::phase("session.semantic");
-        session.open_semantic(choice);
+        session.open_semantic(choice, EmbedMode::Bounded);
         drop(semantic);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
@@ -278,7 +282,7 @@ impl Session {
             rerank_status: String::new(),
             rerank_error: None,
         };
-        session.open_semantic(choice);
+        session.open_semantic(choice, EmbedMode::Bounded);
         session.open_reranker(choice.reranker.clone());
         Ok(session)
     }
@@ -328,9 +332,10 @@ impl Session {
         passage
     }
 
-    /// Loads the chosen model and syncs the vault's vectors. A failure
-    /// leaves the arm off and is reported with every ranking.
-    fn open_semantic(&mut self, choice: &IndexChoice) {
+    /// Loads the chosen model and opens the vault's vectors, embedding
+    /// what they lack as `mode` allows. A failure leaves the arm off and is
+    /// reported with every ranking.
+    fn open_semantic(&mut self, choice: &IndexChoice, mode: EmbedMode) {
         let store = crate::embed::store_dir();
         let name = match choice.model.resolve(store.as_deref()) {
             Ok(name) => name,
@@ -366,6 +371,7 @@ impl Session {
                     Semantic {
                         embedder,
                         index: Box::new(vectors),
+                        vectors: None,
                     },
                     status,
                 ));
@@ -374,12 +380,13 @@ impl Session {
             let (Some(index), Some(dir)) = (index, &self.index_dir) else {
                 return Err("the semantic arm needs the index".into());
             };
-            let mut vectors = SemanticIndex::sync(
+            let mut vectors = SemanticIndex::open_bounded(
                 dir,
                 &self.vault,
                 &index.catalog,
                 embedder.as_ref(),
                 choice.vectors,
+                mode,
                 &choice.progress,
             )
             .map_err(|err| format!("cannot embed the vault: {err:#}"))?;
@@ -393,17 +400,27 @@ impl Session {
                 "{} chunks, {} embedded now{search}",
                 vectors.chunks, vectors.embedded
             );
+            let vectors = Arc::new(vectors);
             Ok((
                 Semantic {
                     embedder,
-                    index: Box::new(vectors),
+                    index: Box::new(Arc::clone(&vectors)),
+                    vectors: Some(vectors),
                 },
                 status,
             ))
         })();
         match opened {
             Ok((semantic, status)) => {
-                self.semantic_status = format!("on ({name}, {status})");
+                self.semantic_status = match semantic.vectors.as_deref() {
+                    Some(vectors) if vectors.is_partial() => embedding::partial_status(
+                        &name,
+                        vectors.done_chunks(),
+                        vectors.chunks,
+                        vectors.is_estimated(),
+                    ),
+                    _ => format!("on ({name}, {status})"),
+                };
                 self.semantic = Some(semantic);
             }
             Err(error) => {
@@ -452,6 +469,7 @@ impl Session {
         options: &RankOptions,
         keep: &dyn Fn(usize) -> bool,
     ) -> Ranking {
+        self.embed_candidates(query, keep);
         let passage = |note: usize| self.passage(note);
         let signals = signals(&Sources {
             vault: &self.vault,
@@ -522,7 +540,7 @@ impl Session {
             total,
             hits,
             signal_errors: ranking.signal_errors,
-            semantic: self.semantic_status.clone(),
+            semantic: self.semantic_now(),
             rerank: self.rerank_status.clone(),
         }
     }
@@ -677,6 +695,10 @@ impl Session {
                     &request.options.graph,
                     &mut signal_errors,
                 );
+                if self.semantic.is_some() {
+                    options.relevance =
+                        Some(self.excerpt_relevance(&queries.join(" "), &candidates));
+                }
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
                 }
@@ -698,7 +720,7 @@ impl Session {
                     pack.warnings.push(thin);
                 }
                 pack.graph = graph_trace;
-                pack.semantic = self.semantic_status.clone();
+                pack.semantic = self.semantic_now();
                 pack
             }
         }
@@ -894,7 +916,7 @@ impl Session {
         );
         pack.query_terms = crate::analysis::query_terms(&query);
         pack.graph = Some(trace);
-        pack.semantic = self.semantic_status.clone();
+        pack.semantic = self.semantic_now();
         pack
     }
 

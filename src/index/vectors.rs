@@ -62,7 +62,77 @@ pub struct SemanticIndex {
     key: [u8; 32],
     fingerprint: String,
     ann: Option<AnnIndex>,
+    /// The chunks still without a vector, when the vectors were opened
+    /// without embedding them all (see [`SemanticIndex::open_bounded`]).
+    pending: Option<Pending>,
 }
+
+/// What a partly embedded index still lacks, and what this process has
+/// embedded of it since (on the fly, for the notes a query asked about).
+struct Pending {
+    dir: PathBuf,
+    /// For each vault note, the hashes of its chunks without a vector;
+    /// `None` for a note not chunked yet (see [`UNPLANNED_NOTES`]).
+    missing: Vec<Option<Vec<[u8; 16]>>>,
+    /// The journal's vectors, where a note chunked on the fly finds those
+    /// another process embedded.
+    journaled: HashMap<[u8; 16], Vec<f32>>,
+    /// Whether the chunk count is an estimate (some notes not chunked yet).
+    estimated: bool,
+    /// For each vault note, the hashes of its chunks in its span, in order.
+    present: Vec<Vec<[u8; 16]>>,
+    late: std::sync::RwLock<Late>,
+}
+
+/// A chunk's hash and its vector, embedded on the fly.
+type LateChunk = ([u8; 16], Vec<f32>);
+
+/// Vectors embedded on the fly, per note, and which chunks they are.
+#[derive(Default)]
+struct Late {
+    /// Per note, its chunks embedded on the fly.
+    vectors: HashMap<usize, Vec<LateChunk>>,
+    hashes: std::collections::HashSet<[u8; 16]>,
+    /// How many chunks of the notes' missing ones now have a vector.
+    chunks: usize,
+}
+
+/// How much embedding opening a model's vectors may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EmbedMode {
+    /// Never hold a call up: embed at once only when at most
+    /// [`OPEN_CHUNKS`] chunks lack a vector; otherwise search what is
+    /// embedded and leave the rest to `index`, `serve` or a watcher.
+    #[default]
+    Bounded,
+    /// Embed every chunk that lacks a vector now (`ctxpack index`).
+    Complete,
+}
+
+/// A vault (or an edit) with at most this many chunks to embed is embedded
+/// when the vectors are opened: milliseconds with a static model, about two
+/// seconds with multilingual-e5-small on two cores.
+pub const OPEN_CHUNKS: usize = 64;
+
+/// The bound on one ranking's embedding on the fly: at most `chunks`
+/// chunks, and no batch started after `time`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnTheFly {
+    pub chunks: usize,
+    pub time: std::time::Duration,
+}
+
+/// 64 chunks or 300 ms, whichever comes first: a static model embeds the
+/// 64 in milliseconds; multilingual-e5-small (~35 chunks/s on two cores)
+/// about ten, in batches of [`ON_THE_FLY_BATCH`].
+pub const ON_THE_FLY: OnTheFly = OnTheFly {
+    chunks: 64,
+    time: std::time::Duration::from_millis(300),
+};
+
+/// Chunks embedded on the fly together: small, so the time bound is
+/// overrun by one small batch at most (about 0.1 s with e5).
+const ON_THE_FLY_BATCH: usize = 4;
 
 fn vectors_key(meta: &Meta) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
@@ -225,6 +295,7 @@ fn embed_journaled(
     fingerprint: &str,
     embedder: &dyn Embedder,
     to_embed: &[(&[u8; 16], &str)],
+    (mut done, total): (usize, usize),
     progress: &Progress,
 ) -> Result<Vec<Vec<f32>>> {
     if to_embed.is_empty() {
@@ -237,6 +308,7 @@ fn embed_journaled(
     });
     let mut journal = vector_journal::Journal::open(dir, fingerprint, embedder.dims());
     let mut fresh = Vec::with_capacity(to_embed.len());
+    let mut last_written = std::time::Instant::now();
     for batch in to_embed.chunks(EMBED_BATCH) {
         let texts: Vec<&str> = batch.iter().map(|(_, text)| *text).collect();
         let vectors = match embedder.try_embed_many(&texts) {
@@ -252,6 +324,12 @@ fn embed_journaled(
             .map(|((hash, _), vector)| (*hash, vector.as_slice()))
             .collect();
         journal.append(&records);
+        done += batch.len();
+        // Once a second at most: each write is a file and folder fsync.
+        if last_written.elapsed() >= std::time::Duration::from_secs(1) {
+            write_progress(dir, fingerprint, done.min(total), total);
+            last_written = std::time::Instant::now();
+        }
         progress.report(Event::Advanced {
             stage,
             count: batch.len() as u64,
@@ -299,36 +377,14 @@ impl SemanticIndex {
                 key: vectors_key(&old_meta),
                 fingerprint,
                 ann: None,
+                pending: None,
             });
         }
         let old_count: usize = old_meta.notes.iter().map(|n| n.chunks.len()).sum();
         let old_vectors = old_vectors.all_floats(old_count, dims);
-        let old_by_path: HashMap<&str, (usize, &NoteChunks)> = {
-            let mut offset = 0;
-            old_meta
-                .notes
-                .iter()
-                .map(|n| {
-                    let start = offset;
-                    offset += n.chunks.len();
-                    (n.path.as_str(), (start, n))
-                })
-                .collect()
-        };
         // What a killed run embedded counts as cached, like the stored vectors.
         let journaled = vector_journal::read(dir, &fingerprint, dims);
-        let mut cached: HashMap<[u8; 16], &[f32]> = journaled
-            .iter()
-            .map(|(hash, vector)| (*hash, vector.as_slice()))
-            .collect();
-        for (start, note) in old_by_path.values() {
-            for (i, hash) in note.chunks.iter().enumerate() {
-                let at = (start + i) * dims;
-                if let Some(v) = old_vectors.get(at..at + dims) {
-                    cached.insert(*hash, v);
-                }
-            }
-        }
+        let (old_by_path, cached) = cached_vectors(&old_meta, &old_vectors, &journaled, dims);
         // Notes whose file changed are re-chunked (in parallel); the others
         // keep their chunk list.
         let plans: Vec<(Vec<[u8; 16]>, Vec<String>)> = (0..vault.metas.len())
@@ -355,12 +411,35 @@ impl SemanticIndex {
                 }
             }
         }
-        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, progress)?;
+        let total: usize = plans.iter().map(|(h, _)| h.len()).sum();
+        let lacking = plans
+            .iter()
+            .flat_map(|(h, _)| h)
+            .filter(|h| !cached.contains_key(*h))
+            .count();
+        let counts = (total - lacking, total);
+        if !to_embed.is_empty() {
+            // A run stopped midway leaves its journal; the plan lets a
+            // partial open find every journalled vector without chunking.
+            let notes = plans
+                .iter()
+                .enumerate()
+                .map(|(i, (hashes, _))| {
+                    let path = &vault.metas[i].path;
+                    NoteChunks {
+                        path: path.clone(),
+                        content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
+                        chunks: hashes.clone(),
+                    }
+                })
+                .collect();
+            write_plan(dir, embedder, notes);
+        }
+        let fresh = embed_journaled(dir, &fingerprint, embedder, &to_embed, counts, progress)?;
         let mut fresh_by_hash: HashMap<[u8; 16], &[f32]> = HashMap::new();
         for ((hash, _), vector) in to_embed.iter().zip(&fresh) {
             fresh_by_hash.insert(**hash, vector);
         }
-        let total: usize = plans.iter().map(|(h, _)| h.len()).sum();
         let mut vectors = Vec::with_capacity(total * dims);
         let mut spans = Vec::with_capacity(plans.len());
         let mut notes = Vec::with_capacity(plans.len());
@@ -402,6 +481,8 @@ impl SemanticIndex {
             write(dir, &meta, &vectors)?;
         }
         vector_journal::remove(dir, &fingerprint);
+        let _ = fs::remove_file(progress_file(dir, &fingerprint));
+        let _ = fs::remove_file(plan_file(dir, &fingerprint));
         Ok(SemanticIndex {
             dims,
             spans,
@@ -411,12 +492,311 @@ impl SemanticIndex {
             key: vectors_key(&meta),
             fingerprint,
             ann: None,
+            pending: None,
         })
+    }
+
+    /// Opens the vectors for `vault` without holding the caller up: when
+    /// at most [`OPEN_CHUNKS`] chunks lack a vector (or `mode` is
+    /// [`EmbedMode::Complete`]) this is [`SemanticIndex::sync`]; otherwise
+    /// nothing is embedded and the index searches the chunks that have a
+    /// vector (stored, or journalled by a run still under way or stopped),
+    /// a note scoring as its best embedded chunk. The rest waits for
+    /// [`SemanticIndex::embed_notes`] (the notes a query asks about) and a
+    /// complete sync (`ctxpack index`, `serve`, a watcher).
+    pub fn open_bounded(
+        dir: &Path,
+        vault: &Vault,
+        catalog: &Catalog,
+        embedder: &dyn Embedder,
+        format: Option<VectorFormat>,
+        mode: EmbedMode,
+        progress: &Progress,
+    ) -> Result<SemanticIndex> {
+        let sync = || SemanticIndex::sync(dir, vault, catalog, embedder, format, progress);
+        if mode == EmbedMode::Complete {
+            return sync();
+        }
+        let fingerprint = embedder.fingerprint().to_string();
+        let dims = embedder.dims();
+        let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
+        if unchanged_spans(&old_meta, vault, catalog).is_some() {
+            return sync();
+        }
+        let old_count: usize = old_meta.notes.iter().map(|n| n.chunks.len()).sum();
+        let old_floats = old_vectors.all_floats(old_count, dims);
+        let journaled = vector_journal::read(dir, &fingerprint, dims);
+        let (old_by_path, cached) = cached_vectors(&old_meta, &old_floats, &journaled, dims);
+        // The chunk lists a partial open made last time, so that each call
+        // while the vault is being embedded does not chunk every note again.
+        let plan: Meta = fs::read(plan_file(dir, &fingerprint))
+            .ok()
+            .and_then(|bytes| postcard::from_bytes(&bytes).ok())
+            .filter(|plan: &Meta| plan.dims as usize == dims)
+            .unwrap_or_default();
+        let planned: HashMap<&str, &NoteChunks> =
+            plan.notes.iter().map(|n| (n.path.as_str(), n)).collect();
+        let hashes = note_hashes(vault, catalog, &old_by_path, &cached, &planned);
+        let notes: Vec<NoteChunks> = hashes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, chunks)| {
+                let path = &vault.metas[i].path;
+                Some(NoteChunks {
+                    path: path.clone(),
+                    content: catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]),
+                    chunks: chunks.clone()?,
+                })
+            })
+            .collect();
+        let same_plan =
+            plan.notes.len() == notes.len()
+                && plan.notes.iter().zip(&notes).all(|(a, b)| {
+                    a.path == b.path && a.content == b.content && a.chunks == b.chunks
+                });
+        if !same_plan {
+            write_plan(dir, embedder, notes);
+        }
+        let unplanned = hashes.iter().filter(|h| h.is_none()).count();
+        let mut missing_unique = std::collections::HashSet::new();
+        for hash in hashes.iter().flatten().flatten() {
+            if !cached.contains_key(hash) {
+                missing_unique.insert(*hash);
+                if missing_unique.len() > OPEN_CHUNKS {
+                    break;
+                }
+            }
+        }
+        if unplanned == 0 && missing_unique.len() <= OPEN_CHUNKS {
+            return sync();
+        }
+        let planned_chunks: usize = hashes.iter().flatten().map(Vec::len).sum();
+        // Notes never chunked are counted at the index's mean: a note's
+        // title chunk plus its sections.
+        let notes_count = vault.metas.len().max(1);
+        let per_note = (catalog.sections as f64 + notes_count as f64) / notes_count as f64;
+        let total = planned_chunks + (unplanned as f64 * per_note).round() as usize;
+        let mut vectors = Vec::new();
+        let mut spans = Vec::with_capacity(hashes.len());
+        let mut missing = Vec::with_capacity(hashes.len());
+        let mut present = Vec::with_capacity(hashes.len());
+        for note in &hashes {
+            let start = vectors.len() / dims.max(1);
+            let (mut here, mut lacking) = (Vec::new(), None);
+            if let Some(note) = note {
+                let mut lacks = Vec::new();
+                for hash in note {
+                    match cached.get(hash) {
+                        Some(vector) => {
+                            vectors.extend_from_slice(vector);
+                            here.push(*hash);
+                        }
+                        None => lacks.push(*hash),
+                    }
+                }
+                lacking = Some(lacks);
+            }
+            spans.push(start..start + here.len());
+            present.push(here);
+            missing.push(lacking);
+        }
+        let estimated = unplanned > 0;
+        drop(cached);
+        let index = SemanticIndex {
+            dims,
+            spans,
+            vectors: Vectors::Owned(vectors),
+            embedded: 0,
+            chunks: total,
+            key: [0; 32],
+            fingerprint,
+            ann: None,
+            pending: Some(Pending {
+                dir: dir.to_path_buf(),
+                missing,
+                present,
+                journaled,
+                estimated,
+                late: Default::default(),
+            }),
+        };
+        write_progress(dir, &index.fingerprint, index.done_chunks(), total);
+        Ok(index)
+    }
+
+    /// Whether the chunk count is an estimate: some notes were not chunked
+    /// yet (a large vault never embedded).
+    pub fn is_estimated(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.estimated)
+    }
+
+    /// Whether some chunks still lack a vector.
+    pub fn is_partial(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// How many chunks have a vector (stored, journalled or embedded on
+    /// the fly by this process).
+    pub fn done_chunks(&self) -> usize {
+        match &self.pending {
+            None => self.chunks,
+            Some(pending) => {
+                let late = pending.late.read().map_or(0, |late| late.chunks);
+                self.spans.last().map_or(0, |s| s.end) + late
+            }
+        }
+    }
+
+    /// Embeds the chunks the notes `notes` (most wanted first) still lack,
+    /// within `bound`, journals them (the next sync takes them as cached)
+    /// and searches them from now on. Returns how many were embedded.
+    pub fn embed_notes(
+        &self,
+        vault: &Vault,
+        embedder: &dyn Embedder,
+        notes: &[usize],
+        bound: &OnTheFly,
+    ) -> usize {
+        let Some(pending) = &self.pending else {
+            return 0;
+        };
+        let started = std::time::Instant::now();
+        let mut todo: Vec<(usize, [u8; 16], String)> = Vec::new();
+        let mut found: Vec<(usize, [u8; 16], Vec<f32>)> = Vec::new();
+        {
+            let Ok(late) = pending.late.read() else {
+                return 0;
+            };
+            for &note in notes {
+                if todo.len() >= bound.chunks {
+                    break;
+                }
+                let Some(lacking) = pending.missing.get(note) else {
+                    continue;
+                };
+                if lacking
+                    .as_ref()
+                    .is_some_and(|l| l.iter().all(|h| late.hashes.contains(h)))
+                {
+                    continue;
+                }
+                for text in chunk_texts(&vault.note(note)) {
+                    let hash = chunk_hash(&text);
+                    // A note not chunked before lacks every chunk it has
+                    // no vector for; the journal may hold some.
+                    let lacks = match lacking {
+                        Some(lacking) => lacking.contains(&hash),
+                        None => !pending.present[note].contains(&hash),
+                    };
+                    if lacks && !late.hashes.contains(&hash) {
+                        if let Some(vector) = pending.journaled.get(&hash) {
+                            found.push((note, hash, vector.clone()));
+                        } else if todo.len() < bound.chunks
+                            && !todo.iter().any(|(_, h, _)| *h == hash)
+                        {
+                            todo.push((note, hash, text));
+                        }
+                    }
+                }
+            }
+        }
+        let mut done = 0;
+        if let Ok(mut late) = pending.late.write() {
+            for (note, hash, vector) in found {
+                if late.hashes.insert(hash) {
+                    late.vectors.entry(note).or_default().push((hash, vector));
+                    late.chunks += 1;
+                    done += 1;
+                }
+            }
+        }
+        let mut journal = None;
+        for batch in todo.chunks(ON_THE_FLY_BATCH) {
+            if started.elapsed() >= bound.time {
+                break;
+            }
+            let texts: Vec<&str> = batch.iter().map(|(_, _, text)| text.as_str()).collect();
+            // A model that fails (a remote server down) leaves the rest
+            // not yet embedded: zero vectors must never be journalled.
+            let Ok(vectors) = embedder.try_embed_many(&texts) else {
+                break;
+            };
+            let records: Vec<(&[u8; 16], &[f32])> = batch
+                .iter()
+                .zip(&vectors)
+                .map(|((_, hash, _), vector)| (hash, vector.as_slice()))
+                .collect();
+            journal
+                .get_or_insert_with(|| {
+                    vector_journal::Journal::open_append(&pending.dir, &self.fingerprint, self.dims)
+                })
+                .append(&records);
+            let Ok(mut late) = pending.late.write() else {
+                break;
+            };
+            for ((note, hash, _), vector) in batch.iter().zip(&vectors) {
+                if vector.len() == self.dims && late.hashes.insert(*hash) {
+                    late.vectors
+                        .entry(*note)
+                        .or_default()
+                        .push((*hash, vector.clone()));
+                    late.chunks += 1;
+                    done += 1;
+                }
+            }
+        }
+        if done > 0 {
+            write_progress(
+                &pending.dir,
+                &self.fingerprint,
+                self.done_chunks(),
+                self.chunks,
+            );
+        }
+        done
+    }
+
+    /// The vectors of `texts`, the chunks of note `note` as
+    /// [`chunk_texts`] gives them now, where they have one (stored,
+    /// journalled or embedded on the fly).
+    pub fn chunk_vectors(&self, note: usize, texts: &[String]) -> Vec<Option<Vec<f32>>> {
+        let Some(span) = self.spans.get(note) else {
+            return vec![None; texts.len()];
+        };
+        let Some(pending) = &self.pending else {
+            // Complete: the span holds exactly the note's chunks, in order.
+            if span.len() != texts.len() {
+                return vec![None; texts.len()];
+            }
+            return span
+                .clone()
+                .map(|chunk| self.vectors.vector(chunk, self.dims))
+                .collect();
+        };
+        let late = pending.late.read().ok();
+        let late = late.as_ref().and_then(|l| l.vectors.get(&note));
+        texts
+            .iter()
+            .map(|text| {
+                let hash = chunk_hash(text);
+                if let Some(at) = pending.present[note].iter().position(|h| *h == hash) {
+                    return self.vectors.vector(span.start + at, self.dims);
+                }
+                late?
+                    .iter()
+                    .find(|(h, _)| *h == hash)
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
     }
 
     /// Opens (or builds and stores in `dir`) the HNSW graph when `choice`
     /// asks for it; returns whether searches now use it.
     pub fn use_ann(&mut self, dir: &Path, choice: AnnChoice) -> Result<bool> {
+        // The graph is of every chunk's vector; a partial index scans.
+        if self.pending.is_some() {
+            return Ok(false);
+        }
         let large = self.chunks >= ANN_THRESHOLD;
         let (wanted, may_build) = match choice {
             AnnChoice::Always => (self.chunks > 0, true),
@@ -491,15 +871,25 @@ impl SemanticIndex {
         if let Some(found) = self.search_ann(query, limit, keep) {
             return found;
         }
+        let late = self.pending.as_ref().and_then(|p| p.late.read().ok());
+        let late_vectors = |note: usize| late.as_ref().and_then(|l| l.vectors.get(&note));
         let mut scored: Vec<(usize, f32)> = self
             .spans
             .iter()
             .enumerate()
-            .filter(|(note, span)| !span.is_empty() && keep(*note))
+            .filter(|(note, span)| {
+                (!span.is_empty() || late_vectors(*note).is_some()) && keep(*note)
+            })
             .map(|(note, span)| {
                 let best = span
                     .clone()
                     .map(|chunk| self.vectors.dot(chunk, query))
+                    .chain(
+                        late_vectors(note)
+                            .into_iter()
+                            .flatten()
+                            .map(|(_, v)| crate::embed::dot(v, query)),
+                    )
                     .fold(f32::NEG_INFINITY, f32::max);
                 (note, best)
             })
@@ -507,6 +897,144 @@ impl SemanticIndex {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(limit);
         scored
+    }
+}
+
+type ByPath<'a> = HashMap<&'a str, (usize, &'a NoteChunks)>;
+
+/// The stored notes by path (with their first chunk's place), and every
+/// vector at hand by chunk hash: the stored ones and those a killed or
+/// still running embedding journalled.
+fn cached_vectors<'a>(
+    old_meta: &'a Meta,
+    old_floats: &'a [f32],
+    journaled: &'a HashMap<[u8; 16], Vec<f32>>,
+    dims: usize,
+) -> (ByPath<'a>, HashMap<[u8; 16], &'a [f32]>) {
+    let mut offset = 0;
+    let old_by_path: ByPath<'a> = old_meta
+        .notes
+        .iter()
+        .map(|n| {
+            let start = offset;
+            offset += n.chunks.len();
+            (n.path.as_str(), (start, n))
+        })
+        .collect();
+    let mut cached: HashMap<[u8; 16], &[f32]> = journaled
+        .iter()
+        .map(|(hash, vector)| (*hash, vector.as_slice()))
+        .collect();
+    for (start, note) in old_by_path.values() {
+        for (i, hash) in note.chunks.iter().enumerate() {
+            let at = (start + i) * dims;
+            if let Some(v) = old_floats.get(at..at + dims) {
+                cached.insert(*hash, v);
+            }
+        }
+    }
+    (old_by_path, cached)
+}
+
+/// Each note's chunk hashes: the stored list for a note whose file is
+/// unchanged and whose chunks all have a vector, else chunked again (in
+/// parallel).
+fn note_hashes(
+    vault: &Vault,
+    catalog: &Catalog,
+    old_by_path: &ByPath<'_>,
+    cached: &HashMap<[u8; 16], &[f32]>,
+    planned: &HashMap<&str, &NoteChunks>,
+) -> Vec<Option<Vec<[u8; 16]>>> {
+    let known = |i: usize| -> Option<Vec<[u8; 16]>> {
+        let path = &vault.metas[i].path;
+        let content = catalog.file(path).map(|f| f.hash).unwrap_or([0; 32]);
+        if let Some((_, old)) = old_by_path.get(path.as_str())
+            && old.content == content
+            && old.chunks.iter().all(|h| cached.contains_key(h))
+        {
+            return Some(old.chunks.clone());
+        }
+        planned
+            .get(path.as_str())
+            .filter(|plan| plan.content == content)
+            .map(|plan| plan.chunks.clone())
+    };
+    let mut hashes: Vec<Option<Vec<[u8; 16]>>> =
+        (0..vault.metas.len()).into_par_iter().map(known).collect();
+    let unknown: Vec<usize> = (0..hashes.len()).filter(|&i| hashes[i].is_none()).collect();
+    // Chunking reads and parses each note: seconds for a large vault. An
+    // edit or a small vault is chunked now; many notes never chunked wait
+    // for a query that asks about them, or for the complete sync.
+    if unknown.len() <= UNPLANNED_NOTES {
+        let made: Vec<Vec<[u8; 16]>> = unknown
+            .par_iter()
+            .map(|&i| {
+                chunk_texts(&vault.note(i))
+                    .iter()
+                    .map(|t| chunk_hash(t))
+                    .collect()
+            })
+            .collect();
+        for (i, made) in unknown.into_iter().zip(made) {
+            hashes[i] = Some(made);
+        }
+    }
+    hashes
+}
+
+/// At most this many notes whose chunks are unknown (never chunked, or
+/// edited) are chunked when vectors are opened without waiting.
+const UNPLANNED_NOTES: usize = 256;
+
+/// Keeps the chunk lists of `notes` for the next partial open (best
+/// effort: without it, notes are chunked again).
+fn write_plan(dir: &Path, embedder: &dyn Embedder, notes: Vec<NoteChunks>) {
+    let plan = Meta {
+        model: embedder.name().to_string(),
+        fingerprint: embedder.fingerprint().to_string(),
+        dims: embedder.dims() as u32,
+        notes,
+    };
+    if let Ok(bytes) = postcard::to_allocvec(&plan) {
+        let _ = write_atomic(&plan_file(dir, &plan.fingerprint), &bytes);
+    }
+}
+
+fn plan_file(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.plan"))
+}
+
+fn progress_file(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("vectors-{fingerprint}.progress"))
+}
+
+/// Records how far a model's embedding of the vault has got, for `status`
+/// (which loads no model). Best effort: a status without it says less.
+fn write_progress(dir: &Path, fingerprint: &str, done: usize, total: usize) {
+    let _ = write_atomic(
+        &progress_file(dir, fingerprint),
+        format!("{done} {total}\n").as_bytes(),
+    );
+}
+
+/// How far the embedding of the vault with the model of `fingerprint` got
+/// when last seen: (chunks with a vector, chunks), or `None` when it was
+/// finished or never started.
+pub fn embedding_progress(dir: &Path, fingerprint: &str) -> Option<(usize, usize)> {
+    let text = fs::read_to_string(progress_file(dir, fingerprint)).ok()?;
+    let (done, total) = text.trim().split_once(' ')?;
+    Some((done.parse().ok()?, total.parse().ok()?))
+}
+
+impl crate::store::VectorSearch for std::sync::Arc<SemanticIndex> {
+    fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        SemanticIndex::search(self, query, limit, keep)
     }
 }
 
@@ -809,6 +1337,198 @@ mod tests {
         let fresh = sync_as_stored(&fresh_dir, &index, embedder.as_ref());
         assert_eq!(fresh.embedded, chunks);
         assert_eq!(resumed.vectors.floats(), fresh.vectors.floats());
+    }
+
+    fn open_as_stored(
+        dir: &Path,
+        index: &VaultIndex,
+        embedder: &dyn Embedder,
+        mode: EmbedMode,
+    ) -> SemanticIndex {
+        SemanticIndex::open_bounded(
+            dir,
+            &index.vault(),
+            &index.catalog,
+            embedder,
+            None,
+            mode,
+            &Progress::none(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_large_vault_opens_partial_and_embeds_what_queries_ask_within_the_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for i in 0..40 {
+            let text =
+                format!("# Note {i}\n\nword{i} raft\n\n## A\n\nleader {i}\n\n## B\n\nlog {i}\n");
+            fs::write(root.join(format!("n{i:02}.md")), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let fingerprint = embedder.fingerprint();
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let texts = |note: usize| chunk_texts(&vault.note(note));
+        let total: usize = (0..vault.metas.len()).map(|i| texts(i).len()).sum();
+        assert!(total > OPEN_CHUNKS, "{total} chunks");
+
+        // Nothing embedded, nothing waited for; status can say so.
+        let partial = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(partial.is_partial());
+        assert_eq!((partial.embedded, partial.done_chunks()), (0, 0));
+        assert_eq!(partial.chunks, total);
+        assert_eq!(embedding_progress(&dir, fingerprint), Some((0, total)));
+        assert!(plan_file(&dir, fingerprint).exists());
+        let query = embedder.embed("leader raft");
+        assert!(partial.search(&query, 10, &|_| true).is_empty());
+
+        // No time left: nothing embedded.
+        let no_time = OnTheFly {
+            chunks: 64,
+            time: std::time::Duration::ZERO,
+        };
+        assert_eq!(
+            partial.embed_notes(&vault, embedder.as_ref(), &[3], &no_time),
+            0
+        );
+
+        // Within the chunk bound, in the order asked: all of note 3's, then
+        // the first of note 7's.
+        let per_note = texts(3).len();
+        let bound = OnTheFly {
+            chunks: per_note + 1,
+            time: std::time::Duration::from_secs(60),
+        };
+        let done = partial.embed_notes(&vault, embedder.as_ref(), &[3, 7], &bound);
+        assert_eq!(done, per_note + 1);
+        assert_eq!(partial.done_chunks(), per_note + 1);
+        let mut found: Vec<usize> = partial
+            .search(&query, 10, &|_| true)
+            .iter()
+            .map(|h| h.0)
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, [3, 7]);
+        assert_eq!(partial.search(&query, 10, &|note| note != 3).len(), 1);
+        // Asked again: nothing left to embed for note 3.
+        let again = OnTheFly {
+            chunks: 64,
+            time: std::time::Duration::from_secs(60),
+        };
+        assert_eq!(
+            partial.embed_notes(&vault, embedder.as_ref(), &[3], &again),
+            0
+        );
+        let vectors = partial.chunk_vectors(3, &texts(3));
+        let expected: Vec<Option<Vec<f32>>> =
+            texts(3).iter().map(|t| Some(embedder.embed(t))).collect();
+        assert_eq!(vectors, expected);
+        let seven = partial.chunk_vectors(7, &texts(7));
+        assert_eq!(seven.iter().filter(|v| v.is_some()).count(), 1);
+
+        // Journalled: another process opens with them, and searches alike.
+        assert_eq!(
+            vector_journal::read(&dir, fingerprint, embedder.dims()).len(),
+            per_note + 1
+        );
+        let reopened = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert_eq!(reopened.done_chunks(), per_note + 1);
+        assert_eq!(
+            reopened.search(&query, 10, &|_| true),
+            partial.search(&query, 10, &|_| true)
+        );
+        assert_eq!(reopened.chunk_vectors(3, &texts(3)), expected);
+        assert_eq!(
+            embedding_progress(&dir, fingerprint),
+            Some((per_note + 1, total))
+        );
+
+        // Completed: only the rest is embedded, the progress file goes, and
+        // the vectors are those of a run never interrupted.
+        let complete = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Complete);
+        assert!(!complete.is_partial());
+        assert_eq!(complete.embedded, total - per_note - 1);
+        assert_eq!(complete.done_chunks(), total);
+        assert_eq!(embedding_progress(&dir, fingerprint), None);
+        assert!(!plan_file(&dir, fingerprint).exists());
+        assert_eq!(complete.chunk_vectors(3, &texts(3)), expected);
+        let fresh = sync_as_stored(&tmp.path().join("fresh"), &index, embedder.as_ref());
+        assert_eq!(complete.vectors.floats(), fresh.vectors.floats());
+        // Then a bounded open is the stored vectors, complete.
+        let later = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(!later.is_partial());
+        assert_eq!(later.embedded, 0);
+    }
+
+    #[test]
+    fn many_notes_never_chunked_wait_for_a_query_or_the_complete_sync() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        fs::create_dir_all(&root).unwrap();
+        for i in 0..=UNPLANNED_NOTES {
+            let text = format!("# Note {i}\n\nword{i} raft\n\n## A\n\nleader {i}\n");
+            fs::write(root.join(format!("n{i:03}.md")), text).unwrap();
+        }
+        let embedder = tiny_embedder(tmp.path());
+        let dir = tmp.path().join("index");
+        let (index, _) = VaultIndex::open(&root, &IndexConfig::new(dir.clone())).unwrap();
+        let vault = index.vault();
+        let per_note = chunk_texts(&vault.note(5)).len();
+        let exact: usize = (0..vault.metas.len())
+            .map(|i| chunk_texts(&vault.note(i)).len())
+            .sum();
+
+        // Not one note chunked: the count is the index's estimate.
+        let lazy = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(lazy.is_partial() && lazy.is_estimated());
+        assert_eq!(
+            lazy.chunks,
+            (UNPLANNED_NOTES + 1) + index.catalog.sections as usize
+        );
+        assert!(
+            lazy.chunks.abs_diff(exact) <= exact / 2,
+            "{} {exact}",
+            lazy.chunks
+        );
+        let bound = ON_THE_FLY;
+        assert_eq!(
+            lazy.embed_notes(&vault, embedder.as_ref(), &[5], &bound),
+            per_note
+        );
+        let query = embedder.embed("leader 5");
+        assert_eq!(lazy.search(&query, 10, &|_| true)[0].0, 5);
+
+        // Another process finds note 5's vectors in the journal when a
+        // query asks about it: nothing is embedded again.
+        let again = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert_eq!(again.done_chunks(), 0, "note 5 was never chunked here");
+        let refusing = GivesUp {
+            inner: embedder.as_ref(),
+            left: 0.into(),
+        };
+        assert_eq!(again.embed_notes(&vault, &refusing, &[5], &bound), per_note);
+        assert_eq!(again.done_chunks(), per_note);
+
+        // A complete sync embeds the rest; the count is exact again.
+        let complete = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Complete);
+        assert!(!complete.is_partial() && !complete.is_estimated());
+        assert_eq!(complete.chunks, exact);
+        assert_eq!(complete.embedded, exact - per_note);
+    }
+
+    #[test]
+    fn a_small_vault_or_edit_is_embedded_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (embedder, dir, index) = three_notes(tmp.path());
+        let opened = open_as_stored(&dir, &index, embedder.as_ref(), EmbedMode::Bounded);
+        assert!(!opened.is_partial());
+        assert_eq!(opened.embedded, opened.chunks);
+        assert!(opened.chunks <= OPEN_CHUNKS);
+        assert_eq!(embedding_progress(&dir, embedder.fingerprint()), None);
     }
 
     fn sync_as_stored(dir: &Path, index: &VaultIndex, embedder: &dyn Embedder) -> SemanticIndex {

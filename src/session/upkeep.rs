@@ -16,6 +16,7 @@ use crate::privacy::Policy;
 use crate::store::postgres::StoreError;
 
 // The settings and reports a face passes through without looking inside.
+pub use super::embedding::embedding_progress;
 pub use crate::index::vectors::{AnnChoice, VectorFormat};
 pub use crate::index::{IndexConfig, UpdateReport};
 pub use crate::retrieve::qmd::QmdConfig;
