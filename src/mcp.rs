@@ -43,6 +43,7 @@ use crate::session::{
 };
 use crate::tokens::Tokenizer;
 
+pub mod filters;
 mod http_hosts;
 pub mod packs;
 mod resources;
@@ -468,10 +469,10 @@ pub struct SearchArgs {
     pub limit: Option<usize>,
     #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
     pub folder: Option<String>,
-    #[schemars(description = "Only notes with this tag (or a tag nested under it)")]
-    pub tags: Option<String>,
     #[schemars(description = "Include why each note ranked where it did")]
     pub explain: Option<bool>,
+    #[serde(flatten)]
+    pub filters: filters::FilterArgs,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -517,6 +518,8 @@ pub struct ContextPackArgs {
     pub graph_depth: Option<usize>,
     #[schemars(description = "Which links graph_depth follows: out, in or both (default)")]
     pub graph_direction: Option<String>,
+    #[serde(flatten)]
+    pub filters: filters::FilterArgs,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -927,8 +930,9 @@ impl State {
             query: args.query,
             limit: args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
             folder: args.folder,
-            tag: args.tags,
+            tag: None,
             rank: RankOptions::new(Utc::now()),
+            filters: args.filters.filters(None),
         })
         .validate()
         {
@@ -986,6 +990,7 @@ impl State {
             dailies: args.recent_dailies.unwrap_or(0),
             tokenizer,
             backlinks: args.include_backlinks.unwrap_or(true),
+            filters: args.filters.filters(None),
             ..PackInput::new(Spelling::Params, now)
         };
         let mut request = match input.validate() {
@@ -1013,6 +1018,9 @@ impl State {
             eprintln!("ctxpack: warning: {warning}");
             pack.warnings.push(warning);
         }
+        // A markdown result is the pack alone; what the filters name that
+        // the vault lacks follows it, so a typo is not read as "nothing".
+        let filter_warnings = session.filter_warnings(&request.filter);
         let text = if json {
             match serde_json::to_string_pretty(&pack) {
                 Ok(text) => text,
@@ -1021,7 +1029,15 @@ impl State {
         } else {
             pack.bundle
         };
-        self.sized_result(text, tokenizer, owner)
+        let mut result = self.sized_result(text, tokenizer, owner);
+        if !json && result.is_error != Some(true) {
+            for warning in filter_warnings {
+                result
+                    .content
+                    .push(Content::text(format!("warning: {warning}")));
+            }
+        }
+        result
     }
 
     /// `text` as a tool result, or, when it is over the result limit, its
@@ -1485,8 +1501,8 @@ mod tests {
                 query: "alpha".into(),
                 limit: None,
                 folder: None,
-                tags: None,
                 explain: None,
+                filters: Default::default(),
             })
         }));
         assert_eq!(answered.is_error, Some(false));

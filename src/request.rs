@@ -116,6 +116,11 @@ pub enum Rule {
     GraphDepthWithRecent,
     /// A graph depth or a note with the frontmatter ranker.
     NeedsHybrid,
+    /// A filter that does not read (`--where`, `--since`, ...).
+    Filter(crate::filter::FilterError),
+    /// A query of exclusions only (`-term`, `-"a phrase"`): nothing to
+    /// rank by.
+    OnlyExclusions(QueryText),
 }
 
 /// A request refused, and why, in the words of the face that made it.
@@ -226,6 +231,18 @@ impl fmt::Display for RequestError {
                 "--graph-depth and --note need the hybrid ranker",
                 "graph_depth and note need the hybrid ranker",
             )),
+            Rule::Filter(error) => f.write_str(&error.message(flags)),
+            Rule::OnlyExclusions(text) => {
+                let what = match text {
+                    QueryText::Topic => pick("the topic", "query"),
+                    QueryText::Subquery => pick("a --subquery", "a subquery"),
+                    QueryText::SearchQuery => pick("the query", "query"),
+                };
+                write!(
+                    f,
+                    "{what} only excludes (-term, -\"a phrase\"); give at least one word or \"phrase\" to look for"
+                )
+            }
         }
     }
 }
@@ -254,6 +271,9 @@ pub struct PackInput {
     pub backlinks: bool,
     pub generated_at: DateTime<Utc>,
     pub rank: RankOptions,
+    /// Which notes may enter the pack (spans read back from
+    /// `generated_at`).
+    pub filters: crate::filter::Filters,
 }
 
 impl PackInput {
@@ -277,6 +297,7 @@ impl PackInput {
             backlinks: true,
             generated_at,
             rank: RankOptions::new(generated_at),
+            filters: crate::filter::Filters::default(),
         }
     }
 
@@ -306,6 +327,16 @@ impl PackInput {
         }
         if self.graph_depth > MAX_DEPTH {
             return fail(Rule::GraphDepth(self.graph_depth));
+        }
+        let filter = self
+            .filters
+            .resolve(self.generated_at)
+            .map_err(|error| RequestError::new(self.spelling, Rule::Filter(error)))?;
+        if let Some(topic) = &self.topic {
+            check_syntax(self.spelling, QueryText::Topic, topic)?;
+        }
+        for subquery in &self.subqueries {
+            check_syntax(self.spelling, QueryText::Subquery, subquery)?;
         }
         let modes = [self.topic.is_some(), self.recent, self.note.is_some()]
             .iter()
@@ -354,6 +385,7 @@ impl PackInput {
             },
             subqueries: self.subqueries,
             backlinks: self.backlinks,
+            filter,
         };
         check_pack(&request, self.spelling)?;
         Ok(request)
@@ -423,6 +455,8 @@ pub struct SearchInput {
     pub folder: Option<String>,
     pub tag: Option<String>,
     pub rank: RankOptions,
+    /// Which notes may be found (spans read back from `rank.now`).
+    pub filters: crate::filter::Filters,
 }
 
 impl SearchInput {
@@ -440,14 +474,28 @@ impl SearchInput {
             return fail(Rule::EmptyQuery);
         }
         check_length(self.spelling, QueryText::SearchQuery, &self.query)?;
+        check_syntax(self.spelling, QueryText::SearchQuery, &self.query)?;
+        let filter = self
+            .filters
+            .resolve(self.rank.now)
+            .map_err(|error| RequestError::new(self.spelling, Rule::Filter(error)))?;
         Ok(SearchRequest {
             query: self.query,
             limit: self.limit,
             folder: self.folder,
             tag: self.tag,
             rank: self.rank,
+            filter,
         })
     }
+}
+
+/// Refuses a query that only excludes: it has nothing to rank by.
+fn check_syntax(spelling: Spelling, text: QueryText, query: &str) -> Result<(), RequestError> {
+    if crate::retrieve::syntax::QuerySyntax::parse(query).only_exclusions() {
+        return Err(RequestError::new(spelling, Rule::OnlyExclusions(text)));
+    }
+    Ok(())
 }
 
 fn check_length(spelling: Spelling, text: QueryText, query: &str) -> Result<(), RequestError> {
@@ -846,6 +894,7 @@ mod tests {
             folder: None,
             tag: None,
             rank: RankOptions::new(at()),
+            filters: crate::filter::Filters::default(),
         }
     }
 

@@ -1084,6 +1084,7 @@ fn a_search_decodes_only_the_notes_it_touches() {
         folder: None,
         tag: None,
         rank: RankOptions::new(Utc::now()),
+        filter: Default::default(),
     });
     assert_eq!(results.hits[0].path, "n00123.md");
     let decoded = session.vault.metas.decoded();
@@ -1104,6 +1105,7 @@ fn library_search_request() {
         folder: None,
         tag: None,
         rank: RankOptions::new(Utc::now()),
+        filter: Default::default(),
     });
     assert_eq!(results.hits[0].path, "concepts/gossip-protocols.md");
     let snippet = &results.hits[0].snippet;
