@@ -392,7 +392,7 @@ pub struct NoteFilter {
     pub until: Option<i64>,
     /// Folders without their slashes; an empty one is the whole vault.
     pub folders: Vec<String>,
-    /// Folded, without `#`.
+    /// As given, without `#` (folded when compared).
     pub tags: Vec<String>,
     pub exclude_folders: Vec<String>,
     pub exclude_tags: Vec<String>,
@@ -471,11 +471,11 @@ impl Filters {
             Ok(folder)
         };
         let tag = |param, given: &String| -> Result<String, FilterError> {
-            let tag = fold(given.trim().trim_start_matches('#'));
-            if tag.is_empty() {
+            let tag = given.trim().trim_start_matches('#').trim();
+            if fold(tag).is_empty() {
                 return Err(fail(param, given, "is empty".into()));
             }
-            Ok(tag)
+            Ok(tag.to_string())
         };
         Ok(NoteFilter {
             conditions,
@@ -552,6 +552,8 @@ fn under_folder(path: &str, folder: &str) -> bool {
 }
 
 fn has_tag(tags: &[String], wanted: &str) -> bool {
+    let wanted = fold(wanted);
+    let wanted = wanted.as_str();
     tags.iter().any(|t| {
         let t = fold(t);
         t == wanted

@@ -33,6 +33,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/005_sync_owned_rows.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/006_note_properties.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).
