@@ -731,7 +731,7 @@ fn plainly_accepted(note: &Generated, path: &str, c: &Chosen) -> bool {
         }
     }
     if let Some(at_least) = c.priority_at_least
-        && !note.priority.is_some_and(|p| p >= at_least)
+        && note.priority.is_none_or(|p| p < at_least)
     {
         return false;
     }
