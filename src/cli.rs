@@ -513,6 +513,8 @@ struct PackArgs {
     #[arg(long)]
     map: bool,
     #[command(flatten)]
+    filters: FilterArgs,
+    #[command(flatten)]
     rank: RankArgs,
     #[command(flatten)]
     store: StoreArgs,
@@ -526,6 +528,49 @@ struct PackArgs {
     daemon: DaemonArgs,
 }
 
+/// Which notes a search or a pack may draw on (`ctxpack::filter`).
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// Only notes whose properties meet this: KEY=VALUE, KEY!=VALUE,
+    /// KEY>=VALUE, KEY<=VALUE, KEY~TEXT (contains), KEY (present), !KEY
+    /// (absent); repeatable, all must hold.
+    #[arg(long = "where", value_name = "COND")]
+    conditions: Vec<String>,
+    /// Only notes dated on or after this: a date (2026-11-01) or a span
+    /// back from now (14d, 2w, 3m, 1y).
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// Only notes dated on or before this (a date or a span).
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+    /// Only notes under this folder (repeatable: any of them).
+    #[arg(long = "folder", value_name = "F")]
+    folders: Vec<String>,
+    /// Only notes with this tag or one nested under it (repeatable: any).
+    #[arg(long = "tag", value_name = "T")]
+    tags: Vec<String>,
+    /// No note under this folder (repeatable).
+    #[arg(long = "exclude-folder", value_name = "F")]
+    exclude_folders: Vec<String>,
+    /// No note with this tag or one nested under it (repeatable).
+    #[arg(long = "exclude-tag", value_name = "T")]
+    exclude_tags: Vec<String>,
+}
+
+impl FilterArgs {
+    fn filters(&self) -> crate::filter::Filters {
+        crate::filter::Filters {
+            conditions: self.conditions.clone(),
+            since: self.since.clone(),
+            until: self.until.clone(),
+            folders: self.folders.clone(),
+            tags: self.tags.clone(),
+            exclude_folders: self.exclude_folders.clone(),
+            exclude_tags: self.exclude_tags.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(allow_negative_numbers = true)]
 struct SearchArgs {
@@ -535,13 +580,10 @@ struct SearchArgs {
     /// How many results to show.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = parse_limit)]
     limit: usize,
-    /// Only notes under this folder.
-    #[arg(long, value_name = "F")]
-    folder: Option<String>,
-    /// Only notes with this tag (or a tag nested under it).
-    #[arg(long, value_name = "T")]
-    tag: Option<String>,
-    /// Show why each note ranked where it did.
+    #[command(flatten)]
+    filters: FilterArgs,
+    /// Show why each note ranked where it did (and the query as read:
+    /// its phrases and exclusions).
     #[arg(long)]
     explain: bool,
     /// Output format: cli (a ranked list for people), json (hits with
@@ -1451,6 +1493,7 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         exclude_notes: args.exclude_notes.clone(),
         fence: args.fence,
         map: args.map,
+        filters: args.filters.filters(),
         ..PackInput::new(Spelling::Flags, generated_at)
     };
     let mut request = input
@@ -1511,9 +1554,10 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
         spelling: Spelling::Flags,
         query: args.query.join(" "),
         limit: args.limit,
-        folder: args.folder.clone(),
-        tag: args.tag.clone(),
+        folder: None,
+        tag: None,
         rank: args.rank.options(Utc::now())?,
+        filters: args.filters.filters(),
     }
     .validate()
     .map_err(|err| Failure::Usage(err.to_string()))?;
@@ -1527,6 +1571,9 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
             "ctxpack: warning: the {} arm failed: {}",
             error.arm, error.message
         );
+    }
+    for warning in &results.warnings {
+        eprintln!("ctxpack: warning: {warning}");
     }
     let output = match args.format {
         SearchFormat::Json => to_json(&results)?,
@@ -1545,6 +1592,9 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
 
 fn render_search(results: &SearchResults, explain: bool, color: bool) -> String {
     let mut out = String::new();
+    if explain && let Some(parsed) = &results.parsed {
+        out.push_str(&format!("query: {parsed}\n"));
+    }
     if results.hits.is_empty() {
         out.push_str(&format!("No notes match '{}'.\n", results.query));
         return out;

@@ -344,6 +344,7 @@ pub fn evaluate_packs(
                         },
                         subqueries: Vec::new(),
                         backlinks: false,
+                        filter: Default::default(),
                     });
                     let evidence = &evidence[id.as_str()];
                     (

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod config;
 pub mod embed;
 pub mod eval;
+pub mod filter;
 pub mod fuzz;
 pub mod index;
 pub mod mcp;

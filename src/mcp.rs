@@ -43,6 +43,7 @@ use crate::session::{
 };
 use crate::tokens::Tokenizer;
 
+pub mod filters;
 mod http_hosts;
 pub mod packs;
 mod resources;
@@ -509,10 +510,10 @@ pub struct SearchArgs {
     pub limit: Option<usize>,
     #[schemars(description = "Only notes under this folder, e.g. 'concepts'")]
     pub folder: Option<String>,
-    #[schemars(description = "Only notes with this tag (or a tag nested under it)")]
-    pub tags: Option<String>,
     #[schemars(description = "Include why each note ranked where it did")]
     pub explain: Option<bool>,
+    #[serde(flatten)]
+    pub filters: filters::FilterArgs,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -574,6 +575,8 @@ pub struct ContextPackArgs {
         description = "Return a map of the vault instead of notes: folders with note counts and descriptions, hub notes, the most used tags, the latest activity (no query, note or recent)"
     )]
     pub map: Option<bool>,
+    #[serde(flatten)]
+    pub filters: filters::FilterArgs,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -1037,8 +1040,9 @@ impl State {
             query: args.query,
             limit: args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
             folder: args.folder,
-            tag: args.tags,
+            tag: None,
             rank: RankOptions::new(Utc::now()),
+            filters: args.filters.filters(None),
         })
         .validate()
         {
@@ -1104,6 +1108,7 @@ impl State {
             pins: args.pins.unwrap_or_default(),
             fence: args.fence.unwrap_or(false),
             map: args.map.unwrap_or(false),
+            filters: args.filters.filters(None),
             ..PackInput::new(Spelling::Params, now)
         };
         let exclude_seen = args.exclude_seen.unwrap_or(false);
@@ -1150,6 +1155,9 @@ impl State {
             pack.warnings.push(warning);
         }
         let whole = whole_notes(&pack);
+        // A markdown result is the pack alone; what the filters name that
+        // the vault lacks follows it, so a typo is not read as "nothing".
+        let filter_warnings = session.filter_warnings(&request.filter);
         let text = if json {
             match serde_json::to_string_pretty(&pack) {
                 Ok(text) => text,
@@ -1158,7 +1166,15 @@ impl State {
         } else {
             pack.bundle
         };
-        self.sized_result_noting(text, tokenizer, owner, whole, seen)
+        let mut result = self.sized_result_noting(text, tokenizer, owner, whole, seen);
+        if !json && result.is_error != Some(true) {
+            for warning in filter_warnings {
+                result
+                    .content
+                    .push(Content::text(format!("warning: {warning}")));
+            }
+        }
+        result
     }
 
     /// `text` as a tool result, or, when it is over the result limit, its
@@ -1679,8 +1695,8 @@ mod tests {
                 query: "alpha".into(),
                 limit: None,
                 folder: None,
-                tags: None,
                 explain: None,
+                filters: Default::default(),
             })
         }));
         assert_eq!(answered.is_error, Some(false));

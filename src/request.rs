@@ -121,6 +121,11 @@ pub enum Rule {
     MapAlone,
     /// Pins without a topic.
     PinsNeedTopic,
+    /// A filter that does not read (`--where`, `--since`, ...).
+    Filter(crate::filter::FilterError),
+    /// A query of exclusions only (`-term`, `-"a phrase"`): nothing to
+    /// rank by.
+    OnlyExclusions(QueryText),
 }
 
 /// A request refused, and why, in the words of the face that made it.
@@ -233,14 +238,26 @@ impl fmt::Display for RequestError {
             )),
             Rule::MapAlone => f.write_str(pick(
                 "--map takes no topic, --note, --recent, --subquery, --dailies, --graph-depth, \
-                 --pin or --exclude-note",
+                 --pin, --exclude-note or filter",
                 "map takes no query, note, recent, subqueries, recent_dailies, graph_depth, \
-                 pins or exclude_seen",
+                 pins, exclude_seen or filter",
             )),
             Rule::PinsNeedTopic => f.write_str(pick(
                 "--pin is for topic packs, not --note or --recent",
                 "pins are for query packs, not note or recent=true",
             )),
+            Rule::Filter(error) => f.write_str(&error.message(flags)),
+            Rule::OnlyExclusions(text) => {
+                let what = match text {
+                    QueryText::Topic => pick("the topic", "query"),
+                    QueryText::Subquery => pick("a --subquery", "a subquery"),
+                    QueryText::SearchQuery => pick("the query", "query"),
+                };
+                write!(
+                    f,
+                    "{what} only excludes (-term, -\"a phrase\"); give at least one word or \"phrase\" to look for"
+                )
+            }
         }
     }
 }
@@ -280,6 +297,9 @@ pub struct PackInput {
     pub fence: bool,
     /// The vault map instead of pages (`--map`, `map`).
     pub map: bool,
+    /// Which notes may enter the pack (spans read back from
+    /// `generated_at`).
+    pub filters: crate::filter::Filters,
 }
 
 impl PackInput {
@@ -307,6 +327,7 @@ impl PackInput {
             exclude_notes: Vec::new(),
             fence: false,
             map: false,
+            filters: crate::filter::Filters::default(),
         }
     }
 
@@ -345,9 +366,20 @@ impl PackInput {
                 || self.dailies > 0
                 || self.graph_depth > 0
                 || !self.pins.is_empty()
-                || !self.exclude_notes.is_empty())
+                || !self.exclude_notes.is_empty()
+                || !self.filters.is_empty())
         {
             return fail(Rule::MapAlone);
+        }
+        let filter = self
+            .filters
+            .resolve(self.generated_at)
+            .map_err(|error| RequestError::new(self.spelling, Rule::Filter(error)))?;
+        if let Some(topic) = &self.topic {
+            check_syntax(self.spelling, QueryText::Topic, topic)?;
+        }
+        for subquery in &self.subqueries {
+            check_syntax(self.spelling, QueryText::Subquery, subquery)?;
         }
         let modes = [self.topic.is_some(), self.recent, self.note.is_some()]
             .iter()
@@ -404,6 +436,7 @@ impl PackInput {
             },
             subqueries: self.subqueries,
             backlinks: self.backlinks,
+            filter,
         };
         check_pack(&request, self.spelling)?;
         Ok(request)
@@ -485,6 +518,8 @@ pub struct SearchInput {
     pub folder: Option<String>,
     pub tag: Option<String>,
     pub rank: RankOptions,
+    /// Which notes may be found (spans read back from `rank.now`).
+    pub filters: crate::filter::Filters,
 }
 
 impl SearchInput {
@@ -502,14 +537,28 @@ impl SearchInput {
             return fail(Rule::EmptyQuery);
         }
         check_length(self.spelling, QueryText::SearchQuery, &self.query)?;
+        check_syntax(self.spelling, QueryText::SearchQuery, &self.query)?;
+        let filter = self
+            .filters
+            .resolve(self.rank.now)
+            .map_err(|error| RequestError::new(self.spelling, Rule::Filter(error)))?;
         Ok(SearchRequest {
             query: self.query,
             limit: self.limit,
             folder: self.folder,
             tag: self.tag,
             rank: self.rank,
+            filter,
         })
     }
+}
+
+/// Refuses a query that only excludes: it has nothing to rank by.
+fn check_syntax(spelling: Spelling, text: QueryText, query: &str) -> Result<(), RequestError> {
+    if crate::retrieve::syntax::QuerySyntax::parse(query).only_exclusions() {
+        return Err(RequestError::new(spelling, Rule::OnlyExclusions(text)));
+    }
+    Ok(())
 }
 
 fn check_length(spelling: Spelling, text: QueryText, query: &str) -> Result<(), RequestError> {
@@ -936,9 +985,9 @@ mod tests {
     fn a_map_takes_nothing_that_chooses_pages() {
         let want = pair(
             "--map takes no topic, --note, --recent, --subquery, --dailies, --graph-depth, \
-             --pin or --exclude-note",
-            "map takes no query, note, recent, subqueries, recent_dailies, graph_depth, pins \
-             or exclude_seen",
+             --pin, --exclude-note or filter",
+            "map takes no query, note, recent, subqueries, recent_dailies, graph_depth, pins, \
+             exclude_seen or filter",
         );
         fn map(s: Spelling) -> PackInput {
             PackInput {
@@ -971,7 +1020,14 @@ mod tests {
                 exclude_notes: vec!["a.md".into()],
                 ..map(s)
             },
-        ] as [fn(Spelling) -> PackInput; 6]
+            |s| PackInput {
+                filters: crate::filter::Filters {
+                    folders: vec!["notes".into()],
+                    ..Default::default()
+                },
+                ..map(s)
+            },
+        ] as [fn(Spelling) -> PackInput; 7]
         {
             assert_eq!(refused(input), want);
         }
@@ -1016,6 +1072,7 @@ mod tests {
             folder: None,
             tag: None,
             rank: RankOptions::new(at()),
+            filters: crate::filter::Filters::default(),
         }
     }
 

@@ -35,6 +35,7 @@ use crate::vault::{Vault, VaultOptions};
 
 mod embedding;
 mod floor;
+mod filtering;
 mod ops;
 mod pins;
 mod role_files;
@@ -490,13 +491,18 @@ impl Session {
     }
 
     pub fn search(&self, request: &SearchRequest) -> SearchResults {
+        // Phrases and exclusions constrain which notes rank; the words
+        // rank them.
+        let syntax = crate::retrieve::syntax::QuerySyntax::parse(&request.query);
+        let admission = self.admission(&request.filter, Some(&syntax));
         let keep = |note: usize| {
             request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags)
+                && admission.admits(note)
         };
         // Each arm must return at least as many hits as were asked for.
         let mut rank = request.rank.clone();
         rank.depth = rank.depth.max(request.limit);
-        let ranking = self.rank(&request.query, &rank, &keep);
+        let ranking = self.rank(&syntax.text, &rank, &keep);
         let total = ranking.hits.len();
         let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
         let paths: Vec<&str> = top
@@ -508,11 +514,11 @@ impl Session {
             .as_ref()
             .and_then(|store| {
                 store
-                    .search_sections(&request.query, &paths, paths.len() * 8)
+                    .search_sections(&syntax.text, &paths, paths.len() * 8)
                     .ok()
             })
             .unwrap_or_default();
-        let terms = crate::analysis::query_terms(&request.query);
+        let terms = crate::analysis::query_terms(&syntax.text);
         let hits = top
             .into_iter()
             .enumerate()
@@ -542,6 +548,8 @@ impl Session {
             signal_errors: ranking.signal_errors,
             semantic: self.semantic_now(),
             rerank: self.rerank_status.clone(),
+            warnings: self.filter_warnings(&request.filter),
+            parsed: syntax.constrains().then(|| syntax.describe()),
         }
     }
 
@@ -647,20 +655,30 @@ impl Session {
     }
 
     fn pack_unchecked(&self, request: &PackRequest) -> Pack {
+        let mut pack = self.pack_mode(request);
+        pack.warnings.extend(self.filter_warnings(&request.filter));
+        pack
+    }
+
+    fn pack_mode(&self, request: &PackRequest) -> Pack {
         let vault = &self.vault;
+        let admission = self.admission(&request.filter, None);
         match (&request.mode, request.ranker) {
             (PackMode::Map, _) => self.markdown_map(request),
             (PackMode::Note(anchor), _) => self.note_pack(request, anchor),
             (PackMode::Recent, _) => build_pack_from(
                 vault,
                 &request.mode,
-                recent_order(vault),
+                admitted(recent_order(vault), &admission),
                 "recent",
                 Vec::new(),
                 &request.options,
             ),
             (PackMode::Topic(topic), Ranker::Frontmatter) => {
-                let (candidates, signal_errors) = seed_rank(vault, topic, self.qmd.as_ref());
+                let syntax = crate::retrieve::syntax::QuerySyntax::parse(topic);
+                let admission = admission.with_syntax(&syntax);
+                let (candidates, signal_errors) = seed_rank(vault, &syntax.text, self.qmd.as_ref());
+                let candidates = admitted(candidates, &admission);
                 let mut options = request.options.clone();
                 options.pins = self.pins(&options.pins);
                 if request.backlinks {
@@ -677,27 +695,43 @@ impl Session {
             }
             (PackMode::Topic(topic), Ranker::Hybrid) => {
                 let queries = research_queries(topic, &request.subqueries);
-                let rankings: Vec<Ranking> = queries
-                    .par_iter()
-                    .map(|query| self.rank(query, &request.rank, &|_| true))
+                // Each query's words rank; its phrases and exclusions, with
+                // the request's filter, decide which notes may.
+                let syntaxes: Vec<crate::retrieve::syntax::QuerySyntax> = queries
+                    .iter()
+                    .map(|query| crate::retrieve::syntax::QuerySyntax::parse(query))
                     .collect();
+                let rankings: Vec<Ranking> = syntaxes
+                    .par_iter()
+                    .map(|syntax| {
+                        let admission = admission.with_syntax(syntax);
+                        self.rank(&syntax.text, &request.rank, &|n| admission.admits(n))
+                    })
+                    .collect();
+                let words: Vec<&str> = syntaxes.iter().map(|s| s.text.as_str()).collect();
                 let mut options = request.options.clone();
                 options.pins = self.pins(&options.pins);
-                options.relevance = Some(self.relevance(&queries.join(" ")));
+                options.relevance = Some(self.relevance(&words.join(" ")));
                 let mut signal_errors = rankings
                     .first()
                     .map(|r| r.signal_errors.clone())
                     .unwrap_or_default();
                 let (mut candidates, trace) =
                     coverage_slots(vault, &queries, rankings, request.rank.rrf_k);
-                let graph_trace = self.expand_topic_candidates(
+                let mut graph_trace = self.expand_topic_candidates(
                     &mut candidates,
                     &request.options.graph,
                     &mut signal_errors,
                 );
+                if !admission.admits_all() {
+                    // Linked neighbours pass the same filter as ranked notes.
+                    candidates = admitted(candidates, &admission);
+                    if let Some(trace) = &mut graph_trace {
+                        keep_admitted_neighbours(vault, trace, &candidates);
+                    }
+                }
                 if self.semantic.is_some() {
-                    options.relevance =
-                        Some(self.excerpt_relevance(&queries.join(" "), &candidates));
+                    options.relevance = Some(self.excerpt_relevance(&words.join(" "), &candidates));
                 }
                 if request.backlinks {
                     options.backlinks = self.backlinks(&candidates, options.candidate_limit);
@@ -800,7 +834,12 @@ impl Session {
                 anchor.depth,
             )
         };
-        let mut ranking = self.rank(&query, &request.rank, &|n| n != anchor_note);
+        // The note asked for is packed whatever the filter; the notes
+        // around it pass it.
+        let admission = self.admission(&request.filter, None);
+        let mut ranking = self.rank(&query, &request.rank, &|n| {
+            n != anchor_note && admission.admits(n)
+        });
         let terms = floor::telling_terms(&query);
         ranking.hits.retain(|hit| {
             let shared =
@@ -809,7 +848,7 @@ impl Session {
         });
         let mut signal_errors = ranking.signal_errors.clone();
         let graph = self.store.as_deref().and_then(|store| store.link_graph());
-        let walk = match &graph {
+        let mut walk = match &graph {
             Some(graph) if depth > 0 => {
                 graph.neighbourhood(&[(anchor_note, 1.0)], depth, Direction::Both, true)
             }
@@ -819,6 +858,9 @@ impl Session {
             }
             _ => Default::default(),
         };
+        if !admission.admits_all() {
+            walk.neighbours.retain(|n| admission.admits(n.note));
+        }
         let k = request.rank.rrf_k;
         let linked: Vec<usize> = walk
             .neighbours
@@ -1008,6 +1050,33 @@ impl Session {
             similar_query: None,
         })
     }
+}
+
+/// The candidates `admission` lets through, in order.
+fn admitted(candidates: Vec<Candidate>, admission: &filtering::Admission<'_>) -> Vec<Candidate> {
+    if admission.admits_all() {
+        return candidates;
+    }
+    candidates
+        .into_iter()
+        .filter(|c| admission.admits(c.note))
+        .collect()
+}
+
+/// A graph trace's neighbours that are still candidates, at their places.
+fn keep_admitted_neighbours(vault: &Vault, trace: &mut GraphTrace, candidates: &[Candidate]) {
+    trace.neighbours.retain_mut(|n| {
+        match candidates
+            .iter()
+            .position(|c| vault.metas[c.note].path == n.path)
+        {
+            Some(at) => {
+                n.position = at + 1;
+                true
+            }
+            None => false,
+        }
+    });
 }
 
 /// How many bytes of a note's body its similarity query is drawn from.
@@ -1228,6 +1297,8 @@ pub struct SearchRequest {
     /// Only notes with this tag (or a nested tag under it).
     pub tag: Option<String>,
     pub rank: RankOptions,
+    /// `--where`, `--since`/`--until`, folders and tags in and out.
+    pub filter: crate::filter::NoteFilter,
 }
 
 impl SearchRequest {
@@ -1259,6 +1330,13 @@ pub struct SearchResults {
     /// What the reranker did (only when one was asked for).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub rerank: String,
+    /// What the filters name that the vault lacks (a folder, a tag, a
+    /// property key).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The query's phrases and exclusions as read, when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parsed: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -1310,6 +1388,8 @@ pub struct PackRequest {
     pub subqueries: Vec<String>,
     /// Backlink entries under the top pages (topic packs; needs the index).
     pub backlinks: bool,
+    /// `--where`, `--since`/`--until`, folders and tags in and out.
+    pub filter: crate::filter::NoteFilter,
 }
 
 impl PackRequest {
@@ -1321,6 +1401,7 @@ impl PackRequest {
             options,
             subqueries: Vec::new(),
             backlinks: true,
+            filter: crate::filter::NoteFilter::default(),
         }
     }
 }

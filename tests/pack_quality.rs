@@ -118,6 +118,7 @@ fn pack(session: &Session, topic: &str, budget: usize) -> ctxpack::Pack {
         options: PackOptions::new(budget, Tokenizer::Chars4, now),
         subqueries: Vec::new(),
         backlinks: true,
+        filter: Default::default(),
     })
 }
 

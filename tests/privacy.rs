@@ -271,6 +271,7 @@ proptest! {
             options: PackOptions { dailies, ..PackOptions::new(budget, tokenizer, now) },
             subqueries,
             backlinks: true,
+            filter: Default::default(),
         });
         prop_assert!(tokenizer.count(&pack.bundle) <= budget);
         assert_nothing_hidden(&pack.bundle)?;
@@ -281,6 +282,7 @@ proptest! {
             folder: None,
             tag: None,
             rank: RankOptions::new(now),
+            filter: Default::default(),
         });
         assert_nothing_hidden(&serde_json::to_string(&results).unwrap())?;
         for meta in session.vault.metas.iter() {

@@ -208,6 +208,7 @@ proptest! {
             options: PackOptions { dailies, ..options(budget, tokenizer) },
             subqueries,
             backlinks: true,
+            filter: Default::default(),
         };
         let pack = session.pack(&request);
         let counted = tokenizer.count(&pack.bundle);

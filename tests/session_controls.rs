@@ -330,7 +330,7 @@ fn the_map_names_folders_hubs_tags_and_latest_activity_never_a_private_note() {
     assert_eq!(
         stderr(&bad),
         "ctxpack: error: --map takes no topic, --note, --recent, --subquery, --dailies, \
-         --graph-depth, --pin or --exclude-note\n"
+         --graph-depth, --pin, --exclude-note or filter\n"
     );
 }
 

@@ -508,7 +508,7 @@ pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
 }
 
 /// The kinds of content-addressed blob an index commit names.
-const BLOB_KINDS: [&str; 3] = ["catalog-", "links-", "backlinks-"];
+const BLOB_KINDS: [&str; 4] = ["catalog-", "links-", "backlinks-", "props-"];
 
 /// Removes blobs of every kind, their `.checked` side files, and leftover
 /// temporary files, unless their name holds a hash in `keep`.

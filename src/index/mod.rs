@@ -37,6 +37,7 @@ use crate::analysis::{
     FIELD_REPEATS, LinkEntry, Pending, RawLink, note_text_parts, order_hits, raw_links,
     read_and_parse, resolve_links, section_texts, walk_diagnostics,
 };
+use crate::filter::{NoteProperties, PropertyTable};
 use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note, NoteMeta};
 use crate::note_tables::{KeysTable, MetaTable};
@@ -55,8 +56,9 @@ pub use crate::store::UpdateReport;
 /// its file name, no longer by its first heading; 6: symlink targets in the
 /// catalog, stored in four parts decoded in parallel; 7: the catalog read in
 /// place: note records behind an offset table, match keys as one text;
-/// links written in properties in the link table).
-pub const FORMAT_VERSION: u32 = 7;
+/// links written in properties in the link table; 8: every note's property
+/// values for filters, in a blob of their own).
+pub const FORMAT_VERSION: u32 = 8;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
@@ -118,6 +120,9 @@ struct Payload {
     /// The privacy policy's fingerprint the notes were read under.
     #[serde(default)]
     policy: String,
+    /// Every note's property values for filters (`crate::filter`).
+    #[serde(default)]
+    props: String,
 }
 
 /// How to open an index.
@@ -361,6 +366,9 @@ pub struct VaultIndex {
     links: OnceLock<Option<LinkTable>>,
     graph: OnceLock<Option<std::sync::Arc<crate::note::LinkGraph>>>,
     backlinks_hash: String,
+    props_hash: String,
+    /// Decoded on first use: only a request with `--where` reads it.
+    props: OnceLock<Option<Arc<PropertyTable>>>,
 }
 
 impl VaultIndex {
@@ -454,6 +462,8 @@ impl VaultIndex {
             links: OnceLock::new(),
             graph: OnceLock::new(),
             backlinks_hash: payload.backlinks,
+            props_hash: payload.props,
+            props: OnceLock::new(),
         })
     }
 
@@ -764,9 +774,11 @@ impl VaultIndex {
         }
         report.removed = removed.len();
 
-        // Unchanged notes keep their metadata and links; they are re-resolved
-        // at the end, since added or removed notes can change link targets.
+        // Unchanged notes keep their metadata, links and property values;
+        // links are re-resolved at the end, since added or removed notes
+        // can change link targets.
         let links = self.link_table().cloned().unwrap_or_default();
+        let props = self.property_table().unwrap_or_default();
         let mut state = IndexState {
             walk_problems,
             policy: Arc::clone(&config.policy),
@@ -786,6 +798,7 @@ impl VaultIndex {
                             .map(|record| RawLink::from_record(record, &self.catalog.metas))
                             .collect()
                     }));
+                state.props.push(props.get(idx).clone());
             }
             state.files.push(file.clone());
         }
@@ -984,6 +997,17 @@ impl VaultIndex {
         }
         order_hits(&mut hits, limit);
         Ok(hits)
+    }
+
+    /// Every note's property values, parallel to the catalog's notes.
+    pub fn property_table(&self) -> Option<Arc<PropertyTable>> {
+        self.props
+            .get_or_init(|| {
+                let table: PropertyTable =
+                    catalog::load_blob(&self.dir, "props", &self.props_hash).ok()?;
+                (table.notes.len() == self.catalog.metas.len()).then(|| Arc::new(table))
+            })
+            .clone()
     }
 
     fn link_table(&self) -> Option<&LinkTable> {
@@ -1186,6 +1210,8 @@ mod tests {
             links: OnceLock::new(),
             graph: OnceLock::new(),
             backlinks_hash: String::new(),
+            props_hash: String::new(),
+            props: OnceLock::new(),
         };
         for limit in [1, 10, 50, 100, 150] {
             let paths: Vec<String> = opened
@@ -1442,6 +1468,8 @@ struct IndexState {
     files: Vec<FileEntry>,
     metas: Vec<NoteMeta>,
     raw_links: Vec<Vec<RawLink>>,
+    /// Parallel to `metas`.
+    props: Vec<NoteProperties>,
     walk_problems: Vec<Diagnostic>,
     /// The vault folder's (device, inode) when the work began: a commit is
     /// made only if the same folder is still there.
@@ -1539,6 +1567,7 @@ fn index_files(
                     writer.add_document(document)?;
                 }
                 state.raw_links.push(note.links);
+                state.props.push(note.props);
                 state.metas.push(note.meta);
             }
             state.files.push(entry);
@@ -1567,6 +1596,7 @@ struct Parsed {
 struct ParsedNote {
     meta: NoteMeta,
     links: Vec<RawLink>,
+    props: NoteProperties,
     sections: u32,
     /// The note's documents; none when its content is unchanged.
     documents: Vec<TantivyDocument>,
@@ -1584,6 +1614,7 @@ impl Parsed {
             ParsedNote {
                 sections: note.sections().len() as u32,
                 links: raw_links(&note),
+                props: NoteProperties::of(&note),
                 documents,
                 meta: note.meta,
             }
@@ -1639,6 +1670,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
         files,
         metas,
         raw_links,
+        props,
         walk_problems,
         root_identity: identity_at_start,
     } = state;
@@ -1655,9 +1687,17 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let mut links_sorted = Vec::with_capacity(metas.len());
     let mut metas = metas.into_iter().map(Some).collect::<Vec<_>>();
     let mut raw_links = raw_links.into_iter().map(Some).collect::<Vec<_>>();
+    let mut props = props.into_iter().map(Some).collect::<Vec<_>>();
+    let mut props_sorted = PropertyTable::default();
     for idx in order {
         metas_sorted.extend(metas[idx].take());
         links_sorted.push(raw_links[idx].take().unwrap_or_default());
+        props_sorted.notes.push(
+            props
+                .get_mut(idx)
+                .and_then(Option::take)
+                .unwrap_or_default(),
+        );
     }
     let metas_sorted = Arc::new(MetaTable::new(metas_sorted));
     let resolver = Arc::new(LinkResolver::new(&metas_sorted));
@@ -1729,12 +1769,14 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let links_hash = catalog::save_blob(dir, "links", &table)?;
     let backlinks = catalog::encode_backlinks(&table, catalog.metas.len());
     let backlinks_hash = catalog::save_bytes(dir, "backlinks", &backlinks)?;
+    let props_hash = catalog::save_blob(dir, "props", &props_sorted)?;
     let payload = serde_json::to_string(&Payload {
         format: FORMAT_VERSION,
         catalog: catalog_hash.clone(),
         links: links_hash.clone(),
         backlinks: backlinks_hash.clone(),
         policy: policy.fingerprint().to_string(),
+        props: props_hash.clone(),
     })?;
     // The commit this one replaces: readers that opened it may still read
     // its blobs (the backlink table and link table are opened lazily), so
@@ -1748,10 +1790,17 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload);
     prepared.commit()?;
-    let mut keep = vec![catalog_hash, links_hash, backlinks_hash];
+    let mut keep = vec![catalog_hash, links_hash, backlinks_hash, props_hash];
     if let Some(previous) = previous {
-        keep.extend([previous.catalog, previous.links, previous.backlinks]);
+        keep.extend([
+            previous.catalog,
+            previous.links,
+            previous.backlinks,
+            previous.props,
+        ]);
     }
+    // A payload of an older format names no property blob.
+    keep.retain(|hash| !hash.is_empty());
     catalog::remove_stale(dir, &keep);
     Ok(())
 }

@@ -42,6 +42,10 @@ impl Store for VaultIndex {
         self.catalog.sections
     }
 
+    fn note_properties(&self) -> Option<std::sync::Arc<crate::filter::PropertyTable>> {
+        self.property_table()
+    }
+
     fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {
         VaultIndex::search_notes(self, text, limit)
     }

@@ -9,6 +9,7 @@ pub mod qmd;
 pub mod query;
 pub mod recent;
 pub mod rescore;
+pub mod syntax;
 
 use serde::Serialize;
 

@@ -52,6 +52,11 @@ pub trait Store: Send + Sync {
     fn link_graph(&self) -> Option<std::sync::Arc<crate::note::LinkGraph>> {
         None
     }
+    /// Every note's property values for filters (`--where`), parallel to
+    /// the vault's notes; `None` where this store keeps none.
+    fn note_properties(&self) -> Option<std::sync::Arc<crate::filter::PropertyTable>> {
+        None
+    }
     /// The `mark-useful` votes.
     fn feedback(&self) -> Result<FeedbackStore>;
     /// Records one vote for the note at `path`.

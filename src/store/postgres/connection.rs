@@ -38,6 +38,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         6,
         include_str!("../../../migrations/postgres/006_projects.sql"),
     ),
+    (
+        7,
+        include_str!("../../../migrations/postgres/007_note_properties.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).

@@ -10,6 +10,7 @@
 
 mod connection;
 pub mod project;
+mod properties;
 pub mod sync;
 pub mod terms;
 pub mod vectors;
@@ -35,7 +36,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +79,8 @@ pub struct PgStore {
     snapshot: Arc<Snapshot>,
     /// Every resolved link, read from the notes' rows on first use.
     graph: OnceLock<Option<Arc<LinkGraph>>>,
+    /// Every note's property values, read on first use (a `--where`).
+    props: OnceLock<Option<Arc<crate::filter::PropertyTable>>>,
 }
 
 impl PgStore {
@@ -131,6 +134,7 @@ impl PgStore {
             name: name.to_string(),
             snapshot,
             graph: OnceLock::new(),
+            props: OnceLock::new(),
         })
     }
 
@@ -333,6 +337,19 @@ impl Store for PgStore {
 
     fn section_count(&self) -> u64 {
         self.snapshot.sections
+    }
+
+    fn note_properties(&self) -> Option<Arc<crate::filter::PropertyTable>> {
+        self.props
+            .get_or_init(|| {
+                properties::read_properties(
+                    &self.connection,
+                    self.snapshot.vault_id,
+                    &self.snapshot.metas,
+                )
+                .ok()
+            })
+            .clone()
     }
 
     fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {

@@ -86,6 +86,8 @@ struct NewNote {
     norm: i16,
     terms: Vec<u8>,
     links: Vec<u8>,
+    /// Its property values for filters (postcard).
+    props: Vec<u8>,
     counts: NoteCounts,
     contributions: Vec<(String, Contribution)>,
 }
@@ -122,6 +124,8 @@ impl Parsed {
                 norm,
                 terms: encoded,
                 links: postcard::to_allocvec(&links).unwrap_or_default(),
+                props: postcard::to_allocvec(&crate::filter::NoteProperties::of(&prepared.note))
+                    .unwrap_or_default(),
                 counts,
                 contributions,
             }
@@ -452,6 +456,7 @@ async fn sync_in(
             });
         }
         let ids = forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
+        super::properties::forget_properties(tx, vault_id, &gone).await?;
         if !dropped_rows.is_empty() {
             tx.execute(
                 "DELETE FROM ctxpack_files WHERE vault = $1 AND path = ANY($2)",
@@ -488,6 +493,11 @@ async fn sync_in(
                 write_files(tx, vault_id, chunk).await?;
             }
         }
+        let props: Vec<(String, Vec<u8>)> = new_notes
+            .iter_mut()
+            .map(|note| (note.path.clone(), std::mem::take(&mut note.props)))
+            .collect();
+        super::properties::write_properties(tx, vault_id, &props).await?;
     }
     reader
         .join()
@@ -498,6 +508,7 @@ async fn sync_in(
         .cloned()
         .collect();
     forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
+    super::properties::forget_properties(tx, vault_id, &gone).await?;
     report.removed = removed_files.len();
     for chunk in removed_files.chunks(BATCH) {
         let chunk = chunk.to_vec();

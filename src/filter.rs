@@ -1,0 +1,909 @@
+//! Which notes a request may draw on: property conditions (`--where`), a
+//! date window (`--since`, `--until`), and folders and tags to include or
+//! exclude. One [`Filters`] is what a face was given (text, unchecked);
+//! [`Filters::resolve`] checks it once into a [`NoteFilter`], the
+//! predicate every operation applies to every note before it ranks, so
+//! search, every pack mode and both stores keep exactly the same notes.
+//!
+//! Property values come from a [`PropertyTable`] (every note's frontmatter
+//! values, stored by the index beside its catalog, and by the PostgreSQL
+//! store in its own table), so a filter never parses a note.
+//!
+//! Private notes are in no table and no listing, so a filter that would
+//! match only private notes answers, warnings included, exactly as one
+//! that matches nothing.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use chrono::{DateTime, Months, NaiveDate, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::note::{Note, NoteMeta};
+use crate::text::fold;
+
+/// At most this many properties are kept per note for filtering.
+pub const MAX_FILTER_PROPERTIES: usize = 64;
+/// A property value kept for filtering is cut to this many characters.
+pub const MAX_FILTER_VALUE_CHARS: usize = 200;
+/// At most this many of each kind of filter per request: enough for any
+/// real question, and it bounds what one call costs per note.
+pub const MAX_FILTERS: usize = 32;
+
+/// The filters a face was given, as text, not yet checked. Every list is
+/// repeatable on the command line; all conditions must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `KEY=VALUE`, `KEY!=VALUE`, `KEY>=VALUE`, `KEY<=VALUE`, `KEY~TEXT`,
+    /// `KEY` (present), `!KEY` (absent).
+    pub conditions: Vec<String>,
+    /// A date (`2026-11-01`) or a span back from now (`14d`, `2w`, `3m`,
+    /// `1y`).
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// Only notes under one of these folders.
+    pub folders: Vec<String>,
+    /// Only notes with one of these tags (or a tag nested under one).
+    pub tags: Vec<String>,
+    /// No note under any of these folders.
+    pub exclude_folders: Vec<String>,
+    /// No note with any of these tags (or a tag nested under one).
+    pub exclude_tags: Vec<String>,
+}
+
+/// Which parameter a filter problem is about, so each face can name it
+/// the way its user wrote it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterParam {
+    Where,
+    Since,
+    Until,
+    Folder,
+    Tag,
+    ExcludeFolder,
+    ExcludeTag,
+}
+
+impl FilterParam {
+    /// The parameter as the command line (`flags`) or a tool call spells it.
+    pub fn name(self, flags: bool) -> &'static str {
+        match (self, flags) {
+            (FilterParam::Where, true) => "--where",
+            (FilterParam::Where, false) => "where",
+            (FilterParam::Since, true) => "--since",
+            (FilterParam::Since, false) => "since",
+            (FilterParam::Until, true) => "--until",
+            (FilterParam::Until, false) => "until",
+            (FilterParam::Folder, true) => "--folder",
+            (FilterParam::Folder, false) => "folders",
+            (FilterParam::Tag, true) => "--tag",
+            (FilterParam::Tag, false) => "tags",
+            (FilterParam::ExcludeFolder, true) => "--exclude-folder",
+            (FilterParam::ExcludeFolder, false) => "exclude_folders",
+            (FilterParam::ExcludeTag, true) => "--exclude-tag",
+            (FilterParam::ExcludeTag, false) => "exclude_tags",
+        }
+    }
+}
+
+/// A filter refused: which parameter, the text given, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    pub param: FilterParam,
+    pub given: String,
+    pub problem: String,
+}
+
+impl FilterError {
+    /// The message, naming the parameter as `flags` (the command line) or
+    /// a tool call spells it.
+    pub fn message(&self, flags: bool) -> String {
+        let name = self.param.name(flags);
+        if self.given.is_empty() {
+            format!("{name}: {}", self.problem)
+        } else {
+            format!("{name} '{}': {}", self.given, self.problem)
+        }
+    }
+}
+
+/// How a condition compares a property.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `KEY`: the note has a non-empty value for it.
+    Present,
+    /// `!KEY`: the note has none.
+    Absent,
+    /// `KEY=VALUE`: some value equals it.
+    Eq(Wanted),
+    /// `KEY!=VALUE`: no value equals it (a note without the key holds).
+    Ne(Wanted),
+    /// `KEY>=VALUE`: some value is at least it.
+    Ge(Wanted),
+    /// `KEY<=VALUE`: some value is at most it.
+    Le(Wanted),
+    /// `KEY~TEXT`: some value contains the text (case and width folded).
+    Contains(String),
+}
+
+/// A value a condition compares with, typed once when the filter is read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wanted {
+    /// Folded, for text comparisons.
+    text: String,
+    typed: Typed,
+}
+
+impl Wanted {
+    fn new(text: &str) -> Wanted {
+        Wanted {
+            text: fold(text),
+            typed: Typed::of(text),
+        }
+    }
+}
+
+/// A value read as a number, a date, or text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Typed {
+    Number(f64),
+    /// An instant, and whether only a day was written (`2026-11-01`): a
+    /// day compares with the day of a note's value.
+    Date(DateTime<Utc>, bool),
+    Text,
+}
+
+impl Typed {
+    fn of(text: &str) -> Typed {
+        let text = text.trim();
+        if text.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.'))
+            && let Ok(number) = text.parse::<f64>()
+            && number.is_finite()
+        {
+            return Typed::Number(number);
+        }
+        match crate::parse::parse_datetime(text) {
+            Some(date) => Typed::Date(date, !text.contains(':')),
+            None => Typed::Text,
+        }
+    }
+}
+
+/// One `--where` condition, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    /// The key, folded (keys match whatever their case).
+    pub key: String,
+    pub op: Op,
+}
+
+impl Condition {
+    /// Reads `KEY=VALUE`, `KEY!=VALUE`, `KEY>=VALUE`, `KEY<=VALUE`,
+    /// `KEY~TEXT`, `KEY` or `!KEY`.
+    pub fn parse(given: &str) -> Result<Condition, String> {
+        let text = given.trim();
+        if text.is_empty() {
+            return Err(
+                "the condition is empty; write KEY=VALUE, KEY!=VALUE, KEY>=VALUE, \
+                        KEY<=VALUE, KEY~TEXT, KEY or !KEY"
+                    .into(),
+            );
+        }
+        // The first operator character decides: keys hold none of them.
+        let Some(at) = text.find(['=', '!', '>', '<', '~']) else {
+            return Ok(Condition {
+                key: fold(text),
+                op: Op::Present,
+            });
+        };
+        let (key, rest) = text.split_at(at);
+        let key = key.trim();
+        if at == 0 && rest.starts_with('!') && !rest.starts_with("!=") {
+            let key = rest[1..].trim();
+            if key.is_empty() {
+                return Err("the key is empty".into());
+            }
+            if key.contains(['=', '!', '>', '<', '~']) {
+                return Err("!KEY takes a key alone, not an operator".into());
+            }
+            return Ok(Condition {
+                key: fold(key),
+                op: Op::Absent,
+            });
+        }
+        let (op, value) = if let Some(value) = rest.strip_prefix("!=") {
+            ("!=", value)
+        } else if let Some(value) = rest.strip_prefix(">=") {
+            (">=", value)
+        } else if let Some(value) = rest.strip_prefix("<=") {
+            ("<=", value)
+        } else if let Some(value) = rest.strip_prefix('=') {
+            ("=", value)
+        } else if let Some(value) = rest.strip_prefix('~') {
+            ("~", value)
+        } else {
+            let op: String = rest.chars().take_while(|c| "=!><~".contains(*c)).collect();
+            return Err(format!(
+                "unknown operator '{op}'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
+            ));
+        };
+        if key.is_empty() {
+            return Err("the key is empty".into());
+        }
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(format!(
+                "no value after '{op}' (to ask for notes without the key, write !{key})"
+            ));
+        }
+        if value.starts_with(['=', '>', '<', '~']) {
+            let op: String = format!(
+                "{op}{}",
+                value
+                    .chars()
+                    .take_while(|c| "=!><~".contains(*c))
+                    .collect::<String>()
+            );
+            return Err(format!(
+                "unknown operator '{op}'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
+            ));
+        }
+        let op = match op {
+            "=" => Op::Eq(Wanted::new(value)),
+            "!=" => Op::Ne(Wanted::new(value)),
+            ">=" => Op::Ge(Wanted::new(value)),
+            "<=" => Op::Le(Wanted::new(value)),
+            _ => Op::Contains(fold(value)),
+        };
+        Ok(Condition { key: fold(key), op })
+    }
+
+    /// Whether a note whose values for the key are `values` (none when it
+    /// lacks the key) meets the condition.
+    pub fn holds(&self, values: &[String]) -> bool {
+        match &self.op {
+            Op::Present => !values.is_empty(),
+            Op::Absent => values.is_empty(),
+            Op::Eq(wanted) => values
+                .iter()
+                .any(|v| compare(v, wanted) == Some(Ordering::Equal)),
+            Op::Ne(wanted) => !values
+                .iter()
+                .any(|v| compare(v, wanted) == Some(Ordering::Equal)),
+            Op::Ge(wanted) => values.iter().any(|v| {
+                matches!(
+                    compare(v, wanted),
+                    Some(Ordering::Greater | Ordering::Equal)
+                )
+            }),
+            Op::Le(wanted) => values
+                .iter()
+                .any(|v| matches!(compare(v, wanted), Some(Ordering::Less | Ordering::Equal))),
+            Op::Contains(text) => values.iter().any(|v| fold(v).contains(text.as_str())),
+        }
+    }
+}
+
+/// How a note's value compares with a wanted one: as numbers when both
+/// are numbers, as dates when both are dates (by the day when only a day
+/// was asked for), else as folded text.
+fn compare(value: &str, wanted: &Wanted) -> Option<Ordering> {
+    match (Typed::of(value), wanted.typed) {
+        (Typed::Number(a), Typed::Number(b)) => a.partial_cmp(&b),
+        (Typed::Date(a, _), Typed::Date(b, true)) => Some(a.date_naive().cmp(&b.date_naive())),
+        (Typed::Date(a, _), Typed::Date(b, false)) => Some(a.cmp(&b)),
+        _ => Some(fold(value).cmp(&wanted.text)),
+    }
+}
+
+/// A note's frontmatter values as filters read them: `(folded key,
+/// values)` in frontmatter order, lists flattened, links as the names
+/// they show, empty values left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteProperties(pub Vec<(String, Vec<String>)>);
+
+impl NoteProperties {
+    /// The properties of `note` (its frontmatter, with the body's Dataview
+    /// inline fields, as the privacy policy let them be seen).
+    pub fn of(note: &Note) -> NoteProperties {
+        let mut keys: Vec<(String, Vec<String>)> = Vec::new();
+        for (key, value) in &note.frontmatter {
+            let Some(key) = crate::parse::frontmatter::scalar(key) else {
+                continue;
+            };
+            let key = fold(&key);
+            if key.is_empty() || keys.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            let mut values = Vec::new();
+            crate::parse::properties::collect(value, 0, &mut values);
+            if values.is_empty() {
+                continue;
+            }
+            let values = values
+                .into_iter()
+                .map(|v| crate::text::truncate_chars(&v, MAX_FILTER_VALUE_CHARS))
+                .collect();
+            keys.push((key, values));
+            if keys.len() == MAX_FILTER_PROPERTIES {
+                break;
+            }
+        }
+        NoteProperties(keys)
+    }
+
+    /// The values of `key` (folded), empty when the note lacks it.
+    pub fn values(&self, key: &str) -> &[String] {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(&[], |(_, values)| values.as_slice())
+    }
+}
+
+/// Every note's [`NoteProperties`], parallel to the vault's notes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropertyTable {
+    pub notes: Vec<NoteProperties>,
+}
+
+impl PropertyTable {
+    /// The table of a vault read from its notes (a vault without an index;
+    /// the index and the store keep theirs).
+    pub fn of_vault(vault: &crate::vault::Vault) -> PropertyTable {
+        use rayon::prelude::*;
+        PropertyTable {
+            notes: (0..vault.metas.len())
+                .into_par_iter()
+                .map(|idx| NoteProperties::of(&vault.note(idx)))
+                .collect(),
+        }
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, postcard::Error> {
+        postcard::to_allocvec(self)
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<PropertyTable, postcard::Error> {
+        postcard::from_bytes(bytes)
+    }
+
+    /// The properties of note `idx` (none for a note the table lacks).
+    pub fn get(&self, idx: usize) -> &NoteProperties {
+        static NONE: NoteProperties = NoteProperties(Vec::new());
+        self.notes.get(idx).unwrap_or(&NONE)
+    }
+
+    /// Whether any note has `key` (folded).
+    pub fn has_key(&self, key: &str) -> bool {
+        self.notes
+            .iter()
+            .any(|note| note.0.iter().any(|(k, _)| k == key))
+    }
+}
+
+/// A checked filter: the predicate a request applies to every note.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NoteFilter {
+    pub conditions: Vec<Condition>,
+    /// Seconds since the epoch: a note's date must be at least this.
+    pub since: Option<i64>,
+    /// Seconds since the epoch: a note's date must be at most this.
+    pub until: Option<i64>,
+    /// Folders without their slashes; an empty one is the whole vault.
+    pub folders: Vec<String>,
+    /// As given, without `#` (folded when compared).
+    pub tags: Vec<String>,
+    pub exclude_folders: Vec<String>,
+    pub exclude_tags: Vec<String>,
+}
+
+impl Filters {
+    pub fn is_empty(&self) -> bool {
+        *self == Filters::default()
+    }
+
+    /// The checked filter, dates and spans read against `now` (the
+    /// request's time, so a fixed `--generated-at` fixes the window too).
+    pub fn resolve(&self, now: DateTime<Utc>) -> Result<NoteFilter, FilterError> {
+        let fail = |param, given: &str, problem: String| FilterError {
+            param,
+            given: given.to_string(),
+            problem,
+        };
+        for (param, list) in [
+            (FilterParam::Where, &self.conditions),
+            (FilterParam::Folder, &self.folders),
+            (FilterParam::Tag, &self.tags),
+            (FilterParam::ExcludeFolder, &self.exclude_folders),
+            (FilterParam::ExcludeTag, &self.exclude_tags),
+        ] {
+            if list.len() > MAX_FILTERS {
+                return Err(fail(
+                    param,
+                    "",
+                    format!("at most {MAX_FILTERS} are accepted, got {}", list.len()),
+                ));
+            }
+        }
+        let mut conditions = Vec::with_capacity(self.conditions.len());
+        for given in &self.conditions {
+            match Condition::parse(given) {
+                Ok(condition) => conditions.push(condition),
+                Err(problem) => return Err(fail(FilterParam::Where, given, problem)),
+            }
+        }
+        let since = match &self.since {
+            Some(given) => Some(
+                parse_when(given, now, false)
+                    .map_err(|problem| fail(FilterParam::Since, given, problem))?,
+            ),
+            None => None,
+        };
+        let until = match &self.until {
+            Some(given) => Some(
+                parse_when(given, now, true)
+                    .map_err(|problem| fail(FilterParam::Until, given, problem))?,
+            ),
+            None => None,
+        };
+        if let (Some(from), Some(to), Some(given)) = (since, until, &self.since)
+            && from > to
+        {
+            return Err(fail(
+                FilterParam::Since,
+                given,
+                format!(
+                    "is after the until date ({}): no note can be in that window",
+                    self.until.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+        let folder = |param, given: &String| -> Result<String, FilterError> {
+            let folder = given.trim().trim_matches('/').to_string();
+            if folder.is_empty() && param == FilterParam::ExcludeFolder {
+                return Err(fail(
+                    param,
+                    given,
+                    "is empty: it would leave out every note".into(),
+                ));
+            }
+            Ok(folder)
+        };
+        let tag = |param, given: &String| -> Result<String, FilterError> {
+            let tag = given.trim().trim_start_matches('#').trim();
+            if fold(tag).is_empty() {
+                return Err(fail(param, given, "is empty".into()));
+            }
+            Ok(tag.to_string())
+        };
+        Ok(NoteFilter {
+            conditions,
+            since,
+            until,
+            folders: self
+                .folders
+                .iter()
+                .map(|f| folder(FilterParam::Folder, f))
+                .collect::<Result<_, _>>()?,
+            tags: self
+                .tags
+                .iter()
+                .map(|t| tag(FilterParam::Tag, t))
+                .collect::<Result<_, _>>()?,
+            exclude_folders: self
+                .exclude_folders
+                .iter()
+                .map(|f| folder(FilterParam::ExcludeFolder, f))
+                .collect::<Result<_, _>>()?,
+            exclude_tags: self
+                .exclude_tags
+                .iter()
+                .map(|t| tag(FilterParam::ExcludeTag, t))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// A moment from a date (`2026-11-01`, or a date and time) or a span back
+/// from `now` (`14d`, `2w`, `3m`, `1y`). A day alone is its first second,
+/// or its last when it ends a window (`end`), so both ends are inclusive.
+pub fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i64, String> {
+    let text = given.trim();
+    let problem =
+        || "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)".to_string();
+    if let Some(unit) = text.chars().last().filter(|c| "dwmy".contains(*c)) {
+        let count = &text[..text.len() - 1];
+        if !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()) {
+            let too_far = || "reaches back further than any date".to_string();
+            let count: u32 = count.parse().map_err(|_| too_far())?;
+            let back =
+                match unit {
+                    'd' => TimeDelta::try_days(i64::from(count))
+                        .and_then(|d| now.checked_sub_signed(d)),
+                    'w' => TimeDelta::try_weeks(i64::from(count))
+                        .and_then(|d| now.checked_sub_signed(d)),
+                    'm' => now.checked_sub_months(Months::new(count)),
+                    _ => count
+                        .checked_mul(12)
+                        .and_then(|months| now.checked_sub_months(Months::new(months))),
+                };
+            return back.map(|t| t.timestamp()).ok_or_else(too_far);
+        }
+    }
+    let date = crate::parse::parse_datetime(text).ok_or_else(problem)?;
+    let day_only = !text.contains(':');
+    if end && day_only {
+        let next = date
+            .date_naive()
+            .succ_opt()
+            .and_then(|d: NaiveDate| d.and_hms_opt(0, 0, 0))
+            .ok_or_else(problem)?;
+        return Ok(next.and_utc().timestamp() - 1);
+    }
+    Ok(date.timestamp())
+}
+
+fn under_folder(path: &str, folder: &str) -> bool {
+    folder.is_empty()
+        || path
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn has_tag(tags: &[String], wanted: &str) -> bool {
+    let wanted = fold(wanted);
+    let wanted = wanted.as_str();
+    tags.iter().any(|t| {
+        let t = fold(t);
+        t == wanted
+            || t.strip_prefix(wanted)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+impl NoteFilter {
+    pub fn is_empty(&self) -> bool {
+        *self == NoteFilter::default()
+    }
+
+    /// Whether this filter reads property values (so a table is needed).
+    pub fn needs_properties(&self) -> bool {
+        !self.conditions.is_empty()
+    }
+
+    /// Whether the note passes every filter. `props` are its property
+    /// values (read only when a condition asks).
+    pub fn accepts(&self, meta: &NoteMeta, props: &NoteProperties) -> bool {
+        if !self.folders.is_empty() && !self.folders.iter().any(|f| under_folder(&meta.path, f)) {
+            return false;
+        }
+        if self
+            .exclude_folders
+            .iter()
+            .any(|f| under_folder(&meta.path, f))
+        {
+            return false;
+        }
+        if !self.tags.is_empty() && !self.tags.iter().any(|t| has_tag(&meta.tags, t)) {
+            return false;
+        }
+        if self.exclude_tags.iter().any(|t| has_tag(&meta.tags, t)) {
+            return false;
+        }
+        if self.since.is_some() || self.until.is_some() {
+            let Some(date) = meta.updated else {
+                return false;
+            };
+            if self.since.is_some_and(|since| date < since)
+                || self.until.is_some_and(|until| date > until)
+            {
+                return false;
+            }
+        }
+        self.conditions
+            .iter()
+            .all(|condition| condition.holds(props.values(&condition.key)))
+    }
+
+    /// What the filter names that the vault does not have: a folder no
+    /// note is under, a tag no note has, a key no note has. Said as a
+    /// warning, so that a typo is not read as "no notes match".
+    pub fn warnings(
+        &self,
+        metas: &crate::note_tables::MetaTable,
+        props: Option<&PropertyTable>,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (kind, folders) in [
+            ("--folder / folders", &self.folders),
+            ("--exclude-folder / exclude_folders", &self.exclude_folders),
+        ] {
+            for folder in folders.iter().filter(|f| !f.is_empty()) {
+                if !metas.iter().any(|m| under_folder(&m.path, folder)) {
+                    warnings.push(format!("no folder '{folder}' in the vault ({kind})"));
+                }
+            }
+        }
+        for (kind, tags) in [
+            ("--tag / tags", &self.tags),
+            ("--exclude-tag / exclude_tags", &self.exclude_tags),
+        ] {
+            for tag in tags {
+                if !metas.iter().any(|m| has_tag(&m.tags, tag)) {
+                    warnings.push(format!("no note has the tag '{tag}' ({kind})"));
+                }
+            }
+        }
+        if let Some(props) = props {
+            let mut named: Vec<&str> = Vec::new();
+            for condition in &self.conditions {
+                if !named.contains(&condition.key.as_str()) && !props.has_key(&condition.key) {
+                    named.push(&condition.key);
+                    warnings.push(format!(
+                        "no note has the property '{}' (--where / where)",
+                        condition.key
+                    ));
+                }
+            }
+        }
+        warnings
+    }
+}
+
+/// A filter bound to one vault: its notes' metadata and, when a condition
+/// needs them, their property values.
+pub struct BoundFilter<'a> {
+    pub filter: &'a NoteFilter,
+    pub metas: &'a crate::note_tables::MetaTable,
+    pub props: Option<Arc<PropertyTable>>,
+}
+
+impl BoundFilter<'_> {
+    pub fn accepts(&self, note: usize) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let Some(meta) = self.metas.get(note) else {
+            return false;
+        };
+        static NONE: NoteProperties = NoteProperties(Vec::new());
+        let props = self.props.as_deref().map_or(&NONE, |table| table.get(note));
+        self.filter.accepts(meta, props)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(text: &str) -> Condition {
+        Condition::parse(text).unwrap()
+    }
+
+    fn values(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_operator_reads_its_key_and_value() {
+        assert_eq!(cond(" Status = Active ").key, "status");
+        assert!(matches!(cond("status=active").op, Op::Eq(_)));
+        assert!(matches!(cond("status!=done").op, Op::Ne(_)));
+        assert!(matches!(cond("year>=2020").op, Op::Ge(_)));
+        assert!(matches!(cond("year<=2020").op, Op::Le(_)));
+        assert_eq!(cond("title~Raft").op, Op::Contains("raft".into()));
+        assert_eq!(cond("status").op, Op::Present);
+        assert_eq!(cond("!status").op, Op::Absent);
+        assert_eq!(cond("!status").key, "status");
+        // A value may hold operator characters after the first operator.
+        assert!(cond("url=a=b").holds(&values(&["A=B"])));
+    }
+
+    #[test]
+    fn bad_conditions_say_why() {
+        let err = |text| Condition::parse(text).unwrap_err();
+        assert_eq!(
+            err("year>2020"),
+            "unknown operator '>'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
+        );
+        assert_eq!(
+            err("year==2020"),
+            "unknown operator '=='; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
+        );
+        assert_eq!(err("=x"), "the key is empty");
+        assert_eq!(err("!"), "the key is empty");
+        assert_eq!(
+            err("status="),
+            "no value after '=' (to ask for notes without the key, write !status)"
+        );
+        assert!(err("  ").starts_with("the condition is empty"));
+        assert_eq!(err("!a=b"), "!KEY takes a key alone, not an operator");
+    }
+
+    #[test]
+    fn lists_match_when_any_element_does_and_types_compare_as_themselves() {
+        let tags = values(&["Alpha", "beta"]);
+        assert!(cond("k=alpha").holds(&tags));
+        assert!(!cond("k=gamma").holds(&tags));
+        assert!(cond("k!=gamma").holds(&tags));
+        assert!(!cond("k!=BETA").holds(&tags));
+        // A note without the key is "not equal".
+        assert!(cond("k!=x").holds(&[]));
+        assert!(!cond("k=x").holds(&[]));
+        // Numbers compare as numbers (9 < 10), text would not.
+        assert!(cond("n>=10").holds(&values(&["12"])));
+        assert!(!cond("n>=10").holds(&values(&["9"])));
+        assert!(cond("n<=10").holds(&values(&["9.5"])));
+        assert!(cond("n=10").holds(&values(&["10.0"])));
+        // Dates compare as dates; a day asked for compares by the day.
+        assert!(cond("d>=2026-11-01").holds(&values(&["2026-11-01T08:30"])));
+        assert!(cond("d=2026-11-01").holds(&values(&["2026-11-01 23:00"])));
+        assert!(!cond("d>=2026-11-01").holds(&values(&["2026-10-31"])));
+        assert!(cond("d<=2026-11-01T12:00").holds(&values(&["2026-11-01T11:00:00Z"])));
+        assert!(cond("title~consensus").holds(&values(&["Raft Consensus"])));
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-12-05T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn dates_and_spans_back_from_now() {
+        let at = |text: &str, end| {
+            DateTime::from_timestamp(parse_when(text, now(), end).unwrap(), 0)
+                .unwrap()
+                .to_rfc3339()
+        };
+        assert_eq!(at("2026-11-01", false), "2026-11-01T00:00:00+00:00");
+        assert_eq!(at("2026-11-01", true), "2026-11-01T23:59:59+00:00");
+        assert_eq!(at("2026-11-01T10:00", true), "2026-11-01T10:00:00+00:00");
+        assert_eq!(at("14d", false), "2026-11-21T12:00:00+00:00");
+        assert_eq!(at("2w", false), "2026-11-21T12:00:00+00:00");
+        assert_eq!(at("3m", false), "2026-09-05T12:00:00+00:00");
+        assert_eq!(at("1y", false), "2025-12-05T12:00:00+00:00");
+        let problem = "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)";
+        for bad in ["yesterday", "2026-13-01", "14", "d", "-3d", "3 d"] {
+            assert_eq!(parse_when(bad, now(), false).unwrap_err(), problem, "{bad}");
+        }
+        assert_eq!(
+            parse_when("99999999999d", now(), false).unwrap_err(),
+            "reaches back further than any date"
+        );
+        assert_eq!(
+            parse_when("999999999y", now(), false).unwrap_err(),
+            "reaches back further than any date"
+        );
+    }
+
+    #[test]
+    fn a_window_backwards_is_refused() {
+        let filters = Filters {
+            since: Some("2026-11-02".into()),
+            until: Some("2026-11-01".into()),
+            ..Filters::default()
+        };
+        let err = filters.resolve(now()).unwrap_err();
+        assert_eq!(
+            err.message(true),
+            "--since '2026-11-02': is after the until date (2026-11-01): no note can be in that window"
+        );
+        assert_eq!(
+            err.message(false),
+            "since '2026-11-02': is after the until date (2026-11-01): no note can be in that window"
+        );
+        // One day is a window.
+        let day = Filters {
+            since: Some("2026-11-01".into()),
+            until: Some("2026-11-01".into()),
+            ..Filters::default()
+        };
+        let resolved = day.resolve(now()).unwrap();
+        assert_eq!(resolved.until.unwrap() - resolved.since.unwrap(), 86_399);
+    }
+
+    #[test]
+    fn empty_tags_and_excluded_roots_are_refused() {
+        let err = Filters {
+            exclude_folders: vec!["/".into()],
+            ..Filters::default()
+        }
+        .resolve(now())
+        .unwrap_err();
+        assert_eq!(
+            err.message(true),
+            "--exclude-folder '/': is empty: it would leave out every note"
+        );
+        let err = Filters {
+            tags: vec!["#".into()],
+            ..Filters::default()
+        }
+        .resolve(now())
+        .unwrap_err();
+        assert_eq!(err.message(false), "tags '#': is empty");
+        let err = Filters {
+            conditions: vec!["a".into(); MAX_FILTERS + 1],
+            ..Filters::default()
+        }
+        .resolve(now())
+        .unwrap_err();
+        assert_eq!(
+            err.message(true),
+            "--where: at most 32 are accepted, got 33"
+        );
+    }
+
+    fn meta(path: &str, tags: &[&str], updated: Option<&str>) -> NoteMeta {
+        let mut meta =
+            crate::vault::Vault::from_texts("/v".into(), &[(path.to_string(), String::new())])
+                .metas[0]
+                .clone();
+        meta.tags = values(tags);
+        meta.updated = updated.map(|d| crate::parse::parse_datetime(d).unwrap().timestamp());
+        meta
+    }
+
+    #[test]
+    fn folders_and_tags_include_and_exclude_nested() {
+        let filter = Filters {
+            folders: vec!["projects/".into(), "areas".into()],
+            exclude_folders: vec!["projects/archive".into()],
+            tags: vec!["#Work".into()],
+            exclude_tags: vec!["draft".into()],
+            ..Filters::default()
+        }
+        .resolve(now())
+        .unwrap();
+        let none = NoteProperties::default();
+        let ok = |path, tags: &[&str]| filter.accepts(&meta(path, tags, None), &none);
+        assert!(ok("projects/a.md", &["work"]));
+        assert!(ok("areas/b.md", &["work/client"]));
+        assert!(!ok("projectsx/a.md", &["work"]));
+        assert!(!ok("projects/archive/a.md", &["work"]));
+        assert!(!ok("projects/a.md", &["workshop"]));
+        assert!(!ok("projects/a.md", &["work", "draft/v2"]));
+        assert!(!ok("inbox/a.md", &["work"]));
+    }
+
+    #[test]
+    fn a_window_keeps_dated_notes_inside_it_only() {
+        let filter = Filters {
+            since: Some("2w".into()),
+            ..Filters::default()
+        }
+        .resolve(now())
+        .unwrap();
+        let none = NoteProperties::default();
+        assert!(filter.accepts(&meta("a.md", &[], Some("2026-11-25")), &none));
+        assert!(!filter.accepts(&meta("a.md", &[], Some("2026-11-20")), &none));
+        assert!(!filter.accepts(&meta("a.md", &[], None), &none));
+    }
+
+    #[test]
+    fn properties_fold_keys_flatten_lists_and_show_links_as_names() {
+        let vault = crate::vault::Vault::from_texts(
+            "/v".into(),
+            &[(
+                "a.md".into(),
+                "---\nStatus: Active\nauthor: \"[[People/Kevin Kelly|KK]]\"\nyear: 1992\n\
+                 topics: [raft, \"[[Paxos]]\"]\nempty:\nnested: {a: 1}\n---\nBody.\n\nrating:: 5\n"
+                    .into(),
+            )],
+        );
+        let props = NoteProperties::of(&vault.note(0));
+        assert_eq!(props.values("status"), ["Active"]);
+        assert_eq!(props.values("author"), ["KK"]);
+        assert_eq!(props.values("year"), ["1992"]);
+        assert_eq!(props.values("topics"), ["raft", "Paxos"]);
+        assert_eq!(props.values("rating"), ["5"]);
+        assert!(props.values("empty").is_empty());
+        assert!(props.values("nested").is_empty());
+        let table = PropertyTable::of_vault(&vault);
+        assert_eq!(
+            PropertyTable::decode(&table.encode().unwrap()).unwrap(),
+            table
+        );
+        assert!(table.has_key("topics"));
+        assert!(!table.has_key("missing"));
+    }
+}

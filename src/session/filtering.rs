@@ -1,0 +1,110 @@
+//! Which notes one operation may rank: the request's [`NoteFilter`] bound
+//! to this session's vault, and a query's phrases and exclusions. Every
+//! operation (search, each pack mode) asks [`Admission::admits`] before a
+//! note is ranked, so both stores and every face keep the same notes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::filter::{BoundFilter, NoteFilter, PropertyTable};
+use crate::retrieve::syntax::{QuerySyntax, normalise};
+
+use super::Session;
+
+/// What a request's filter and a query's syntax let through.
+pub(crate) struct Admission<'a> {
+    filter: BoundFilter<'a>,
+    session: &'a Session,
+    syntax: Option<&'a QuerySyntax>,
+    /// Whether each note read so far admits the query's phrases and
+    /// exclusions: a note's text is read once per operation.
+    texts: Mutex<HashMap<usize, bool>>,
+}
+
+impl Session {
+    /// Every note's property values: the store's table, else (a vault
+    /// read without an index) read from the notes.
+    pub fn property_table(&self) -> Arc<PropertyTable> {
+        self.store
+            .as_ref()
+            .and_then(|store| store.note_properties())
+            .unwrap_or_else(|| Arc::new(PropertyTable::of_vault(&self.vault)))
+    }
+
+    /// `filter` and `syntax` bound to this vault.
+    pub(crate) fn admission<'a>(
+        &'a self,
+        filter: &'a NoteFilter,
+        syntax: Option<&'a QuerySyntax>,
+    ) -> Admission<'a> {
+        let props = filter.needs_properties().then(|| self.property_table());
+        Admission {
+            filter: BoundFilter {
+                filter,
+                metas: &self.vault.metas,
+                props,
+            },
+            session: self,
+            syntax: syntax.filter(|s| s.constrains()),
+            texts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What `filter` names that this vault lacks (see
+    /// [`NoteFilter::warnings`]).
+    pub fn filter_warnings(&self, filter: &NoteFilter) -> Vec<String> {
+        if filter.is_empty() {
+            return Vec::new();
+        }
+        let props = filter.needs_properties().then(|| self.property_table());
+        filter.warnings(&self.vault.metas, props.as_deref())
+    }
+}
+
+impl Admission<'_> {
+    /// The same filter with another query's syntax.
+    pub(crate) fn with_syntax<'b>(&'b self, syntax: &'b QuerySyntax) -> Admission<'b> {
+        Admission {
+            filter: BoundFilter {
+                filter: self.filter.filter,
+                metas: self.filter.metas,
+                props: self.filter.props.clone(),
+            },
+            session: self.session,
+            syntax: Some(syntax).filter(|s| s.constrains()),
+            texts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether nothing is filtered out.
+    pub(crate) fn admits_all(&self) -> bool {
+        self.filter.filter.is_empty() && self.syntax.is_none()
+    }
+
+    /// Whether `note` may be ranked: the filter first (metadata only),
+    /// then the query's phrases and exclusions over its indexed text.
+    pub(crate) fn admits(&self, note: usize) -> bool {
+        if !self.filter.accepts(note) {
+            return false;
+        }
+        let Some(syntax) = self.syntax else {
+            return true;
+        };
+        if let Some(&known) = self
+            .texts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&note)
+        {
+            return known;
+        }
+        let read = self.session.vault.note(note);
+        let text = normalise(&crate::analysis::note_text_parts(&read).join("\n"));
+        let admitted = syntax.admits(&text);
+        self.texts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(note, admitted);
+        admitted
+    }
+}
