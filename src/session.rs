@@ -34,8 +34,8 @@ use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
 mod embedding;
-mod floor;
 mod filtering;
+mod floor;
 mod ops;
 mod pins;
 mod role_files;
