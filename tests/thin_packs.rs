@@ -83,7 +83,7 @@ fn a_thin_pack_with_linked_notes_left_out_says_how_to_get_more() {
     let vault = world.vault("books", BOOKS);
     let thin = world.pack(&vault, &["Kevin Kelly technology", "--budget", "2000"]);
     let said = stderr(&thin);
-    let warning = "ctxpack: warning: the pack fills 117 of its 2000 tokens, and 1 note linked to \
+    let warning = "ctxpack: warning: the pack fills 113 of its 2000 tokens, and 1 note linked to \
                    its pages is not in it: following links adds them (--graph-depth 1 on the \
                    command line, graph_depth 1 over MCP)\n";
     assert!(said.contains(warning), "{said}");

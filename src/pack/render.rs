@@ -153,11 +153,6 @@ pub fn page_rest(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let summary = if summary.is_empty() {
-        "(none)"
-    } else {
-        summary
-    };
     // Pages with a `title:` field (obsidian-wiki pages) keep the seed's
     // two lines even when empty; elsewhere an empty line says nothing.
     let wiki_page = note.title_source == TitleSource::Frontmatter;
@@ -166,6 +161,7 @@ pub fn page_rest(
         rest.push_str(&format!("tags: {tags}\n"));
     }
     if wiki_page || !summary.is_empty() {
+        let summary = if summary.is_empty() { "(none)" } else { summary };
         rest.push_str(&format!("summary: {summary}\n"));
     }
     if !rest.is_empty() {
@@ -220,6 +216,30 @@ pub fn name_list(names: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::tokens::Tokenizer;
+
+    /// An empty `tags:` or `summary:` line is printed only on pages with a
+    /// `title:` field (the seed's page shape), where it reads `(none)`.
+    #[test]
+    fn empty_tags_and_summary_lines_are_only_for_wiki_pages() {
+        let vault = crate::vault::Vault::from_texts(
+            "/v".into(),
+            &[
+                ("wiki.md".to_string(), "---\ntitle: Wiki\n---\n".to_string()),
+                ("plain.md".to_string(), "---\nrole: x\n---\n".to_string()),
+                (
+                    "summed.md".to_string(),
+                    "---\nsummary: Said.\n---\n".to_string(),
+                ),
+            ],
+        );
+        let rest = |path: &str| {
+            let meta = vault.metas.iter().find(|m| m.path == path).unwrap();
+            page_rest(meta, &meta.summary, None, &[])
+        };
+        assert_eq!(rest("wiki.md"), "tags: (none)\nsummary: (none)\n\n");
+        assert_eq!(rest("plain.md"), "");
+        assert_eq!(rest("summed.md"), "summary: Said.\n\n");
+    }
 
     /// The packer reserves the fence lines and the notice before the id is
     /// known: every id must cost what the placeholder costs.
