@@ -161,7 +161,11 @@ pub fn page_rest(
         rest.push_str(&format!("tags: {tags}\n"));
     }
     if wiki_page || !summary.is_empty() {
-        let summary = if summary.is_empty() { "(none)" } else { summary };
+        let summary = if summary.is_empty() {
+            "(none)"
+        } else {
+            summary
+        };
         rest.push_str(&format!("summary: {summary}\n"));
     }
     if !rest.is_empty() {
