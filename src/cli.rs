@@ -1003,6 +1003,12 @@ fn model_store() -> Result<PathBuf, Failure> {
     })
 }
 
+/// A model that could not be imported or loaded: the user's to fix
+/// (exit 2), as it has always been.
+fn model_failure(err: embed::ModelError) -> Failure {
+    Failure::Usage(err.to_string())
+}
+
 fn run_model(command: &ModelCommand) -> Result<(), Failure> {
     let store = model_store()?;
     let mut out = io::stdout().lock();
@@ -1013,7 +1019,7 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
             default,
         } => {
             let manifest =
-                embed::import(&store, path, name.as_deref(), *default).map_err(Failure::Usage)?;
+                embed::import(&store, path, name.as_deref(), *default).map_err(model_failure)?;
             writeln!(
                 out,
                 "imported '{}' ({} dimensions, {} pieces) into {}",
@@ -1043,8 +1049,8 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
                 timeout_ms: *timeout_ms,
             };
             let dims = dims.map(|d| d as usize);
-            let manifest = embed::add_remote(&store, name, endpoint, dims, *default)
-                .map_err(Failure::Usage)?;
+            let manifest =
+                embed::add_remote(&store, name, endpoint, dims, *default).map_err(model_failure)?;
             writeln!(
                 out,
                 "added '{}' ({} dimensions): {}",
@@ -1093,7 +1099,7 @@ fn run_model(command: &ModelCommand) -> Result<(), Failure> {
                 })
                 .or_else(|| embed::default_model(&store))
                 .ok_or_else(|| Failure::Usage("no model: pass --model or import one".into()))?;
-            let model = embed::load(&store, &name).map_err(Failure::Usage)?;
+            let model = embed::load(&store, &name).map_err(model_failure)?;
             let vector = model
                 .try_embed_many(&[text])
                 .map_err(|err| Failure::Runtime(anyhow::anyhow!("model '{name}': {err}")))?

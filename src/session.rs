@@ -319,7 +319,7 @@ impl Session {
             }
             Err(error) => {
                 self.rerank_status = format!("off: {error}");
-                self.rerank_error = Some(error);
+                self.rerank_error = Some(error.to_string());
             }
         }
     }
@@ -348,7 +348,7 @@ impl Session {
         let opened = (|| -> Result<(Semantic, String), String> {
             let store =
                 store.ok_or("no model folder: set HOME, XDG_DATA_HOME or CTXPACK_MODELS_DIR")?;
-            let embedder = crate::embed::load(&store, &name)?;
+            let embedder = crate::embed::load(&store, &name).map_err(|err| err.to_string())?;
             if let Some(pg) = self.store.as_ref().and_then(|store| store.postgres()) {
                 let vectors = crate::store::postgres::vectors::PgVectors::open(
                     pg,

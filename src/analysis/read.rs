@@ -115,7 +115,7 @@ pub(crate) fn read_and_parse(
             (entry, (!is_role).then_some(prepared))
         }
         Err(problem) => {
-            entry.problems.push(problem);
+            entry.problems.push(problem.to_string());
             (entry, None)
         }
     }

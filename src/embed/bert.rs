@@ -15,6 +15,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
+use super::ModelError;
 use super::kernels::{self, View, matmul};
 
 /// A BERT sentence-transformer: the encoder's outputs mean pooled and
@@ -361,6 +362,16 @@ impl Encoder {
 
 impl Bert {
     pub fn load(
+        config_json: &[u8],
+        safetensors: Vec<u8>,
+        tokenizer_json: &[u8],
+        max_tokens: usize,
+    ) -> Result<Bert, ModelError> {
+        Bert::read(config_json, safetensors, tokenizer_json, max_tokens)
+            .map_err(ModelError::Invalid)
+    }
+
+    fn read(
         config_json: &[u8],
         safetensors: Vec<u8>,
         tokenizer_json: &[u8],

@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use yada::builder::DoubleArrayBuilder;
 
+use super::ModelError;
 use super::kernels;
 use super::q4::{self, Q4Matrix, Quantized};
 use super::unigram::{Prepend, Unigram, UnigramParts};
@@ -154,7 +155,11 @@ fn bad(what: impl std::fmt::Display) -> String {
 
 impl Layout {
     /// Reads and checks the layout of model file `bytes`.
-    pub fn parse(bytes: &[u8]) -> Result<Layout, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Layout, ModelError> {
+        Layout::read(bytes).map_err(ModelError::Invalid)
+    }
+
+    fn read(bytes: &[u8]) -> Result<Layout, String> {
         if bytes.len() < 8 || &bytes[..4] != MAGIC {
             return Err(bad("it does not start with E5S1"));
         }
@@ -347,7 +352,11 @@ impl Layout {
     /// The vocabulary as a trie (stored next to the model file, so loading
     /// does not rebuild it): each piece once, at its first id, without the
     /// unknown token, as the reference engine looks pieces up.
-    pub fn vocabulary_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn vocabulary_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, ModelError> {
+        self.build_trie(bytes).map_err(ModelError::Invalid)
+    }
+
+    fn build_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
         let mut keys: Vec<(&[u8], u32)> = self
             .pieces
             .iter()
@@ -428,7 +437,7 @@ struct Window {
 impl E5 {
     /// The model in `bytes` with the vocabulary trie built by
     /// [`Layout::vocabulary_trie`].
-    pub fn load(bytes: Bytes, trie: Vec<u8>) -> Result<E5, String> {
+    pub fn load(bytes: Bytes, trie: Vec<u8>) -> Result<E5, ModelError> {
         let layout = Layout::parse(&bytes)?;
         let floats = |name: &str, len: usize| -> Vec<f32> {
             let range = layout.tensors[name].bytes.clone();
@@ -1141,7 +1150,8 @@ mod tests {
         ];
         for (bytes, expected) in cases {
             let err = Layout::parse(&bytes).err().unwrap();
-            assert!(err.contains(expected), "{expected}: {err}");
+            assert!(matches!(err, ModelError::Invalid(_)), "{err:?}");
+            assert!(err.to_string().contains(expected), "{expected}: {err}");
         }
         // Any cut of a plausible header is an error, never a panic.
         let mut bytes = header(384, 12, 12, 4);

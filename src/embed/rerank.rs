@@ -10,6 +10,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
 use tokenizers::Tokenizer;
 
+use super::ModelError;
 use super::bert::{Dense, Encoder};
 use crate::retrieve::fusion::Reranker;
 
@@ -26,14 +27,14 @@ pub struct CrossEncoder {
     pub name: String,
 }
 
-fn candle(context: &str) -> impl Fn(candle_core::Error) -> String + '_ {
-    move |err| format!("{context}: {err}")
+fn candle(context: &str) -> impl Fn(candle_core::Error) -> ModelError + '_ {
+    move |err| ModelError::Invalid(format!("{context}: {err}"))
 }
 
 impl CrossEncoder {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` of a
     /// BERT sequence-classification model from `dir`.
-    pub fn load(dir: &Path) -> Result<CrossEncoder, String> {
+    pub fn load(dir: &Path) -> Result<CrossEncoder, ModelError> {
         // Read like any model file: regular files only, within the limits.
         let read = |f: &str| {
             let limit = if f.ends_with(".safetensors") {
@@ -43,18 +44,23 @@ impl CrossEncoder {
             };
             crate::safe_fs::read_bytes(&dir.join(f), limit)
                 .map(|(bytes, _)| bytes)
-                .map_err(|err| format!("reranker {}: cannot read {f}: {err}", dir.display()))
+                .map_err(|err| {
+                    ModelError::Io(format!(
+                        "reranker {}: cannot read {f}: {err}",
+                        dir.display()
+                    ))
+                })
         };
         let config_bytes = read("config.json")?;
         let config: Config = serde_json::from_slice(&config_bytes)
-            .map_err(|err| format!("reranker config.json: {err}"))?;
+            .map_err(|err| ModelError::Invalid(format!("reranker config.json: {err}")))?;
         let raw: serde_json::Value = serde_json::from_slice(&config_bytes).unwrap_or_default();
         if raw["model_type"].as_str().is_some_and(|t| t != "bert") {
-            return Err(format!(
+            return Err(ModelError::Unsupported(format!(
                 "reranker {}: a {} model; only BERT cross-encoders are supported",
                 dir.display(),
                 raw["model_type"]
-            ));
+            )));
         }
         let vb = VarBuilder::from_buffered_safetensors(
             read("model.safetensors")?,
@@ -62,8 +68,8 @@ impl CrossEncoder {
             &Device::Cpu,
         )
         .map_err(candle("reranker model.safetensors"))?;
-        let encoder =
-            Encoder::load(vb.pp("bert"), &config).map_err(|err| format!("reranker: {err}"))?;
+        let encoder = Encoder::load(vb.pp("bert"), &config)
+            .map_err(|err| ModelError::Invalid(format!("reranker: {err}")))?;
         let hidden = encoder.hidden();
         let pooler = Dense::load(vb.pp("bert.pooler.dense"), hidden, hidden)
             .map_err(candle("reranker pooler"))?;
@@ -73,7 +79,7 @@ impl CrossEncoder {
             &read("tokenizer.json")?,
             MAX_TOKENS.min(encoder.max_positions),
         )
-        .map_err(|err| format!("reranker tokenizer.json: {err}"))?;
+        .map_err(|err| ModelError::Invalid(format!("reranker tokenizer.json: {err}")))?;
         Ok(CrossEncoder {
             encoder,
             pooler,
@@ -136,7 +142,7 @@ impl Reranker for CrossEncoder {
         &self.name
     }
 
-    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
-        CrossEncoder::score(self, query, passages)
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
+        CrossEncoder::score(self, query, passages).map_err(ModelError::Run)
     }
 }

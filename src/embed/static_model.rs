@@ -5,6 +5,7 @@
 use safetensors::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
 
+use super::ModelError;
 use super::unigram::{Unigram, UnigramParts};
 
 /// Texts are cut to this many tokens, as model2vec does by default.
@@ -45,22 +46,24 @@ impl StaticModel {
         config_json: &[u8],
         safetensors: &[u8],
         tokenizer_json: &[u8],
-    ) -> Result<(Vec<u8>, StaticParts), String> {
+    ) -> Result<(Vec<u8>, StaticParts), ModelError> {
         let config: serde_json::Value = serde_json::from_slice(config_json)
-            .map_err(|err| format!("config.json is not JSON: {err}"))?;
+            .map_err(|err| ModelError::Invalid(format!("config.json is not JSON: {err}")))?;
         let normalize = config["normalize"].as_bool().unwrap_or(true);
-        let tensors = SafeTensors::deserialize(safetensors)
-            .map_err(|err| format!("model.safetensors cannot be read: {err}"))?;
+        let tensors = SafeTensors::deserialize(safetensors).map_err(|err| {
+            ModelError::Invalid(format!("model.safetensors cannot be read: {err}"))
+        })?;
         let embeddings = ["embeddings", "0", "embedding.weight"]
             .iter()
             .find_map(|name| tensors.tensor(name).ok())
-            .ok_or("model.safetensors has no `embeddings` tensor")?;
-        let [rows, dims]: [usize; 2] = embeddings
-            .shape()
-            .try_into()
-            .map_err(|_| "the embeddings tensor is not two-dimensional")?;
+            .ok_or_else(|| {
+                ModelError::Invalid("model.safetensors has no `embeddings` tensor".into())
+            })?;
+        let [rows, dims]: [usize; 2] = embeddings.shape().try_into().map_err(|_| {
+            ModelError::Invalid("the embeddings tensor is not two-dimensional".into())
+        })?;
         if dims == 0 || rows == 0 {
-            return Err("the embeddings tensor is empty".into());
+            return Err(ModelError::Invalid("the embeddings tensor is empty".into()));
         }
         let raw = embeddings.data();
         let table = match embeddings.dtype() {
@@ -75,7 +78,11 @@ impl StaticModel {
                     .collect(),
             ),
             Dtype::I8 => Table::I8(raw.iter().map(|&b| b as i8).collect()),
-            other => return Err(format!("embeddings of type {other:?} are not supported")),
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "embeddings of type {other:?} are not supported"
+                )));
+            }
         };
         let mapping = match tensors.tensor("mapping") {
             Ok(t) => Some(match t.dtype() {
@@ -89,14 +96,20 @@ impl StaticModel {
                     .chunks_exact(4)
                     .map(|b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as u32)
                     .collect(),
-                other => return Err(format!("a mapping of type {other:?} is not supported")),
+                other => {
+                    return Err(ModelError::Unsupported(format!(
+                        "a mapping of type {other:?} is not supported"
+                    )));
+                }
             }),
             Err(_) => None,
         };
         if let Some(mapping) = &mapping
             && mapping.iter().any(|&row| row as usize >= rows)
         {
-            return Err("the mapping points outside the embeddings".into());
+            return Err(ModelError::Invalid(
+                "the mapping points outside the embeddings".into(),
+            ));
         }
         let weights = match tensors.tensor("weights") {
             Ok(t) => Some(match t.dtype() {
@@ -110,7 +123,11 @@ impl StaticModel {
                     .chunks_exact(8)
                     .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f32)
                     .collect(),
-                other => return Err(format!("weights of type {other:?} are not supported")),
+                other => {
+                    return Err(ModelError::Unsupported(format!(
+                        "weights of type {other:?} are not supported"
+                    )));
+                }
             }),
             Err(_) => None,
         };
@@ -118,14 +135,14 @@ impl StaticModel {
         let vocabulary = tokenizer.scores.len();
         let addressable = mapping.as_ref().map_or(rows, Vec::len);
         if weights.as_ref().is_some_and(|w| w.len() < vocabulary) {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "the tokenizer has {vocabulary} pieces but the model weights fewer"
-            ));
+            )));
         }
         if addressable < vocabulary {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "the tokenizer has {vocabulary} pieces but the model embeds only {addressable}"
-            ));
+            )));
         }
         let parts = StaticParts {
             tokenizer,
@@ -139,14 +156,16 @@ impl StaticModel {
         Ok((vocab, parts))
     }
 
-    pub fn load(vocab: Vec<u8>, parts: StaticParts) -> Result<StaticModel, String> {
+    pub fn load(vocab: Vec<u8>, parts: StaticParts) -> Result<StaticModel, ModelError> {
         let expected = parts.rows * parts.dims;
         let len = match &parts.table {
             Table::F32(t) => t.len(),
             Table::I8(t) => t.len(),
         };
         if len != expected {
-            return Err("damaged model: the table has the wrong size".into());
+            return Err(ModelError::Invalid(
+                "damaged model: the table has the wrong size".into(),
+            ));
         }
         Ok(StaticModel {
             tokenizer: Unigram::load(vocab, parts.tokenizer)?,

@@ -16,6 +16,8 @@ use unicode_segmentation::UnicodeSegmentation;
 use yada::DoubleArray;
 use yada::builder::DoubleArrayBuilder;
 
+use super::ModelError;
+
 /// `tokenizers`' penalty of an unknown character below the lowest piece.
 const UNK_PENALTY: f64 = 10.0;
 const METASPACE: char = '\u{2581}';
@@ -61,35 +63,37 @@ pub struct Unigram {
 impl Unigram {
     /// Compiles a `tokenizer.json` into the vocabulary map's bytes and the
     /// other parts; refuses pipelines this tokenizer would not reproduce.
-    pub fn compile(tokenizer_json: &[u8]) -> Result<(Vec<u8>, UnigramParts), String> {
+    pub fn compile(tokenizer_json: &[u8]) -> Result<(Vec<u8>, UnigramParts), ModelError> {
         let json: Value = serde_json::from_slice(tokenizer_json)
-            .map_err(|err| format!("tokenizer.json is not JSON: {err}"))?;
+            .map_err(|err| ModelError::Invalid(format!("tokenizer.json is not JSON: {err}")))?;
         let model = &json["model"];
         let kind = model["type"].as_str().unwrap_or("?");
         if kind != "Unigram" {
-            return Err(format!(
+            return Err(ModelError::Unsupported(format!(
                 "tokenizer.json has a {kind} model; the static embedder reads Unigram tokenizers \
                  (BERT WordPiece models need the `bert` feature)"
-            ));
+            )));
         }
-        let vocab = model["vocab"]
-            .as_array()
-            .ok_or("tokenizer.json: model.vocab is not a list")?;
-        let unk_id = model["unk_id"]
-            .as_u64()
-            .ok_or("tokenizer.json: the Unigram model has no unk_id")? as u32;
+        let vocab = model["vocab"].as_array().ok_or_else(|| {
+            ModelError::Invalid("tokenizer.json: model.vocab is not a list".into())
+        })?;
+        let unk_id = model["unk_id"].as_u64().ok_or_else(|| {
+            ModelError::Invalid("tokenizer.json: the Unigram model has no unk_id".into())
+        })? as u32;
         if model["byte_fallback"].as_bool() == Some(true) {
-            return Err("tokenizer.json: byte-fallback Unigram models are not supported".into());
+            return Err(ModelError::Unsupported(
+                "tokenizer.json: byte-fallback Unigram models are not supported".into(),
+            ));
         }
         let mut scores = Vec::with_capacity(vocab.len());
         let mut pieces: Vec<(&str, u64)> = Vec::with_capacity(vocab.len());
         for (id, entry) in vocab.iter().enumerate() {
-            let piece = entry[0]
-                .as_str()
-                .ok_or("tokenizer.json: a vocabulary piece is not text")?;
-            let score = entry[1]
-                .as_f64()
-                .ok_or("tokenizer.json: a vocabulary score is not a number")?;
+            let piece = entry[0].as_str().ok_or_else(|| {
+                ModelError::Invalid("tokenizer.json: a vocabulary piece is not text".into())
+            })?;
+            let score = entry[1].as_f64().ok_or_else(|| {
+                ModelError::Invalid("tokenizer.json: a vocabulary score is not a number".into())
+            })?;
             scores.push(score);
             pieces.push((piece, id as u64));
         }
@@ -107,14 +111,17 @@ impl Unigram {
             }
         });
         if pieces.iter().any(|(p, _)| p.is_empty() || p.contains('\0')) {
-            return Err("tokenizer.json: an empty piece or one with a NUL character".into());
+            return Err(ModelError::Invalid(
+                "tokenizer.json: an empty piece or one with a NUL character".into(),
+            ));
         }
         let keyset: Vec<(&[u8], u32)> = pieces
             .iter()
             .map(|(p, id)| (p.as_bytes(), *id as u32))
             .collect();
-        let trie = DoubleArrayBuilder::build(&keyset)
-            .map_err(|err| format!("cannot build the vocabulary trie: {err}"))?;
+        let trie = DoubleArrayBuilder::build(&keyset).map_err(|err| {
+            ModelError::Invalid(format!("cannot build the vocabulary trie: {err}"))
+        })?;
         let skip_unk = json["added_tokens"]
             .as_array()
             .into_iter()
@@ -137,17 +144,20 @@ impl Unigram {
         Ok((trie, parts))
     }
 
-    pub fn load(vocab: Vec<u8>, parts: UnigramParts) -> Result<Unigram, String> {
-        let vocab =
-            DoubleArray::new(vocab).map_err(|err| format!("damaged vocabulary trie: {err}"))?;
+    pub fn load(vocab: Vec<u8>, parts: UnigramParts) -> Result<Unigram, ModelError> {
+        let vocab = DoubleArray::new(vocab)
+            .map_err(|err| ModelError::Invalid(format!("damaged vocabulary trie: {err}")))?;
         let normalizer = match &parts.charsmap {
-            Some(bytes) => {
-                Some(Precompiled::from(bytes).map_err(|err| format!("damaged normalizer: {err}"))?)
-            }
+            Some(bytes) => Some(
+                Precompiled::from(bytes)
+                    .map_err(|err| ModelError::Invalid(format!("damaged normalizer: {err}")))?,
+            ),
             None => None,
         };
         if parts.unk_id as usize >= parts.scores.len() {
-            return Err("the unknown-token id is outside the vocabulary".into());
+            return Err(ModelError::Invalid(
+                "the unknown-token id is outside the vocabulary".into(),
+            ));
         }
         let min_score = parts.scores.iter().copied().fold(f64::INFINITY, f64::min);
         let mut ascii_unchanged = [true; 128];
@@ -390,7 +400,7 @@ fn split_merged_with_next(text: &str) -> Vec<&str> {
     pieces
 }
 
-fn normalizer_charsmap(normalizer: &Value) -> Result<Option<Vec<u8>>, String> {
+fn normalizer_charsmap(normalizer: &Value) -> Result<Option<Vec<u8>>, ModelError> {
     match normalizer["type"].as_str() {
         None => Ok(None),
         Some("Precompiled") => {
@@ -402,26 +412,32 @@ fn normalizer_charsmap(normalizer: &Value) -> Result<Option<Vec<u8>>, String> {
             base64::engine::general_purpose::STANDARD
                 .decode(encoded)
                 .map(Some)
-                .map_err(|err| format!("tokenizer.json: bad precompiled_charsmap: {err}"))
+                .map_err(|err| {
+                    ModelError::Invalid(format!("tokenizer.json: bad precompiled_charsmap: {err}"))
+                })
         }
         Some("Sequence") => {
             let mut found = None;
             for inner in normalizer["normalizers"].as_array().into_iter().flatten() {
                 match normalizer_charsmap(inner)? {
                     Some(map) if found.is_none() => found = Some(map),
-                    Some(_) => return Err("tokenizer.json: two Precompiled normalizers".into()),
+                    Some(_) => {
+                        return Err(ModelError::Invalid(
+                            "tokenizer.json: two Precompiled normalizers".into(),
+                        ));
+                    }
                     None => {}
                 }
             }
             Ok(found)
         }
-        Some(other) => Err(format!(
+        Some(other) => Err(ModelError::Unsupported(format!(
             "tokenizer.json: the {other} normalizer is not supported"
-        )),
+        ))),
     }
 }
 
-fn pre_tokenizers(pre: &Value) -> Result<(bool, Option<(Prepend, bool)>), String> {
+fn pre_tokenizers(pre: &Value) -> Result<(bool, Option<(Prepend, bool)>), ModelError> {
     let list: Vec<&Value> = match pre["type"].as_str() {
         None => Vec::new(),
         Some("Sequence") => pre["pretokenizers"]
@@ -438,7 +454,9 @@ fn pre_tokenizers(pre: &Value) -> Result<(bool, Option<(Prepend, bool)>), String
             Some("WhitespaceSplit") if metaspace.is_none() => whitespace_split = true,
             Some("Metaspace") => {
                 if item["replacement"].as_str().unwrap_or("\u{2581}") != "\u{2581}" {
-                    return Err("tokenizer.json: Metaspace with another replacement".into());
+                    return Err(ModelError::Invalid(
+                        "tokenizer.json: Metaspace with another replacement".into(),
+                    ));
                 }
                 let prepend = match item["prepend_scheme"].as_str() {
                     Some("first") => Prepend::First,
@@ -450,16 +468,24 @@ fn pre_tokenizers(pre: &Value) -> Result<(bool, Option<(Prepend, bool)>), String
                             Prepend::Always
                         }
                     }
-                    Some(other) => return Err(format!("tokenizer.json: prepend_scheme {other}")),
+                    Some(other) => {
+                        return Err(ModelError::Invalid(format!(
+                            "tokenizer.json: prepend_scheme {other}"
+                        )));
+                    }
                 };
                 metaspace = Some((prepend, item["split"].as_bool().unwrap_or(true)));
             }
             Some(other) => {
-                return Err(format!(
+                return Err(ModelError::Unsupported(format!(
                     "tokenizer.json: the {other} pre-tokenizer is not supported"
+                )));
+            }
+            None => {
+                return Err(ModelError::Invalid(
+                    "tokenizer.json: a pre-tokenizer without a type".into(),
                 ));
             }
-            None => return Err("tokenizer.json: a pre-tokenizer without a type".into()),
         }
     }
     Ok((whitespace_split, metaspace))
@@ -525,10 +551,8 @@ pub(crate) mod tests {
     #[test]
     fn refuses_other_models() {
         let json = r#"{"model": {"type": "WordPiece", "vocab": {}}}"#;
-        assert!(
-            Unigram::compile(json.as_bytes())
-                .unwrap_err()
-                .contains("WordPiece")
-        );
+        let err = Unigram::compile(json.as_bytes()).unwrap_err();
+        assert!(matches!(err, ModelError::Unsupported(_)), "{err:?}");
+        assert!(err.to_string().contains("WordPiece"));
     }
 }

@@ -357,7 +357,7 @@ impl Catalog {
         let rest = rest.map_err(|err| decode_error("summary", err.to_string()))?;
         let metas = metas.map_err(|err| decode_error("notes", err))?;
         let match_keys = match_keys.map_err(|err| decode_error("match keys", err))?;
-        let resolver = resolver.map_err(|err| decode_error("link names", err))?;
+        let resolver = resolver.map_err(|err| decode_error("link names", err.to_string()))?;
         if match_keys.len() != metas.len() {
             bail!("{} is damaged (notes and keys differ)", path.display());
         }

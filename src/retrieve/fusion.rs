@@ -33,7 +33,7 @@ pub enum Fusion {
 /// rescorer. Models implement it (`embed::rerank`); ranking owns the seam.
 pub trait Reranker: Send + Sync {
     fn name(&self) -> &str;
-    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String>;
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, crate::embed::ModelError>;
 }
 
 /// How results are ranked.

@@ -131,10 +131,10 @@ impl Rescorer for RerankRescorer<'_> {
                 });
                 return;
             }
-            Err(message) => {
+            Err(err) => {
                 ranking.signal_errors.push(SignalError {
                     arm: self.name().into(),
-                    message,
+                    message: err.to_string(),
                 });
                 return;
             }

@@ -580,7 +580,7 @@ fn read_note(
                 None => (None, Vec::new()),
             }
         }
-        Err(message) => (None, vec![diagnostic(message)]),
+        Err(error) => (None, vec![diagnostic(error.to_string())]),
     }
 }
 

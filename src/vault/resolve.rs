@@ -4,6 +4,29 @@ use crate::note_tables::{Blob, MetaTable, NameTable};
 use crate::parse::markdown::{Link, LinkKind};
 use crate::text::fold;
 
+/// Why a stored resolver could not be read (the index is damaged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolverError {
+    /// A table's length runs past the resolver's part.
+    CutShort,
+    /// Bytes left over after the three tables.
+    TrailingBytes,
+    /// One of its name tables, and why.
+    Table(String),
+}
+
+impl std::fmt::Display for ResolverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResolverError::CutShort => f.write_str("resolver cut short"),
+            ResolverError::TrailingBytes => f.write_str("resolver has trailing bytes"),
+            ResolverError::Table(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for ResolverError {}
+
 /// Lookup tables from link targets to note indices: a note's lowercased
 /// name (its path without `.md`), its lowercased file stem, and its folded
 /// title and aliases. Sorted tables, so an index stores them and a command
@@ -45,25 +68,28 @@ impl LinkResolver {
     }
 
     /// The resolver [`encode`](Self::encode) wrote into `part` of `blob`.
-    pub fn decode(blob: Blob, part: std::ops::Range<usize>) -> Result<LinkResolver, String> {
+    pub fn decode(blob: Blob, part: std::ops::Range<usize>) -> Result<LinkResolver, ResolverError> {
         let mut tables = Vec::with_capacity(3);
         let mut at = part.start;
         for _ in 0..3 {
             let len: [u8; 8] = blob
                 .get(at..at + 8)
                 .and_then(|b| b.try_into().ok())
-                .ok_or("resolver cut short")?;
+                .ok_or(ResolverError::CutShort)?;
             let start = at + 8;
             let end = usize::try_from(u64::from_le_bytes(len))
                 .ok()
                 .and_then(|len| start.checked_add(len))
                 .filter(|&end| end <= part.end)
-                .ok_or("resolver cut short")?;
-            tables.push(NameTable::decode(std::sync::Arc::clone(&blob), start..end)?);
+                .ok_or(ResolverError::CutShort)?;
+            tables.push(
+                NameTable::decode(std::sync::Arc::clone(&blob), start..end)
+                    .map_err(ResolverError::Table)?,
+            );
             at = end;
         }
         if at != part.end {
-            return Err("resolver has trailing bytes".into());
+            return Err(ResolverError::TrailingBytes);
         }
         let by_title = tables.pop().unwrap_or_default();
         let by_stem = tables.pop().unwrap_or_default();
@@ -189,6 +215,24 @@ mod tests {
             .resolver()
             .resolve_target(&vault.metas, from, target, false)
             .map(|i| vault.metas[i].path.clone())
+    }
+
+    #[test]
+    fn a_damaged_resolver_says_how() {
+        use super::{LinkResolver, ResolverError};
+        let v = vault();
+        let bytes = v.resolver().encode();
+        let len = bytes.len();
+        let blob = |bytes: Vec<u8>| std::sync::Arc::new(bytes.into());
+        let read = LinkResolver::decode(blob(bytes.clone()), 0..len).unwrap();
+        assert_eq!(read.encode(), bytes);
+        let cut = LinkResolver::decode(blob(bytes.clone()), 0..len - 1).unwrap_err();
+        assert_eq!(cut, ResolverError::CutShort);
+        assert_eq!(cut.to_string(), "resolver cut short");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        let trailing = LinkResolver::decode(blob(longer), 0..len + 1).unwrap_err();
+        assert_eq!(trailing.to_string(), "resolver has trailing bytes");
     }
 
     #[test]

@@ -559,10 +559,8 @@ fn size_and_mtime(meta: &fs::Metadata) -> Option<(u64, i128)> {
 pub fn read_text(
     path: &Path,
     max_bytes: u64,
-) -> Result<(String, Option<std::time::SystemTime>), String> {
-    safe_fs::read_text(path, max_bytes)
-        .map(|(text, meta)| (text, meta.modified().ok()))
-        .map_err(|err| err.0)
+) -> Result<(String, Option<std::time::SystemTime>), safe_fs::ReadError> {
+    safe_fs::read_text(path, max_bytes).map(|(text, meta)| (text, meta.modified().ok()))
 }
 
 #[cfg(test)]
