@@ -472,7 +472,18 @@ impl Session {
     ) -> Ranking {
         self.embed_candidates(query, keep);
         let passage = |note: usize| self.passage(note);
-        let signals = signals(&Sources {
+        let signals = self.signals(&passage, GraphOptions::default());
+        rank(&signals, query, &self.vault, options, keep)
+    }
+
+    /// Every ranking signal this session offers (see [`signals`]); `graph`
+    /// adds the `--graph-depth` expansion of a pack's candidates.
+    fn signals<'s>(
+        &'s self,
+        passage: &'s dyn Fn(usize) -> String,
+        graph: GraphOptions,
+    ) -> Vec<crate::retrieve::Signal<'s>> {
+        signals(&Sources {
             vault: &self.vault,
             store: self.store.as_deref(),
             store_error: self.index_error.as_deref(),
@@ -485,9 +496,9 @@ impl Session {
             feedback: &self.feedback,
             reranker: self.reranker.as_deref(),
             reranker_error: self.rerank_error.as_deref(),
-            passage: &passage,
-        });
-        rank(&signals, query, &self.vault, options, keep)
+            passage,
+            graph,
+        })
     }
 
     pub fn search(&self, request: &SearchRequest) -> SearchResults {
@@ -1015,29 +1026,28 @@ impl Session {
     }
 
     /// `--graph-depth`: the linked neighbours of a topic pack's top hits
-    /// added to its candidates (see [`graph::expand_candidates`]).
+    /// added to its candidates, by the graph signal of the session's list
+    /// (see [`crate::retrieve::fusion::expand`]).
     fn expand_topic_candidates(
         &self,
         candidates: &mut Vec<Candidate>,
         options: &GraphOptions,
         signal_errors: &mut Vec<SignalError>,
     ) -> Option<GraphTrace> {
-        if options.depth == 0 {
-            return None;
-        }
-        let Some(graph) = self.store.as_deref().and_then(|store| store.link_graph()) else {
-            signal_errors.push(no_links_error(self));
-            return None;
-        };
-        let (added, hubs) = graph::expand_candidates(&graph, candidates, options);
+        let passage = |note: usize| self.passage(note);
+        let signals = self.signals(&passage, *options);
+        let expansion = crate::retrieve::fusion::expand(&signals, candidates, signal_errors)
+            .into_iter()
+            .next()?;
         let path = |note: usize| self.vault.metas[note].path.clone();
         Some(GraphTrace {
             anchor: None,
-            depth: options.depth,
-            direction: options.direction,
-            hub_threshold: graph.hub_threshold(),
-            hubs: hubs.into_iter().map(path).collect(),
-            neighbours: added
+            depth: expansion.options.depth,
+            direction: expansion.options.direction,
+            hub_threshold: expansion.hub_threshold,
+            hubs: expansion.hubs.into_iter().map(path).collect(),
+            neighbours: expansion
+                .added
                 .into_iter()
                 .map(|a| GraphNeighbour {
                     path: path(a.neighbour.note),
@@ -1087,13 +1097,7 @@ pub const SIMILAR_TERMS: usize = 12;
 fn no_links_error(session: &Session) -> SignalError {
     SignalError {
         arm: "graph".into(),
-        message: match &session.store {
-            Some(store) => format!(
-                "the links of the store at {} could not be read",
-                store.describe()
-            ),
-            None => "links need the index".into(),
-        },
+        message: graph::no_links_message(session.store.as_deref()),
     }
 }
 

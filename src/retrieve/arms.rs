@@ -1,8 +1,10 @@
 //! The ranking signals, each behind one small interface, and the one list
 //! that registers them ([`signals`]): arms rank notes of their own
-//! ([`Arm`]); rescorers adjust the fused list ([`Rescorer`]). A new signal
-//! is one type here (or in `rescore.rs`) and one line in [`signals`];
-//! `fusion::rank` runs, fuses and explains them all.
+//! ([`Arm`]); rescorers adjust the fused list ([`Rescorer`]); expanders
+//! re-rank a pack's merged candidates ([`Expander`]: graph neighbours). A
+//! new signal is one type here (or in `rescore.rs`) and one line in
+//! [`signals`]; `fusion::rank` runs, fuses and explains them all, and
+//! `fusion::expand` runs the expanders.
 
 use anyhow::Result;
 
@@ -10,8 +12,11 @@ use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::fusion::{Fusion, Reranker};
+use crate::retrieve::graph::{GraphExpander, GraphOptions};
 use crate::retrieve::qmd::{self, QmdConfig};
-use crate::retrieve::rescore::{FeedbackRescorer, RecencyRescorer, RerankRescorer, Rescorer};
+use crate::retrieve::rescore::{
+    Expander, FeedbackRescorer, RecencyRescorer, RerankRescorer, Rescorer,
+};
 use crate::retrieve::{Query, Rule, RuleHit};
 use crate::store::{Store, VectorSearch};
 use crate::vault::Vault;
@@ -35,6 +40,8 @@ pub struct Sources<'a> {
     pub reranker_error: Option<&'a str>,
     /// The text a reranker reads for a note.
     pub passage: &'a dyn Fn(usize) -> String,
+    /// `--graph-depth`: depth 0 lists no graph signal.
+    pub graph: GraphOptions,
 }
 
 /// Every ranking signal the sources allow, in the order `fusion::rank`
@@ -73,6 +80,14 @@ pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
         })
     }));
     list.extend(Signal::unavailable("rerank", s.reranker_error));
+    // A missing link graph is reported by the expansion itself, after the
+    // rankings' errors, where packs have always listed it.
+    if s.graph.depth > 0 {
+        list.push(Signal::expander(GraphExpander {
+            store: s.store,
+            options: s.graph,
+        }));
+    }
     list
 }
 
@@ -82,6 +97,8 @@ pub enum Signal<'a> {
     Arm(Box<dyn Arm + 'a>),
     /// An adjustment of the fused list.
     Rescorer(Box<dyn Rescorer + 'a>),
+    /// A re-ranking of a pack's merged candidates, once per pack.
+    Expander(Box<dyn Expander + 'a>),
     /// A signal that was asked for but cannot run, and why.
     Unavailable {
         name: &'static str,
@@ -98,6 +115,10 @@ impl<'a> Signal<'a> {
         Signal::Rescorer(Box::new(rescorer))
     }
 
+    pub fn expander(expander: impl Expander + 'a) -> Signal<'a> {
+        Signal::Expander(Box::new(expander))
+    }
+
     fn unavailable(name: &'static str, message: Option<&'a str>) -> Option<Signal<'a>> {
         message.map(|message| Signal::Unavailable { name, message })
     }
@@ -106,6 +127,14 @@ impl<'a> Signal<'a> {
     pub fn as_arm(&self) -> Option<&(dyn Arm + 'a)> {
         match self {
             Signal::Arm(arm) => Some(arm.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// The expander, if this signal is one.
+    pub fn as_expander(&self) -> Option<&(dyn Expander + 'a)> {
+        match self {
+            Signal::Expander(expander) => Some(expander.as_ref()),
             _ => None,
         }
     }

@@ -3,6 +3,8 @@
 //! lists are fused by one function ([`fuse`]), then the rescorers adjust
 //! the fused list in the list's order. Subquery coverage, note packs and
 //! the seed's frontmatter ranking fuse their lists with the same function.
+//! The expanders (graph neighbours) re-rank a pack's merged candidates
+//! ([`expand`]), from the same list.
 //! Every hit carries its explanation, so `--explain` costs nothing extra.
 
 use std::collections::BTreeMap;
@@ -11,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::retrieve::arms::{ArmHit, FrontmatterArm, QmdArm, Signal};
+use crate::retrieve::graph::Expansion;
 use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::{Arm, Candidate, RuleHit};
 use crate::vault::Vault;
@@ -286,6 +289,28 @@ pub fn rank(
         rescorer.rescore(query, &mut ranking, vault, options);
     }
     ranking
+}
+
+/// Applies the expanders among `signals` to a pack's merged candidates, in
+/// list order (after [`rank`] ranked each query and coverage slots merged
+/// them). One that cannot run is reported in `signal_errors`, after the
+/// rankings' own errors.
+pub fn expand(
+    signals: &[Signal<'_>],
+    candidates: &mut Vec<Candidate>,
+    signal_errors: &mut Vec<SignalError>,
+) -> Vec<Expansion> {
+    let mut expansions = Vec::new();
+    for expander in signals.iter().filter_map(Signal::as_expander) {
+        match expander.expand(candidates) {
+            Ok(expansion) => expansions.push(expansion),
+            Err(message) => signal_errors.push(SignalError {
+                arm: expander.name().into(),
+                message,
+            }),
+        }
+    }
+    expansions
 }
 
 /// The seed's ranking (`--ranker frontmatter`, seed 000 Step 1): the
@@ -639,6 +664,69 @@ mod tests {
         );
     }
 
+    /// Moves the last candidate to the front.
+    struct LastFirst;
+
+    impl crate::retrieve::rescore::Expander for LastFirst {
+        fn name(&self) -> &'static str {
+            "last-first"
+        }
+
+        fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String> {
+            let last = candidates.pop().ok_or("nothing to move")?;
+            candidates.insert(0, last);
+            Ok(Expansion {
+                options: Default::default(),
+                hub_threshold: 7,
+                added: Vec::new(),
+                hubs: vec![candidates[0].note],
+            })
+        }
+    }
+
+    #[test]
+    fn expanders_run_in_list_order_after_the_rankings_and_report_why_not() {
+        let candidate = |note: usize| Candidate {
+            note,
+            score: 1.0,
+            breakdown: Vec::new(),
+            explanation: None,
+        };
+        let signals = vec![
+            Signal::arm(Listed::new("ignored", &[(3, 1.0)])),
+            Signal::expander(LastFirst),
+            Signal::expander(crate::retrieve::graph::GraphExpander {
+                store: None,
+                options: crate::retrieve::graph::GraphOptions {
+                    depth: 2,
+                    direction: crate::retrieve::graph::Direction::Out,
+                },
+            }),
+            Signal::expander(LastFirst),
+        ];
+        let mut candidates = vec![candidate(0), candidate(1), candidate(2)];
+        let mut errors = vec![SignalError {
+            arm: "bm25".into(),
+            message: "from the ranking".into(),
+        }];
+        let expansions = expand(&signals, &mut candidates, &mut errors);
+        let order: Vec<usize> = candidates.iter().map(|c| c.note).collect();
+        assert_eq!(order, [1, 2, 0]);
+        let hubs: Vec<Vec<usize>> = expansions.iter().map(|e| e.hubs.clone()).collect();
+        assert_eq!(hubs, [vec![2], vec![1]]);
+        let errors: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.arm.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                ("bm25", "from the ranking"),
+                ("graph", "links need the index")
+            ]
+        );
+    }
+
     #[test]
     fn an_arm_may_prefer_a_fusion_and_a_weight_the_user_overrides() {
         let vault = vault();
@@ -681,12 +769,17 @@ mod tests {
             reranker: None,
             reranker_error: Some("no bert"),
             passage: &passage,
+            graph: crate::retrieve::graph::GraphOptions {
+                depth: 1,
+                direction: crate::retrieve::graph::Direction::Both,
+            },
         });
         let named: Vec<String> = list
             .iter()
             .map(|signal| match signal {
                 Signal::Arm(arm) => format!("arm {}", arm.name()),
                 Signal::Rescorer(rescorer) => format!("rescorer {}", rescorer.name()),
+                Signal::Expander(expander) => format!("expander {}", expander.name()),
                 Signal::Unavailable { name, message } => format!("{name}: {message}"),
             })
             .collect();
@@ -699,6 +792,7 @@ mod tests {
                 "rescorer recency",
                 "rescorer feedback",
                 "rerank: no bert",
+                "expander graph",
             ]
         );
     }

@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, HashSet};
 use serde::Serialize;
 
 pub use crate::note::LinkGraph;
+use crate::retrieve::Candidate;
+use crate::retrieve::rescore::Expander;
+use crate::store::Store;
 
 /// Which links a walk follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -205,7 +208,7 @@ pub struct Added {
 /// and the hubs skipped.
 pub fn expand_candidates(
     graph: &LinkGraph,
-    candidates: &mut Vec<super::Candidate>,
+    candidates: &mut Vec<Candidate>,
     options: &GraphOptions,
 ) -> (Vec<Added>, Vec<usize>) {
     if options.depth == 0 || candidates.is_empty() {
@@ -234,7 +237,7 @@ pub fn expand_candidates(
         }
         let mut candidate = match existing {
             Some(at) => candidates.remove(at),
-            None => super::Candidate {
+            None => Candidate {
                 note: neighbour.note,
                 score: 0.0,
                 breakdown: Vec::new(),
@@ -254,6 +257,58 @@ pub fn expand_candidates(
         });
     }
     (added, walk.hubs)
+}
+
+/// `--graph-depth` as a registered signal (see
+/// [`signals`](crate::retrieve::arms::signals)): the store's link graph
+/// read when a pack's merged candidates are expanded (once per pack,
+/// however many subqueries ranked), then [`expand_candidates`].
+pub struct GraphExpander<'a> {
+    pub store: Option<&'a dyn Store>,
+    pub options: GraphOptions,
+}
+
+/// What one graph expansion did, for the pack's graph trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expansion {
+    pub options: GraphOptions,
+    pub hub_threshold: usize,
+    /// The neighbours added or moved up, best first.
+    pub added: Vec<Added>,
+    /// The hubs met and not walked through, by note index.
+    pub hubs: Vec<usize>,
+}
+
+impl Expander for GraphExpander<'_> {
+    fn name(&self) -> &'static str {
+        "graph"
+    }
+
+    fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String> {
+        let graph = self
+            .store
+            .and_then(|store| store.link_graph())
+            .ok_or_else(|| no_links_message(self.store))?;
+        let (added, hubs) = expand_candidates(&graph, candidates, &self.options);
+        Ok(Expansion {
+            options: self.options,
+            hub_threshold: graph.hub_threshold(),
+            added,
+            hubs,
+        })
+    }
+}
+
+/// Why a walk has no links to follow: no index, or a store whose link
+/// table could not be read.
+pub fn no_links_message(store: Option<&dyn Store>) -> String {
+    match store {
+        Some(store) => format!(
+            "the links of the store at {} could not be read",
+            store.describe()
+        ),
+        None => "links need the index".into(),
+    }
 }
 
 #[cfg(test)]

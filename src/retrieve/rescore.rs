@@ -8,9 +8,11 @@
 use serde::Serialize;
 
 use crate::index::feedback::FeedbackStore;
+use crate::retrieve::Candidate;
 use crate::retrieve::fusion::{
     Explanation, RankOptions, RankedHit, Ranking, Reranker, SignalError, sort_hits,
 };
+use crate::retrieve::graph::Expansion;
 use crate::vault::Vault;
 
 /// A signal that re-scores the fused hits (sorted best first), records
@@ -18,6 +20,16 @@ use crate::vault::Vault;
 pub trait Rescorer {
     fn name(&self) -> &'static str;
     fn rescore(&self, query: &str, ranking: &mut Ranking, vault: &Vault, options: &RankOptions);
+}
+
+/// A signal that re-ranks a pack's final candidate list: the list the
+/// subqueries' rankings were merged into by coverage slots, so it runs
+/// once per pack, after every per-query [`rank`], through
+/// [`expand`](crate::retrieve::fusion::expand). It may add notes no arm
+/// ranked (graph neighbours). An error is why it could not run.
+pub trait Expander {
+    fn name(&self) -> &'static str;
+    fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String>;
 }
 
 /// A re-rank step: `after = (1 - weight) * before / top + weight * signal`.
