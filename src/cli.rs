@@ -1727,7 +1727,7 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
     // Held for the process's life: a second background watcher of the same
     // index (two commands starting one at once) finds it taken and leaves.
     let _one_watcher = if args.background {
-        match lock_background_watcher(&config.dir) {
+        match upkeep::lock_background_watcher(&config.dir) {
             Some(lock) => Some(lock),
             None => return Ok(()),
         }
@@ -1893,81 +1893,19 @@ fn daemon_wanted(cli: &Cli, vars: &BTreeMap<String, String>) -> bool {
         }
 }
 
-/// The lock a background watcher holds for its life, in the index folder.
-const BACKGROUND_LOCK: &str = "watch.lock";
-
-/// Takes the background watcher's lock, or `None` when another process
-/// holds it.
-fn lock_background_watcher(dir: &Path) -> Option<std::fs::File> {
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(BACKGROUND_LOCK))
-        .ok()?;
-    lock.try_lock().ok()?;
-    Some(lock)
-}
-
-/// Starts `ctxpack index --watch` for the vault in the background, unless a
-/// watcher already answers or one is starting. It outlives this command, in
-/// its own session; its messages go to `watch.log` in the index folder.
-#[cfg(target_os = "linux")]
+/// Starts the vault's background watcher (see
+/// [`upkeep::start_background_watcher`]) and says so.
 fn start_background_watcher(cli: &Cli, root: &Path, dir: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::process::CommandExt;
-
-    if upkeep::watcher_answers(dir, root) {
-        return;
-    }
-    // Taken and let go at once: only a check that none is starting.
-    if lock_background_watcher(dir).is_none() {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(dir.join("watch.log"));
-    let mut command = std::process::Command::new(exe);
-    command
-        .args(["index", "--watch", "--background", "--quiet", "--vault"])
-        .arg(root)
-        .arg("--index-dir")
-        .arg(dir);
-    if let Some(model) = &cli.model {
-        command.args(["--model", model]);
-    }
-    command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(match log {
-            Ok(file) => std::process::Stdio::from(file),
-            Err(_) => std::process::Stdio::null(),
-        });
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    match command.spawn() {
-        Ok(_) if !cli.quiet => eprintln!(
+    match upkeep::start_background_watcher(root, dir, cli.model.as_deref()) {
+        upkeep::WatcherStart::Started if !cli.quiet => eprintln!(
             "ctxpack: started a background watcher of this vault; `ctxpack index --stop` stops it"
         ),
-        Ok(_) => {}
-        Err(err) => eprintln!("ctxpack: warning: cannot start a background watcher: {err}"),
+        upkeep::WatcherStart::Failed(err) => {
+            eprintln!("ctxpack: warning: cannot start a background watcher: {err}")
+        }
+        _ => {}
     }
 }
-
-/// Without inotify there is no watcher endpoint to start.
-#[cfg(not(target_os = "linux"))]
-fn start_background_watcher(_cli: &Cli, _root: &Path, _dir: &Path) {}
 
 /// `index --stop`: asks the vault's watcher to stop and waits (a while) for
 /// its socket to go.

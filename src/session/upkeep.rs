@@ -205,6 +205,104 @@ pub fn watcher_answers(index_dir: &Path, root: &Path) -> bool {
     crate::vault::changes::ask(index_dir, root, None).is_some()
 }
 
+/// The lock a background watcher holds for its life, in the index folder.
+const BACKGROUND_LOCK: &str = "watch.lock";
+
+/// Takes the background watcher's lock, or `None` when another process
+/// (or another open of it here) holds it. Held for the watcher's life: a
+/// second background watcher of the same index finds it taken and leaves.
+pub fn lock_background_watcher(index_dir: &Path) -> Option<std::fs::File> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(index_dir.join(BACKGROUND_LOCK))
+        .ok()?;
+    lock.try_lock().ok()?;
+    Some(lock)
+}
+
+/// What asking for a background watcher did.
+#[derive(Debug)]
+pub enum WatcherStart {
+    /// A watcher answers already, or one is starting.
+    Running,
+    Started,
+    /// No watcher can run here (no inotify), or this program's own path
+    /// is unknown.
+    Unavailable,
+    /// The process could not be started.
+    Failed(std::io::Error),
+}
+
+/// Starts `ctxpack index --watch` (this program) for the vault in the
+/// background, unless a watcher already answers or one is starting; it
+/// reads `model` when given. It outlives the caller, in its own session;
+/// its messages go to `watch.log` in the index folder.
+#[cfg(target_os = "linux")]
+pub fn start_background_watcher(
+    root: &Path,
+    index_dir: &Path,
+    model: Option<&str>,
+) -> WatcherStart {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+
+    if watcher_answers(index_dir, root) {
+        return WatcherStart::Running;
+    }
+    // Taken and let go at once: only a check that none is starting.
+    if lock_background_watcher(index_dir).is_none() {
+        return WatcherStart::Running;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return WatcherStart::Unavailable;
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(index_dir.join("watch.log"));
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["index", "--watch", "--background", "--quiet", "--vault"])
+        .arg(root)
+        .arg("--index-dir")
+        .arg(index_dir);
+    if let Some(model) = model {
+        command.args(["--model", model]);
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(match log {
+            Ok(file) => std::process::Stdio::from(file),
+            Err(_) => std::process::Stdio::null(),
+        });
+    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    match command.spawn() {
+        Ok(_) => WatcherStart::Started,
+        Err(err) => WatcherStart::Failed(err),
+    }
+}
+
+/// Without inotify there is no watcher endpoint to start.
+#[cfg(not(target_os = "linux"))]
+pub fn start_background_watcher(
+    _root: &Path,
+    _index_dir: &Path,
+    _model: Option<&str>,
+) -> WatcherStart {
+    WatcherStart::Unavailable
+}
+
 /// Whether the watcher's socket is still there.
 pub fn watcher_socket_exists(index_dir: &Path) -> bool {
     index_dir.join(crate::vault::changes::SOCKET_FILE).exists()
@@ -410,5 +508,20 @@ mod tests {
             describe_update(&report),
             "1 added, 2 changed, 3 removed, 4 unchanged"
         );
+    }
+
+    #[test]
+    fn one_background_watcher_lock_at_a_time_and_none_started_while_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_background_watcher(dir.path()).expect("the first takes it");
+        assert!(lock_background_watcher(dir.path()).is_none());
+        // A watcher starting (the lock taken): nothing is spawned.
+        let outcome = start_background_watcher(dir.path(), dir.path(), None);
+        if cfg!(target_os = "linux") {
+            assert!(matches!(outcome, WatcherStart::Running), "{outcome:?}");
+        }
+        assert!(!dir.path().join("watch.log").exists());
+        drop(held);
+        assert!(lock_background_watcher(dir.path()).is_some());
     }
 }
