@@ -1992,52 +1992,41 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
 /// `status` of a vault in a PostgreSQL store.
 fn store_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Failure> {
     let session = open_session(cli, name)?;
-    let Some(store) = session.store.as_deref() else {
+    let Some(status) = session.store_status() else {
         return Err(Failure::Usage("no store".into()));
     };
-    let value = serde_json::json!({
-        "vault": session.root,
-        "store": store.describe(),
-        "notes": session.vault.metas.len(),
-        "sections": store.section_count(),
-        "arms": session.arm_names(),
-        "semantic": session.semantic_status,
-        "feedback_notes": session.feedback.notes.len(),
-        "diagnostics": session.vault.diagnostics,
-    });
     let output = match args.format {
-        StatusFormat::Json => to_json(&value)?,
+        // Through a JSON value, whose keys are in the order the status
+        // has always printed them.
+        StatusFormat::Json => {
+            to_json(&serde_json::to_value(&status).map_err(|err| Failure::Runtime(err.into()))?)?
+        }
         StatusFormat::Text => format!(
             "vault:        {} (as last synced)\nstore:        {}\nnotes:        {}\nsections:     {}\narms:         {}\nsemantic:     {}\ndiagnostics:  {}\n",
-            session.root.display(),
-            store.describe(),
-            session.vault.metas.len(),
-            store.section_count(),
-            session.arm_names().join(", "),
-            session.semantic_status,
-            session.vault.diagnostics.len(),
+            status.vault.display(),
+            status.store,
+            status.notes,
+            status.sections,
+            status.arms.join(", "),
+            status.semantic,
+            status.diagnostics.len(),
         ),
     };
     write_stdout(&output)
 }
 
 fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failure> {
-    let path = args.path.trim_start_matches("./").replace('\\', "/");
+    let path = args.path.replace('\\', "/");
     let session = open_session(cli, name)?;
-    let with_md = if path.ends_with(".md") {
-        path.clone()
-    } else {
-        format!("{path}.md")
-    };
-    let find = |path: &str| session.vault.metas.position(path);
-    let (Some(note), Some(store)) = (find(&with_md).or_else(|| find(&path)), &session.store) else {
-        return Err(Failure::Usage(format!(
-            "no note '{}' in the vault (give its path relative to the vault, e.g. concepts/raft.md)",
-            args.path
-        )));
-    };
-    let note_path = session.vault.metas[note].path.clone();
-    let counts = store.record_feedback(&note_path, !args.not_useful)?;
+    let (note_path, counts) = session
+        .mark_useful(&path, !args.not_useful)
+        .map_err(|err| {
+            if err.is_usage() {
+                Failure::Usage(err.to_string())
+            } else {
+                Failure::Runtime(err.into())
+            }
+        })?;
     println!(
         "{note_path}: useful {}, not useful {} (feedback score {:.3})",
         counts.useful,

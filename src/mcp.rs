@@ -35,7 +35,7 @@ use crate::progress::Progress;
 use crate::request::{
     DEFAULT_BUDGET, DEFAULT_SEARCH_LIMIT, Direction, MAX_BUDGET, MAX_DAILIES, MAX_DEPTH,
     MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
-    check_query_length, source_date_epoch,
+    source_date_epoch,
 };
 use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
 use crate::session::{
@@ -1350,7 +1350,7 @@ impl State {
                 "not_useful": counts.not_useful,
                 "score": counts.score(),
             })),
-            Err(message) => tool_error(message),
+            Err(err) => tool_error(err.to_string()),
         }
     }
 
@@ -1385,51 +1385,36 @@ impl State {
         Ok(ReadResourceResult::new(vec![contents]))
     }
 
-    /// The `context_pack` prompt: the markdown pack for `topic`.
+    /// The `context_pack` prompt: the markdown pack for `topic` (see
+    /// [`Session::prompt_pack`]).
     fn prompt_pack(
         &self,
         arguments: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Result<String, String> {
         let argument = |name: &str| arguments.and_then(|a| a.get(name));
         let topic = match argument("topic") {
-            Some(serde_json::Value::String(topic)) if !topic.trim().is_empty() => topic.trim(),
-            _ => return Err("the context_pack prompt needs a topic".into()),
+            Some(serde_json::Value::String(topic)) => Some(topic.as_str()),
+            _ => None,
         };
-        check_query_length("topic", topic)?;
-        // Prompt arguments arrive as strings; a number is taken too.
+        // Prompt arguments arrive as strings; a number is taken too, and
+        // anything else is 0, which the session refuses.
         let budget = match argument("budget") {
-            None | Some(serde_json::Value::Null) => DEFAULT_BUDGET,
-            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) as usize,
-            Some(serde_json::Value::String(text)) if text.trim().is_empty() => DEFAULT_BUDGET,
-            Some(serde_json::Value::String(text)) => text.trim().parse().unwrap_or(0),
-            Some(_) => 0,
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::Number(n)) => Some(n.as_u64().unwrap_or(0) as usize),
+            Some(serde_json::Value::String(text)) if text.trim().is_empty() => None,
+            Some(serde_json::Value::String(text)) => Some(text.trim().parse().unwrap_or(0)),
+            Some(_) => Some(0),
         };
-        if !(1..=MAX_BUDGET).contains(&budget) {
-            return Err(format!(
-                "budget must be a whole number between 1 and {MAX_BUDGET}"
-            ));
-        }
-        let now = self.now();
-        let request = PackRequest::new(
-            PackMode::Topic(topic.to_string()),
-            PackOptions::new(budget, Tokenizer::Chars4, now),
-        );
-        Ok(self.session().pack(&request).bundle)
+        self.session().prompt_pack(topic, budget, self.now())
     }
 
     fn status(&self) -> CallToolResult {
-        let session = self.session();
-        let store = session.store.as_deref();
-        json_result(&serde_json::json!({
-            "vault": session.root,
-            "index": store.map(|s| s.describe()),
-            "notes": session.vault.metas.len(),
-            "sections": store.map(|s| s.section_count()),
-            "index_bytes": store.and_then(|s| s.embedded()).map(|i| i.size_bytes()),
-            "arms": session.arm_names(),
-            "index_error": session.index_error,
-            "diagnostics": session.vault.diagnostics,
-        }))
+        // Through a JSON value, whose keys are in the order the tool has
+        // always printed them.
+        match serde_json::to_value(self.session().status()) {
+            Ok(value) => json_result(&value),
+            Err(err) => tool_error(format!("cannot encode the result: {err}")),
+        }
     }
 }
 

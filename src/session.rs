@@ -41,7 +41,10 @@ mod pins;
 mod role_files;
 pub mod upkeep;
 
-pub use ops::{FeedbackCounts, LogError, LoggedPack, NoteRequest, no_note};
+pub use ops::{
+    FeedbackCounts, LogError, LoggedPack, MarkError, NoteRequest, SessionStatus, StoreStatus,
+    no_note,
+};
 
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use chrono::SecondsFormat;
+use serde::Serialize;
 
 use super::{PackRequest, Session, role_files};
 use crate::pack::Pack;
@@ -140,19 +141,140 @@ impl Session {
         &self,
         path: &str,
         useful: bool,
-    ) -> Result<(String, FeedbackCounts), String> {
-        let relative = crate::vault::inside_vault(&self.root, path).map_err(|_| no_note(path))?;
-        if self.vault.metas.search_path(&relative).is_err() || !self.vault.is_listed(&relative) {
-            return Err(no_note(path));
-        }
+    ) -> Result<(String, FeedbackCounts), MarkError> {
+        let relative = crate::vault::inside_vault(&self.root, path)
+            .map_err(|_| MarkError::NoNote(path.to_string()))?;
+        // `.md` may be left out, as with `--note`.
+        let relative = [relative.clone(), format!("{relative}.md")]
+            .into_iter()
+            .find(|path| self.vault.metas.search_path(path).is_ok() && self.vault.is_listed(path))
+            .ok_or_else(|| MarkError::NoNote(path.to_string()))?;
         let Some(store) = self.store.as_deref() else {
-            return Err("no index to keep feedback in".into());
+            return Err(MarkError::NoIndex);
         };
         let counts = store
             .record_feedback(&relative, useful)
-            .map_err(|err| format!("cannot record feedback: {err:#}"))?;
+            .map_err(|err| MarkError::Record(format!("{err:#}")))?;
         Ok((relative, counts))
     }
+
+    /// What the MCP `status` tool reports of this session.
+    pub fn status(&self) -> SessionStatus {
+        let store = self.store.as_deref();
+        SessionStatus {
+            vault: self.root.clone(),
+            index: store.map(|s| s.describe()),
+            notes: self.vault.metas.len(),
+            sections: store.map(|s| s.section_count()),
+            index_bytes: store.and_then(|s| s.embedded()).map(|i| i.size_bytes()),
+            arms: self.arm_names(),
+            index_error: self.index_error.clone(),
+            diagnostics: self.vault.diagnostics.clone(),
+        }
+    }
+
+    /// What `status` reports of a vault in a PostgreSQL store (as last
+    /// synced); `None` when the session has no store.
+    pub fn store_status(&self) -> Option<StoreStatus> {
+        let store = self.store.as_deref()?;
+        Some(StoreStatus {
+            vault: self.root.clone(),
+            store: store.describe(),
+            notes: self.vault.metas.len(),
+            sections: store.section_count(),
+            arms: self.arm_names(),
+            semantic: self.semantic_status.clone(),
+            feedback_notes: self.feedback.notes.len(),
+            diagnostics: self.vault.diagnostics.clone(),
+        })
+    }
+
+    /// The text of the MCP `context_pack` prompt: the markdown pack for
+    /// `topic` at `budget` tokens (the default when `None`; a budget the
+    /// client wrote that is not a number comes as 0, refused).
+    pub fn prompt_pack(
+        &self,
+        topic: Option<&str>,
+        budget: Option<usize>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<String, String> {
+        let topic = match topic.map(str::trim) {
+            Some(topic) if !topic.is_empty() => topic,
+            _ => return Err("the context_pack prompt needs a topic".into()),
+        };
+        crate::request::check_query_length("topic", topic)?;
+        let budget = budget.unwrap_or(crate::request::DEFAULT_BUDGET);
+        if !(1..=crate::request::MAX_BUDGET).contains(&budget) {
+            return Err(format!(
+                "budget must be a whole number between 1 and {}",
+                crate::request::MAX_BUDGET
+            ));
+        }
+        let request = PackRequest::new(
+            crate::pack::PackMode::Topic(topic.to_string()),
+            crate::pack::PackOptions::new(budget, crate::tokens::Tokenizer::Chars4, now),
+        );
+        Ok(self.pack(&request).bundle)
+    }
+}
+
+/// Why a note was not marked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MarkError {
+    /// Not a note a client may read (the path as given).
+    NoNote(String),
+    /// No index to keep the vote in.
+    NoIndex,
+    /// The store failed to record it.
+    Record(String),
+}
+
+impl MarkError {
+    /// Whether the user can fix it (a face exits 2 for it, not 1).
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, MarkError::Record(_))
+    }
+}
+
+impl std::fmt::Display for MarkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MarkError::NoNote(given) => f.write_str(&no_note(given)),
+            MarkError::NoIndex => f.write_str("no index to keep feedback in"),
+            MarkError::Record(why) => write!(f, "cannot record feedback: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for MarkError {}
+
+/// What the MCP `status` tool reports. The fields are in the order the
+/// tool has always printed them.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionStatus {
+    pub vault: PathBuf,
+    /// The store, described.
+    pub index: Option<String>,
+    pub notes: usize,
+    pub sections: Option<u64>,
+    /// The embedded index's size on disk.
+    pub index_bytes: Option<u64>,
+    pub arms: Vec<&'static str>,
+    pub index_error: Option<String>,
+    pub diagnostics: Vec<crate::note::Diagnostic>,
+}
+
+/// What `status` reports of a vault in a PostgreSQL store.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreStatus {
+    pub vault: PathBuf,
+    pub store: String,
+    pub notes: usize,
+    pub sections: u64,
+    pub arms: Vec<&'static str>,
+    pub semantic: String,
+    pub feedback_notes: usize,
+    pub diagnostics: Vec<crate::note::Diagnostic>,
 }
 
 /// The one message for a path that is not a note a client may read.
@@ -315,5 +437,91 @@ mod tests {
         assert_eq!(parse_line_range("0-5"), None);
         assert_eq!(parse_line_range("5-2"), None);
         assert_eq!(parse_line_range("x"), None);
+    }
+
+    #[test]
+    fn the_status_names_the_vault_its_notes_and_arms_in_the_tools_order() {
+        let (dir, session) = session();
+        let status = serde_json::to_value(session.status()).unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        assert_eq!(
+            status,
+            serde_json::json!({
+                "vault": root,
+                "index": null,
+                "notes": 2,
+                "sections": null,
+                "index_bytes": null,
+                "arms": ["frontmatter"],
+                "index_error": "no index",
+                "diagnostics": [],
+            })
+        );
+        assert!(session.store_status().is_none());
+    }
+
+    #[test]
+    fn the_prompt_packs_a_topic_and_refuses_what_the_tool_refuses() {
+        let (_dir, session) = session();
+        let now = chrono::DateTime::UNIX_EPOCH;
+        let text = session.prompt_pack(Some("  raft "), None, now).unwrap();
+        let request = PackRequest::new(
+            crate::pack::PackMode::Topic("raft".into()),
+            crate::pack::PackOptions::new(
+                crate::request::DEFAULT_BUDGET,
+                crate::tokens::Tokenizer::Chars4,
+                now,
+            ),
+        );
+        assert_eq!(text, session.pack(&request).bundle);
+        assert!(text.contains("## [[raft]]"), "{text}");
+        for topic in [None, Some(" ")] {
+            assert_eq!(
+                session.prompt_pack(topic, None, now),
+                Err("the context_pack prompt needs a topic".to_string())
+            );
+        }
+        let too_big = crate::request::MAX_BUDGET + 1;
+        for budget in [0, too_big] {
+            assert_eq!(
+                session.prompt_pack(Some("raft"), Some(budget), now),
+                Err(format!(
+                    "budget must be a whole number between 1 and {}",
+                    crate::request::MAX_BUDGET
+                ))
+            );
+        }
+        let long = "x".repeat(crate::retrieve::query::MAX_QUERY_CHARS + 1);
+        assert!(
+            session
+                .prompt_pack(Some(&long), None, now)
+                .unwrap_err()
+                .starts_with("topic is ")
+        );
+    }
+
+    #[test]
+    fn marking_finds_the_note_with_or_without_md_and_needs_an_index() {
+        let (_dir, session) = session();
+        // Without an index the vote has nowhere to go; a note that is not
+        // one is refused first.
+        assert_eq!(session.mark_useful("raft", true), Err(MarkError::NoIndex));
+        assert_eq!(
+            session.mark_useful("raft.md", true),
+            Err(MarkError::NoIndex)
+        );
+        for missing in ["nope.md", "raft.md.md", "../raft.md"] {
+            let err = session.mark_useful(missing, true).unwrap_err();
+            assert_eq!(err, MarkError::NoNote(missing.into()));
+            assert_eq!(err.to_string(), no_note(missing));
+            assert!(err.is_usage());
+        }
+        assert_eq!(
+            MarkError::NoIndex.to_string(),
+            "no index to keep feedback in"
+        );
+        let failed = MarkError::Record("disk full".into());
+        assert_eq!(failed.to_string(), "cannot record feedback: disk full");
+        assert!(!failed.is_usage());
     }
 }
