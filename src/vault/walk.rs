@@ -48,7 +48,12 @@ pub const BASE_EXTENSION: &str = "base";
 /// Whether the walk lists a file of this name: Markdown notes, canvases
 /// (read as notes) and Bases files (read only when a note embeds one).
 fn is_listed_kind(name: &str) -> bool {
-    Path::new(name).extension().is_some_and(|ext| {
+    // As `Path::extension` reads a file name (a leading dot starts no
+    // extension), without parsing it as a path.
+    let extension = name
+        .rsplit_once('.')
+        .and_then(|(stem, ext)| (!stem.is_empty()).then_some(ext));
+    extension.is_some_and(|ext| {
         ext.eq_ignore_ascii_case("md")
             || ext.eq_ignore_ascii_case(crate::parse::canvas::EXTENSION)
             || ext.eq_ignore_ascii_case(BASE_EXTENSION)
@@ -229,18 +234,42 @@ impl Listing {
             scope,
             settings: &settings,
         };
-        let mut listing = walker.visit_dir(root.to_path_buf(), String::new(), Vec::new());
-        listing.problems.extend(settings.problems.iter().cloned());
-        listing
+        let Visited {
+            runs,
+            links,
+            mut problems,
+        } = walker.visit_dir(root.to_path_buf(), String::new(), Vec::new());
+        problems.extend(settings.problems.iter().cloned());
+        Listing {
+            files: flatten(runs),
+            links,
+            problems,
+        }
     }
 }
 
-/// A folder's entry that the walk keeps, in path order.
-enum Kept {
-    /// A regular file, stat-ed once the folder is listed.
-    File(Found, std::ffi::OsString),
-    /// A folder to enter: the index of its listing.
-    Folder(usize),
+/// What a walk found in one folder and below it, its files in runs that
+/// follow one another in path order. Splicing each subfolder's files into
+/// its parent's list copied every file once per level; the runs are joined
+/// once, at the end.
+#[derive(Default)]
+struct Visited {
+    runs: Vec<Vec<Found>>,
+    links: Vec<(String, String, PathBuf)>,
+    problems: Vec<(String, String)>,
+}
+
+/// The runs joined (the one copy of the walk's files).
+fn flatten(mut runs: Vec<Vec<Found>>) -> Vec<Found> {
+    runs.retain(|run| !run.is_empty());
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    let mut files = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+    for run in runs {
+        files.extend(run);
+    }
+    files
 }
 
 struct Walker<'a> {
@@ -262,8 +291,8 @@ impl Walker<'_> {
         dir: PathBuf,
         rel_dir: String,
         mut ignores: Vec<Arc<Gitignore>>,
-    ) -> Listing {
-        let mut here = Listing::default();
+    ) -> Visited {
+        let mut here = Visited::default();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) => {
@@ -301,8 +330,11 @@ impl Walker<'_> {
             .filter_map(|entry| Some((entry.file_name(), entry.file_type().ok()?)))
             .collect();
         entries.sort_unstable_by(path_order);
-        let mut kept: Vec<Kept> = Vec::with_capacity(entries.len());
-        let mut folders: Vec<(PathBuf, String)> = Vec::new();
+        // This folder's files (and their names, for the stat) and, for each
+        // subfolder in path order, how many of them come before it.
+        let mut files: Vec<Found> = Vec::with_capacity(entries.len());
+        let mut names: Vec<std::ffi::OsString> = Vec::with_capacity(entries.len());
+        let mut folders: Vec<(PathBuf, String, usize)> = Vec::new();
         for (file_name, file_type) in entries {
             let Some(name) = file_name.to_str() else {
                 here.problems.push((
@@ -324,7 +356,7 @@ impl Walker<'_> {
             if name.starts_with('.') || (rel_dir.is_empty() && name == "log.md") {
                 continue;
             }
-            let path = dir.join(name);
+            let path = child_path(&dir, name);
             if file_type.is_dir() {
                 let rel_path = join(&rel_dir, name);
                 if self.scope.is_none_or(|scope| scope.enters(&rel_path))
@@ -332,8 +364,7 @@ impl Walker<'_> {
                     && !is_hidden(&rel_path, self.hidden)
                     && !is_ignored(&ignores, &path, true)
                 {
-                    kept.push(Kept::Folder(folders.len()));
-                    folders.push((path, rel_path));
+                    folders.push((path, rel_path, files.len()));
                 }
                 continue;
             }
@@ -373,36 +404,40 @@ impl Walker<'_> {
                     .push((rel_path, format!("{kind}, not a regular file; skipped")));
                 continue;
             }
-            let found = Found {
+            files.push(Found {
                 rel_path,
                 read_path: path,
                 target: None,
                 stat: None,
-            };
-            kept.push(Kept::File(found, file_name));
+            });
+            names.push(file_name);
         }
+        let before: Vec<usize> = folders.iter().map(|(_, _, at)| *at).collect();
         let (_, below) = rayon::join(
-            || stat_files(&dir, &mut kept),
+            || stat_files(&dir, &mut files, &names),
             || {
                 folders
                     .into_par_iter()
-                    .map(|(path, rel_path)| self.visit_dir(path, rel_path, ignores.clone()))
-                    .collect::<Vec<Listing>>()
+                    .map(|(path, rel_path, _)| self.visit_dir(path, rel_path, ignores.clone()))
+                    .collect::<Vec<Visited>>()
             },
         );
-        let files_below: usize = below.iter().map(|listing| listing.files.len()).sum();
-        here.files.reserve_exact(kept.len() + files_below);
-        let mut below: Vec<Option<Listing>> = below.into_iter().map(Some).collect();
-        for entry in kept {
-            match entry {
-                Kept::File(found, _) => here.files.push(found),
-                Kept::Folder(at) => {
-                    let listing = below[at].take().expect("each folder is spliced once");
-                    here.files.extend(listing.files);
-                    here.links.extend(listing.links);
-                    here.problems.extend(listing.problems);
-                }
-            }
+        drop(names);
+        // This folder's files cut where its subfolders go (from the end, so
+        // each cut moves only the files after it), then interleaved.
+        let mut own: Vec<Vec<Found>> = Vec::with_capacity(before.len() + 1);
+        for &at in before.iter().rev() {
+            own.push(files.split_off(at));
+        }
+        own.push(files);
+        own.reverse();
+        let mut own = own.into_iter();
+        here.runs.extend(own.next());
+        for (visited, after) in below.into_iter().zip(own) {
+            here.runs.extend(visited.runs);
+            here.links.extend(visited.links);
+            here.problems.extend(visited.problems);
+            here.runs.push(after);
         }
         here
     }
@@ -423,16 +458,25 @@ impl Walker<'_> {
 /// Stats the regular files just listed, by name in their folder (in
 /// parallel, since on a large vault the stat calls are most of the cost
 /// of a no-op update).
-fn stat_files(dir: &Path, kept: &mut [Kept]) {
-    if !kept.iter().any(|entry| matches!(entry, Kept::File(..))) {
+fn stat_files(dir: &Path, files: &mut [Found], names: &[std::ffi::OsString]) {
+    if files.is_empty() {
         return;
     }
     let folder = FolderStat::open(dir);
-    kept.par_iter_mut().with_min_len(512).for_each(|entry| {
-        if let Kept::File(found, name) = entry {
-            found.stat = folder.stat(dir, name);
-        }
-    });
+    files
+        .par_iter_mut()
+        .zip(names)
+        .with_min_len(512)
+        .for_each(|(found, name)| found.stat = folder.stat(dir, name));
+}
+
+/// `dir/name` in one allocation of the right size (`Path::join` copies the
+/// folder, then grows the copy for the name: two allocations a file).
+fn child_path(dir: &Path, name: &str) -> PathBuf {
+    let mut path = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    path.push(dir);
+    path.push(name);
+    path
 }
 
 /// The order of two entries' paths: a folder's name is followed by `/`.
@@ -474,14 +518,22 @@ impl FolderStat {
         let Some(folder) = &self.folder else {
             return stat_no_follow(&dir.join(name));
         };
-        let name = std::ffi::CString::new(name.as_bytes()).ok()?;
+        // The name NUL-terminated on the stack: a file name is at most 255
+        // bytes on the file systems a vault lives on (a longer one, or one
+        // holding a NUL, cannot name a file: no stat).
+        let name = name.as_bytes();
+        let mut buf = [0u8; 256];
+        if name.len() >= buf.len() || name.contains(&0) {
+            return None;
+        }
+        buf[..name.len()].copy_from_slice(name);
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `name` is NUL-terminated, `st` is written by the call
+        // SAFETY: `buf` is NUL-terminated, `st` is written by the call
         // and read only when it succeeds.
         let st = unsafe {
             if libc::fstatat(
                 folder.as_raw_fd(),
-                name.as_ptr(),
+                buf.as_ptr().cast(),
                 st.as_mut_ptr(),
                 libc::AT_SYMLINK_NOFOLLOW,
             ) != 0
@@ -602,6 +654,26 @@ mod tests {
         for found in &listing.files {
             assert_eq!(found.stat, stat(&found.read_path), "{}", found.rel_path);
         }
+    }
+
+    #[test]
+    fn listed_kinds_are_read_from_the_name_as_path_extension_reads_it() {
+        for name in [
+            "a.md", "A.MD", "a.b.md", ".md", "..md", "md", "a.", "a.canvas", "a.base", "a.md.txt",
+            "a.mdx", ".a.md",
+        ] {
+            let by_path = Path::new(name).extension().is_some_and(|ext| {
+                ["md", "canvas", "base"]
+                    .iter()
+                    .any(|kind| ext.eq_ignore_ascii_case(kind))
+            });
+            assert_eq!(is_listed_kind(name), by_path, "{name}");
+        }
+        assert!(is_listed_kind("..md") && !is_listed_kind(".md") && !is_listed_kind("a.mdx"));
+        assert_eq!(
+            child_path(Path::new("/v/notes"), "a.md"),
+            Path::new("/v/notes").join("a.md")
+        );
     }
 
     #[test]
