@@ -269,8 +269,9 @@ pub const PASSAGE_CHARS: usize = 400;
 
 /// The most passages one pack embeds (whole sections only). A count, not
 /// a time, so the same pack is chosen whatever the machine's load: 12
-/// passages of multilingual-e5 cost about 0.3 s on two cores the first
-/// time, nothing once cached; a static model's, microseconds.
+/// passages of multilingual-e5 should cost about 0.3 s on two cores the
+/// first time (by its 35 chunks/s; not measured), nothing once cached; a
+/// static model's, microseconds.
 pub const PASSAGES_PER_PACK: usize = 12;
 
 /// Passage vectors embedded so far, by model fingerprint and text: for the
