@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -149,10 +149,9 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    runtime.block_on(async move {
-        let server = CtxpackServer::open(options)?;
-        server.watch();
-        server.embed_in_background();
+    let served = runtime.block_on(async move {
+        let (server, failure) =
+            CtxpackServer::open_in_background(options, tokio::runtime::Handle::current())?;
         let (to_server, from_client) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(from_client);
         let guard = tokio::spawn(stdio::relay(to_server, MAX_MESSAGE_BYTES));
@@ -160,12 +159,21 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
             .serve((server_read, server_write))
             .await
             .context("start the MCP session")?;
-        let served = service.waiting().await.context("serve MCP");
+        let served = tokio::select! {
+            served = service.waiting() => served.context("serve MCP"),
+            Ok(err) = failure => return Err(err),
+        };
         // The server's last answers are still in the relay: write them out.
         let _ = guard.await;
         served?;
         Ok(())
-    })
+    });
+    if served.is_err() {
+        // Stdin is read by a blocking read that nothing can cancel: a
+        // server that could not open its vault does not wait for input.
+        runtime.shutdown_background();
+    }
+    served
 }
 
 /// Serves MCP over streamable HTTP at `/mcp` on `address` until
@@ -194,9 +202,8 @@ pub fn serve_http(
         .context("start the async runtime")?;
     runtime.block_on(async move {
         let max_sessions = options.limits.max_sessions;
-        let server = CtxpackServer::open(options)?;
-        server.watch();
-        server.embed_in_background();
+        let (server, failure) =
+            CtxpackServer::open_in_background(options, tokio::runtime::Handle::current())?;
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
@@ -262,12 +269,15 @@ pub fn serve_http(
                     },
                 ));
         eprintln!("ctxpack: serving MCP at http://{bound}/mcp");
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("serve MCP over HTTP")?;
+        let served = axum::serve(listener, router).with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        });
+        tokio::select! {
+            served = std::future::IntoFuture::into_future(served) => {
+                served.context("serve MCP over HTTP")?;
+            }
+            Ok(err) = failure => return Err(err),
+        }
         Ok(())
     })
 }
@@ -366,7 +376,11 @@ impl CtxpackServer {
 
 struct State {
     options: ServeOptions,
-    session: RwLock<Arc<Session>>,
+    /// `None` until the first open ends: a server answers `initialize`
+    /// before its vault and model are open, and calls wait for them.
+    session: Mutex<Option<Arc<Session>>>,
+    /// Told when a session is put in place.
+    opened: Condvar,
     /// Turns on the blocking pool: one per call running at once.
     turns: Arc<tokio::sync::Semaphore>,
     /// Packs too large for one result, read on by handle.
@@ -381,25 +395,32 @@ struct State {
 
 impl State {
     fn session(&self) -> Arc<Session> {
-        let current = self
-            .session
-            .read()
-            .map(|s| Arc::clone(&s))
-            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()));
+        let current = self.current();
         // A store another process synced: every call sees its last commit.
         if current.is_stale() {
             match self.reopen() {
-                Ok(()) => {
-                    return self
-                        .session
-                        .read()
-                        .map(|s| Arc::clone(&s))
-                        .unwrap_or(current);
-                }
+                Ok(()) => return self.current(),
                 Err(err) => eprintln!("ctxpack: warning: cannot reopen the store: {err:#}"),
             }
         }
         current
+    }
+
+    /// The session in place, waited for while the first one opens.
+    fn current(&self) -> Arc<Session> {
+        let mut session = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if let Some(current) = session.as_ref() {
+                return Arc::clone(current);
+            }
+            session = self
+                .opened
+                .wait(session)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
     }
 
     /// The time a pack is stamped with: fixed, or now.
@@ -409,9 +430,11 @@ impl State {
 
     fn reopen(&self) -> Result<()> {
         let fresh = Arc::new(open_session(&self.options)?);
-        if let Ok(mut session) = self.session.write() {
-            *session = fresh;
-        }
+        *self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fresh);
+        self.opened.notify_all();
         Ok(())
     }
 }
@@ -673,8 +696,42 @@ pub struct AssembleArgs {
 impl CtxpackServer {
     /// Opens the vault and its index (building or updating it).
     pub fn open(options: ServeOptions) -> Result<CtxpackServer> {
+        let server = Self::unopened(options)?;
+        server.state.reopen()?;
+        Ok(server)
+    }
+
+    /// A server that answers at once (`initialize`, the lists of tools,
+    /// resources and prompts) while its vault, index and model open on a
+    /// thread of their own (a model's load and a partly embedded vault's
+    /// journal took 100-300 ms, past a client's patience); calls wait for
+    /// the opening. Once open, the server watches the vault and embeds
+    /// what it lacks, on `runtime`. Why the opening failed arrives on the
+    /// receiver (nothing arrives when it succeeds).
+    fn open_in_background(
+        options: ServeOptions,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<(CtxpackServer, tokio::sync::oneshot::Receiver<anyhow::Error>)> {
+        let server = Self::unopened(options)?;
+        let (failed, failure) = tokio::sync::oneshot::channel();
+        let opening = server.clone();
+        std::thread::spawn(move || match opening.state.reopen() {
+            Ok(()) => {
+                // The watcher announces changes from the runtime.
+                let _runtime = runtime.enter();
+                opening.watch();
+                opening.embed_in_background();
+            }
+            Err(err) => {
+                let _ = failed.send(err);
+            }
+        });
+        Ok((server, failure))
+    }
+
+    /// The server with everything but its session, which calls wait for.
+    fn unopened(options: ServeOptions) -> Result<CtxpackServer> {
         let generated_at = source_date_epoch().map_err(anyhow::Error::msg)?;
-        let session = open_session(&options)?;
         let mut tool_router = Self::tool_router();
         // Outside a writing project every assemble call fails: an agent
         // offered the tool there would only waste a turn learning that.
@@ -692,7 +749,8 @@ impl CtxpackServer {
         Ok(CtxpackServer {
             state: Arc::new(State {
                 options,
-                session: RwLock::new(Arc::new(session)),
+                session: Mutex::new(None),
+                opened: Condvar::new(),
                 turns,
                 packs: packs::PackStore::default(),
                 subscriptions: resources::Subscriptions::default(),

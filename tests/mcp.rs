@@ -1333,3 +1333,40 @@ fn role_files_never_name_notes_a_client_cannot_read() {
         "- [[raft]] the replicated log\nAll notes of the team."
     );
 }
+
+/// The server answers `initialize` without waiting for its vault and model
+/// to open (calls wait for them); a vault it then cannot open ends it as
+/// the command line would: the reason on stderr, the usage exit code, and
+/// no call answered.
+#[test]
+fn a_vault_the_server_cannot_open_ends_it_with_the_reason() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("a.md", "raft\n"),
+            (".ctxpack.yaml", "private:\n  tagz: [private]\n"),
+        ],
+    );
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "raft"}}}),
+    ];
+    let (printed, code, stderr) = serve_raw(&world, &vault, &messages, &[0, 1]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(".ctxpack.yaml") && stderr.contains("tagz"),
+        "{stderr}"
+    );
+    // At most the greeting (the opening may fail before it is read).
+    assert!(printed.len() <= 1, "{printed:?}");
+    for line in &printed {
+        let answer: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(answer["id"], 0, "{answer}");
+        assert_eq!(
+            answer["result"]["serverInfo"]["name"], "ctxpack",
+            "{answer}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod read;
 mod terms;
 
 pub use chunks::chunk_texts;
+pub(crate) use chunks::pieces as text_pieces;
 #[cfg(test)]
 pub(crate) use chunks::{CHUNK_CHARS, MAX_NOTE_CHUNKS, pieces};
 pub use hits::order_hits;

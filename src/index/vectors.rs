@@ -130,9 +130,10 @@ pub const ON_THE_FLY: OnTheFly = OnTheFly {
     time: std::time::Duration::from_millis(300),
 };
 
-/// Chunks embedded on the fly together: small, so the time bound is
-/// overrun by one small batch at most (about 0.1 s with e5).
-const ON_THE_FLY_BATCH: usize = 4;
+/// Chunks embedded on the fly together: two, one a core (e5 runs one text
+/// on one thread), so the time bound is overrun by one small batch at most,
+/// and rarely: a batch predicted to overrun it is not started.
+const ON_THE_FLY_BATCH: usize = 2;
 
 fn vectors_key(meta: &Meta) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
@@ -711,16 +712,29 @@ impl SemanticIndex {
             }
         }
         let mut journal = None;
+        // The model's time per character so far: a batch predicted to end
+        // past the bound is not started (one batch of four long chunks took
+        // e5 0.5 s, most of a first search's second).
+        let (mut spent, mut chars) = (std::time::Duration::ZERO, 0usize);
         for batch in todo.chunks(ON_THE_FLY_BATCH) {
-            if started.elapsed() >= bound.time {
+            let elapsed = started.elapsed();
+            let batch_chars: usize = batch.iter().map(|(_, _, text)| text.len()).sum();
+            let predicted = match chars {
+                0 => std::time::Duration::ZERO,
+                _ => spent.mul_f64(batch_chars as f64 / chars as f64),
+            };
+            if elapsed + predicted >= bound.time {
                 break;
             }
             let texts: Vec<&str> = batch.iter().map(|(_, _, text)| text.as_str()).collect();
+            let began = std::time::Instant::now();
             // A model that fails (a remote server down) leaves the rest
             // not yet embedded: zero vectors must never be journalled.
             let Ok(vectors) = embedder.try_embed_many(&texts) else {
                 break;
             };
+            spent += began.elapsed();
+            chars += batch_chars;
             let records: Vec<(&[u8; 16], &[f32])> = batch
                 .iter()
                 .zip(&vectors)
