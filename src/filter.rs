@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use chrono::{DateTime, Months, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, Months, NaiveDate, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::note::{Note, NoteMeta};
@@ -165,6 +165,74 @@ impl Typed {
         match crate::parse::parse_datetime(text) {
             Some(date) => Typed::Date(date, !text.contains(':')),
             None => Typed::Text,
+        }
+    }
+}
+
+/// How a value compares, as a store holding typed columns needs it: the
+/// comparison [`compare`] makes, spelled out so SQL can make the same one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Compared {
+    /// As numbers, when the note's value is a number too.
+    Number(f64),
+    /// By the day (days from the common era), when the note's value is a
+    /// date.
+    Day(i32),
+    /// By the instant `(seconds, nanoseconds)`, when the note's value is a
+    /// date.
+    Instant(i64, u32),
+    /// As folded text only.
+    Text,
+}
+
+impl Wanted {
+    /// The folded text every value that is not of the wanted type is
+    /// compared with.
+    pub fn folded(&self) -> &str {
+        &self.text
+    }
+
+    /// How a value of the same type compares with this one.
+    pub fn compared(&self) -> Compared {
+        match self.typed {
+            Typed::Number(n) => Compared::Number(n),
+            Typed::Date(at, true) => Compared::Day(at.date_naive().num_days_from_ce()),
+            Typed::Date(at, false) => {
+                Compared::Instant(at.timestamp(), at.timestamp_subsec_nanos())
+            }
+            Typed::Text => Compared::Text,
+        }
+    }
+}
+
+/// One property value as a store keeps it for SQL: folded, and typed the
+/// way [`compare`] types it (a number first, else a date, else text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedValue {
+    pub folded: String,
+    pub number: Option<f64>,
+    /// `(seconds, nanoseconds, day from the common era)`.
+    pub date: Option<(i64, u32, i32)>,
+}
+
+impl TypedValue {
+    pub fn of(value: &str) -> TypedValue {
+        let (number, date) = match Typed::of(value) {
+            Typed::Number(n) => (Some(n), None),
+            Typed::Date(at, _) => (
+                None,
+                Some((
+                    at.timestamp(),
+                    at.timestamp_subsec_nanos(),
+                    at.date_naive().num_days_from_ce(),
+                )),
+            ),
+            Typed::Text => (None, None),
+        };
+        TypedValue {
+            folded: fold(value),
+            number,
+            date,
         }
     }
 }
@@ -612,7 +680,7 @@ impl NoteFilter {
     pub fn warnings(
         &self,
         metas: &crate::note_tables::MetaTable,
-        props: Option<&PropertyTable>,
+        has_key: Option<&dyn Fn(&str) -> bool>,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
         for (kind, folders) in [
@@ -635,10 +703,10 @@ impl NoteFilter {
                 }
             }
         }
-        if let Some(props) = props {
+        if let Some(has_key) = has_key {
             let mut named: Vec<&str> = Vec::new();
             for condition in &self.conditions {
-                if !named.contains(&condition.key.as_str()) && !props.has_key(&condition.key) {
+                if !named.contains(&condition.key.as_str()) && !has_key(&condition.key) {
                     named.push(&condition.key);
                     warnings.push(format!(
                         "no note has the property '{}' (--where / where)",
@@ -657,12 +725,18 @@ pub struct BoundFilter<'a> {
     pub filter: &'a NoteFilter,
     pub metas: &'a crate::note_tables::MetaTable,
     pub props: Option<Arc<PropertyTable>>,
+    /// The notes the filter keeps, when the store decided it (in SQL):
+    /// then nothing is checked here.
+    pub admitted: Option<Arc<Vec<bool>>>,
 }
 
 impl BoundFilter<'_> {
     pub fn accepts(&self, note: usize) -> bool {
         if self.filter.is_empty() {
             return true;
+        }
+        if let Some(admitted) = &self.admitted {
+            return admitted.get(note).copied().unwrap_or(false);
         }
         let Some(meta) = self.metas.get(note) else {
             return false;

@@ -37,12 +37,20 @@ impl Session {
         filter: &'a NoteFilter,
         syntax: Option<&'a QuerySyntax>,
     ) -> Admission<'a> {
-        let props = filter.needs_properties().then(|| self.property_table());
+        // A store that filters itself (PostgreSQL, in SQL) answers once
+        // for every note; if it cannot, the filter is applied here.
+        let admitted = (!filter.is_empty())
+            .then(|| self.store.as_ref()?.filtered_notes(filter)?.ok())
+            .flatten()
+            .map(Arc::new);
+        let props =
+            (admitted.is_none() && filter.needs_properties()).then(|| self.property_table());
         Admission {
             filter: BoundFilter {
                 filter,
                 metas: &self.vault.metas,
                 props,
+                admitted,
             },
             session: self,
             syntax: syntax.filter(|s| s.constrains()),
@@ -56,8 +64,22 @@ impl Session {
         if filter.is_empty() {
             return Vec::new();
         }
-        let props = filter.needs_properties().then(|| self.property_table());
-        filter.warnings(&self.vault.metas, props.as_deref())
+        if !filter.needs_properties() {
+            return filter.warnings(&self.vault.metas, None);
+        }
+        let keys: Vec<String> = filter.conditions.iter().map(|c| c.key.clone()).collect();
+        if let Some(Ok(present)) = self
+            .store
+            .as_ref()
+            .and_then(|store| store.present_keys(&keys))
+        {
+            return filter.warnings(
+                &self.vault.metas,
+                Some(&|key| present.iter().any(|k| k == key)),
+            );
+        }
+        let props = self.property_table();
+        filter.warnings(&self.vault.metas, Some(&|key| props.has_key(key)))
     }
 }
 
@@ -69,6 +91,7 @@ impl Admission<'_> {
                 filter: self.filter.filter,
                 metas: self.filter.metas,
                 props: self.filter.props.clone(),
+                admitted: self.filter.admitted.clone(),
             },
             session: self.session,
             syntax: Some(syntax).filter(|s| s.constrains()),
