@@ -194,9 +194,7 @@ pub(super) fn read_properties(
             )
             .await
     })?;
-    let mut table = PropertyTable {
-        notes: vec![NoteProperties::default(); metas.len()],
-    };
+    let mut table = PropertyTable::from_notes(vec![NoteProperties::default(); metas.len()]);
     for row in rows {
         let path: &str = row.get(0);
         let bytes: &[u8] = row.get(1);
