@@ -1207,6 +1207,19 @@ const FILTER_PROBES: &[&[&str]] = &[
         "--format",
         "files",
     ],
+    &[
+        "pack",
+        "raft consensus",
+        "--dailies",
+        "2",
+        "--where",
+        "!filtered",
+        "--exclude-tag",
+        "entity",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
 ];
 
 /// Pins, notes left out, fences and the vault map (issue 41) read from

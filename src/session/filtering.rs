@@ -58,6 +58,21 @@ impl Session {
         }
     }
 
+    /// The daily notes `request`'s filter lets through, in note order,
+    /// when it asks for dailies and has a filter: the filter holds for
+    /// every note a pack draws on, dailies included.
+    pub(crate) fn admitted_dailies(&self, request: &super::PackRequest) -> Option<Vec<usize>> {
+        if request.options.dailies == 0 || request.filter.is_empty() {
+            return None;
+        }
+        let admission = self.admission(&request.filter, None);
+        Some(
+            (0..self.vault.metas.len())
+                .filter(|&note| self.vault.metas[note].daily.is_some() && admission.admits(note))
+                .collect(),
+        )
+    }
+
     /// What `filter` names that this vault lacks (see
     /// [`NoteFilter::warnings`]).
     pub fn filter_warnings(&self, filter: &NoteFilter) -> Vec<String> {
