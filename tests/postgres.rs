@@ -670,7 +670,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("7".to_string())]]
+        vec![vec![Some("8".to_string())]]
     );
     assert_eq!(
         pg.rows(
@@ -1209,13 +1209,13 @@ const FILTER_PROBES: &[&[&str]] = &[
     ],
     &[
         "pack",
-        "raft consensus",
+        "--recent",
         "--dailies",
         "2",
         "--where",
         "!filtered",
-        "--exclude-tag",
-        "entity",
+        "--exclude-folder",
+        "entities",
         "--no-log",
         "--generated-at",
         GENERATED_AT,
