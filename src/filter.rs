@@ -410,12 +410,24 @@ impl NoteProperties {
 /// (`notes`), or read in place from the index's stored bytes, each note
 /// decoded the first time a filter asks about it, so that a `--where`
 /// costs the notes it checks, not the whole vault.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct PropertyTable {
     pub notes: Vec<NoteProperties>,
     /// The stored form, when read in place (then `notes` is empty).
     #[serde(skip)]
     stored: Option<Arc<StoredTable>>,
+}
+
+/// Written as the decoded table is, whichever form it is in (a table read
+/// in place has no `notes` of its own).
+impl Serialize for PropertyTable {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let notes: Vec<&NoteProperties> = (0..self.len()).map(|idx| self.get(idx)).collect();
+        let mut table = serializer.serialize_struct("PropertyTable", 1)?;
+        table.serialize_field("notes", &notes)?;
+        table.end()
+    }
 }
 
 /// A table's postcard bytes with where each note starts, and each note
@@ -1206,6 +1218,7 @@ mod tests {
         assert!(stored.has_key("topics"));
         assert!(!stored.has_key("raft"));
         assert_eq!(stored.encode().unwrap(), bytes);
+        assert_eq!(postcard::to_allocvec(&stored).unwrap(), bytes);
         assert_eq!(
             PropertyTable::decode(&stored.encode().unwrap()).unwrap(),
             table
