@@ -11,10 +11,10 @@
 //! when both sides are numbers or dates, else the folded text as bytes.
 
 use anyhow::Result;
-use rustc_hash::FxHashMap;
 use tokio_postgres::types::ToSql;
 
 use crate::filter::{Compared, Condition, NoteFilter, Op, Wanted};
+use crate::note_tables::MetaTable;
 use crate::text::fold;
 
 use super::connection::Connection;
@@ -35,17 +35,15 @@ impl Sql {
     }
 }
 
-/// The notes `filter` keeps, by note index (`by_id` maps the store's note
-/// ids to them; `notes` is how many the vault has).
+/// The notes `filter` keeps, by note index in `metas`.
 pub(super) fn admitted_notes(
     connection: &Connection,
     vault: i32,
     filter: &NoteFilter,
-    by_id: &FxHashMap<u32, usize>,
-    notes: usize,
+    metas: &MetaTable,
 ) -> Result<Vec<bool>> {
     let (text, params) = statement(vault, filter);
-    let ids: Vec<i32> = connection.run(move |client| async move {
+    let paths: Vec<String> = connection.run(move |client| async move {
         let refs: Vec<&(dyn ToSql + Sync)> = params
             .iter()
             .map(|p| p.as_ref() as &(dyn ToSql + Sync))
@@ -53,9 +51,9 @@ pub(super) fn admitted_notes(
         let rows = client.query(text.as_str(), &refs).await?;
         Ok::<_, tokio_postgres::Error>(rows.into_iter().map(|row| row.get(0)).collect())
     })?;
-    let mut admitted = vec![false; notes];
-    for id in ids {
-        if let Some(&idx) = u32::try_from(id).ok().and_then(|id| by_id.get(&id)) {
+    let mut admitted = vec![false; metas.len()];
+    for path in paths {
+        if let Some(idx) = metas.position(&path) {
             admitted[idx] = true;
         }
     }
@@ -84,11 +82,10 @@ pub(super) fn present_keys(
 fn statement(vault: i32, filter: &NoteFilter) -> (String, Vec<Param>) {
     let mut sql = Sql::default();
     let vault = sql.bind(vault);
-    let mut text = format!(
-        "SELECT n.id FROM ctxpack_note_properties p \
-         JOIN ctxpack_notes n ON n.vault = p.vault AND n.path = p.path \
-         WHERE p.vault = {vault}"
-    );
+    // Paths, not the notes' ids: joining the notes' wide rows for their
+    // ids cost more than the filter itself (269 against 72 ms for a
+    // `--since` keeping a third of 100k notes).
+    let mut text = format!("SELECT p.path FROM ctxpack_note_properties p WHERE p.vault = {vault}");
     // An empty folder is the whole vault: it lets every note through.
     if !filter.folders.is_empty() && !filter.folders.iter().any(|f| f.is_empty()) {
         let any = folder_clauses(&mut sql, &filter.folders);

@@ -358,8 +358,7 @@ impl Store for PgStore {
             &self.connection,
             self.snapshot.vault_id,
             filter,
-            &self.snapshot.by_id,
-            self.snapshot.metas.len(),
+            &self.snapshot.metas,
         ))
     }
 
