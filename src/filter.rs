@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use chrono::{DateTime, Months, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, Months, NaiveDate, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::note::{Note, NoteMeta};
@@ -169,6 +169,74 @@ impl Typed {
     }
 }
 
+/// How a value compares, as a store holding typed columns needs it: the
+/// comparison [`compare`] makes, spelled out so SQL can make the same one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Compared {
+    /// As numbers, when the note's value is a number too.
+    Number(f64),
+    /// By the day (days from the common era), when the note's value is a
+    /// date.
+    Day(i32),
+    /// By the instant `(seconds, nanoseconds)`, when the note's value is a
+    /// date.
+    Instant(i64, u32),
+    /// As folded text only.
+    Text,
+}
+
+impl Wanted {
+    /// The folded text every value that is not of the wanted type is
+    /// compared with.
+    pub fn folded(&self) -> &str {
+        &self.text
+    }
+
+    /// How a value of the same type compares with this one.
+    pub fn compared(&self) -> Compared {
+        match self.typed {
+            Typed::Number(n) => Compared::Number(n),
+            Typed::Date(at, true) => Compared::Day(at.date_naive().num_days_from_ce()),
+            Typed::Date(at, false) => {
+                Compared::Instant(at.timestamp(), at.timestamp_subsec_nanos())
+            }
+            Typed::Text => Compared::Text,
+        }
+    }
+}
+
+/// One property value as a store keeps it for SQL: folded, and typed the
+/// way [`compare`] types it (a number first, else a date, else text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedValue {
+    pub folded: String,
+    pub number: Option<f64>,
+    /// `(seconds, nanoseconds, day from the common era)`.
+    pub date: Option<(i64, u32, i32)>,
+}
+
+impl TypedValue {
+    pub fn of(value: &str) -> TypedValue {
+        let (number, date) = match Typed::of(value) {
+            Typed::Number(n) => (Some(n), None),
+            Typed::Date(at, _) => (
+                None,
+                Some((
+                    at.timestamp(),
+                    at.timestamp_subsec_nanos(),
+                    at.date_naive().num_days_from_ce(),
+                )),
+            ),
+            Typed::Text => (None, None),
+        };
+        TypedValue {
+            folded: fold(value),
+            number,
+            date,
+        }
+    }
+}
+
 /// One `--where` condition, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Condition {
@@ -260,26 +328,23 @@ impl Condition {
 
     /// Whether a note whose values for the key are `values` (none when it
     /// lacks the key) meets the condition.
-    pub fn holds(&self, values: &[String]) -> bool {
+    pub fn holds<S: AsRef<str>>(&self, values: &[S]) -> bool {
+        let mut values = values.iter().map(AsRef::as_ref);
         match &self.op {
-            Op::Present => !values.is_empty(),
-            Op::Absent => values.is_empty(),
-            Op::Eq(wanted) => values
-                .iter()
-                .any(|v| compare(v, wanted) == Some(Ordering::Equal)),
-            Op::Ne(wanted) => !values
-                .iter()
-                .any(|v| compare(v, wanted) == Some(Ordering::Equal)),
-            Op::Ge(wanted) => values.iter().any(|v| {
+            Op::Present => values.next().is_some(),
+            Op::Absent => values.next().is_none(),
+            Op::Eq(wanted) => values.any(|v| compare(v, wanted) == Some(Ordering::Equal)),
+            Op::Ne(wanted) => !values.any(|v| compare(v, wanted) == Some(Ordering::Equal)),
+            Op::Ge(wanted) => values.any(|v| {
                 matches!(
                     compare(v, wanted),
                     Some(Ordering::Greater | Ordering::Equal)
                 )
             }),
-            Op::Le(wanted) => values
-                .iter()
-                .any(|v| matches!(compare(v, wanted), Some(Ordering::Less | Ordering::Equal))),
-            Op::Contains(text) => values.iter().any(|v| fold(v).contains(text.as_str())),
+            Op::Le(wanted) => {
+                values.any(|v| matches!(compare(v, wanted), Some(Ordering::Less | Ordering::Equal)))
+            }
+            Op::Contains(text) => values.any(|v| fold(v).contains(text.as_str())),
         }
     }
 }
@@ -341,10 +406,97 @@ impl NoteProperties {
     }
 }
 
-/// Every note's [`NoteProperties`], parallel to the vault's notes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Every note's [`NoteProperties`], parallel to the vault's notes: decoded
+/// (`notes`), or read in place from the index's stored bytes, each note
+/// decoded the first time a filter asks about it, so that a `--where`
+/// costs the notes it checks, not the whole vault.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct PropertyTable {
     pub notes: Vec<NoteProperties>,
+    /// The stored form, when read in place (then `notes` is empty).
+    #[serde(skip)]
+    stored: Option<Arc<StoredTable>>,
+}
+
+/// Written as the decoded table is, whichever form it is in (a table read
+/// in place has no `notes` of its own).
+impl Serialize for PropertyTable {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let notes: Vec<&NoteProperties> = (0..self.len()).map(|idx| self.get(idx)).collect();
+        let mut table = serializer.serialize_struct("PropertyTable", 1)?;
+        table.serialize_field("notes", &notes)?;
+        table.end()
+    }
+}
+
+/// A table's postcard bytes with where each note starts, and each note
+/// decoded once, when first asked for.
+#[derive(Debug)]
+struct StoredTable {
+    bytes: Vec<u8>,
+    /// Each note's byte range, as `offsets[i]..offsets[i + 1]`.
+    offsets: Vec<u32>,
+    decoded: Vec<std::sync::OnceLock<NoteProperties>>,
+}
+
+impl PartialEq for StoredTable {
+    fn eq(&self, other: &StoredTable) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for StoredTable {}
+
+/// Reads postcard's variable-length integer at `at`.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return usize::try_from(value).ok();
+        }
+    }
+    None
+}
+
+/// Reads a postcard string at `at`, checking that it is UTF-8.
+fn string<'a>(bytes: &'a [u8], at: &mut usize) -> Option<&'a str> {
+    let len = varint(bytes, at)?;
+    let end = at.checked_add(len)?;
+    let text = std::str::from_utf8(bytes.get(*at..end)?).ok()?;
+    *at = end;
+    Some(text)
+}
+
+/// Calls `each(key, values)` for every property of the note encoded in
+/// `bytes` from `at`, and returns where it ends; `None` when the bytes
+/// are not a [`NoteProperties`].
+fn walk_note<'a>(
+    bytes: &'a [u8],
+    mut at: usize,
+    each: &mut dyn FnMut(&'a str, &mut dyn Iterator<Item = &'a str>),
+) -> Option<usize> {
+    let keys = varint(bytes, &mut at)?;
+    for _ in 0..keys {
+        let key = string(bytes, &mut at)?;
+        let count = varint(bytes, &mut at)?;
+        let mut failed = false;
+        let mut values = (0..count).map_while(|_| {
+            let value = string(bytes, &mut at);
+            failed |= value.is_none();
+            value
+        });
+        each(key, &mut values);
+        // Values the caller did not read are still walked over.
+        values.for_each(drop);
+        if failed {
+            return None;
+        }
+    }
+    Some(at)
 }
 
 impl PropertyTable {
@@ -352,33 +504,128 @@ impl PropertyTable {
     /// the index and the store keep theirs).
     pub fn of_vault(vault: &crate::vault::Vault) -> PropertyTable {
         use rayon::prelude::*;
-        PropertyTable {
-            notes: (0..vault.metas.len())
+        PropertyTable::from_notes(
+            (0..vault.metas.len())
                 .into_par_iter()
                 .map(|idx| NoteProperties::of(&vault.note(idx)))
                 .collect(),
+        )
+    }
+
+    pub fn from_notes(notes: Vec<NoteProperties>) -> PropertyTable {
+        PropertyTable {
+            notes,
+            stored: None,
         }
     }
 
     pub fn encode(&self) -> Result<Vec<u8>, postcard::Error> {
-        postcard::to_allocvec(self)
+        match &self.stored {
+            Some(stored) => Ok(stored.bytes.clone()),
+            None => postcard::to_allocvec(self),
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<PropertyTable, postcard::Error> {
         postcard::from_bytes(bytes)
     }
 
+    /// The table [`PropertyTable::encode`] wrote, read in place: one walk
+    /// over the bytes finds where each note starts and checks that every
+    /// string is UTF-8; no note is decoded until asked for.
+    pub fn in_place(bytes: Vec<u8>) -> Result<PropertyTable, postcard::Error> {
+        let damaged = || postcard::Error::DeserializeUnexpectedEnd;
+        let mut at = 0;
+        let notes = varint(&bytes, &mut at).ok_or_else(damaged)?;
+        if u32::try_from(bytes.len()).is_err() || notes > bytes.len() {
+            return Err(damaged());
+        }
+        let mut offsets = Vec::with_capacity(notes + 1);
+        for _ in 0..notes {
+            offsets.push(at as u32);
+            at = walk_note(&bytes, at, &mut |_, _| {}).ok_or_else(damaged)?;
+        }
+        if at != bytes.len() {
+            return Err(damaged());
+        }
+        offsets.push(at as u32);
+        Ok(PropertyTable {
+            notes: Vec::new(),
+            stored: Some(Arc::new(StoredTable {
+                bytes,
+                offsets,
+                decoded: (0..notes).map(|_| std::sync::OnceLock::new()).collect(),
+            })),
+        })
+    }
+
+    /// How many notes the table has.
+    pub fn len(&self) -> usize {
+        match &self.stored {
+            Some(stored) => stored.decoded.len(),
+            None => self.notes.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The properties of note `idx` (none for a note the table lacks).
     pub fn get(&self, idx: usize) -> &NoteProperties {
         static NONE: NoteProperties = NoteProperties(Vec::new());
-        self.notes.get(idx).unwrap_or(&NONE)
+        let Some(stored) = &self.stored else {
+            return self.notes.get(idx).unwrap_or(&NONE);
+        };
+        let Some(cell) = stored.decoded.get(idx) else {
+            return &NONE;
+        };
+        cell.get_or_init(|| {
+            let range = stored.offsets[idx] as usize..stored.offsets[idx + 1] as usize;
+            // The walk in `in_place` checked these bytes already.
+            postcard::from_bytes(&stored.bytes[range]).unwrap_or_default()
+        })
+    }
+
+    /// Whether note `idx` meets `condition`. Read in place, only the
+    /// condition's key is looked at and nothing is decoded.
+    pub fn holds(&self, idx: usize, condition: &Condition) -> bool {
+        let Some(stored) = &self.stored else {
+            return condition.holds(self.get(idx).values(&condition.key));
+        };
+        let Some(&start) = stored
+            .offsets
+            .get(idx)
+            .filter(|_| idx < stored.decoded.len())
+        else {
+            return condition.holds::<&str>(&[]);
+        };
+        let mut values: Vec<&str> = Vec::new();
+        walk_note(&stored.bytes, start as usize, &mut |key, rest| {
+            if values.is_empty() && key == condition.key {
+                values.extend(rest);
+            }
+        });
+        condition.holds(&values)
     }
 
     /// Whether any note has `key` (folded).
     pub fn has_key(&self, key: &str) -> bool {
-        self.notes
-            .iter()
-            .any(|note| note.0.iter().any(|(k, _)| k == key))
+        let Some(stored) = &self.stored else {
+            return self
+                .notes
+                .iter()
+                .any(|note| note.0.iter().any(|(k, _)| k == key));
+        };
+        // Keys are compared where they lie: nothing is decoded.
+        let mut found = false;
+        for &start in &stored.offsets[..stored.offsets.len() - 1] {
+            walk_note(&stored.bytes, start as usize, &mut |k, _| found |= k == key);
+            if found {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -575,6 +822,15 @@ impl NoteFilter {
     /// Whether the note passes every filter. `props` are its property
     /// values (read only when a condition asks).
     pub fn accepts(&self, meta: &NoteMeta, props: &NoteProperties) -> bool {
+        self.accepts_meta(meta)
+            && self
+                .conditions
+                .iter()
+                .all(|condition| condition.holds(props.values(&condition.key)))
+    }
+
+    /// Whether the note passes every filter but the property conditions.
+    pub fn accepts_meta(&self, meta: &NoteMeta) -> bool {
         if !self.folders.is_empty() && !self.folders.iter().any(|f| under_folder(&meta.path, f)) {
             return false;
         }
@@ -601,9 +857,7 @@ impl NoteFilter {
                 return false;
             }
         }
-        self.conditions
-            .iter()
-            .all(|condition| condition.holds(props.values(&condition.key)))
+        true
     }
 
     /// What the filter names that the vault does not have: a folder no
@@ -612,7 +866,7 @@ impl NoteFilter {
     pub fn warnings(
         &self,
         metas: &crate::note_tables::MetaTable,
-        props: Option<&PropertyTable>,
+        has_key: Option<&dyn Fn(&str) -> bool>,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
         for (kind, folders) in [
@@ -635,10 +889,10 @@ impl NoteFilter {
                 }
             }
         }
-        if let Some(props) = props {
+        if let Some(has_key) = has_key {
             let mut named: Vec<&str> = Vec::new();
             for condition in &self.conditions {
-                if !named.contains(&condition.key.as_str()) && !props.has_key(&condition.key) {
+                if !named.contains(&condition.key.as_str()) && !has_key(&condition.key) {
                     named.push(&condition.key);
                     warnings.push(format!(
                         "no note has the property '{}' (--where / where)",
@@ -657,6 +911,9 @@ pub struct BoundFilter<'a> {
     pub filter: &'a NoteFilter,
     pub metas: &'a crate::note_tables::MetaTable,
     pub props: Option<Arc<PropertyTable>>,
+    /// The notes the filter keeps, when the store decided it (in SQL):
+    /// then nothing is checked here.
+    pub admitted: Option<Arc<Vec<bool>>>,
 }
 
 impl BoundFilter<'_> {
@@ -664,12 +921,22 @@ impl BoundFilter<'_> {
         if self.filter.is_empty() {
             return true;
         }
+        if let Some(admitted) = &self.admitted {
+            return admitted.get(note).copied().unwrap_or(false);
+        }
         let Some(meta) = self.metas.get(note) else {
             return false;
         };
-        static NONE: NoteProperties = NoteProperties(Vec::new());
-        let props = self.props.as_deref().map_or(&NONE, |table| table.get(note));
-        self.filter.accepts(meta, props)
+        if !self.filter.accepts_meta(meta) {
+            return false;
+        }
+        self.filter
+            .conditions
+            .iter()
+            .all(|condition| match &self.props {
+                Some(table) => table.holds(note, condition),
+                None => condition.holds::<&str>(&[]),
+            })
     }
 }
 
@@ -729,8 +996,8 @@ mod tests {
         assert!(cond("k!=gamma").holds(&tags));
         assert!(!cond("k!=BETA").holds(&tags));
         // A note without the key is "not equal".
-        assert!(cond("k!=x").holds(&[]));
-        assert!(!cond("k=x").holds(&[]));
+        assert!(cond("k!=x").holds::<&str>(&[]));
+        assert!(!cond("k=x").holds::<&str>(&[]));
         // Numbers compare as numbers (9 < 10), text would not.
         assert!(cond("n>=10").holds(&values(&["12"])));
         assert!(!cond("n>=10").holds(&values(&["9"])));
@@ -905,5 +1172,66 @@ mod tests {
         );
         assert!(table.has_key("topics"));
         assert!(!table.has_key("missing"));
+    }
+
+    #[test]
+    fn a_table_read_in_place_answers_as_the_decoded_one() {
+        let notes = vec![
+            NoteProperties(vec![
+                ("status".into(), vec!["Active".into()]),
+                ("topics".into(), vec!["raft".into(), "Paxos é".into()]),
+            ]),
+            NoteProperties::default(),
+            NoteProperties(vec![("year".into(), vec!["1992".into()])]),
+        ];
+        let table = PropertyTable::from_notes(notes.clone());
+        let bytes = table.encode().unwrap();
+        let stored = PropertyTable::in_place(bytes.clone()).unwrap();
+        assert_eq!(stored.len(), 3);
+        assert!(stored.notes.is_empty());
+        for (idx, note) in notes.iter().enumerate() {
+            assert_eq!(stored.get(idx), note);
+        }
+        assert_eq!(stored.get(3), &NoteProperties::default());
+        // Conditions read the stored bytes as they read decoded values.
+        for text in [
+            "topics=paxos é",
+            "topics~raf",
+            "status=active",
+            "!status",
+            "year>=1990",
+        ] {
+            let condition = cond(text);
+            for idx in 0..4 {
+                assert_eq!(
+                    stored.holds(idx, &condition),
+                    table.holds(idx, &condition),
+                    "{text} on {idx}"
+                );
+            }
+        }
+        assert!(stored.holds(0, &cond("topics=paxos é")));
+        assert!(!stored.holds(2, &cond("topics=paxos é")));
+        assert!(stored.holds(1, &cond("!status")));
+        assert!(stored.holds(2, &cond("year>=1990")));
+        assert!(stored.has_key("year"));
+        assert!(stored.has_key("topics"));
+        assert!(!stored.has_key("raft"));
+        assert_eq!(stored.encode().unwrap(), bytes);
+        assert_eq!(postcard::to_allocvec(&stored).unwrap(), bytes);
+        assert_eq!(
+            PropertyTable::decode(&stored.encode().unwrap()).unwrap(),
+            table
+        );
+        // Damaged bytes are refused, not read as fewer notes.
+        assert!(PropertyTable::in_place(bytes[..bytes.len() - 1].to_vec()).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(PropertyTable::in_place(longer).is_err());
+        let mut not_utf8 = bytes.clone();
+        let at = not_utf8.iter().position(|&b| b == b'A').unwrap();
+        not_utf8[at] = 0xff;
+        assert!(PropertyTable::in_place(not_utf8).is_err());
+        assert!(PropertyTable::in_place(Vec::new()).is_err());
     }
 }

@@ -669,6 +669,16 @@ impl Session {
     }
 
     fn pack_unchecked(&self, request: &PackRequest) -> Pack {
+        let filtered;
+        let request = match self.admitted_dailies(request) {
+            Some(dailies) => {
+                let mut with = request.clone();
+                with.options.admitted_dailies = Some(dailies);
+                filtered = with;
+                &filtered
+            }
+            None => request,
+        };
         let mut pack = self.pack_mode(request);
         pack.warnings.extend(self.filter_warnings(&request.filter));
         pack

@@ -858,3 +858,46 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// `--dailies` adds the newest daily notes the filter lets through: a
+/// filter holds for every note a pack draws on.
+#[test]
+fn dailies_keep_to_the_filter_too() {
+    let world = World::new();
+    let vault = world.vault(
+        "dailies",
+        &[
+            (
+                "projects/alpha.md",
+                "---\nstatus: active\nupdated: 2026-05-01\n---\n# Alpha\n\nRaft leader election.\n",
+            ),
+            ("journal/2026-05-31.md", "# 2026-05-31\n\nA quiet day.\n"),
+            (
+                "journal/2026-05-30.md",
+                "---\nstatus: active\n---\n# 2026-05-30\n\nAn active day.\n",
+            ),
+            ("journal/2026-05-29.md", "# 2026-05-29\n\nAnother day.\n"),
+        ],
+    );
+    let dailies = |args: &[&str]| {
+        let mut full = vec!["leader election", "--dailies", "2"];
+        full.extend_from_slice(args);
+        pages(&world, &vault, &full)
+    };
+    assert_eq!(
+        dailies(&[]),
+        ["projects/alpha", "journal/2026-05-31", "journal/2026-05-30"]
+    );
+    assert_eq!(
+        dailies(&["--where", "status=active"]),
+        ["projects/alpha", "journal/2026-05-30"]
+    );
+    assert_eq!(
+        dailies(&["--since", "2026-05-30"]),
+        ["journal/2026-05-31", "journal/2026-05-30"]
+    );
+    assert_eq!(
+        dailies(&["--exclude-folder", "journal"]),
+        ["projects/alpha"]
+    );
+}

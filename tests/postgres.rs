@@ -661,7 +661,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 3, this ctxpack reads version 7",
+        "has schema version 3, this ctxpack reads version 8",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -670,7 +670,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("7".to_string())]]
+        vec![vec![Some("8".to_string())]]
     );
     assert_eq!(
         pg.rows(
@@ -1207,6 +1207,19 @@ const FILTER_PROBES: &[&[&str]] = &[
         "--format",
         "files",
     ],
+    &[
+        "pack",
+        "--recent",
+        "--dailies",
+        "2",
+        "--where",
+        "!filtered",
+        "--exclude-folder",
+        "entities",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ],
 ];
 
 /// Pins, notes left out, fences and the vault map (issue 41) read from
@@ -1452,4 +1465,178 @@ fn filters_keep_the_same_notes_on_both_stores() {
         ),
         vec![vec![Some("0".to_string())]]
     );
+}
+
+/// Conditions of every kind over values of every type: the store's SQL
+/// keeps exactly the notes the embedded index's check keeps.
+const TYPED_CONDITIONS: &[&str] = &[
+    "n>=10",
+    "n<=9.5",
+    "n=10",
+    "n!=10",
+    "n>=abc",
+    "d>=2026-11-01",
+    "d=2026-11-01",
+    "d<=2026-11-01T12:00",
+    "d>=2026-11-01T08:30:00.5Z",
+    "d!=2026-11-01",
+    "s=Alpha",
+    "s>=beta",
+    "s<=b",
+    "s~ÉTÉ",
+    "s~x",
+    "s!=gamma",
+    "list=two",
+    "list>=3",
+    "who=KK",
+    "who~kel",
+    "n",
+    "!n",
+    "!list",
+    "missing!=x",
+];
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn every_condition_keeps_the_same_notes_in_sql_as_in_the_index() {
+    let pg = Pg::fresh("typed");
+    let world = World::new();
+    let vault = world.path().join("typed");
+    let notes: &[(&str, &str)] = &[
+        (
+            "a",
+            "n: 12\nd: 2026-11-01T08:30\ns: Alpha\nlist: [one, two]",
+        ),
+        ("b", "n: 9\nd: 2026-10-31\ns: beta\nlist: [3, four]"),
+        (
+            "c",
+            "n: 10.0\nd: 2026-11-01 23:00\ns: Été\nwho: \"[[People/Kevin Kelly|KK]]\"",
+        ),
+        ("d", "n: 9.5\nd: 2026-11-01T08:30:00.25Z\ns: gamma"),
+        ("e", "n: abc\nd: someday\ns: B\nlist: []"),
+        ("f", "n: \"2026\"\nd: 2026-11-02\ns: \"10\"\nlist: [two, 2]"),
+        ("g", "s: x-ray\nwho: \"[[Kevin Kelly]]\""),
+        ("h", "title: No values at all"),
+    ];
+    for (name, front) in notes {
+        write(
+            &vault.join(format!("{name}.md")),
+            format!("---\n{front}\n---\n# Note {name}\n\nShared words about filters.\n").as_bytes(),
+        );
+    }
+    sync(&world, &pg, &vault);
+    for condition in TYPED_CONDITIONS {
+        let args = [
+            "search", "filters", "--where", condition, "--format", "files",
+        ];
+        let store = on_store(&world, &pg, &vault, &args);
+        let index = embedded(&world, &vault, &args);
+        assert_eq!(
+            (ok(&store), stderr(&store)),
+            (ok(&index), stderr(&index)),
+            "--where {condition}"
+        );
+    }
+    // A few answers spelled out, so that agreeing is not agreeing on
+    // nothing.
+    let files = |condition: &str| {
+        ok(&on_store(
+            &world,
+            &pg,
+            &vault,
+            &[
+                "search", "filters", "--where", condition, "--format", "files",
+            ],
+        ))
+        .lines()
+        .map(str::to_string)
+        .collect::<std::collections::BTreeSet<_>>()
+    };
+    let set = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect();
+    // Numbers as numbers (9 < 10 < 12), a quoted "2026" too; "abc" as
+    // text, after "10".
+    assert_eq!(files("n>=10"), set(&["a.md", "c.md", "e.md", "f.md"]));
+    assert_eq!(files("n=10"), set(&["c.md"]));
+    // A day compares by the day; an instant by the instant.
+    assert_eq!(files("d=2026-11-01"), set(&["a.md", "c.md", "d.md"]));
+    assert_eq!(
+        files("d>=2026-11-01T08:30:00.5Z"),
+        set(&["c.md", "f.md", "e.md"])
+    );
+    assert_eq!(files("s~ÉTÉ"), set(&["c.md"]));
+    assert_eq!(files("who=KK"), set(&["c.md"]));
+    assert_eq!(files("list=two"), set(&["a.md", "f.md"]));
+    assert_eq!(
+        files("!list"),
+        set(&["c.md", "d.md", "e.md", "g.md", "h.md"])
+    );
+}
+
+/// A filter that leaves a handful of notes under a query every note
+/// matches keeps that handful, on both stores: the filter is applied
+/// before the ranked lists are cut, however deep its notes rank.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_rare_filter_under_a_common_query_keeps_its_few_notes_on_both_stores() {
+    let pg = Pg::fresh("rare");
+    let world = World::new();
+    let vault = world.path().join("rare");
+    for i in 0..600 {
+        // The common notes say "consensus" often; the rare three once,
+        // deep in a long text, so they rank last for it.
+        let (front, body) = if i % 200 == 7 {
+            (
+                "rare: yes\nupdated: 2026-12-01\n".to_string(),
+                format!("{} consensus.", "filler words only here ".repeat(60)),
+            )
+        } else {
+            (
+                "rare: no\nupdated: 2026-01-01\n".to_string(),
+                "consensus consensus consensus, about consensus.".to_string(),
+            )
+        };
+        write(
+            &vault.join(format!("n{i:03}.md")),
+            format!("---\n{front}---\n# Note {i}\n\n{body}\n").as_bytes(),
+        );
+    }
+    sync(&world, &pg, &vault);
+    let expected = "n007.md\nn207.md\nn407.md\n";
+    for filter in [&["--where", "rare=yes"][..], &["--since", "2026-11-15"][..]] {
+        let mut args = vec!["search", "consensus", "--limit", "10", "--format", "files"];
+        args.extend_from_slice(filter);
+        let store = ok(&on_store(&world, &pg, &vault, &args));
+        let index = ok(&embedded(&world, &vault, &args));
+        let sorted = |out: &str| {
+            let mut lines: Vec<&str> = out.lines().collect();
+            lines.sort_unstable();
+            lines.join("\n") + "\n"
+        };
+        assert_eq!(sorted(&store), expected, "store, {filter:?}");
+        assert_eq!(store, index, "{filter:?}");
+        // A pack on the same topic draws on the same three alone.
+        let mut pack = vec![
+            "pack",
+            "consensus",
+            "--format",
+            "json",
+            "--no-log",
+            "--generated-at",
+            GENERATED_AT,
+        ];
+        pack.extend_from_slice(filter);
+        let store_pack = ok(&on_store(&world, &pg, &vault, &pack));
+        let index_pack = ok(&embedded(&world, &vault, &pack));
+        assert_eq!(store_pack, index_pack, "{filter:?}");
+        for name in ["n007.md", "n207.md", "n407.md"] {
+            assert!(store_pack.contains(name), "{name} in {store_pack}");
+        }
+        assert!(!store_pack.contains("n008.md"), "{store_pack}");
+    }
 }

@@ -445,6 +445,32 @@ pub fn load_blob<T: for<'de> Deserialize<'de>>(dir: &Path, kind: &str, hash: &st
     postcard::from_bytes(&bytes).with_context(|| format!("decode {}", path.display()))
 }
 
+/// The bytes of the blob `<kind>-<hash>.bin`, checked against its hash
+/// unless they were already checked and the file is unchanged since (as
+/// the catalog is): for a blob read in place rather than decoded whole.
+pub fn load_blob_bytes(dir: &Path, kind: &str, hash: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let path = blob_path(dir, kind, hash);
+    let mut file =
+        crate::safe_fs::open_regular(&path).with_context(|| format!("read {}", path.display()))?;
+    let stamp = stat_stamp(&file);
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .with_context(|| format!("read {}", path.display()))?;
+    let checked = stamp
+        .as_ref()
+        .is_some_and(|stamp| was_checked(&path, stamp));
+    if !checked {
+        if blake3::hash(&bytes).to_hex()[..32] != *hash {
+            bail!("{} is damaged (hash mismatch)", path.display());
+        }
+        if let Some(stamp) = stamp.filter(|stamp| stamp.settled) {
+            mark_checked(&path, &stamp);
+        }
+    }
+    Ok(bytes)
+}
+
 /// What a blob file's hash was checked against: its identity, size and
 /// times. Blobs are written once and renamed into place, so while these
 /// are unchanged the bytes are too, and a call need not hash a large

@@ -1003,9 +1003,11 @@ impl VaultIndex {
     pub fn property_table(&self) -> Option<Arc<PropertyTable>> {
         self.props
             .get_or_init(|| {
-                let table: PropertyTable =
-                    catalog::load_blob(&self.dir, "props", &self.props_hash).ok()?;
-                (table.notes.len() == self.catalog.metas.len()).then(|| Arc::new(table))
+                // Read in place: a filter decodes only the notes it asks
+                // about, not the whole table.
+                let bytes = catalog::load_blob_bytes(&self.dir, "props", &self.props_hash).ok()?;
+                let table = PropertyTable::in_place(bytes).ok()?;
+                (table.len() == self.catalog.metas.len()).then(|| Arc::new(table))
             })
             .clone()
     }

@@ -88,6 +88,9 @@ pub struct PackOptions {
     /// MCP session already received), by path; those the ranking found
     /// are named in one line.
     pub exclude: Vec<String>,
+    /// The daily notes a request's filter lets through, when it has one
+    /// (the session sets it): `--dailies` picks the newest among them.
+    pub admitted_dailies: Option<Vec<usize>>,
     /// Every page's vault text between an opening and a closing marker
     /// whose id is a hash of the pack (`--fence`).
     pub fence: bool,
@@ -145,6 +148,7 @@ impl PackOptions {
             graph: Default::default(),
             pins: Vec::new(),
             exclude: Vec::new(),
+            admitted_dailies: None,
             fence: false,
         }
     }
@@ -465,10 +469,15 @@ pub fn build_pack_from(
         bundle: String::new(),
         wiki: (candidates.is_empty() || options.budget > LARGE_BUDGET) && is_wiki_vault(vault),
     };
-    let recent: Vec<Candidate> = recent_dailies(vault, options.dailies, &exclude)
-        .into_iter()
-        .filter(|d| !pins.iter().any(|p| p.note == d.note))
-        .collect();
+    let recent: Vec<Candidate> = recent_dailies(
+        vault,
+        options.dailies,
+        &exclude,
+        options.admitted_dailies.as_deref(),
+    )
+    .into_iter()
+    .filter(|d| !pins.iter().any(|p| p.note == d.note))
+    .collect();
     // Kept only when a second fill may be needed.
     let blank = (!recent.is_empty()).then(|| pack.clone());
     let fill = |pack: &mut Pack, candidates: &[Candidate]| {
@@ -1718,17 +1727,23 @@ fn duplicate_blocks(
     blocks
 }
 
-/// The `count` most recent daily notes, newest first.
+/// The `count` most recent daily notes, newest first (among `admitted`,
+/// sorted, when a filter gives them).
 fn recent_dailies(
     vault: &Vault,
     count: usize,
     exclude: &std::collections::HashSet<usize>,
+    admitted: Option<&[usize]>,
 ) -> Vec<Candidate> {
     if count == 0 {
         return Vec::new();
     }
     let mut dailies: Vec<usize> = (0..vault.metas.len())
-        .filter(|&i| vault.metas[i].daily.is_some() && !exclude.contains(&i))
+        .filter(|&i| {
+            vault.metas[i].daily.is_some()
+                && !exclude.contains(&i)
+                && admitted.is_none_or(|admitted| admitted.binary_search(&i).is_ok())
+        })
         .collect();
     dailies.sort_by(|&a, &b| {
         let (ma, mb) = (&vault.metas[a], &vault.metas[b]);

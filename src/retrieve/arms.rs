@@ -219,6 +219,14 @@ impl Arm for Bm25Arm<'_> {
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
+        let hit = |(note, score): (usize, f32)| ArmHit {
+            note,
+            score: f64::from(score),
+            rules: Vec::new(),
+        };
+        if let Some(kept) = self.store.search_notes_kept(query, limit, keep) {
+            return Ok(kept?.into_iter().map(hit).collect());
+        }
         let mut fetch = limit;
         loop {
             let hits = self.store.search_notes(query, fetch)?;
@@ -227,11 +235,7 @@ impl Arm for Bm25Arm<'_> {
                 .into_iter()
                 .filter(|(note, _)| keep(*note))
                 .take(limit)
-                .map(|(note, score)| ArmHit {
-                    note,
-                    score: f64::from(score),
-                    rules: Vec::new(),
-                })
+                .map(hit)
                 .collect();
             if kept.len() >= limit || exhausted || fetch >= self.notes {
                 return Ok(kept);

@@ -37,17 +37,40 @@ impl Session {
         filter: &'a NoteFilter,
         syntax: Option<&'a QuerySyntax>,
     ) -> Admission<'a> {
-        let props = filter.needs_properties().then(|| self.property_table());
+        // A store that filters itself (PostgreSQL, in SQL) answers once
+        // for every note; if it cannot, the filter is applied here.
+        let admitted = (!filter.is_empty())
+            .then(|| self.store.as_ref()?.filtered_notes(filter)?.ok())
+            .flatten()
+            .map(Arc::new);
+        let props =
+            (admitted.is_none() && filter.needs_properties()).then(|| self.property_table());
         Admission {
             filter: BoundFilter {
                 filter,
                 metas: &self.vault.metas,
                 props,
+                admitted,
             },
             session: self,
             syntax: syntax.filter(|s| s.constrains()),
             texts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The daily notes `request`'s filter lets through, in note order,
+    /// when it asks for dailies and has a filter: the filter holds for
+    /// every note a pack draws on, dailies included.
+    pub(crate) fn admitted_dailies(&self, request: &super::PackRequest) -> Option<Vec<usize>> {
+        if request.options.dailies == 0 || request.filter.is_empty() {
+            return None;
+        }
+        let admission = self.admission(&request.filter, None);
+        Some(
+            (0..self.vault.metas.len())
+                .filter(|&note| self.vault.metas[note].daily.is_some() && admission.admits(note))
+                .collect(),
+        )
     }
 
     /// What `filter` names that this vault lacks (see
@@ -56,8 +79,22 @@ impl Session {
         if filter.is_empty() {
             return Vec::new();
         }
-        let props = filter.needs_properties().then(|| self.property_table());
-        filter.warnings(&self.vault.metas, props.as_deref())
+        if !filter.needs_properties() {
+            return filter.warnings(&self.vault.metas, None);
+        }
+        let keys: Vec<String> = filter.conditions.iter().map(|c| c.key.clone()).collect();
+        if let Some(Ok(present)) = self
+            .store
+            .as_ref()
+            .and_then(|store| store.present_keys(&keys))
+        {
+            return filter.warnings(
+                &self.vault.metas,
+                Some(&|key| present.iter().any(|k| k == key)),
+            );
+        }
+        let props = self.property_table();
+        filter.warnings(&self.vault.metas, Some(&|key| props.has_key(key)))
     }
 }
 
@@ -69,6 +106,7 @@ impl Admission<'_> {
                 filter: self.filter.filter,
                 metas: self.filter.metas,
                 props: self.filter.props.clone(),
+                admitted: self.filter.admitted.clone(),
             },
             session: self.session,
             syntax: Some(syntax).filter(|s| s.constrains()),

@@ -57,6 +57,30 @@ pub trait Store: Send + Sync {
     fn note_properties(&self) -> Option<std::sync::Arc<crate::filter::PropertyTable>> {
         None
     }
+    /// The notes `filter` keeps (`true` by note index), when this store
+    /// decides that itself (the PostgreSQL store, in SQL); `None` where the
+    /// caller applies the filter note by note.
+    fn filtered_notes(&self, _filter: &crate::filter::NoteFilter) -> Option<Result<Vec<bool>>> {
+        None
+    }
+    /// Which of `keys` (folded property keys) some note has, when this
+    /// store answers that itself; `None` where the caller reads
+    /// [`Store::note_properties`].
+    fn present_keys(&self, _keys: &[String]) -> Option<Result<Vec<String>>> {
+        None
+    }
+    /// [`Store::search_notes`] among the notes `keep` accepts, in one pass,
+    /// when this store can (every matching note is scored before the cut,
+    /// so a narrow filter loses none); `None` where the caller asks for
+    /// deeper lists until enough are kept.
+    fn search_notes_kept(
+        &self,
+        _text: &str,
+        _limit: usize,
+        _keep: &dyn Fn(usize) -> bool,
+    ) -> Option<Result<Vec<(usize, f32)>>> {
+        None
+    }
     /// The `mark-useful` votes.
     fn feedback(&self) -> Result<FeedbackStore>;
     /// Records one vote for the note at `path`.

@@ -9,6 +9,7 @@
 //! embedded index does; PostgreSQL only stores and fetches.
 
 mod connection;
+mod filters;
 pub mod project;
 mod properties;
 pub mod sync;
@@ -36,7 +37,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -350,6 +351,39 @@ impl Store for PgStore {
                 .ok()
             })
             .clone()
+    }
+
+    fn filtered_notes(&self, filter: &crate::filter::NoteFilter) -> Option<Result<Vec<bool>>> {
+        Some(filters::admitted_notes(
+            &self.connection,
+            self.snapshot.vault_id,
+            filter,
+            &self.snapshot.metas,
+        ))
+    }
+
+    fn present_keys(&self, keys: &[String]) -> Option<Result<Vec<String>>> {
+        Some(filters::present_keys(
+            &self.connection,
+            self.snapshot.vault_id,
+            keys,
+        ))
+    }
+
+    fn search_notes_kept(
+        &self,
+        text: &str,
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Option<Result<Vec<(usize, f32)>>> {
+        // Every matching note is scored: the cut comes after the filter,
+        // which is asked in rank order and only until `limit` are kept.
+        Some(self.search_notes(text, usize::MAX).map(|hits| {
+            hits.into_iter()
+                .filter(|(note, _)| keep(*note))
+                .take(limit)
+                .collect()
+        }))
     }
 
     fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {

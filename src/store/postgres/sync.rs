@@ -86,8 +86,8 @@ struct NewNote {
     norm: i16,
     terms: Vec<u8>,
     links: Vec<u8>,
-    /// Its property values for filters (postcard).
-    props: Vec<u8>,
+    /// What filters read of it.
+    props: super::properties::PropertyRow,
     counts: NoteCounts,
     contributions: Vec<(String, Contribution)>,
 }
@@ -124,8 +124,7 @@ impl Parsed {
                 norm,
                 terms: encoded,
                 links: postcard::to_allocvec(&links).unwrap_or_default(),
-                props: postcard::to_allocvec(&crate::filter::NoteProperties::of(&prepared.note))
-                    .unwrap_or_default(),
+                props: super::properties::PropertyRow::of(&prepared.note),
                 counts,
                 contributions,
             }
@@ -493,9 +492,9 @@ async fn sync_in(
                 write_files(tx, vault_id, chunk).await?;
             }
         }
-        let props: Vec<(String, Vec<u8>)> = new_notes
+        let props: Vec<super::properties::PropertyRow> = new_notes
             .iter_mut()
-            .map(|note| (note.path.clone(), std::mem::take(&mut note.props)))
+            .map(|note| std::mem::take(&mut note.props))
             .collect();
         super::properties::write_properties(tx, vault_id, &props).await?;
     }
