@@ -277,9 +277,11 @@ pub const PASSAGES_PER_PACK: usize = 12;
 /// Passage vectors embedded so far, by model fingerprint and text: for the
 /// whole process, so a server's sessions (re-opened after every change and
 /// while embedding) keep them. Bounded; emptied when full.
-static PASSAGE_VECTORS: std::sync::LazyLock<
-    std::sync::Mutex<std::collections::HashMap<[u8; 32], std::sync::Arc<Vec<f32>>>>,
-> = std::sync::LazyLock::new(Default::default);
+static PASSAGE_VECTORS: std::sync::LazyLock<std::sync::Mutex<PassageCache>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A passage's vector by the hash of its model's fingerprint and text.
+type PassageCache = std::collections::HashMap<[u8; 32], std::sync::Arc<Vec<f32>>>;
 
 /// The most passage vectors kept (about 6 MB of 384 dimensions).
 const PASSAGE_CACHE: usize = 4096;
@@ -298,7 +300,7 @@ fn passage_key(fingerprint: &str, text: &str) -> [u8; 32] {
 fn passage_vectors(
     embedder: &dyn crate::embed::Embedder,
     texts: &[String],
-) -> Result<Vec<std::sync::Arc<Vec<f32>>>, String> {
+) -> Result<Vec<std::sync::Arc<Vec<f32>>>, crate::embed::ModelError> {
     let keys: Vec<[u8; 32]> = texts
         .iter()
         .map(|text| passage_key(embedder.fingerprint(), text))
@@ -314,7 +316,9 @@ fn passage_vectors(
         let wanted: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
         let embedded = embedder.try_embed_many(&wanted)?;
         if embedded.len() != wanted.len() || embedded.iter().any(|v| v.len() != embedder.dims()) {
-            return Err("the model returned vectors of the wrong count or size".into());
+            return Err(crate::embed::ModelError::Run(
+                "the model returned vectors of the wrong count or size".into(),
+            ));
         }
         let mut cache = PASSAGE_VECTORS
             .lock()
