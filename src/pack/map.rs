@@ -437,6 +437,7 @@ pub fn map_pack(
         budget,
         actual,
         counter: tokenizer,
+        methodology: tokenizer.methodology(),
         generated,
         candidates: 0,
         pages: Vec::new(),
