@@ -661,7 +661,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 3, this ctxpack reads version 7",
+        "has schema version 3, this ctxpack reads version 8",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -670,7 +670,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("7".to_string())]]
+        vec![vec![Some("8".to_string())]]
     );
     assert_eq!(
         pg.rows(
@@ -1451,5 +1451,50 @@ fn filters_keep_the_same_notes_on_both_stores() {
             "SELECT count(*)::text FROM ctxpack_note_properties WHERE path = 'concepts/hidden.md'"
         ),
         vec![vec![Some("0".to_string())]]
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_note_of_links_ranks_below_the_note_that_explains_in_both_stores() {
+    let pg = Pg::fresh("link_lists");
+    let world = World::new();
+    let vault = world.vault(
+        "links",
+        &[
+            (
+                "Docker Links.md",
+                "# Docker links\n\n- [Docker 镜像 tutorial](https://example.org/docker-images)\n\
+                 - [Delete a docker image](https://example.org/docker-rmi)\n\
+                 - https://docs.docker.com/engine/reference/commandline/image_rm/\n",
+            ),
+            (
+                "Docker Notes.md",
+                "# Docker notes\n\nA docker image is the template a container starts from.\n\n\
+                 To delete an image:\n\n```\ndocker rmi name\n```\n",
+            ),
+        ],
+    );
+    sync(&world, &pg, &vault);
+    let args = ["search", "docker image", "--explain"];
+    let from_store = ok(&on_store(&world, &pg, &vault, &args));
+    assert_eq!(from_store, ok(&embedded(&world, &vault, &args)));
+    let order: Vec<&str> = from_store
+        .lines()
+        .filter_map(|line| line.split_once(". ").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split("  ").next())
+        .filter(|path| path.ends_with(".md"))
+        .collect();
+    assert_eq!(
+        order,
+        ["Docker Notes.md", "Docker Links.md"],
+        "{from_store}"
+    );
+    assert!(
+        from_store.contains("     links    share 1.00 factor 0.50: "),
+        "{from_store}"
     );
 }

@@ -11,7 +11,9 @@ use crate::index::feedback::FeedbackStore;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::fusion::{Fusion, Reranker};
 use crate::retrieve::qmd::{self, QmdConfig};
-use crate::retrieve::rescore::{FeedbackRescorer, RecencyRescorer, RerankRescorer, Rescorer};
+use crate::retrieve::rescore::{
+    FeedbackRescorer, LinkListRescorer, RecencyRescorer, RerankRescorer, Rescorer,
+};
 use crate::retrieve::{Query, Rule, RuleHit};
 use crate::store::{Store, VectorSearch};
 use crate::vault::Vault;
@@ -62,6 +64,7 @@ pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
         Some(Err(error)) => list.extend(Signal::unavailable("qmd", Some(error))),
         None => {}
     }
+    list.push(Signal::rescorer(LinkListRescorer));
     list.push(Signal::rescorer(RecencyRescorer));
     list.push(Signal::rescorer(FeedbackRescorer {
         feedback: s.feedback,

@@ -42,6 +42,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         7,
         include_str!("../../../migrations/postgres/007_note_properties.sql"),
     ),
+    (
+        8,
+        include_str!("../../../migrations/postgres/008_link_lists.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).

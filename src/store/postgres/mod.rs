@@ -36,7 +36,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
