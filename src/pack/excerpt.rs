@@ -217,7 +217,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         for (offset, ch) in text[line_start..line_end].char_indices() {
             let end = line_start + offset + ch.len_utf8();
             let ends_sentence = match ch {
-                '。' | '！' | '？' => true,
+                '。' | '！' | '？' => !crate::text::in_markup(&markup, line_start + offset),
                 '.' | '!' | '?' if !crate::text::in_markup(&markup, end - 1) => {
                     end >= line_end
                         || (bytes.get(end).is_some_and(|b| *b == b' ')
