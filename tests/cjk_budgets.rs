@@ -214,3 +214,19 @@ fn an_english_pack_keeps_the_seeds_estimate_and_line() {
     );
     assert_eq!(pack.actual, pack.bundle.chars().count().div_ceil(4));
 }
+
+#[test]
+fn a_map_of_chinese_notes_says_how_it_counted() {
+    let vault = Vault::from_texts(
+        "/vault".into(),
+        &[("笔记/镜像.md".into(), "# 镜像\n\n镜像是容器的模板。".into())],
+    );
+    let map = build_pack(&vault, &PackMode::Map, &options(2000, Tokenizer::Chars4));
+    assert!(
+        map.bundle
+            .contains("\n# Methodology: 4 chars/token estimate, 1 token per CJK character\n"),
+        "{}",
+        map.bundle
+    );
+    assert_eq!(Tokenizer::Chars4.count(&map.bundle), map.actual);
+}

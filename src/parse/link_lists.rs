@@ -31,10 +31,10 @@ pub fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
             if line.is_empty() || is_table_rule(line) {
                 continue;
             }
-            let chars = line.chars().count();
-            text += chars;
-            if is_link_line(line) {
-                links += chars;
+            let (visible, linked) = link_chars(line);
+            text += visible;
+            if visible > 0 && 2 * linked >= visible {
+                links += visible;
             }
         }
     }
@@ -44,11 +44,12 @@ pub fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
     (links * 100 / text) as u8
 }
 
-/// Whether `line` is at least half (by characters) Markdown links to
-/// other pages or bare URLs.
+/// Whether `line` is at least half (by the characters a reader sees: a
+/// link's label, not its target) Markdown links to other pages or bare
+/// URLs.
 pub fn is_link_line(line: &str) -> bool {
-    let line = line.trim();
-    !line.is_empty() && 2 * link_chars(line) >= line.chars().count()
+    let (visible, linked) = link_chars(line.trim());
+    visible > 0 && 2 * linked >= visible
 }
 
 /// `|---|:---:|`: a table's alignment row.
@@ -56,10 +57,11 @@ fn is_table_rule(line: &str) -> bool {
     line.starts_with('|') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
 }
 
-/// The characters of `line` inside Markdown links to other pages (not to
-/// an anchor of this one) and bare URLs.
-fn link_chars(line: &str) -> usize {
-    let mut total = 0;
+/// The characters of `line` a reader sees (a Markdown link's label, not
+/// its target), and how many of them are links to other pages (not to an
+/// anchor of this one) or bare URLs.
+fn link_chars(line: &str) -> (usize, usize) {
+    let (mut visible, mut linked) = (0, 0);
     let mut rest = line;
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('[')
@@ -67,19 +69,23 @@ fn link_chars(line: &str) -> usize {
             && !after[close + 2..].starts_with('#')
             && let Some(end) = after[close + 2..].find(')')
         {
-            let len = 1 + close + 2 + end + 1;
-            total += rest[..len].chars().count();
-            rest = &rest[len..];
+            let label = after[..close].chars().count();
+            visible += label;
+            linked += label;
+            rest = &after[close + 2 + end + 1..];
         } else if rest.starts_with("https://") || rest.starts_with("http://") {
             let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            total += rest[..len].chars().count();
+            let url = rest[..len].chars().count();
+            visible += url;
+            linked += url;
             rest = &rest[len..];
         } else {
             let next = rest.chars().next().map_or(1, char::len_utf8);
+            visible += 1;
             rest = &rest[next..];
         }
     }
-    total
+    (visible, linked)
 }
 
 #[cfg(test)]
@@ -113,9 +119,14 @@ mod tests {
 
     #[test]
     fn the_share_is_by_characters_and_a_link_table_counts() {
-        // 40 characters of prose, 40 of a link line: half.
-        let body = "0123456789 0123456789 0123456789 0123456\n\n- [x](https://example.org/abcdefghijklmn)\n";
+        // 38 characters of prose, 38 seen on a link line (its target
+        // unseen): half.
+        let body = "0123456789 0123456789 0123456789 01234\n\n- [0123456789 0123456789 0123456789 012](https://example.org/abcdefghijklmn)\n";
         assert_eq!(percent(body), 50);
+        // A link in a sentence is a few of its characters: no link line.
+        assert!(!is_link_line(
+            "Tidy Sync mirrors a vault to a [remote folder](https://docs.example.org/tidy-sync/guide/remote-folders.html) on a schedule."
+        ));
         let table =
             "| 镜像 | 地址 |\n|:---:|:---:|\n| 科大 | https://docker.mirrors.ustc.edu.cn |\n";
         // A head of 11 characters, a row of 43 (34 of them a URL).

@@ -283,17 +283,17 @@ mod tests {
                     "notes.md".into(),
                     "A docker image is the template a container starts from.\n".into(),
                 ),
-                // A link line of 56 characters after 22 of prose: 71%.
+                // A link line seen as 41 characters after 22 of prose: 65%.
                 (
                     "mixed.md".into(),
-                    "Images: the templates.\n\n- [x](https://example.org/docker/images/a/b/c/d/e/f/g/h)\n"
+                    "Images: the templates.\n\n- [Docker images: a guide to every command](https://example.org/d)\n"
                         .into(),
                 ),
             ],
         );
         assert_eq!(
             vault.metas.iter().map(|m| m.link_lists).collect::<Vec<_>>(),
-            [100, 71, 0]
+            [100, 65, 0]
         );
         let mut ranking = Ranking {
             hits: vec![hit(0, 0.04), hit(1, 0.035), hit(2, 0.03)],
@@ -304,8 +304,8 @@ mod tests {
         let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
         assert_eq!(order[0], (2, 0.03));
         assert_eq!(order[1].0, 1);
-        // 0.71 is 42% of the way from 0.5 to 1: a factor of 1 - 0.5 * 0.42.
-        assert!((order[1].1 - 0.035 * (1.0 - 0.5 * 0.42)).abs() < 1e-12);
+        // 0.65 is 30% of the way from 0.5 to 1: a factor of 1 - 0.5 * 0.3.
+        assert!((order[1].1 - 0.035 * (1.0 - 0.5 * 0.3)).abs() < 1e-12);
         assert_eq!(order[2], (0, 0.02));
         let prior = ranking.hits[2].explanation.link_lists.as_ref().unwrap();
         assert_eq!((prior.share, prior.factor, prior.before), (1.0, 0.5, 0.04));
