@@ -1645,6 +1645,12 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
                 }
             }
             out.push_str(&format!("     fused {:.5}\n", hit.explanation.fused));
+            if let Some(p) = &hit.explanation.link_lists {
+                out.push_str(&format!(
+                    "     links    share {:.2} factor {:.2}: {:.5} -> {:.5}\n",
+                    p.share, p.factor, p.before, p.after
+                ));
+            }
             for (name, adjustment) in [
                 ("recency", &hit.explanation.recency),
                 ("feedback", &hit.explanation.feedback),

@@ -93,6 +93,9 @@ pub struct NoteMeta {
     /// For a daily note, its date (`YYYY-MM-DD`): from the file name or a
     /// folder name, else from a `date:` field.
     pub daily: Option<String>,
+    /// The share of the note's text, in percent, on lines of links to
+    /// other pages (`parse::link_lists`): a ranking prior.
+    pub link_lists: u8,
 }
 
 impl NoteMeta {

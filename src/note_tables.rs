@@ -196,6 +196,7 @@ impl MetaTable {
             updated: None,
             updated_source: UpdatedSource::Unknown,
             daily: None,
+            link_lists: 0,
         })
     }
 
@@ -698,6 +699,7 @@ mod tests {
             updated: Some(7),
             updated_source: UpdatedSource::Updated,
             daily: None,
+            link_lists: 40,
         }
     }
 

@@ -171,7 +171,21 @@ pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
         } else if rest.starts_with("](") {
             let close = (!no_paren_close).then(|| rest.find(')')).flatten();
             no_paren_close = close.is_none();
-            close.map(|close| i + close + 1)
+            if let Some(close) = close {
+                // The link's label too (`[一口气学完！](url)`): a
+                // terminator in it ends no sentence. Searched back only to
+                // the line's start or the last span, so the scan stays
+                // linear.
+                let floor = spans
+                    .last()
+                    .map_or(0, |span: &std::ops::Range<usize>| span.end)
+                    .max(text[..i].rfind('\n').map_or(0, |p| p + 1));
+                let start = text[floor..i].rfind('[').map_or(i, |p| floor + p);
+                spans.push(start..i + close + 1);
+                i += close + 1;
+                continue;
+            }
+            None
         } else if rest.starts_with("://") {
             // Back to the scheme's start (never into the span before),
             // forward to the next space.
@@ -254,7 +268,8 @@ pub fn sentences(text: &str) -> Vec<&str> {
     while let Some((i, ch)) = chars.next() {
         let end = i + ch.len_utf8();
         let ends = match ch {
-            '\n' | '。' | '！' | '？' => true,
+            '\n' => true,
+            '。' | '！' | '？' => !in_markup(&spans, i),
             '.' | '!' | '?' => {
                 !in_markup(&spans, i)
                     && (end == text.len()
@@ -306,6 +321,18 @@ mod tests {
             ]
         );
         assert_eq!(sentences("").len(), 0);
+        // A terminator in a link's label, full-width too, ends nothing.
+        assert_eq!(
+            sentences("* [一口气学完！nginx. Server](https://b.example/1) 好。下一句"),
+            [
+                "* [一口气学完！nginx. Server](https://b.example/1) 好。",
+                "下一句"
+            ]
+        );
+        let text = "a `c` [x `y`. z](u) [[w]] [v](t)";
+        let spans: Vec<&str> = markup_spans(text).into_iter().map(|r| &text[r]).collect();
+        // A label is searched back only to the span before it (linear).
+        assert_eq!(spans, ["`c`", "`y`", "](u)", "[[w]]", "[v](t)"]);
         // Unclosed marks are plain text: the sentences still end.
         assert_eq!(
             sentences("Open [[ here. Tick ` there. Paren ]( and <b here. End"),

@@ -173,6 +173,11 @@ fn sections(style: Style, text: &str) -> Vec<(String, String)> {
 
 #[test]
 fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
+    // The chapter is Chinese, counted a token a character: at 7,000
+    // tokens every agent's never-cut parts fit beside the shared baseline
+    // (at 6,000 the extractor's do not, and its baseline is cut), and the
+    // budget still leaves parts out, so the report's omissions are tested.
+    const BUDGET: &str = "7000";
     let world = World::new();
     let root = world.example("novel");
     let markdown: BTreeMap<&str, String> = PIPELINE
@@ -181,7 +186,7 @@ fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
             let args = novel_args(
                 scenario,
                 "8",
-                &["--agent", agent, "--budget", "6000", "--no-write"],
+                &["--agent", agent, "--budget", BUDGET, "--no-write"],
             );
             (*agent, ok(&run(&world, &root, &args)))
         })
@@ -196,7 +201,7 @@ fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
                     "--agent",
                     agent,
                     "--budget",
-                    "6000",
+                    BUDGET,
                     "--style",
                     style.name(),
                     "--format",
@@ -207,7 +212,7 @@ fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
             let report = json(&run(&world, &root, &args));
             let text = report["text"].as_str().unwrap();
             let tokens = Tokenizer::Chars4.count(text);
-            assert!(tokens <= 6000, "{style:?} {agent}: {tokens}");
+            assert!(tokens <= 7000, "{style:?} {agent}: {tokens}");
             assert_eq!(report["tokens"], tokens);
             let prefix_len = report["shared_prefix_bytes"].as_u64().unwrap() as usize;
             assert_eq!(report["baseline"]["shared"], true, "{agent}");
@@ -216,13 +221,33 @@ fn every_style_keeps_the_budget_the_content_and_the_shared_prefix() {
             let names: Vec<&str> = printed.iter().map(|(n, _)| n.as_str()).collect();
             assert_eq!(names[..2], ["system", "baseline"], "{style:?} {agent}");
             assert_eq!(names[names.len() - 2..], ["volatile", "report"]);
-            // Each section holds, unescaped, text the markdown pack prints.
+            // Counted honestly, the Chinese pack stays within 10% of its
+            // budget in o200k tokens too.
+            assert!(
+                Tokenizer::O200k.count(text) <= 7700,
+                "{style:?} {agent}: {} o200k tokens",
+                Tokenizer::O200k.count(text)
+            );
+            // Each section holds, unescaped, text the markdown pack prints:
+            // whole where the budget left the same parts out; else line by
+            // line, since a style's markup takes its share of the budget and
+            // its pack may summarise or leave out parts the markdown pack
+            // kept (the report's lines counting them differ then too).
             for (name, body) in &printed {
                 assert!(!body.is_empty(), "{style:?} {agent} {name}");
+                if markdown[agent].contains(body.as_str()) {
+                    continue;
+                }
                 assert!(
-                    markdown[agent].contains(body.as_str()),
+                    name == "increment" || name == "report",
                     "{style:?} {agent} {name}"
                 );
+                for line in body.lines() {
+                    assert!(
+                        line.starts_with("- token_budget · ") || markdown[agent].contains(line),
+                        "{style:?} {agent} {name}: {line}"
+                    );
+                }
             }
             assert!(printed.iter().any(
                 |(n, t)| n == "volatile" && t.ends_with("## 用户意图\n\n写这一章，节奏紧一些")

@@ -661,7 +661,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     fails(
         &on_store(&world, &pg, &vault, &["search", "raft"]),
         2,
-        "has schema version 3, this ctxpack reads version 8",
+        "has schema version 3, this ctxpack reads version 9",
     );
     let synced = sync(&world, &pg, &vault);
     assert!(
@@ -1639,4 +1639,49 @@ fn a_rare_filter_under_a_common_query_keeps_its_few_notes_on_both_stores() {
         }
         assert!(!store_pack.contains("n008.md"), "{store_pack}");
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_note_of_links_ranks_below_the_note_that_explains_in_both_stores() {
+    let pg = Pg::fresh("link_lists");
+    let world = World::new();
+    let vault = world.vault(
+        "links",
+        &[
+            (
+                "Docker Links.md",
+                "# Docker links\n\n- [Docker 镜像 tutorial](https://example.org/docker-images)\n\
+                 - [Delete a docker image](https://example.org/docker-rmi)\n\
+                 - https://docs.docker.com/engine/reference/commandline/image_rm/\n",
+            ),
+            (
+                "Docker Notes.md",
+                "# Docker notes\n\nA docker image is the template a container starts from.\n\n\
+                 To delete an image:\n\n```\ndocker rmi name\n```\n",
+            ),
+        ],
+    );
+    sync(&world, &pg, &vault);
+    let args = ["search", "docker image", "--explain"];
+    let from_store = ok(&on_store(&world, &pg, &vault, &args));
+    assert_eq!(from_store, ok(&embedded(&world, &vault, &args)));
+    let order: Vec<&str> = from_store
+        .lines()
+        .filter_map(|line| line.split_once(". ").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split("  ").next())
+        .filter(|path| path.ends_with(".md"))
+        .collect();
+    assert_eq!(
+        order,
+        ["Docker Notes.md", "Docker Links.md"],
+        "{from_store}"
+    );
+    assert!(
+        from_store.contains("     links    share 1.00 factor 0.50: "),
+        "{from_store}"
+    );
 }

@@ -57,8 +57,9 @@ pub use crate::store::UpdateReport;
 /// catalog, stored in four parts decoded in parallel; 7: the catalog read in
 /// place: note records behind an offset table, match keys as one text;
 /// links written in properties in the link table; 8: every note's property
-/// values for filters, in a blob of their own).
-pub const FORMAT_VERSION: u32 = 8;
+/// values for filters, in a blob of their own; 9: a note record holds the
+/// share of its text on link lines).
+pub const FORMAT_VERSION: u32 = 9;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.

@@ -74,10 +74,32 @@ impl<'a> Pieces<'a> {
                 continue;
             }
             let unit = lead_in..next.end;
-            let score = scorer(&format!("{lead_text}\n{introduced}"));
+            let text = format!("{lead_text}\n{introduced}");
+            let score = damped(scorer(&text), &text);
             for piece in unit.clone() {
                 pieces[piece].score = score;
                 units[piece] = unit.clone();
+            }
+        }
+        // A block kept whole (a table, a code block) is damped by its
+        // length as a unit is, and a line that is mostly a link scores
+        // below one that says something: neither a long table nor a list
+        // of link titles outranks a short block that answers.
+        for (i, piece) in pieces.iter_mut().enumerate() {
+            if units[i].len() > 1 {
+                continue;
+            }
+            let text = &body.blocks[piece.block].text[piece.range.clone()];
+            if is_introduced_block(text) {
+                piece.score = damped(piece.score, text);
+            }
+            let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+            let links = text
+                .lines()
+                .filter(|l| crate::parse::link_lists::is_link_line(l))
+                .count();
+            if 2 * links > lines {
+                piece.score *= LINK_LINE_FACTOR;
             }
         }
         Pieces {
@@ -139,6 +161,26 @@ impl<'a> Pieces<'a> {
     }
 }
 
+/// A table, list or code block (alone or with its lead-in) longer than
+/// this many tokens (chars4) is scored below its matches: the more it
+/// says, the less likely the one line needed is what matched.
+const LONG_UNIT_TOKENS: usize = 100;
+
+/// What a line that is mostly a link scores, as a share of its matches:
+/// its words are a title for a page elsewhere.
+const LINK_LINE_FACTOR: f64 = 0.5;
+
+/// `score` damped by the length of `text` past [`LONG_UNIT_TOKENS`]: by
+/// the square root of the ratio, so a unit four times as long as the
+/// limit keeps half its score.
+fn damped(score: f64, text: &str) -> f64 {
+    let tokens = crate::tokens::Tokenizer::Chars4.count(text);
+    if tokens <= LONG_UNIT_TOKENS {
+        return score;
+    }
+    score * (LONG_UNIT_TOKENS as f64 / tokens as f64).sqrt()
+}
+
 /// Whether a block is one a lead-in line introduces: code, a list or a
 /// table.
 fn is_introduced_block(text: &str) -> bool {
@@ -175,7 +217,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         for (offset, ch) in text[line_start..line_end].char_indices() {
             let end = line_start + offset + ch.len_utf8();
             let ends_sentence = match ch {
-                '。' | '！' | '？' => true,
+                '。' | '！' | '？' => !crate::text::in_markup(&markup, line_start + offset),
                 '.' | '!' | '?' if !crate::text::in_markup(&markup, end - 1) => {
                     end >= line_end
                         || (bytes.get(end).is_some_and(|b| *b == b' ')
@@ -332,6 +374,7 @@ fn omitted() -> OutBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::Tokenizer;
 
     fn body(texts: &[&str]) -> CompressedBody {
         CompressedBody::from_blocks(
@@ -364,6 +407,34 @@ mod tests {
             .filter(|&i| pieces.score(i) > 0.0)
             .collect();
         pieces.render(&chosen, &BTreeMap::new()).text
+    }
+
+    #[test]
+    fn long_tables_and_link_lines_score_below_a_short_block_that_answers() {
+        let row = "| 镜像源 | https://mirror.example.org/docker |\n";
+        let table = format!("| 名称 | 地址 |\n|---|---|\n{}", row.repeat(12));
+        let b = body(&[
+            "删除镜像：",
+            "```\ndocker rmi 镜像名\n```",
+            &table,
+            "- [docker 镜像教程](https://example.org/docker)",
+            "- docker 镜像 is the template of a container",
+            "Docker images are templates.",
+        ]);
+        let pieces = Pieces::of(&b, &*scorer("docker"));
+        let texts: Vec<&str> = (0..pieces.len()).map(|i| pieces.text(i)).collect();
+        assert_eq!(texts[2], table);
+        // The lead-in and its short code block: the whole match.
+        assert_eq!((pieces.score(0), pieces.score(1)), (1.0, 1.0));
+        // 12 rows of 41 characters, 3 of them CJK (+ the head): 168
+        // chars4 tokens, so the table keeps sqrt(100 / 168) of its match;
+        // its rows are mostly URLs, link lines: half of that.
+        assert_eq!(Tokenizer::Chars4.count(&table), 168);
+        assert_eq!(pieces.score(2), (100.0 / 168.0_f64).sqrt() * 0.5);
+        // A link line keeps half; a line that says something, all.
+        assert_eq!(pieces.score(3), 0.5);
+        assert_eq!(pieces.score(4), 1.0);
+        assert_eq!(pieces.score(5), 0.0);
     }
 
     #[test]

@@ -437,6 +437,7 @@ pub fn map_pack(
         budget,
         actual,
         counter: tokenizer,
+        methodology: tokenizer.methodology(),
         generated,
         candidates: 0,
         pages: Vec::new(),
@@ -500,18 +501,6 @@ fn markdown(map: &Printed, plain: bool) -> String {
             format!("[[{name}]]")
         }
     };
-    let mut out = String::new();
-    let _ = writeln!(out, "{hash}{}", map.title);
-    let _ = writeln!(out, "{hash}Generated: {}", map.generated);
-    let _ = writeln!(
-        out,
-        "{hash}Budget: {} tokens | Actual: {} tokens | Notes: {} | Folders: {}",
-        map.budget, map.actual, map.notes, map.folder_count
-    );
-    let _ = writeln!(out, "{hash}Methodology: {}", map.counter.methodology());
-    for line in map.notices {
-        let _ = writeln!(out, "{hash}{line}");
-    }
     let section = |out: &mut String, name: &str| {
         if plain {
             let _ = write!(out, "\n{name}:\n");
@@ -578,6 +567,27 @@ fn markdown(map: &Printed, plain: bool) -> String {
             }
             body.push('\n');
         }
+    }
+    // The header last: its Methodology line depends on the body.
+    let mut out = String::new();
+    let _ = writeln!(out, "{hash}{}", map.title);
+    let _ = writeln!(out, "{hash}Generated: {}", map.generated);
+    let _ = writeln!(
+        out,
+        "{hash}Budget: {} tokens | Actual: {} tokens | Notes: {} | Folders: {}",
+        map.budget, map.actual, map.notes, map.folder_count
+    );
+    // The counter counts CJK characters whole (chars4): a map that
+    // prints some says so, as a pack does.
+    let cjk =
+        crate::tokens::has_cjk(&body) || map.notices.iter().any(|n| crate::tokens::has_cjk(n));
+    let _ = writeln!(
+        out,
+        "{hash}Methodology: {}",
+        map.counter.methodology_for(cjk)
+    );
+    for line in map.notices {
+        let _ = writeln!(out, "{hash}{line}");
     }
     match map.fence {
         Some(id) if !body.is_empty() => {

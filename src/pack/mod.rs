@@ -178,6 +178,10 @@ pub struct Pack {
     /// The token count of `bundle` under `counter`.
     pub actual: usize,
     pub counter: Tokenizer,
+    /// The `# Methodology:` text: the counter's, and under `chars4` that
+    /// CJK characters count whole when the pack may hold some.
+    #[serde(skip)]
+    pub methodology: &'static str,
     pub generated: String,
     /// Candidates considered (at most 20).
     pub candidates: usize,
@@ -427,7 +431,7 @@ pub fn build_pack_from(
             .collect(),
         PackMode::Recent | PackMode::Map => Vec::new(),
     };
-    let mut pack = Pack {
+    let blank = Pack {
         mode: match mode {
             PackMode::Topic(_) => "topic",
             PackMode::Recent => "recent",
@@ -448,6 +452,7 @@ pub fn build_pack_from(
         budget: options.budget,
         actual: 0,
         counter: options.tokenizer,
+        methodology: options.tokenizer.methodology(),
         generated: options
             .generated_at
             .to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -478,8 +483,6 @@ pub fn build_pack_from(
     .into_iter()
     .filter(|d| !pins.iter().any(|p| p.note == d.note))
     .collect();
-    // Kept only when a second fill may be needed.
-    let blank = (!recent.is_empty()).then(|| pack.clone());
     let fill = |pack: &mut Pack, candidates: &[Candidate]| {
         let dailies: Vec<Candidate> = recent
             .iter()
@@ -496,26 +499,43 @@ pub fn build_pack_from(
         }
         .fill(pack);
     };
-    let ranked_count = candidates.len();
-    fill(&mut pack, &candidates);
-    // A recent daily the ranking found but the pages left out is shown
-    // with the dailies instead: it is packed again without it as a page.
-    // Each round removes a candidate, so this ends.
-    while let Some(blank) = &blank {
-        let displaced: Vec<usize> = recent
-            .iter()
-            .map(|d| d.note)
-            .filter(|&note| {
-                candidates.iter().any(|c| c.note == note)
-                    && !pack.pages.iter().any(|p| p.path == vault.metas[note].path)
-            })
-            .collect();
-        if displaced.is_empty() {
-            break;
+    // Fills a copy of `blank`; a recent daily the ranking found but the
+    // pages left out is shown with the dailies instead: it is packed again
+    // without it as a page. Each round removes a candidate, so this ends.
+    let fill_all = |blank: &Pack, candidates: &mut Vec<Candidate>| -> Pack {
+        let mut pack = blank.clone();
+        fill(&mut pack, candidates);
+        while !recent.is_empty() {
+            let displaced: Vec<usize> = recent
+                .iter()
+                .map(|d| d.note)
+                .filter(|&note| {
+                    candidates.iter().any(|c| c.note == note)
+                        && !pack.pages.iter().any(|p| p.path == vault.metas[note].path)
+                })
+                .collect();
+            if displaced.is_empty() {
+                break;
+            }
+            candidates.retain(|c| !displaced.contains(&c.note));
+            pack = blank.clone();
+            fill(&mut pack, candidates);
         }
-        candidates.retain(|c| !displaced.contains(&c.note));
-        pack = blank.clone();
-        fill(&mut pack, &candidates);
+        pack
+    };
+    let ranked_count = candidates.len();
+    let mut pack = fill_all(&blank, &mut candidates);
+    // A pack that prints CJK text says that its counter counted those
+    // characters whole (chars4). The line is part of what the budget
+    // holds, so the pack is filled again with it; a pack without CJK
+    // keeps the seed's line and bytes.
+    let cjk_line = options.tokenizer.methodology_for(true);
+    if pack.methodology != cjk_line && crate::tokens::has_cjk(&pack.bundle) {
+        let blank = Pack {
+            methodology: cjk_line,
+            ..blank
+        };
+        pack = fill_all(&blank, &mut candidates);
     }
     pack.pages_dropped = pack.candidates - pack.pages.len();
     pack.below_threshold = if !matches!(mode, PackMode::Recent) {
@@ -596,7 +616,7 @@ impl<'a> Packer<'a> {
             actual,
             included,
             candidates: self.pins.len() + self.candidates.len(),
-            methodology: self.tokenizer().methodology(),
+            methodology: pack.methodology,
             preface: &pack.preface,
         }
         .render()
@@ -1197,8 +1217,8 @@ impl<'a> Packer<'a> {
                 .iter()
                 .all(|b| crate::tokens::is_safe_boundary("\n", &b.text) && !b.text.is_empty());
         if self.tokenizer() == Tokenizer::Chars4 {
-            // Characters add up anywhere, and are cheaper to count than to
-            // look up.
+            // The chars4 measure adds up anywhere, and is cheaper to count
+            // than to look up.
             if !additive {
                 return self.measure(&render::page_rest(note, summary, Some(&body.text), &[]));
             }
@@ -1206,7 +1226,7 @@ impl<'a> Packer<'a> {
                 + body
                     .blocks
                     .iter()
-                    .map(|b| b.text.chars().count() + 2)
+                    .map(|b| self.measure(&b.text) + 2)
                     .sum::<usize>();
         }
         if !additive {

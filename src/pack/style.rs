@@ -355,7 +355,7 @@ fn plain(pack: &Pack, actual: usize) -> String {
         pack.pages.len(),
         pack.candidates
     );
-    let _ = writeln!(out, "Methodology: {}", pack.counter.methodology());
+    let _ = writeln!(out, "Methodology: {}", pack.methodology);
     for line in &pack.preface {
         let _ = writeln!(out, "{line}");
     }

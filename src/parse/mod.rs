@@ -5,6 +5,7 @@
 pub mod base;
 pub mod canvas;
 pub mod frontmatter;
+pub mod link_lists;
 pub mod markdown;
 pub mod properties;
 pub mod reader;
@@ -165,6 +166,7 @@ pub fn parse_note_with_fields(
             updated: updated.map(|d| d.timestamp()),
             updated_source,
             daily,
+            link_lists: link_lists::link_list_percent(&body, &analysis.blocks),
         },
         properties: properties::properties(&fields),
         frontmatter: with_inline_fields(fields.clone(), &analysis.inline_fields),

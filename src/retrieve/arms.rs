@@ -15,7 +15,7 @@ use crate::retrieve::fusion::{Fusion, Reranker};
 use crate::retrieve::graph::{GraphExpander, GraphOptions};
 use crate::retrieve::qmd::{self, QmdConfig};
 use crate::retrieve::rescore::{
-    Expander, FeedbackRescorer, RecencyRescorer, RerankRescorer, Rescorer,
+    Expander, FeedbackRescorer, LinkListRescorer, RecencyRescorer, RerankRescorer, Rescorer,
 };
 use crate::retrieve::{Query, Rule, RuleHit};
 use crate::store::{Store, VectorSearch};
@@ -69,6 +69,7 @@ pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
         Some(Err(error)) => list.extend(Signal::unavailable("qmd", Some(error))),
         None => {}
     }
+    list.push(Signal::rescorer(LinkListRescorer));
     list.push(Signal::rescorer(RecencyRescorer));
     list.push(Signal::rescorer(FeedbackRescorer {
         feedback: s.feedback,

@@ -108,6 +108,9 @@ pub struct Explanation {
     pub feedback: Option<Adjustment>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank: Option<Rerank>,
+    /// The link-list prior, for a note mostly of link lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_lists: Option<crate::retrieve::rescore::Prior>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -273,6 +276,7 @@ pub fn rank(
                 recency: None,
                 feedback: None,
                 rerank: None,
+                link_lists: None,
             },
         })
         .collect();
@@ -789,6 +793,7 @@ mod tests {
                 "arm frontmatter",
                 "bm25: no index",
                 "qmd: no qmd",
+                "rescorer link_lists",
                 "rescorer recency",
                 "rescorer feedback",
                 "rerank: no bert",

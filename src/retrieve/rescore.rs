@@ -55,6 +55,62 @@ pub struct Rerank {
     pub after: f64,
 }
 
+/// What the link-list prior did to a hit: `after = before * factor`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prior {
+    /// The share of the note's text on link lines (0 to 1).
+    pub share: f64,
+    pub factor: f64,
+    pub before: f64,
+    pub after: f64,
+}
+
+/// A note whose text is more than this share of link lines is weighed
+/// down: below it a note explains with some links; above, it is mostly a
+/// list of pages elsewhere.
+const LINK_LIST_FREE_SHARE: f64 = 0.5;
+
+/// The weight a note entirely of link lines loses (linearly from
+/// [`LINK_LIST_FREE_SHARE`]): it stays found, below the notes that explain
+/// what its link titles name (itnotes-zh `search "docker 镜像"`: the
+/// bookmark note Docker_Material no longer leads Docker_Note).
+const LINK_LIST_PENALTY: f64 = 0.5;
+
+/// Notes that are mostly lists of links rank below notes that explain: a
+/// prior from each note's share of link lines, computed when it was parsed
+/// (`NoteMeta::link_lists`), so both stores apply it alike.
+pub struct LinkListRescorer;
+
+impl Rescorer for LinkListRescorer {
+    fn name(&self) -> &'static str {
+        "link_lists"
+    }
+
+    fn rescore(&self, _query: &str, ranking: &mut Ranking, vault: &Vault, _options: &RankOptions) {
+        let mut moved = false;
+        for hit in &mut ranking.hits {
+            let share = f64::from(vault.metas[hit.note].link_lists.min(100)) / 100.0;
+            if share <= LINK_LIST_FREE_SHARE {
+                continue;
+            }
+            let excess = (share - LINK_LIST_FREE_SHARE) / (1.0 - LINK_LIST_FREE_SHARE);
+            let factor = 1.0 - LINK_LIST_PENALTY * excess;
+            let before = hit.score;
+            hit.score = before * factor;
+            hit.explanation.link_lists = Some(Prior {
+                share,
+                factor,
+                before,
+                after: hit.score,
+            });
+            moved = true;
+        }
+        if moved {
+            sort_hits(&mut ranking.hits, vault);
+        }
+    }
+}
+
 /// Recency, blended in with `--recency-weight`: 0.5 ^ (age / stale days).
 pub struct RecencyRescorer;
 
@@ -204,4 +260,67 @@ fn recency(vault: &Vault, note: usize, options: &RankOptions) -> f64 {
     let age_days = (options.now - updated).num_seconds().max(0) as f64 / 86_400.0;
     let half_life = options.stale_days.max(f64::MIN_POSITIVE);
     0.5f64.powf(age_days / half_life)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    fn hit(note: usize, score: f64) -> RankedHit {
+        RankedHit {
+            note,
+            score,
+            explanation: Explanation {
+                arms: Vec::new(),
+                fused: score,
+                recency: None,
+                feedback: None,
+                rerank: None,
+                link_lists: None,
+            },
+        }
+    }
+
+    #[test]
+    fn notes_mostly_of_links_fall_below_notes_that_explain() {
+        let vault = Vault::from_texts(
+            "/v".into(),
+            &[
+                (
+                    "links.md".into(),
+                    "- [Docker images](https://a.example/images)\n- https://b.example/rmi\n".into(),
+                ),
+                (
+                    "notes.md".into(),
+                    "A docker image is the template a container starts from.\n".into(),
+                ),
+                // A link line seen as 41 characters after 22 of prose: 65%.
+                (
+                    "mixed.md".into(),
+                    "Images: the templates.\n\n- [Docker images: a guide to every command](https://example.org/d)\n"
+                        .into(),
+                ),
+            ],
+        );
+        assert_eq!(
+            vault.metas.iter().map(|m| m.link_lists).collect::<Vec<_>>(),
+            [100, 65, 0]
+        );
+        let mut ranking = Ranking {
+            hits: vec![hit(0, 0.04), hit(1, 0.035), hit(2, 0.03)],
+            signal_errors: Vec::new(),
+        };
+        let options = RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap());
+        LinkListRescorer.rescore("docker", &mut ranking, &vault, &options);
+        let order: Vec<(usize, f64)> = ranking.hits.iter().map(|h| (h.note, h.score)).collect();
+        assert_eq!(order[0], (2, 0.03));
+        assert_eq!(order[1].0, 1);
+        // 0.65 is 30% of the way from 0.5 to 1: a factor of 1 - 0.5 * 0.3.
+        assert!((order[1].1 - 0.035 * (1.0 - 0.5 * 0.3)).abs() < 1e-12);
+        assert_eq!(order[2], (0, 0.02));
+        let prior = ranking.hits[2].explanation.link_lists.as_ref().unwrap();
+        assert_eq!((prior.share, prior.factor, prior.before), (1.0, 0.5, 0.04));
+        assert_eq!(ranking.hits[0].explanation.link_lists, None);
+    }
 }

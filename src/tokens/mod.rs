@@ -18,7 +18,8 @@ use prepared::{Compact, PreparedBpe, Splitter};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tokenizer {
-    /// `ceil(chars / 4)`, the estimate the seed prescribes.
+    /// `ceil(chars / 4)`, the estimate the seed prescribes, with a CJK
+    /// character counted as four (one token).
     #[default]
     Chars4,
     /// Exact counts with OpenAI's `o200k_base` vocabulary.
@@ -47,6 +48,17 @@ impl Tokenizer {
         }
     }
 
+    /// The `# Methodology:` text of a pack that may hold CJK text or not:
+    /// under `chars4` a CJK character counts as a whole token (see
+    /// [`chars4_measure`]), and a pack whose text may hold one says so.
+    /// Without CJK the line is the seed's.
+    pub fn methodology_for(self, has_cjk: bool) -> &'static str {
+        match (self, has_cjk) {
+            (Tokenizer::Chars4, true) => "4 chars/token estimate, 1 token per CJK character",
+            _ => self.methodology(),
+        }
+    }
+
     /// Starts loading an exact counter's vocabulary on another thread, so
     /// that it overlaps opening the index and searching; the first count
     /// waits for it if it is not done yet.
@@ -67,7 +79,7 @@ impl Tokenizer {
     /// The additive measure of `text` (characters or tokens).
     pub fn measure(self, text: &str) -> usize {
         match self {
-            Tokenizer::Chars4 => text.chars().count(),
+            Tokenizer::Chars4 => chars4_measure(text),
             Tokenizer::O200k => O200K.count(text),
             Tokenizer::Cl100k => CL100K.count(text),
         }
@@ -88,6 +100,32 @@ impl Tokenizer {
             Tokenizer::O200k | Tokenizer::Cl100k => budget,
         }
     }
+}
+
+/// The `chars4` measure: a quarter token a character, a whole token for
+/// a CJK character. Four characters make a token in English, but one
+/// Chinese, Japanese or Korean character is about one o200k token (more
+/// in cl100k): counted as a quarter, an "8,000-token" Chinese pack held
+/// about 13,000 o200k tokens. Text without CJK counts exactly as the
+/// seed's `ceil(chars / 4)`, so English packs are unchanged.
+fn chars4_measure(text: &str) -> usize {
+    if text.is_ascii() {
+        return text.len();
+    }
+    text.chars()
+        .map(|c| if counts_whole(c) { 4 } else { 1 })
+        .sum()
+}
+
+/// CJK characters and the full-width punctuation written with them
+/// (`。`, `，`, `（`), each about a token of its own.
+fn counts_whole(c: char) -> bool {
+    crate::text::is_cjk(c) || matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFFEF)
+}
+
+/// Whether `text` holds a character the `chars4` counter counts whole.
+pub fn has_cjk(text: &str) -> bool {
+    !text.is_ascii() && text.chars().any(counts_whole)
 }
 
 impl fmt::Display for Tokenizer {
@@ -207,7 +245,23 @@ mod tests {
     fn chars4_rounds_up() {
         assert_eq!(Tokenizer::Chars4.count(""), 0);
         assert_eq!(Tokenizer::Chars4.count("abcde"), 2);
-        assert_eq!(Tokenizer::Chars4.count("一二三四"), 1);
+        assert_eq!(Tokenizer::Chars4.count("一二三四"), 4);
+        assert_eq!(Tokenizer::Chars4.count("ab 一二"), 3);
+        assert_eq!(Tokenizer::Chars4.count("届く、カタカナ。한국어"), 11);
+        assert_eq!(Tokenizer::Chars4.count("héllo wörld"), 3);
+        assert!(has_cjk("docker 镜像") && has_cjk("。") && !has_cjk("héllo — wörld…"));
+        assert_eq!(
+            Tokenizer::Chars4.methodology_for(true),
+            "4 chars/token estimate, 1 token per CJK character"
+        );
+        assert_eq!(
+            Tokenizer::Chars4.methodology_for(false),
+            "4 chars/token estimate"
+        );
+        assert_eq!(
+            Tokenizer::O200k.methodology_for(true),
+            Tokenizer::O200k.methodology()
+        );
     }
 
     #[test]

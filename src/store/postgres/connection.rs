@@ -46,6 +46,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         8,
         include_str!("../../../migrations/postgres/008_filter_values.sql"),
     ),
+    (
+        9,
+        include_str!("../../../migrations/postgres/009_link_lists.sql"),
+    ),
 ];
 
 /// Store problems the user fixes in their configuration (exit code 2).

@@ -37,7 +37,7 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,136 @@
+//! How much of a note is lists of links: bookmarks, reading lists, link
+//! tables. Such a note matches many words in its link titles and explains
+//! none of them, so ranking weighs it below notes that explain
+//! (`retrieve::rescore::LinkListRescorer`). Computed once when a note is
+//! parsed, and kept in its `NoteMeta`, so both stores rank alike.
+
+use crate::note::{Block, BlockKind};
+
+/// The share, in percent, of a note's text (its paragraphs, lists, quotes,
+/// tables and code, by characters) that is on link lines: lines that are
+/// at least half Markdown links (`[title](https://…)`, `[title](a.md)`)
+/// or bare URLs. Wikilinks do not count: a list of them is an Obsidian map
+/// of the vault's own notes, not a list of pages elsewhere.
+pub fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
+    let (mut text, mut links) = (0usize, 0usize);
+    for block in blocks {
+        let Some(block_text) = body.get(block.range.clone()) else {
+            continue;
+        };
+        match block.kind {
+            BlockKind::Paragraph | BlockKind::List | BlockKind::Quote | BlockKind::Table => {}
+            // Code explains; it counts as text, never as links.
+            BlockKind::Code => {
+                text += block_text.chars().count();
+                continue;
+            }
+            _ => continue,
+        }
+        for line in block_text.lines() {
+            let line = line.trim();
+            if line.is_empty() || is_table_rule(line) {
+                continue;
+            }
+            let (visible, linked) = link_chars(line);
+            text += visible;
+            if visible > 0 && 2 * linked >= visible {
+                links += visible;
+            }
+        }
+    }
+    if text == 0 {
+        return 0;
+    }
+    (links * 100 / text) as u8
+}
+
+/// Whether `line` is at least half (by the characters a reader sees: a
+/// link's label, not its target) Markdown links to other pages or bare
+/// URLs.
+pub fn is_link_line(line: &str) -> bool {
+    let (visible, linked) = link_chars(line.trim());
+    visible > 0 && 2 * linked >= visible
+}
+
+/// `|---|:---:|`: a table's alignment row.
+fn is_table_rule(line: &str) -> bool {
+    line.starts_with('|') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+}
+
+/// The characters of `line` a reader sees (a Markdown link's label, not
+/// its target), and how many of them are links to other pages (not to an
+/// anchor of this one) or bare URLs.
+fn link_chars(line: &str) -> (usize, usize) {
+    let (mut visible, mut linked) = (0, 0);
+    let mut rest = line;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('[')
+            && let Some(close) = after.find("](")
+            && !after[close + 2..].starts_with('#')
+            && let Some(end) = after[close + 2..].find(')')
+        {
+            let label = after[..close].chars().count();
+            visible += label;
+            linked += label;
+            rest = &after[close + 2 + end + 1..];
+        } else if rest.starts_with("https://") || rest.starts_with("http://") {
+            let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let url = rest[..len].chars().count();
+            visible += url;
+            linked += url;
+            rest = &rest[len..];
+        } else {
+            let next = rest.chars().next().map_or(1, char::len_utf8);
+            visible += 1;
+            rest = &rest[next..];
+        }
+    }
+    (visible, linked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn percent(body: &str) -> u8 {
+        link_list_percent(body, &crate::parse::markdown::analyze(body).blocks)
+    }
+
+    #[test]
+    fn a_list_of_external_links_is_all_links_and_prose_is_none() {
+        assert_eq!(
+            percent(
+                "## 镜像\n\n* [Docker开源数千款DHI镜像](https://zhuanlan.zhihu.com/p/1)\n* https://docs.docker.com/engine/\n"
+            ),
+            100
+        );
+        assert_eq!(
+            percent("Docker 镜像是容器的模板。\n\n```\ndocker rmi x\n```\n"),
+            0
+        );
+        // Wikilinks, anchors and a link inside a sentence are not link lines.
+        assert_eq!(
+            percent(
+                "- [[Raft]]\n- [目录](#toc)\n\nSee [the paper](https://raft.github.io) for the proofs of safety and of membership changes.\n"
+            ),
+            0
+        );
+    }
+
+    #[test]
+    fn the_share_is_by_characters_and_a_link_table_counts() {
+        // 38 characters of prose, 38 seen on a link line (its target
+        // unseen): half.
+        let body = "0123456789 0123456789 0123456789 01234\n\n- [0123456789 0123456789 0123456789 012](https://example.org/abcdefghijklmn)\n";
+        assert_eq!(percent(body), 50);
+        // A link in a sentence is a few of its characters: no link line.
+        assert!(!is_link_line(
+            "Tidy Sync mirrors a vault to a [remote folder](https://docs.example.org/tidy-sync/guide/remote-folders.html) on a schedule."
+        ));
+        let table =
+            "| 镜像 | 地址 |\n|:---:|:---:|\n| 科大 | https://docker.mirrors.ustc.edu.cn |\n";
+        // A head of 11 characters, a row of 43 (34 of them a URL).
+        assert_eq!(percent(table), 79);
+        assert_eq!(percent(""), 0);
+    }
+}
