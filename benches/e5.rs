@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ctxpack::embed::e5::{self, Bytes, E5, Layout};
+use ctxpack::internals::e5::{self, Bytes, E5, Layout};
 
 /// Tokens a chunk holds at least (`<s>`, `</s>` and the prefix included).
 const CHUNK_TOKENS: usize = 150;

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ctxpack::embed;
+use ctxpack::models;
 
 fn main() {
     let Some(model) = std::env::var_os("CTXPACK_BENCH_MODEL") else {
@@ -17,13 +17,13 @@ fn main() {
     };
     let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-models");
     let started = Instant::now();
-    let manifest = embed::import(&store, model.as_ref(), Some("bench"), false).expect("import");
+    let manifest = models::import(&store, model.as_ref(), Some("bench"), false).expect("import");
     println!(
         "import (compile the tokenizer): {:.0} ms",
         started.elapsed().as_secs_f64() * 1e3
     );
     let started = Instant::now();
-    let model = embed::load(&store, "bench").expect("load");
+    let model = models::load(&store, "bench").expect("load");
     println!(
         "load: {:.1} ms ({} dims, {} pieces)",
         started.elapsed().as_secs_f64() * 1e3,

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use ctxpack::embed::q4::{self, Q4Matrix, Quantized};
+use ctxpack::internals::q4::{self, Q4Matrix, Quantized};
 
 const ROWS: usize = 1536;
 const COLS: usize = 384;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use ctxpack::privacy::secrets::{self, DetectorOptions, Finding};
+use ctxpack::secrets::{self, DetectorOptions, Finding};
 
 const VALUES_PER_FORM: usize = 4;
 

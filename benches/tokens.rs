@@ -9,7 +9,7 @@ mod synth;
 
 use std::time::Instant;
 
-use ctxpack::tokens::Tokenizer;
+use ctxpack::Tokenizer;
 
 fn main() {
     let dir = tempfile::tempdir().expect("a temporary folder");

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ctxpack::privacy::secrets::{self, DetectorOptions};
+use ctxpack::secrets::{self, DetectorOptions};
 
 const SHOWN_PER_KIND: usize = 5;
 

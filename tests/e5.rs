@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{World, ok, stderr};
-use ctxpack::embed::e5::{Bytes, E5, Layout};
+use ctxpack::internals::e5::{Bytes, E5, Layout};
 use serde_json::Value;
 
 /// The wheel, for a test that embeds: each is ignored, with the reason,

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use chrono::{TimeZone, Utc};
 use common::mcp_client::Client;
 use common::{GENERATED_AT, World, fails, ok, stderr, write};
-use ctxpack::filter::Filters;
+use ctxpack::Filters;
 use ctxpack::request::{RankOptions, SearchInput, Spelling};
-use ctxpack::session::{IndexChoice, ModelChoice, Session};
+use ctxpack::{IndexChoice, ModelChoice, Session};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use common::{World, ok, stderr, stdout};
-use ctxpack::index::{IndexConfig, VaultIndex};
-use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{IndexChoice, ModelChoice, SearchRequest, Session};
+use ctxpack::RankOptions;
+use ctxpack::{IndexChoice, ModelChoice, SearchRequest, Session};
+use ctxpack::{IndexConfig, VaultIndex};
 
 fn search_paths(world: &World, vault: &Path, index: &Path, query: &str) -> Vec<String> {
     let out = world
@@ -1379,7 +1379,7 @@ fn an_update_that_cannot_be_written_keeps_the_last_commit_and_heals() {
     let out = without_room(&world, &["index"], &root, &index);
     common::fails(&out, 1, "the index could not be updated");
     // The last good commit is whole: the old text, every note.
-    let policy = ctxpack::privacy::Policy::default();
+    let policy = ctxpack::Policy::default();
     let stale = VaultIndex::open_committed(&root, &index, &policy).unwrap();
     assert_eq!(stale.catalog.metas.len(), 2);
     assert_eq!(library_search(&stale, "white"), ["a.md"]);

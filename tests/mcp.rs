@@ -375,7 +375,7 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
 
     // A work's bindings that cannot be read hide every library.
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project).unwrap(),
+        ctxpack::unbound_libraries(&project).unwrap(),
         ["knowledge/言情范式"]
     );
     common::write(
@@ -383,12 +383,12 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
         "libraries: [打斗范式\n".as_bytes(),
     );
     assert_eq!(
-        ctxpack::assemble::unbound_libraries(&project).unwrap(),
+        ctxpack::unbound_libraries(&project).unwrap(),
         ["knowledge/打斗范式", "knowledge/言情范式"]
     );
     // A folder that is not a writing project hides nothing.
     assert!(
-        ctxpack::assemble::unbound_libraries(&world.example_vault("vault"))
+        ctxpack::unbound_libraries(&world.example_vault("vault"))
             .unwrap()
             .is_empty()
     );
@@ -746,7 +746,7 @@ fn a_project_whose_recipe_does_not_parse_is_not_served() {
         stderr.contains("meta/recipe.yaml") && stderr.contains("unknown_key"),
         "{stderr}"
     );
-    assert!(ctxpack::assemble::unbound_libraries(&project).is_err());
+    assert!(ctxpack::unbound_libraries(&project).is_err());
 }
 
 #[test]

@@ -5,10 +5,10 @@ mod common;
 
 use chrono::{TimeZone, Utc};
 use common::World;
+use ctxpack::RankOptions;
 use ctxpack::Tokenizer;
-use ctxpack::pack::{PackMode, PackOptions};
-use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
+use ctxpack::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
+use ctxpack::{PackMode, PackOptions};
 
 const NEEDLE: &str = "The lighthouse keeper's bicycle is painted vermilion.";
 
@@ -140,7 +140,7 @@ fn the_needle_is_found_at_any_depth() {
             pack.bundle
         );
         assert_eq!(pack.pages[0].path, "long/ledger.md");
-        assert_eq!(pack.pages[0].body_mode, ctxpack::pack::BodyMode::Excerpt);
+        assert_eq!(pack.pages[0].body_mode, ctxpack::BodyMode::Excerpt);
         assert!(pack.bundle.contains("[…]"));
     }
     // Where far more relevant text exists than fits, the budget is used.
@@ -198,7 +198,7 @@ fn excerpts_follow_the_query_and_keep_document_order() {
     assert!(pack.actual <= 110);
 }
 
-fn super_small(session: &Session) -> ctxpack::pack::Pack {
+fn super_small(session: &Session) -> ctxpack::Pack {
     pack(session, "zebra", 90)
 }
 

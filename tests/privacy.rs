@@ -10,11 +10,11 @@ use std::path::Path;
 use chrono::{TimeZone, Utc};
 use common::World;
 use common::mcp_client::Client;
-use ctxpack::pack::style::{Shape, Style};
-use ctxpack::privacy::Policy;
-use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{PackRequest, Ranker, SearchRequest, Session};
+use ctxpack::Policy;
+use ctxpack::RankOptions;
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault};
+use ctxpack::{PackRequest, Ranker, SearchRequest, Session};
+use ctxpack::{Shape, Style};
 use proptest::prelude::*;
 use serde_json::json;
 

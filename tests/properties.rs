@@ -2,12 +2,12 @@
 //! printed size is its true size, and it is deterministic.
 
 use chrono::{TimeZone, Utc};
-use ctxpack::pack::NoteAnchor;
-use ctxpack::pack::style::{Shape, Style};
-use ctxpack::pack::template::PackTemplate;
-use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
+use ctxpack::NoteAnchor;
+use ctxpack::PackTemplate;
+use ctxpack::RankOptions;
+use ctxpack::{IndexChoice, ModelChoice, PackRequest, Ranker, Session};
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
+use ctxpack::{Shape, Style};
 use proptest::prelude::*;
 
 const WORDS: &[&str] = &[

