@@ -12,7 +12,7 @@ use crate::privacy::{Policy, comments, secrets};
 use crate::vault::{MAX_FILE_BYTES, walk};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct AuditReport {
+pub(crate) struct AuditReport {
     /// Notes the walk found.
     pub notes: usize,
     /// Notes the policy keeps out whole.
@@ -25,7 +25,7 @@ pub struct AuditReport {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct FileAudit {
+pub(crate) struct FileAudit {
     pub path: String,
     /// Why the whole note is kept out, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,7 +41,7 @@ pub struct FileAudit {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct AuditedSecret {
+pub(crate) struct AuditedSecret {
     pub line: u32,
     pub kind: String,
     /// The secret's first characters (at most 4) and `…`.
@@ -49,13 +49,13 @@ pub struct AuditedSecret {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct AuditedSection {
+pub(crate) struct AuditedSection {
     pub line: u32,
     pub heading: String,
 }
 
 /// Audits every note the walk of `root` (canonical) finds.
-pub fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
+pub(crate) fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditReport {
     let walked = walk::walk(root, hidden);
     let notes: Vec<&walk::Found> = walked
         .files
@@ -117,7 +117,7 @@ impl FileAudit {
 }
 
 /// What `policy` keeps out of the file at `path`, or `None` when nothing.
-pub fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
+pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
     let mut file = FileAudit::new(path);
     let (note, _) = parse_note(path, raw, None);
     // The same order as the policy applies: the path, then the frontmatter
@@ -175,7 +175,7 @@ fn audited_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
 }
 
 /// The report as text: one line per finding.
-pub fn render(report: &AuditReport) -> String {
+pub(crate) fn render(report: &AuditReport) -> String {
     let mut out = String::new();
     for file in &report.files {
         if let Some(reason) = &file.private {

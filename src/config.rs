@@ -13,14 +13,14 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub const VAULT_KEY: &str = "OBSIDIAN_VAULT_PATH";
+pub(crate) const VAULT_KEY: &str = "OBSIDIAN_VAULT_PATH";
 /// ctxpack's own name for the vault in the environment; it wins over
 /// [`VAULT_KEY`] there.
-pub const CTXPACK_VAULT_KEY: &str = "CTXPACK_VAULT";
+pub(crate) const CTXPACK_VAULT_KEY: &str = "CTXPACK_VAULT";
 
 /// Where the vault path came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConfigSource {
+pub(crate) enum ConfigSource {
     Flag,
     Named {
         name: String,
@@ -46,7 +46,7 @@ impl fmt::Display for ConfigSource {
 
 /// The resolved vault and every key of the config file that named it.
 #[derive(Clone, Debug)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub vault: PathBuf,
     pub source: ConfigSource,
     pub vars: BTreeMap<String, String>,
@@ -61,11 +61,11 @@ pub struct Resolved {
 /// but never name a program to run, start a background process or send
 /// the vault to a store. Those are read from the environment or the
 /// user's own config files only.
-pub const DOTENV_KEYS: &[&str] = &[VAULT_KEY, "QMD_WIKI_COLLECTION", "QMD_CLI_SEARCH_MODE"];
+pub(crate) const DOTENV_KEYS: &[&str] = &[VAULT_KEY, "QMD_WIKI_COLLECTION", "QMD_CLI_SEARCH_MODE"];
 
 /// What resolution needs from the environment, so tests can supply it.
 #[derive(Clone, Debug, Default)]
-pub struct Environment {
+pub(crate) struct Environment {
     pub cwd: PathBuf,
     pub home: Option<PathBuf>,
     pub xdg_config_home: Option<PathBuf>,
@@ -74,7 +74,7 @@ pub struct Environment {
 }
 
 impl Environment {
-    pub fn from_process() -> Environment {
+    pub(crate) fn from_process() -> Environment {
         Environment {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             home: crate::xdg::env_path("HOME"),
@@ -98,7 +98,7 @@ impl Environment {
 
     /// The global config folder: the XDG one, or the legacy one when only
     /// that exists.
-    pub fn global_dir(&self) -> Option<PathBuf> {
+    pub(crate) fn global_dir(&self) -> Option<PathBuf> {
         let xdg = self.xdg_dir();
         if xdg.as_ref().is_some_and(|d| d.is_dir()) {
             return xdg;
@@ -113,7 +113,7 @@ impl Environment {
 
 /// A configuration problem: the CLI exits with status 2.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub(crate) struct ConfigError(pub String);
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -125,7 +125,7 @@ impl std::error::Error for ConfigError {}
 
 /// Resolves the vault from the flag, the `@name`, `.env` files and the
 /// global config, in that order.
-pub fn resolve(
+pub(crate) fn resolve(
     flag: Option<&Path>,
     name: Option<&str>,
     env: &Environment,
@@ -251,7 +251,7 @@ fn resolve_named(name: &str, env: &Environment) -> Result<Resolved, ConfigError>
 }
 
 /// The names of `config.<name>` files in the global config folders.
-pub fn named_configs(env: &Environment) -> Vec<String> {
+pub(crate) fn named_configs(env: &Environment) -> Vec<String> {
     let mut names = Vec::new();
     for dir in [env.xdg_dir(), env.legacy_dir()].into_iter().flatten() {
         let Ok(entries) = fs::read_dir(&dir) else {
@@ -345,7 +345,7 @@ fn read_config_file(file: &Path) -> Result<BTreeMap<String, String>, ConfigError
 
 /// Parses `KEY=value` lines; tolerates comments, blank lines, `export` and
 /// quoted values.
-pub fn parse_env(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn parse_env(text: &str) -> BTreeMap<String, String> {
     let mut vars = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();

@@ -15,7 +15,7 @@ use crate::retrieve::RankOptions;
 use crate::session::Session;
 
 /// How many results are ranked per query (Recall@100 needs 100).
-pub const DEPTH: usize = 100;
+pub(crate) const DEPTH: usize = 100;
 
 #[derive(Deserialize)]
 struct CorpusDoc {
@@ -28,7 +28,7 @@ struct CorpusDoc {
 }
 
 /// The file name a document gets in the vault (as `to_vault.py` names it).
-pub fn note_name(doc_id: &str) -> String {
+pub(crate) fn note_name(doc_id: &str) -> String {
     doc_id
         .chars()
         .map(|c| {
@@ -87,7 +87,7 @@ fn for_each_json_line<T: for<'de> Deserialize<'de>>(
 }
 
 /// `query-id<TAB>text` lines (a header line `query-id…` is skipped).
-pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
+pub(crate) fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
     let text =
         fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
@@ -99,7 +99,7 @@ pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>> {
 }
 
 /// `query-id<TAB>doc-id<TAB>relevance` lines, by query.
-pub fn read_qrels(path: &Path) -> Result<BTreeMap<String, HashMap<String, u32>>> {
+pub(crate) fn read_qrels(path: &Path) -> Result<BTreeMap<String, HashMap<String, u32>>> {
     let text =
         fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut qrels: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
@@ -125,7 +125,7 @@ pub fn read_qrels(path: &Path) -> Result<BTreeMap<String, HashMap<String, u32>>>
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct EvalReport {
+pub(crate) struct EvalReport {
     pub queries: usize,
     pub ndcg_at_10: f64,
     pub recall_at_100: f64,
@@ -133,7 +133,7 @@ pub struct EvalReport {
 }
 
 /// Ranks every judged query and averages nDCG@10, Recall@100 and MRR@10.
-pub fn evaluate(
+pub(crate) fn evaluate(
     session: &Session,
     queries: &[(String, String)],
     qrels: &BTreeMap<String, HashMap<String, u32>>,
@@ -168,7 +168,7 @@ pub fn evaluate(
 }
 
 /// nDCG@10 (linear gain), Recall@100 and MRR@10 of one ranking.
-pub fn metrics(ranked: &[String], relevant: &HashMap<String, u32>) -> (f64, f64, f64) {
+pub(crate) fn metrics(ranked: &[String], relevant: &HashMap<String, u32>) -> (f64, f64, f64) {
     let gain = |doc: &String| f64::from(relevant.get(doc).copied().unwrap_or(0));
     let dcg: f64 = ranked
         .iter()
@@ -224,7 +224,7 @@ mod tests {
 
 /// What must be in a pack for one query: every sentence, or any answer.
 #[derive(Clone, Debug, Default)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     pub sentences: Vec<String>,
     pub answers: Vec<String>,
     /// The vault note names (see `note_name`) of the documents that hold
@@ -245,7 +245,7 @@ struct EvidenceRow {
 
 /// `{"qid", "doc_id", "sentences": [...]}` or `{"qid", "doc_id", "answers":
 /// [...]}` lines, merged by query.
-pub fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
+pub(crate) fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
     let mut evidence: BTreeMap<String, Evidence> = BTreeMap::new();
     for_each_json_line(path, "an evidence row", |row: EvidenceRow| {
         let entry = evidence.entry(row.qid).or_default();
@@ -267,7 +267,7 @@ pub fn read_evidence(path: &Path) -> Result<BTreeMap<String, Evidence>> {
 impl Evidence {
     /// Every sentence is in the pack (whitespace-insensitive), and if there
     /// are answers, at least one of them is.
-    pub fn found_in(&self, bundle: &str) -> bool {
+    pub(crate) fn found_in(&self, bundle: &str) -> bool {
         let bundle = squash(bundle);
         let sentences_ok = self.sentences.iter().all(|s| bundle.contains(&squash(s)));
         let answers_ok =
@@ -279,7 +279,7 @@ impl Evidence {
     /// form (`None` when the rows name no documents). With `found_in` it
     /// tells a ranking miss (the note is not there) from a selection miss
     /// (the note is, its evidence is not).
-    pub fn notes_in(&self, pages: &[crate::pack::PackedPage]) -> Option<bool> {
+    pub(crate) fn notes_in(&self, pages: &[crate::pack::PackedPage]) -> Option<bool> {
         if self.notes.is_empty() {
             return None;
         }
@@ -297,7 +297,7 @@ fn squash(text: &str) -> String {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct PackEvalRow {
+pub(crate) struct PackEvalRow {
     pub budget: usize,
     pub queries: usize,
     /// Share of queries whose evidence is inside the pack.
@@ -311,7 +311,7 @@ pub struct PackEvalRow {
 
 /// Builds a pack per query at each budget and reports how often the
 /// evidence is inside it.
-pub fn evaluate_packs(
+pub(crate) fn evaluate_packs(
     session: &Session,
     queries: &[(String, String)],
     evidence: &BTreeMap<String, Evidence>,

@@ -23,12 +23,12 @@ use crate::note::{Note, NoteMeta};
 use crate::text::fold;
 
 /// At most this many properties are kept per note for filtering.
-pub const MAX_FILTER_PROPERTIES: usize = 64;
+pub(crate) const MAX_FILTER_PROPERTIES: usize = 64;
 /// A property value kept for filtering is cut to this many characters.
-pub const MAX_FILTER_VALUE_CHARS: usize = 200;
+pub(crate) const MAX_FILTER_VALUE_CHARS: usize = 200;
 /// At most this many of each kind of filter per request: enough for any
 /// real question, and it bounds what one call costs per note.
-pub const MAX_FILTERS: usize = 32;
+pub(crate) const MAX_FILTERS: usize = 32;
 
 /// The filters a face was given, as text, not yet checked. Every list is
 /// repeatable on the command line; all conditions must hold.
@@ -208,7 +208,7 @@ impl Wanted {
 /// One property value as a store keeps it for SQL: folded, and typed the
 /// way [`compare`] types it (a number first, else a date, else text).
 #[derive(Clone, Debug, PartialEq)]
-pub struct TypedValue {
+pub(crate) struct TypedValue {
     pub folded: String,
     pub number: Option<f64>,
     /// `(seconds, nanoseconds, day from the common era)`.
@@ -216,7 +216,7 @@ pub struct TypedValue {
 }
 
 impl TypedValue {
-    pub fn of(value: &str) -> TypedValue {
+    pub(crate) fn of(value: &str) -> TypedValue {
         let (number, date) = match Typed::of(value) {
             Typed::Number(n) => (Some(n), None),
             Typed::Date(at, _) => (
@@ -755,7 +755,7 @@ impl Filters {
 /// A moment from a date (`2026-11-01`, or a date and time) or a span back
 /// from `now` (`14d`, `2w`, `3m`, `1y`). A day alone is its first second,
 /// or its last when it ends a window (`end`), so both ends are inclusive.
-pub fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i64, String> {
+pub(crate) fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i64, String> {
     let text = given.trim();
     let problem =
         || "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)".to_string();
@@ -907,7 +907,7 @@ impl NoteFilter {
 
 /// A filter bound to one vault: its notes' metadata and, when a condition
 /// needs them, their property values.
-pub struct BoundFilter<'a> {
+pub(crate) struct BoundFilter<'a> {
     pub filter: &'a NoteFilter,
     pub metas: &'a crate::note_tables::MetaTable,
     pub props: Option<Arc<PropertyTable>>,
@@ -917,7 +917,7 @@ pub struct BoundFilter<'a> {
 }
 
 impl BoundFilter<'_> {
-    pub fn accepts(&self, note: usize) -> bool {
+    pub(crate) fn accepts(&self, note: usize) -> bool {
         if self.filter.is_empty() {
             return true;
         }

@@ -47,6 +47,7 @@
 //! - `internals` (hidden from the docs, no stability promised): the
 //!   kernels and helpers that the benchmarks and a few integration tests
 //!   measure directly.
+#![warn(unreachable_pub)]
 
 mod analysis;
 mod assemble;

@@ -43,16 +43,16 @@ use crate::session::{
 };
 use crate::tokens::Tokenizer;
 
-pub mod filters;
+pub(crate) mod filters;
 mod http_hosts;
-pub mod packs;
+pub(crate) mod packs;
 mod resources;
 mod seen;
 mod stdio;
 
 /// What the server serves.
 #[derive(Clone, Debug)]
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
@@ -72,7 +72,7 @@ pub struct ServeOptions {
 
 /// What one client may cost the server.
 #[derive(Clone, Debug)]
-pub struct ServeLimits {
+pub(crate) struct ServeLimits {
     /// Tool calls running at once; more wait for a turn.
     pub concurrent_calls: usize,
     /// A call (waiting for its turn included) is abandoned after this.
@@ -136,14 +136,14 @@ const REOPEN_WHILE_EMBEDDING: Duration = Duration::from_secs(30);
 const MAX_CHANGED_PATHS: usize = 10_000;
 
 /// Below the ~25,000 tokens at which a popular client truncates results.
-pub const DEFAULT_MAX_RESULT_TOKENS: usize = 20_000;
+pub(crate) const DEFAULT_MAX_RESULT_TOKENS: usize = 20_000;
 
 /// An incoming JSON-RPC line longer than this is answered with an error
 /// and dropped (a tool's arguments are far smaller).
-pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Serves MCP over stdin/stdout until the client disconnects.
-pub fn serve_stdio(options: ServeOptions) -> Result<()> {
+pub(crate) fn serve_stdio(options: ServeOptions) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -181,7 +181,7 @@ pub fn serve_stdio(options: ServeOptions) -> Result<()> {
 /// header must name the server (loopback names, the bound address, or one of
 /// `extra_hosts`) and a browser's `Origin` one of those hosts (DNS-rebinding
 /// protection).
-pub fn serve_http(
+pub(crate) fn serve_http(
     options: ServeOptions,
     address: SocketAddr,
     token: Option<String>,
@@ -356,7 +356,7 @@ async fn check_sessions(
 }
 
 #[derive(Clone)]
-pub struct CtxpackServer {
+pub(crate) struct CtxpackServer {
     state: Arc<State>,
     tool_router: ToolRouter<Self>,
     /// The notes this session received whole: one memory per MCP session.
@@ -525,7 +525,7 @@ fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     #[schemars(description = "What to look for; any text, taken literally")]
     pub query: String,
     #[schemars(description = format!("How many results (1-{MAX_SEARCH_LIMIT_MCP}, default {DEFAULT_SEARCH_LIMIT})"))]
@@ -540,7 +540,7 @@ pub struct SearchArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ContextPackArgs {
+pub(crate) struct ContextPackArgs {
     #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
     pub query: Option<String>,
     #[schemars(description = format!("Up to {MAX_SUBQUERIES} further questions to gather evidence for"))]
@@ -603,7 +603,7 @@ pub struct ContextPackArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ReadPackArgs {
+pub(crate) struct ReadPackArgs {
     #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
     pub pack_handle: String,
     #[schemars(description = "Byte offset to read from: the next_offset of the last part")]
@@ -611,7 +611,7 @@ pub struct ReadPackArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct GrepPackArgs {
+pub(crate) struct GrepPackArgs {
     #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
     pub pack_handle: String,
     #[schemars(
@@ -624,7 +624,7 @@ pub struct GrepPackArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct GetNoteArgs {
+pub(crate) struct GetNoteArgs {
     #[schemars(description = "The note's path relative to the vault, e.g. 'concepts/raft.md'")]
     pub path: String,
     #[schemars(description = "Only the section under this heading")]
@@ -634,7 +634,7 @@ pub struct GetNoteArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct MarkUsefulArgs {
+pub(crate) struct MarkUsefulArgs {
     #[schemars(description = "The note's path relative to the vault")]
     pub path: String,
     #[schemars(description = "true if the note helped, false if it did not")]
@@ -642,10 +642,10 @@ pub struct MarkUsefulArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct StatusArgs {}
+pub(crate) struct StatusArgs {}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct AssembleArgs {
+pub(crate) struct AssembleArgs {
     #[schemars(description = "The work (book, project) folder name, e.g. '青灯录'")]
     pub work: String,
     #[schemars(
@@ -695,7 +695,7 @@ pub struct AssembleArgs {
 #[tool_router]
 impl CtxpackServer {
     /// Opens the vault and its index (building or updating it).
-    pub fn open(options: ServeOptions) -> Result<CtxpackServer> {
+    pub(crate) fn open(options: ServeOptions) -> Result<CtxpackServer> {
         let server = Self::unopened(options)?;
         server.state.reopen()?;
         Ok(server)
@@ -802,7 +802,7 @@ impl CtxpackServer {
 
     /// Calls tool `tool` with JSON `arguments` on this thread, as a client's
     /// `tools/call` would (for fuzzing argument decoding and validation).
-    pub fn call_blocking(&self, tool: &str, arguments: serde_json::Value) -> CallToolResult {
+    pub(crate) fn call_blocking(&self, tool: &str, arguments: serde_json::Value) -> CallToolResult {
         fn decode<T: serde::de::DeserializeOwned>(
             arguments: serde_json::Value,
         ) -> Result<T, CallToolResult> {
@@ -833,7 +833,7 @@ impl CtxpackServer {
     /// swapped in. Calls in flight keep the session they started with.
     /// One kernel watch set serves both this and the socket commands on
     /// this vault ask what changed.
-    pub fn watch(&self) {
+    pub(crate) fn watch(&self) {
         if self.state.options.store.is_some() {
             // A store's changes are seen by generation, on every call.
             return;
@@ -904,7 +904,7 @@ impl CtxpackServer {
     /// re-opening the session every [`REOPEN_WHILE_EMBEDDING`] and at the
     /// end, so calls search what is embedded so far; no call waits for it
     /// (each embeds on the fly only what its own query needs, bounded).
-    pub fn embed_in_background(&self) {
+    pub(crate) fn embed_in_background(&self) {
         if !self.state.session().semantic_is_partial() {
             return;
         }

@@ -142,7 +142,7 @@ pub struct Note {
 /// A link's context whose start is this names one of the linking note's
 /// properties (by its index in [`Note::properties`]), not a stretch of its
 /// body: a link written in the frontmatter.
-pub const PROPERTY_CONTEXT: u32 = u32::MAX;
+pub(crate) const PROPERTY_CONTEXT: u32 = u32::MAX;
 
 impl Note {
     pub fn name(&self) -> &str {

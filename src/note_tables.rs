@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use crate::note::{MatchKeys, NoteMeta, SummarySource, TitleSource, UpdatedSource};
 
 /// The bytes the tables of one catalog are cut from.
-pub type Blob = Arc<BlobBytes>;
+pub(crate) type Blob = Arc<BlobBytes>;
 
 /// A blob in memory, or a file mapped (read in place: no copy, and only
 /// the pages touched are read).
@@ -551,7 +551,7 @@ impl Default for KeysTable {
 /// Layout: `count`, then each name's end offset, then each note index
 /// (`u32`s), then the names' text.
 #[derive(Clone)]
-pub struct NameTable {
+pub(crate) struct NameTable {
     blob: Blob,
     count: usize,
     ends: usize,
@@ -561,7 +561,7 @@ pub struct NameTable {
 
 impl NameTable {
     /// The table of `pairs` (in any order; repeats kept once).
-    pub fn new(mut pairs: Vec<(String, u32)>) -> NameTable {
+    pub(crate) fn new(mut pairs: Vec<(String, u32)>) -> NameTable {
         pairs.sort_unstable();
         pairs.dedup();
         let mut out = Vec::with_capacity(4 + 8 * pairs.len());
@@ -583,7 +583,7 @@ impl NameTable {
     }
 
     /// The table over `part` of `blob`, its offsets and text checked.
-    pub fn decode(blob: Blob, part: Range<usize>) -> Result<NameTable, String> {
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<NameTable, String> {
         let bytes = blob.get(part.clone()).ok_or("part out of range")?;
         let count = u32_at(bytes, 0).ok_or("no count")? as usize;
         let text_at = count
@@ -612,15 +612,15 @@ impl NameTable {
     }
 
     /// The table's bytes, in the layout [`decode`](Self::decode) reads.
-    pub fn encoded(&self) -> &[u8] {
+    pub(crate) fn encoded(&self) -> &[u8] {
         &self.blob[self.ends - 4..self.text.end]
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
@@ -634,7 +634,7 @@ impl NameTable {
     }
 
     /// The notes `name` stands for, in ascending order.
-    pub fn get(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn get(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
         let first = self.partition(|key| key < name);
         let last = self.partition(|key| key <= name);
         (first..last).filter_map(|i| Some(u32_at(&self.blob, self.values + 4 * i)? as usize))

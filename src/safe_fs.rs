@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a file was not read, worded for a diagnostic.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadError(pub String);
+pub(crate) struct ReadError(pub String);
 
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -22,7 +22,7 @@ impl std::error::Error for ReadError {}
 
 /// What kind of non-regular file a file type is, or `None` for a regular
 /// file (symlinks are followed by the callers' `metadata`).
-pub fn special_kind(file_type: &fs::FileType) -> Option<&'static str> {
+pub(crate) fn special_kind(file_type: &fs::FileType) -> Option<&'static str> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
@@ -55,7 +55,7 @@ fn not_regular(kind: &str) -> io::Error {
 /// Opens `path` (following symlinks) for reading if it is a regular file.
 /// The open itself never blocks: it is non-blocking, and the opened file is
 /// checked again, so a FIFO swapped in after the first check is refused too.
-pub fn open_regular(path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     let meta = fs::metadata(path)?;
     if let Some(kind) = special_kind(&meta.file_type()) {
         return Err(not_regular(kind));
@@ -76,7 +76,10 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 
 /// Reads at most `max_bytes` of the regular file at `path`; a larger file
 /// is an error naming its size and the limit.
-pub fn read_bytes(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, fs::Metadata), ReadError> {
+pub(crate) fn read_bytes(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<(Vec<u8>, fs::Metadata), ReadError> {
     let file = open_regular(path).map_err(|err| ReadError(describe(&err)))?;
     let meta = file
         .metadata()
@@ -101,7 +104,7 @@ pub fn read_bytes(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, fs::Metadata)
 
 /// Reads the regular file at `path` as UTF-8 text of at most `max_bytes`,
 /// refusing binary files (a NUL byte anywhere) and invalid UTF-8.
-pub fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Metadata), ReadError> {
+pub(crate) fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Metadata), ReadError> {
     let (bytes, meta) = read_bytes(path, max_bytes)?;
     if memchr::memchr(0, &bytes).is_some() {
         return Err(ReadError(
@@ -132,7 +135,7 @@ fn describe(err: &io::Error) -> String {
 /// the new name on empty content) and the folder after it (else the rename
 /// itself could be lost). The one exception, [`write_atomic_cache`], is
 /// named where it is used.
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     temp: tempfile::NamedTempFile,
     target: PathBuf,
 }
@@ -142,7 +145,7 @@ impl AtomicFile {
     /// dot and ends in `.tmp`, so folders that sweep leftovers of a crash
     /// (an index folder) know it; the random middle keeps two writers of
     /// one target apart.
-    pub fn new(target: &Path) -> io::Result<AtomicFile> {
+    pub(crate) fn new(target: &Path) -> io::Result<AtomicFile> {
         let dir = parent_dir(target);
         let name = target
             .file_name()
@@ -161,7 +164,7 @@ impl AtomicFile {
     /// Writes `bytes`, syncs the file, renames it over the target and syncs
     /// the folder. On an error the temporary file is removed and the target
     /// is left as it was.
-    pub fn commit(mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn commit(mut self, bytes: &[u8]) -> io::Result<()> {
         self.temp.write_all(bytes)?;
         self.temp.as_file().sync_all()?;
         self.temp.persist(&self.target).map_err(|err| err.error)?;
@@ -171,7 +174,7 @@ impl AtomicFile {
 
 /// Replaces the file at `target` with `bytes` atomically (see
 /// [`AtomicFile`]).
-pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
     AtomicFile::new(target)?.commit(bytes)
 }
 
@@ -180,7 +183,7 @@ pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
 /// was hashed, the change token a walk can replace), where two syncs
 /// (about 6 ms on this project's machines) would slow every command that
 /// writes one. A reader still sees the old content or the new, never a part.
-pub fn write_atomic_cache(target: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic_cache(target: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = AtomicFile::new(target)?;
     file.temp.write_all(bytes)?;
     file.temp.persist(&file.target).map_err(|err| err.error)?;

@@ -39,11 +39,11 @@ mod floor;
 mod ops;
 mod pins;
 mod role_files;
-pub mod upkeep;
+pub(crate) mod upkeep;
 
-pub use ops::{
-    FeedbackCounts, LogError, LoggedPack, MarkError, NoteRequest, SessionStatus, StoreStatus,
-    no_note,
+pub use ops::NoteRequest;
+pub(crate) use ops::{
+    FeedbackCounts, LogError, LoggedPack, MarkError, SessionStatus, StoreStatus, no_note,
 };
 
 /// Where the index lives, whether to draw progress, and which embedding
@@ -1103,9 +1103,9 @@ fn keep_admitted_neighbours(vault: &Vault, trace: &mut GraphTrace, candidates: &
 }
 
 /// How many bytes of a note's body its similarity query is drawn from.
-pub const SIMILAR_SCAN_BYTES: usize = 64 * 1024;
+pub(crate) const SIMILAR_SCAN_BYTES: usize = 64 * 1024;
 /// How many distinctive words the similarity query adds to the title.
-pub const SIMILAR_TERMS: usize = 12;
+pub(crate) const SIMILAR_TERMS: usize = 12;
 
 fn no_links_error(session: &Session) -> SignalError {
     SignalError {
@@ -1116,7 +1116,7 @@ fn no_links_error(session: &Session) -> SignalError {
 
 /// The queries of a pack: the topic, then each subquery trimmed, with
 /// whitespace collapsed and NFC-normalised, without repeats (ignoring case).
-pub fn research_queries(topic: &str, subqueries: &[String]) -> Vec<String> {
+pub(crate) fn research_queries(topic: &str, subqueries: &[String]) -> Vec<String> {
     use unicode_normalization::UnicodeNormalization;
     let mut queries: Vec<String> = Vec::new();
     for query in std::iter::once(topic).chain(subqueries.iter().map(String::as_str)) {
@@ -1425,4 +1425,4 @@ impl PackRequest {
 
 /// The most subqueries a pack takes (declared with the other request
 /// limits).
-pub use crate::request::MAX_SUBQUERIES;
+pub(crate) use crate::request::MAX_SUBQUERIES;

@@ -4,7 +4,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Folds text for matching: NFKC, lower case, `-` and `_` read as spaces,
 /// whitespace collapsed to single spaces and trimmed.
-pub fn fold(text: &str) -> String {
+pub(crate) fn fold(text: &str) -> String {
     if text.is_ascii() {
         return fold_chars(text.chars().map(|c| c.to_ascii_lowercase()), text.len());
     }
@@ -29,7 +29,7 @@ fn fold_chars(chars: impl Iterator<Item = char>, len: usize) -> String {
 }
 
 /// Collapses every run of whitespace to one space and trims the ends.
-pub fn collapse_whitespace(text: &str) -> String {
+pub(crate) fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     // Control characters count as spaces, so no title, query or summary
     // carries a terminal escape or a line break into a one-line field.
@@ -47,7 +47,7 @@ pub fn collapse_whitespace(text: &str) -> String {
 
 /// True for the ideographs and syllabaries of Chinese, Japanese and Korean,
 /// which are written without spaces between words.
-pub fn is_cjk(ch: char) -> bool {
+pub(crate) fn is_cjk(ch: char) -> bool {
     matches!(ch as u32,
         0x3040..=0x30FF      // Hiragana, Katakana
         | 0x3400..=0x4DBF    // CJK Extension A
@@ -61,14 +61,14 @@ pub fn is_cjk(ch: char) -> bool {
 /// Finds `needle` in `haystack` (both already folded) as a whole word: the
 /// characters around a match must not be letters or digits, except next to
 /// CJK characters, where words have no delimiters.
-pub fn contains_term(haystack: &str, needle: &str) -> bool {
+pub(crate) fn contains_term(haystack: &str, needle: &str) -> bool {
     WordFinder::new(needle).is_in(haystack)
 }
 
 /// A folded term prepared once to be found as a whole word (see
 /// [`contains_term`]) in many haystacks: building the substring searcher
 /// costs more than one short search.
-pub struct WordFinder<'n> {
+pub(crate) struct WordFinder<'n> {
     needle: &'n str,
     finder: memchr::memmem::Finder<'n>,
     needs_start_boundary: bool,
@@ -76,7 +76,7 @@ pub struct WordFinder<'n> {
 }
 
 impl<'n> WordFinder<'n> {
-    pub fn new(needle: &'n str) -> WordFinder<'n> {
+    pub(crate) fn new(needle: &'n str) -> WordFinder<'n> {
         WordFinder {
             needle,
             finder: memchr::memmem::Finder::new(needle.as_bytes()),
@@ -85,7 +85,7 @@ impl<'n> WordFinder<'n> {
         }
     }
 
-    pub fn is_in(&self, haystack: &str) -> bool {
+    pub(crate) fn is_in(&self, haystack: &str) -> bool {
         if self.needle.is_empty() || haystack.len() < self.needle.len() {
             return false;
         }
@@ -115,7 +115,7 @@ impl<'n> WordFinder<'n> {
 
 /// Cuts `text` to at most `max_chars` characters, preferring a word boundary,
 /// and marks the cut with an ellipsis (which counts toward the limit).
-pub fn truncate_chars(text: &str, max_chars: usize) -> String {
+pub(crate) fn truncate_chars(text: &str, max_chars: usize) -> String {
     if text.chars().count() <= max_chars {
         return text.to_string();
     }
@@ -141,7 +141,7 @@ pub fn truncate_chars(text: &str, max_chars: usize) -> String {
 /// the text: a closing mark searched for and not found is not found from
 /// any later place either, so it is never searched for again (a note of
 /// unclosed `[[` made each search run to its end).
-pub fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn markup_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let bytes = text.as_bytes();
     let mut spans = Vec::new();
     let (mut no_wiki_close, mut no_paren_close, mut no_angle_close) = (false, false, false);
@@ -240,7 +240,7 @@ fn unclosed_marks_make_no_spans_and_closed_ones_after_them_still_do() {
 }
 
 /// Whether byte `at` falls inside one of `spans` (from [`markup_spans`]).
-pub fn in_markup(spans: &[std::ops::Range<usize>], at: usize) -> bool {
+pub(crate) fn in_markup(spans: &[std::ops::Range<usize>], at: usize) -> bool {
     let after = spans.partition_point(|span| span.start <= at);
     after > 0 && spans[after - 1].contains(&at)
 }
@@ -248,7 +248,7 @@ pub fn in_markup(spans: &[std::ops::Range<usize>], at: usize) -> bool {
 /// Whether the text after a full stop and a space starts a new sentence:
 /// a capital letter, a digit-free quote or bracket, or CJK — not "e.g. the",
 /// "vs. placebo" or "P = .04".
-pub fn starts_sentence(after: &str) -> bool {
+pub(crate) fn starts_sentence(after: &str) -> bool {
     after
         .trim_start()
         .chars()
@@ -260,7 +260,7 @@ pub fn starts_sentence(after: &str) -> bool {
 /// after it, together covering the whole text): at line breaks, after
 /// `。！？`, and after `.!?` at the end or before a space and a sentence
 /// start — never inside a link, URL, embed, code span or tag.
-pub fn sentences(text: &str) -> Vec<&str> {
+pub(crate) fn sentences(text: &str) -> Vec<&str> {
     let spans = markup_spans(text);
     let mut out = Vec::new();
     let mut start = 0;

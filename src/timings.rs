@@ -13,14 +13,14 @@ fn enabled() -> bool {
 
 /// A phase being timed; its time is printed when it is dropped.
 #[must_use = "a phase is timed until it is dropped"]
-pub struct Phase {
+pub(crate) struct Phase {
     name: &'static str,
     detail: String,
     started: Option<Instant>,
 }
 
 /// Starts timing the phase `name`.
-pub fn phase(name: &'static str) -> Phase {
+pub(crate) fn phase(name: &'static str) -> Phase {
     Phase {
         name,
         detail: String::new(),
@@ -30,7 +30,7 @@ pub fn phase(name: &'static str) -> Phase {
 
 impl Phase {
     /// Adds what the phase found (printed after its time).
-    pub fn note(&mut self, detail: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, detail: impl FnOnce() -> String) {
         if self.started.is_some() {
             self.detail = detail();
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// One of the base folders ctxpack uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Base {
+pub(crate) enum Base {
     /// `${XDG_CACHE_HOME:-~/.cache}`
     Cache,
     /// `${XDG_DATA_HOME:-~/.local/share}`
@@ -19,7 +19,7 @@ pub enum Base {
 
 impl Base {
     /// The environment variable that names the folder.
-    pub fn variable(self) -> &'static str {
+    pub(crate) fn variable(self) -> &'static str {
         match self {
             Base::Cache => "XDG_CACHE_HOME",
             Base::Data => "XDG_DATA_HOME",
@@ -40,7 +40,11 @@ impl Base {
     /// The folder from given values of its variable and of `HOME`, so that
     /// callers resolving from a recorded environment (tests, the config's
     /// `Environment`) follow the same rule.
-    pub fn from_values(self, variable: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+    pub(crate) fn from_values(
+        self,
+        variable: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Option<PathBuf> {
         match variable {
             Some(dir) => Some(dir.to_path_buf()),
             None => home.map(|home| home.join(self.under_home())),
@@ -49,7 +53,7 @@ impl Base {
 
     /// The folder from this process's environment (none when neither the
     /// variable nor `HOME` is set).
-    pub fn resolve(self) -> Option<PathBuf> {
+    pub(crate) fn resolve(self) -> Option<PathBuf> {
         self.from_values(
             env_path(self.variable()).as_deref(),
             env_path("HOME").as_deref(),
@@ -57,14 +61,14 @@ impl Base {
     }
 
     /// ctxpack's own folder inside this base folder.
-    pub fn ctxpack(self) -> Option<PathBuf> {
+    pub(crate) fn ctxpack(self) -> Option<PathBuf> {
         Some(self.resolve()?.join("ctxpack"))
     }
 }
 
 /// The path in the environment variable `key`; an empty value counts as
 /// unset, as the XDG rules say.
-pub fn env_path(key: &str) -> Option<PathBuf> {
+pub(crate) fn env_path(key: &str) -> Option<PathBuf> {
     std::env::var_os(key)
         .filter(|value| !value.is_empty())
         .map(PathBuf::from)

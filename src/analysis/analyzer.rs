@@ -10,7 +10,7 @@ use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
 use crate::text::is_cjk;
 
 /// The name under which the analyzer is registered with tantivy.
-pub const ANALYZER: &str = "ctxpack";
+pub(crate) const ANALYZER: &str = "ctxpack";
 
 /// Lucene's English stop words (as tantivy's English filter), sorted.
 const STOP_WORDS: [&str; 33] = [
@@ -30,7 +30,7 @@ pub fn analyzer() -> TextAnalyzer {
 }
 
 /// The terms of `text`, in order, as the index sees them.
-pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+pub(crate) fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     let mut stream = analyzer.token_stream(text);
     let mut terms = Vec::new();
     while stream.advance() {
@@ -43,7 +43,7 @@ pub fn terms(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 /// words (lower case, stop words out, English stems) in the same pass,
 /// remembering stems it has computed.
 #[derive(Clone)]
-pub struct MixedTokenizer {
+pub(crate) struct MixedTokenizer {
     tokens: Vec<Token>,
     len: usize,
     stemmer: Stemmer,
@@ -143,7 +143,7 @@ fn is_stop_word(word: &str) -> bool {
 /// are those of `text[..at]` followed by those of `text[at..]`: a word
 /// runs over letters and digits, a CJK pair over two CJK characters, and
 /// nothing else carries from one character to the next.
-pub fn is_clean_cut(text: &str, at: usize) -> bool {
+pub(crate) fn is_clean_cut(text: &str, at: usize) -> bool {
     if !text.is_char_boundary(at) {
         return false;
     }
@@ -155,7 +155,7 @@ pub fn is_clean_cut(text: &str, at: usize) -> bool {
     !(is_word(before) && is_word(after) || is_cjk(before) && is_cjk(after))
 }
 
-pub struct MixedTokenStream<'a> {
+pub(crate) struct MixedTokenStream<'a> {
     tokens: &'a mut [Token],
     next: usize,
 }

@@ -15,7 +15,7 @@ pub(crate) const CHUNK_CHARS: usize = 2_000;
 /// section longer than [`CHUNK_CHARS`] is embedded as consecutive pieces,
 /// each under the same path, so no part of a long note goes unembedded; a
 /// note yields at most [`MAX_NOTE_CHUNKS`] chunks.
-pub fn chunk_texts(note: &Note) -> Vec<String> {
+pub(crate) fn chunk_texts(note: &Note) -> Vec<String> {
     let meta = &note.meta;
     let mut head = meta.title.clone();
     let heading = note.heading_title().map(str::to_string);

@@ -5,7 +5,7 @@
 
 /// Sorts `hits` (`(path, key, score)`) best first, ties by path and then
 /// by `key`, and keeps the first `limit`.
-pub fn order_hits<K: Ord>(hits: &mut Vec<(String, K, f32)>, limit: usize) {
+pub(crate) fn order_hits<K: Ord>(hits: &mut Vec<(String, K, f32)>, limit: usize) {
     hits.sort_by(|a, b| {
         b.2.total_cmp(&a.2)
             .then_with(|| a.0.cmp(&b.0))

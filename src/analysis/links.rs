@@ -12,7 +12,7 @@ use crate::vault::{LinkResolver, Vault};
 
 /// How many notes linking to a note each store keeps (the first, in path
 /// order of the linking notes).
-pub const BACKLINKS_KEPT: usize = 32;
+pub(crate) const BACKLINKS_KEPT: usize = 32;
 
 /// A link as parsed, kept so it can be resolved again after other notes
 /// change.
@@ -85,12 +85,12 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
 
 /// One backlink: the linking note and the span of the link's sentence in
 /// it (see [`crate::note::Note::link_context`]).
-pub type LinkEntry = (usize, u32, u32);
+pub(crate) type LinkEntry = (usize, u32, u32);
 
 /// The first `per_target` of `entries` whose sentence says more than its
 /// links, with that sentence. Reads the linking notes (all at once from a
 /// store), so a pack asks only for the pages it shows.
-pub fn backlink_sentences(
+pub(crate) fn backlink_sentences(
     vault: &Vault,
     entries: &[LinkEntry],
     per_target: usize,
@@ -143,7 +143,7 @@ fn says_something(context: &str) -> bool {
 /// Markdown link; `keep` makes what is kept of a link that resolves, from
 /// the link and its target's index. A link that resolves to no note is
 /// dropped.
-pub fn resolve_links<L: Send, T: Send>(
+pub(crate) fn resolve_links<L: Send, T: Send>(
     metas: &MetaTable,
     resolver: &LinkResolver,
     links: Vec<Vec<L>>,
@@ -173,7 +173,7 @@ pub fn resolve_links<L: Send, T: Send>(
 /// [`BACKLINKS_KEPT`] other notes linking to it, in the order `links`
 /// gives them (`(source, target, sentence span)`, sources in path order),
 /// each source once, with the span of its first link's sentence.
-pub fn first_backlinks(
+pub(crate) fn first_backlinks(
     notes: usize,
     links: impl IntoIterator<Item = (usize, usize, (u32, u32))>,
 ) -> Vec<Vec<LinkEntry>> {

@@ -8,7 +8,7 @@
 //! `store/postgres/` (PostgreSQL) both call these functions, and neither
 //! imports the other.
 
-pub mod analyzer;
+pub(crate) mod analyzer;
 mod chunks;
 mod hits;
 mod links;
@@ -16,17 +16,19 @@ mod parts;
 mod read;
 mod terms;
 
-pub use chunks::chunk_texts;
+pub(crate) use chunks::chunk_texts;
 pub(crate) use chunks::pieces as text_pieces;
 #[cfg(test)]
 pub(crate) use chunks::{CHUNK_CHARS, MAX_NOTE_CHUNKS, pieces};
-pub use hits::order_hits;
-pub use links::{BACKLINKS_KEPT, LinkEntry, backlink_sentences, first_backlinks, resolve_links};
+pub(crate) use hits::order_hits;
+pub(crate) use links::{
+    BACKLINKS_KEPT, LinkEntry, backlink_sentences, first_backlinks, resolve_links,
+};
 pub(crate) use links::{RawLink, raw_links};
-pub use parts::{
+pub(crate) use parts::{
     FIELD_REPEATS, PARTS_VERSION, PROPERTY_REPEATS, body_blocks, note_parts_before_body,
     note_text_parts, property_text, section_spans, section_texts,
 };
-pub use read::FileEntry;
+pub(crate) use read::FileEntry;
 pub(crate) use read::{Pending, read_and_parse, walk_diagnostics};
-pub use terms::{query_terms, visit_terms};
+pub(crate) use terms::{query_terms, visit_terms};

@@ -16,7 +16,7 @@ use crate::parse::markdown::BlockKind;
 /// 0.7036 without them, 0.7034 once, 0.7040 twice; CMRC 0.9834 in all
 /// three. On kepano's vault twice ranks *The Machine Stops* first for
 /// "E. M. Forster" (once, *Blade Runner*'s cover URL won on the letters).
-pub const FIELD_REPEATS: [(&str, usize); 7] = [
+pub(crate) const FIELD_REPEATS: [(&str, usize); 7] = [
     ("title", 3),
     ("aliases", 3),
     ("tags", 2),
@@ -27,16 +27,16 @@ pub const FIELD_REPEATS: [(&str, usize); 7] = [
 ];
 
 /// How many times property values are repeated (see [`FIELD_REPEATS`]).
-pub const PROPERTY_REPEATS: usize = 2;
+pub(crate) const PROPERTY_REPEATS: usize = 2;
 
 /// Changes whenever the texts indexed for a note change (1: property
 /// values): it is part of the policy's fingerprint, so every store
 /// re-analyses its notes when a new version indexes other texts.
-pub const PARTS_VERSION: u32 = 1;
+pub(crate) const PARTS_VERSION: u32 = 1;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.
-pub fn note_text_parts(note: &Note) -> [String; 7] {
+pub(crate) fn note_text_parts(note: &Note) -> [String; 7] {
     let [title, aliases, tags, summary, headings, properties] = note_parts_before_body(note);
     let body: Vec<&str> = body_blocks(note).map(|b| note.block_text(b)).collect();
     [
@@ -51,7 +51,7 @@ pub fn note_text_parts(note: &Note) -> [String; 7] {
 }
 
 /// The parts of [`note_text_parts`] before the body.
-pub fn note_parts_before_body(note: &Note) -> [String; 6] {
+pub(crate) fn note_parts_before_body(note: &Note) -> [String; 6] {
     let meta = &note.meta;
     let title_key = crate::text::fold(&meta.title);
     let headings: Vec<&str> = note
@@ -81,7 +81,7 @@ pub fn note_parts_before_body(note: &Note) -> [String; 6] {
 /// written. Keys are left out: `author` in every book would make the word
 /// match every book. Values the policy reads to decide privacy and bare
 /// booleans (`publish: true`) say nothing a reader searches for.
-pub fn property_text(note: &Note) -> String {
+pub(crate) fn property_text(note: &Note) -> String {
     let mut text = String::new();
     for (key, value) in &note.properties {
         if is_policy_key(key) || value == "true" || value == "false" {
@@ -137,12 +137,12 @@ fn is_policy_key(key: &str) -> bool {
 }
 
 /// The blocks whose text makes the body part of the note-level text.
-pub fn body_blocks(note: &Note) -> impl Iterator<Item = &crate::parse::markdown::Block> {
+pub(crate) fn body_blocks(note: &Note) -> impl Iterator<Item = &crate::parse::markdown::Block> {
     note.blocks.iter().filter(|b| b.kind != BlockKind::Heading)
 }
 
 /// Each section's heading path (`A > B`, if it has a heading) and text.
-pub fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
+pub(crate) fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
     section_spans(note)
         .into_iter()
         .map(|(heading, range)| (heading, &note.body[range]))
@@ -150,7 +150,7 @@ pub fn section_texts(note: &Note) -> Vec<(Option<String>, &str)> {
 }
 
 /// Each section's heading path and the span of its text in the body.
-pub fn section_spans(note: &Note) -> Vec<(Option<String>, std::ops::Range<usize>)> {
+pub(crate) fn section_spans(note: &Note) -> Vec<(Option<String>, std::ops::Range<usize>)> {
     note.sections()
         .into_iter()
         .map(|section| {

@@ -4,7 +4,7 @@
 use super::analyzer;
 
 /// The analysed, de-duplicated terms of a query.
-pub fn query_terms(text: &str) -> Vec<String> {
+pub(crate) fn query_terms(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     visit_terms(text, |term| {
@@ -19,7 +19,7 @@ pub fn query_terms(text: &str) -> Vec<String> {
 /// Calls `visit` with each term of `text`, in order, as the index sees
 /// them, without collecting them (excerpt scoring analyses every sentence
 /// of a pack's candidates).
-pub fn visit_terms(text: &str, mut visit: impl FnMut(&str)) {
+pub(crate) fn visit_terms(text: &str, mut visit: impl FnMut(&str)) {
     thread_local! {
         static ANALYZER: std::cell::RefCell<tantivy::tokenizer::TextAnalyzer> =
             std::cell::RefCell::new(analyzer::analyzer());

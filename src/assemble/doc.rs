@@ -8,13 +8,13 @@ use crate::parse::frontmatter;
 
 /// A document: frontmatter fields and its `##` sections in order.
 #[derive(Clone, Debug, Default)]
-pub struct Doc {
+pub(super) struct Doc {
     pub fields: Mapping,
     pub sections: Vec<(String, String)>,
 }
 
 impl Doc {
-    pub fn parse(path: &str, text: &str) -> Result<Doc, String> {
+    pub(super) fn parse(path: &str, text: &str) -> Result<Doc, String> {
         let split = frontmatter::split(text);
         let fields = match split.yaml {
             Some(yaml) => frontmatter::parse(yaml).map_err(|err| format!("{path}: {err}"))?,
@@ -24,11 +24,11 @@ impl Doc {
         Ok(Doc { fields, sections })
     }
 
-    pub fn scalar(&self, key: &str) -> Option<String> {
+    pub(super) fn scalar(&self, key: &str) -> Option<String> {
         frontmatter::get(&self.fields, key).and_then(frontmatter::scalar)
     }
 
-    pub fn list(&self, key: &str) -> Vec<String> {
+    pub(super) fn list(&self, key: &str) -> Vec<String> {
         frontmatter::get(&self.fields, key)
             .map(|value| frontmatter::list(value, LIST_SEPARATORS))
             .unwrap_or_default()
@@ -36,10 +36,10 @@ impl Doc {
 }
 
 /// Separators of list values written as one line (`甲、乙`, `a, b`).
-pub const LIST_SEPARATORS: &[char] = &['、', ',', '，', ';', '；'];
+pub(super) const LIST_SEPARATORS: &[char] = &['、', ',', '，', ';', '；'];
 
 /// A frontmatter value as one line of text.
-pub fn value_text(value: &Value, separator: &str) -> String {
+pub(super) fn value_text(value: &Value, separator: &str) -> String {
     match value {
         Value::Sequence(_) => frontmatter::list(value, LIST_SEPARATORS).join(separator),
         other => frontmatter::scalar(other).unwrap_or_default(),
@@ -48,7 +48,7 @@ pub fn value_text(value: &Value, separator: &str) -> String {
 
 /// Splits `body` at headings of exactly `level` (outside code fences):
 /// the text before the first one, then `(heading text, section text)`.
-pub fn split_sections(body: &str, level: usize) -> (String, Vec<(String, String)>) {
+pub(super) fn split_sections(body: &str, level: usize) -> (String, Vec<(String, String)>) {
     let marker = "#".repeat(level);
     let mut preamble = String::new();
     let mut sections: Vec<(String, String)> = Vec::new();
@@ -94,7 +94,7 @@ fn heading_text<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
 /// Demotes the headings of `text` so the shallowest becomes `depth + 1`
 /// (at most 6), dropping a leading `#` title line, so embedded documents
 /// nest under the pack's own headings.
-pub fn nest(text: &str, depth: usize) -> String {
+pub(super) fn nest(text: &str, depth: usize) -> String {
     let mut body = text;
     if let Some(first) = body.lines().next()
         && heading_level(first) == Some(1)
@@ -131,12 +131,12 @@ fn heading_level(line: &str) -> Option<usize> {
 
 /// An outline: its main line, and groups (volumes) of unit entries.
 #[derive(Clone, Debug, Default)]
-pub struct Outline {
+pub(super) struct Outline {
     pub groups: Vec<Group>,
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Group {
+pub(super) struct Group {
     pub title: String,
     /// The group's own text, before its first entry.
     pub overview: String,
@@ -144,7 +144,7 @@ pub struct Group {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Entry {
+pub(super) struct Entry {
     pub number: i64,
     pub title: String,
     /// The entry's text as written (its key lines included).
@@ -154,7 +154,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn values(&self, key: &str) -> &[String] {
+    pub(super) fn values(&self, key: &str) -> &[String] {
         self.keys
             .iter()
             .find(|(k, _)| k == key)
@@ -163,7 +163,7 @@ impl Entry {
 }
 
 impl Outline {
-    pub fn parse(text: &str) -> Outline {
+    pub(super) fn parse(text: &str) -> Outline {
         let body = frontmatter::split(text).body;
         let (_, groups) = split_sections(body, 2);
         let groups = groups
@@ -193,7 +193,7 @@ impl Outline {
     }
 
     /// The group holding unit `number`, and the entry.
-    pub fn find(&self, number: i64) -> Option<(usize, &Entry)> {
+    pub(super) fn find(&self, number: i64) -> Option<(usize, &Entry)> {
         self.groups.iter().enumerate().find_map(|(g, group)| {
             group
                 .entries
@@ -240,7 +240,7 @@ fn leading_keys(text: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// The first sentence of `text` (at most `max_chars`), for summaries.
-pub fn first_sentence(text: &str, max_chars: usize) -> String {
+pub(super) fn first_sentence(text: &str, max_chars: usize) -> String {
     let flat: String = text
         .lines()
         .map(|l| l.trim().trim_start_matches(['-', '*', '#', '>']).trim())

@@ -7,11 +7,11 @@ use super::sources::Item;
 use crate::tokens::Tokenizer;
 
 /// The order layers are printed in within a segment.
-pub const RENDER_ORDER: [Layer; 4] = [Layer::L2, Layer::L1, Layer::L3, Layer::L0];
+pub(super) const RENDER_ORDER: [Layer; 4] = [Layer::L2, Layer::L1, Layer::L3, Layer::L0];
 
 /// How an item appears in the pack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
+pub(super) enum Form {
     Full,
     Summary,
     /// Only this many characters of its text, at the end it keeps.
@@ -20,7 +20,7 @@ pub enum Form {
 }
 
 impl Form {
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Form::Full => "full",
             Form::Summary => "summary",
@@ -38,13 +38,13 @@ const SUMMARY_CHARS: usize = 80;
 const MIN_TRUNCATED_CHARS: usize = 40;
 
 /// A list of items printed under one `#` heading.
-pub struct Segment<'a> {
+pub(super) struct Segment<'a> {
     pub items: Vec<&'a Item>,
     pub forms: Vec<Form>,
 }
 
 impl<'a> Segment<'a> {
-    pub fn new(mut items: Vec<&'a Item>, source_order: &[String]) -> Segment<'a> {
+    pub(super) fn new(mut items: Vec<&'a Item>, source_order: &[String]) -> Segment<'a> {
         let layer_rank = |layer: Layer| RENDER_ORDER.iter().position(|l| *l == layer);
         let source_rank = |source: &str| source_order.iter().position(|s| s == source);
         // A stable sort keeps each source's own item order.
@@ -54,7 +54,7 @@ impl<'a> Segment<'a> {
     }
 
     /// The rendered text: layer, source and entity headings, then items.
-    pub fn render(&self, labels: &Labels) -> String {
+    pub(super) fn render(&self, labels: &Labels) -> String {
         let mut out = String::new();
         for piece in self.pieces(labels) {
             out.push_str(&piece.text(self, labels));
@@ -94,7 +94,7 @@ impl<'a> Segment<'a> {
     }
 
     /// The additive measure of the rendered segment.
-    pub fn measure(
+    pub(super) fn measure(
         &self,
         labels: &Labels,
         tokenizer: Tokenizer,
@@ -111,7 +111,7 @@ impl<'a> Segment<'a> {
 
     /// Degrades items until the segment measures at most `capacity`;
     /// false when even every degradable item gone is not enough.
-    pub fn fit(
+    pub(super) fn fit(
         &mut self,
         capacity: usize,
         labels: &Labels,
@@ -201,7 +201,7 @@ fn has_summary(item: &Item) -> bool {
 }
 
 /// One item as printed in `form`.
-pub fn render_item(item: &Item, form: Form) -> String {
+pub(super) fn render_item(item: &Item, form: Form) -> String {
     let body = match form {
         Form::Full => nest(&item.text, ITEM_DEPTH),
         Form::Summary => format!("{} […]", first_sentence(&item.text, SUMMARY_CHARS)),
@@ -246,7 +246,7 @@ fn truncate(text: &str, keep: usize, which: Keep) -> String {
 
 /// Measures of rendered items, so fitting does not re-count text.
 #[derive(Default)]
-pub struct MeasureCache {
+pub(super) struct MeasureCache {
     entries: std::collections::HashMap<(String, String), usize>,
 }
 

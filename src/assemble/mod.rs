@@ -10,9 +10,9 @@
 
 mod doc;
 mod layout;
-pub mod project;
-pub mod recipe;
-pub mod schema;
+pub(crate) mod project;
+pub(crate) mod recipe;
+pub(crate) mod schema;
 mod sources;
 mod stored;
 mod styled;
@@ -31,12 +31,12 @@ use self::sources::{Context, Gathered, Hidden, Item, Reason};
 use crate::pack::style::Style;
 use crate::tokens::Tokenizer;
 
-pub use self::sources::Omitted;
+pub(crate) use self::sources::Omitted;
 
 /// Budgets outside this range are refused (the same bound as `pack`).
-pub const MAX_BUDGET: usize = crate::pack::MAX_BUDGET;
+pub(crate) const MAX_BUDGET: usize = crate::pack::MAX_BUDGET;
 /// The budget when none is given.
-pub const DEFAULT_BUDGET: usize = 16_000;
+pub(crate) const DEFAULT_BUDGET: usize = 16_000;
 
 /// What the caller asks for.
 #[derive(Clone, Debug, Default)]
@@ -199,7 +199,7 @@ const STORE_ATTEMPTS: usize = 3;
 /// `request.store` holds under its vault id, reading one committed sync:
 /// the same pack, byte for byte, as from the folder that was synced. The
 /// review copy is written only under `review_dir`, never into the store.
-pub fn assemble_from_store(
+pub(crate) fn assemble_from_store(
     request: &AssembleRequest,
     review_dir: Option<&Path>,
 ) -> Result<Assembly, AssembleError> {
@@ -242,7 +242,9 @@ pub fn assemble_from_store(
 }
 
 /// Whether the store at `target` holds a synced project under its vault id.
-pub fn store_has_project(target: &crate::session::StoreTarget) -> Result<bool, AssembleError> {
+pub(crate) fn store_has_project(
+    target: &crate::session::StoreTarget,
+) -> Result<bool, AssembleError> {
     crate::store::postgres::project::ProjectSnapshot::open(&target.url, &target.vault)
         .map(|snapshot| snapshot.is_some())
         .map_err(|err| store_error(&err))
@@ -265,7 +267,7 @@ fn store_error(err: &anyhow::Error) -> AssembleError {
 
 /// A project's tree for the store, and the libraries (name, folder) some
 /// work binds.
-pub type ProjectImage = (
+pub(crate) type ProjectImage = (
     Vec<crate::store::postgres::project::ProjectEntry>,
     Vec<(String, String)>,
 );
@@ -273,7 +275,7 @@ pub type ProjectImage = (
 /// The image of the writing project at `root` for the store, and the
 /// libraries some work binds (see `stored::image`); `None` when `root` has
 /// no recipe.
-pub fn project_image(
+pub(crate) fn project_image(
     root: &Path,
     policy: &crate::privacy::Policy,
 ) -> Result<Option<ProjectImage>, String> {
@@ -788,7 +790,7 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
 
 /// Whether `root` holds a writing project: its recipe is there to read,
 /// as `assemble` would read it (the MCP server offers `assemble` only then).
-pub fn has_recipe(root: &Path) -> bool {
+pub(crate) fn has_recipe(root: &Path) -> bool {
     Project::open(root)
         .is_ok_and(|project| matches!(project.read_optional(RECIPE_FILE), Ok(Some(_))))
 }

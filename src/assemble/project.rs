@@ -14,7 +14,7 @@ use crate::vault::walk;
 /// Files larger than this are refused rather than read.
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
-pub struct Project {
+pub(crate) struct Project {
     root: PathBuf,
     /// Every relative path read or listed, in order.
     touched: Mutex<Vec<String>>,
@@ -84,7 +84,7 @@ impl From<ReadError> for String {
 }
 
 impl Project {
-    pub fn open(root: &Path) -> Result<Project, String> {
+    pub(crate) fn open(root: &Path) -> Result<Project, String> {
         let root = root
             .canonicalize()
             .map_err(|err| format!("cannot open project {}: {err}", root.display()))?;
@@ -106,7 +106,7 @@ impl Project {
     /// The project one snapshot of the store holds: its texts were read
     /// through the privacy policy when it was synced, so none is applied
     /// again.
-    pub fn from_store(files: super::stored::StoreFiles) -> Project {
+    pub(crate) fn from_store(files: super::stored::StoreFiles) -> Project {
         Project {
             root: PathBuf::from(super::stored::STORE_ROOT),
             touched: Mutex::new(Vec::new()),
@@ -120,7 +120,7 @@ impl Project {
     }
 
     /// The store's files, when the project is read from the store.
-    pub fn store_files(&self) -> Option<&super::stored::StoreFiles> {
+    pub(crate) fn store_files(&self) -> Option<&super::stored::StoreFiles> {
         match &self.files {
             Files::Store(files) => Some(files),
             Files::Folder => None,
@@ -129,7 +129,7 @@ impl Project {
 
     /// Opens the libraries named in `names` for reading (their rows leave
     /// the store only now, and only theirs); nothing to do for a folder.
-    pub fn open_libraries(&mut self, names: &[String]) -> Result<(), String> {
+    pub(crate) fn open_libraries(&mut self, names: &[String]) -> Result<(), String> {
         match &mut self.files {
             Files::Store(files) => files.open_libraries(names),
             Files::Folder => Ok(()),
@@ -154,30 +154,30 @@ impl Project {
 
     /// Reads every Markdown file under `policy` from now on: a private one
     /// is refused, secrets are redacted, comments and private sections cut.
-    pub fn set_policy(&mut self, policy: crate::privacy::Policy) {
+    pub(crate) fn set_policy(&mut self, policy: crate::privacy::Policy) {
         self.policy = policy;
     }
 
     /// The secrets redacted in the files read so far, by path and line.
-    pub fn redactions(&self) -> Vec<(String, crate::privacy::Redaction)> {
+    pub(crate) fn redactions(&self) -> Vec<(String, crate::privacy::Redaction)> {
         let mut redacted = self.redacted.lock().map(|r| r.clone()).unwrap_or_default();
         redacted.sort();
         redacted.dedup();
         redacted
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The paths read or listed so far.
-    pub fn touched(&self) -> Vec<String> {
+    pub(crate) fn touched(&self) -> Vec<String> {
         self.touched.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     /// The paths refused so far because they lead into a closed library,
     /// each once, with that library.
-    pub fn refused(&self) -> Vec<(String, String)> {
+    pub(crate) fn refused(&self) -> Vec<(String, String)> {
         let mut seen = BTreeSet::new();
         self.refused
             .lock()
@@ -197,7 +197,7 @@ impl Project {
     /// Closes `libraries` (folders listed by `list`): from now on nothing
     /// whose canonical target lies inside one of them is opened or listed,
     /// whatever path or symlink leads there. Replaces the previous set.
-    pub fn close_libraries(&mut self, libraries: &[&Entry]) {
+    pub(crate) fn close_libraries(&mut self, libraries: &[&Entry]) {
         self.closed = libraries
             .iter()
             .map(|e| (e.real.clone(), e.path.clone()))
@@ -213,7 +213,7 @@ impl Project {
     }
 
     /// The closed library `rel` leads into, if any (without recording it).
-    pub fn closed_library_of(&self, rel: &str) -> Option<String> {
+    pub(crate) fn closed_library_of(&self, rel: &str) -> Option<String> {
         let real = self.canonical(rel).ok()?;
         self.closed_library(&real).map(str::to_string)
     }
@@ -265,7 +265,7 @@ impl Project {
 
     /// The canonical path of `rel`, refused when it leaves the root or
     /// leads into a closed library (the refusal is recorded).
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ReadError> {
+    pub(crate) fn resolve(&self, rel: &str) -> Result<PathBuf, ReadError> {
         let real = self.canonical(rel)?;
         self.refuse_if_closed(rel, &real)?;
         Ok(real)
@@ -274,7 +274,7 @@ impl Project {
     /// Reads `rel` as UTF-8 text; `Ok(None)` when it does not exist. A
     /// FIFO, socket or device is refused without being opened in a way
     /// that blocks.
-    pub fn read_optional(&self, rel: &str) -> Result<Option<String>, ReadError> {
+    pub(crate) fn read_optional(&self, rel: &str) -> Result<Option<String>, ReadError> {
         let path = self.resolve(rel)?;
         let unreadable = |why: String| ReadError::Unreadable {
             path: rel.to_string(),
@@ -387,7 +387,7 @@ impl Project {
     /// every other read (hidden, skipped and ignored files, case-insensitive
     /// extensions), so `--candidate .env` or a slot naming `.git/config`
     /// reads nothing.
-    pub fn check_listed(&self, rel: &str) -> Result<(), ReadError> {
+    pub(crate) fn check_listed(&self, rel: &str) -> Result<(), ReadError> {
         let rel = rel.trim_start_matches("./");
         let exists = match &self.files {
             Files::Folder => fs::symlink_metadata(self.root.join(rel)).is_ok(),
@@ -463,7 +463,7 @@ impl Project {
     }
 
     /// Reads `rel`, which must exist.
-    pub fn read(&self, rel: &str) -> Result<String, String> {
+    pub(crate) fn read(&self, rel: &str) -> Result<String, String> {
         self.read_optional(rel)?
             .ok_or_else(|| format!("{rel} does not exist"))
     }
@@ -471,7 +471,7 @@ impl Project {
     /// The entries of folder `rel` (files and folders, sorted by name, not
     /// hidden ones), or nothing when it does not exist. Entries leading
     /// outside the root or into a closed library are left out.
-    pub fn list(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
+    pub(crate) fn list(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
         self.list_entries(rel, false)
     }
 
@@ -505,7 +505,7 @@ impl Project {
     }
 
     /// Whether `rel` is a folder (through symlinks), refused paths not.
-    pub fn is_folder(&self, rel: &str) -> bool {
+    pub(crate) fn is_folder(&self, rel: &str) -> bool {
         let Ok(real) = self.resolve(rel) else {
             return false;
         };
@@ -563,7 +563,7 @@ impl Project {
 
     /// The folders of the libraries folder `rel`, hidden ones included (a
     /// library is closed whatever its name).
-    pub fn library_folders(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
+    pub(crate) fn library_folders(&self, rel: &str) -> Result<Vec<Entry>, ReadError> {
         Ok(self
             .list_entries(rel, true)?
             .into_iter()
@@ -573,7 +573,7 @@ impl Project {
 
     /// Every Markdown file under folder `rel`, recursively, sorted by path;
     /// a folder reached twice (a symlink loop) is listed once.
-    pub fn markdown_files(&self, rel: &str) -> Result<Vec<String>, ReadError> {
+    pub(crate) fn markdown_files(&self, rel: &str) -> Result<Vec<String>, ReadError> {
         let mut files = Vec::new();
         let real = self.resolve(rel)?;
         if let (Files::Store(stored), Ok(inside)) = (&self.files, real.strip_prefix(&self.root)) {
@@ -603,7 +603,7 @@ impl Project {
     }
 
     /// Whether a `.gitignore` in the root or on the way to `rel` ignores it.
-    pub fn is_git_ignored(&self, rel: &str) -> bool {
+    pub(crate) fn is_git_ignored(&self, rel: &str) -> bool {
         if let Files::Store(_) = self.files {
             // A pack from the store is never written into the project.
             return false;
@@ -662,7 +662,7 @@ pub(super) fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-pub struct Entry {
+pub(crate) struct Entry {
     pub name: String,
     pub path: String,
     pub is_dir: bool,
@@ -684,7 +684,7 @@ pub(super) fn is_markdown(rel: &str) -> bool {
 /// A work's bindings: the libraries L3 may read and the identity slots.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Bindings {
+pub(crate) struct Bindings {
     #[serde(default, alias = "知识绑定")]
     pub libraries: Vec<String>,
     #[serde(default, alias = "槽位")]
@@ -692,7 +692,7 @@ pub struct Bindings {
 }
 
 impl Bindings {
-    pub fn parse(path: &str, text: &str) -> Result<Bindings, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<Bindings, String> {
         if text.trim().is_empty() {
             return Ok(Bindings::default());
         }
@@ -712,7 +712,7 @@ impl Bindings {
 
 /// Whether `name` is one plain path component: not empty, not `.` or
 /// `..`, without separators or NUL, so it names a folder inside another.
-pub fn is_plain_name(name: &str) -> bool {
+pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::project::is_plain_name;
 
 /// Where a recipe lives inside a project unless `--recipe` names another.
-pub const RECIPE_FILE: &str = "meta/recipe.yaml";
+pub(crate) const RECIPE_FILE: &str = "meta/recipe.yaml";
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -482,7 +482,7 @@ impl Recipe {
 }
 
 /// The values a path template may use.
-pub struct Placeholders<'a> {
+pub(crate) struct Placeholders<'a> {
     pub work: &'a str,
     pub unit: i64,
     pub agent: &'a str,
@@ -492,11 +492,11 @@ pub struct Placeholders<'a> {
 
 /// The widest zero padding a template may ask for (`{unit:016}`); a unit
 /// number never needs more, and formatting panics on very large widths.
-pub const MAX_WIDTH: usize = 16;
+pub(crate) const MAX_WIDTH: usize = 16;
 
 /// Expands `{work}`, `{unit}`, `{unit:03}`, `{agent}`, `{scenario}` and
 /// `{purpose}` in `template`.
-pub fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, String> {
+pub(crate) fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(open) = rest.find('{') {

@@ -10,13 +10,13 @@ use super::project::Project;
 /// `aiContext`: visible to every purpose, to none, or to those listed.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
-pub enum AiContext {
+pub(crate) enum AiContext {
     All(bool),
     Only(Vec<String>),
 }
 
 impl AiContext {
-    pub fn allows(&self, purpose: &str) -> bool {
+    pub(crate) fn allows(&self, purpose: &str) -> bool {
         match self {
             AiContext::All(all) => *all,
             AiContext::Only(purposes) => purposes.iter().any(|p| p == purpose),
@@ -35,7 +35,7 @@ impl fmt::Display for AiContext {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FieldRule {
+pub(crate) struct FieldRule {
     #[serde(rename = "aiContext")]
     pub ai_context: AiContext,
     #[serde(default)]
@@ -44,7 +44,7 @@ pub struct FieldRule {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Schema {
+pub(crate) struct Schema {
     #[serde(rename = "type")]
     pub type_name: String,
     /// The rule for fields the schema does not list.
@@ -62,7 +62,7 @@ fn visible() -> AiContext {
 }
 
 impl Schema {
-    pub fn rule(&self, field: &str) -> &AiContext {
+    pub(crate) fn rule(&self, field: &str) -> &AiContext {
         self.rules
             .iter()
             .find(|(name, _)| name == field)
@@ -72,12 +72,12 @@ impl Schema {
 
 /// Every schema of a project, by type name.
 #[derive(Clone, Debug, Default)]
-pub struct Schemas {
+pub(crate) struct Schemas {
     pub by_type: BTreeMap<String, Schema>,
 }
 
 impl Schemas {
-    pub fn load(project: &Project, dir: &str) -> Result<Schemas, String> {
+    pub(crate) fn load(project: &Project, dir: &str) -> Result<Schemas, String> {
         let mut by_type = BTreeMap::new();
         for entry in project.list(dir)? {
             if entry.is_dir || !(entry.name.ends_with(".yaml") || entry.name.ends_with(".yml")) {
@@ -107,7 +107,7 @@ impl Schemas {
 
     /// The rule for `field` of `type_name`; types without a schema show
     /// every field.
-    pub fn rule(&self, type_name: &str, field: &str) -> AiContext {
+    pub(crate) fn rule(&self, type_name: &str, field: &str) -> AiContext {
         self.by_type
             .get(type_name)
             .map_or(AiContext::All(true), |schema| schema.rule(field).clone())
@@ -115,7 +115,11 @@ impl Schemas {
 
     /// Refuses rules under which the shared baseline (seen by everyone)
     /// would show a field that `purpose` may not see.
-    pub fn check_baseline_is_safe(&self, baseline: &str, purposes: &[&str]) -> Result<(), String> {
+    pub(crate) fn check_baseline_is_safe(
+        &self,
+        baseline: &str,
+        purposes: &[&str],
+    ) -> Result<(), String> {
         for schema in self.by_type.values() {
             let rules = schema
                 .rules

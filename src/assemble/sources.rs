@@ -17,7 +17,7 @@ use crate::text::fold;
 
 /// One piece of a pack: a field of an entity, a scene, a file.
 #[derive(Clone, Debug)]
-pub struct Item {
+pub(super) struct Item {
     /// Identity across agents: the same key is the same content.
     pub key: String,
     pub layer: Layer,
@@ -36,7 +36,7 @@ pub struct Item {
 
 impl Item {
     /// The item's name in reports.
-    pub fn display(&self) -> String {
+    pub(super) fn display(&self) -> String {
         match (&self.group, &self.label) {
             (Some(group), Some(label)) => format!("{group} / {label}"),
             (Some(group), None) => group.clone(),
@@ -48,7 +48,7 @@ impl Item {
 
 /// A field left out because its purpose may not see it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Hidden {
+pub(super) struct Hidden {
     #[serde(skip)]
     pub key: String,
     #[serde(rename = "type")]
@@ -96,7 +96,7 @@ pub struct Omitted {
 }
 
 /// What every source reads from.
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     pub project: &'a Project,
     pub recipe: &'a Recipe,
     pub schemas: &'a Schemas,
@@ -119,7 +119,7 @@ pub struct Context<'a> {
 
 /// Items, hidden fields and omissions gathered for one purpose.
 #[derive(Default)]
-pub struct Gathered {
+pub(super) struct Gathered {
     pub items: Vec<Item>,
     pub hidden: Vec<Hidden>,
     pub omitted: Vec<Omitted>,
@@ -128,14 +128,14 @@ pub struct Gathered {
 
 impl Context<'_> {
     /// The store vaults L3 was ranked from, with their generations, sorted.
-    pub fn ranked_from(&self) -> Vec<(String, i64)> {
+    pub(super) fn ranked_from(&self) -> Vec<(String, i64)> {
         let mut ranked = self.ranked.lock().map(|r| r.clone()).unwrap_or_default();
         ranked.sort();
         ranked.dedup();
         ranked
     }
 
-    pub fn path(&self, template: &str, unit: i64) -> Result<String, String> {
+    pub(super) fn path(&self, template: &str, unit: i64) -> Result<String, String> {
         super::recipe::expand(
             template,
             &super::recipe::Placeholders {
@@ -148,7 +148,7 @@ impl Context<'_> {
         )
     }
 
-    pub fn unit_heading(&self, unit: i64) -> String {
+    pub(super) fn unit_heading(&self, unit: i64) -> String {
         let heading = &self.recipe.unit.heading;
         // The recipe's templates were checked when it was loaded.
         self.path(heading, unit)
@@ -198,7 +198,7 @@ impl Context<'_> {
     }
 
     /// Gathers `source` as seen by `purpose`.
-    pub fn gather(
+    pub(super) fn gather(
         &self,
         id: &str,
         spec: &SourceSpec,

@@ -25,7 +25,7 @@ use crate::store::postgres::project::{ProjectEntry, ProjectSnapshot};
 use crate::vault::walk;
 
 /// The root every stored project's paths hang from (never on disk).
-pub const STORE_ROOT: &str = "/ctxpack-store";
+pub(super) const STORE_ROOT: &str = "/ctxpack-store";
 
 /// The most entries a project's image may have.
 const MAX_ENTRIES: usize = 200_000;
@@ -33,7 +33,7 @@ const MAX_ENTRIES: usize = 200_000;
 /// What reading a file through the project's door gives, in the order the
 /// door finds out (see `Project::read_optional`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Stored {
+pub(crate) enum Stored {
     /// Not a regular file (refused without being opened).
     Special(String),
     /// Over the size limit.
@@ -50,7 +50,7 @@ pub enum Stored {
 }
 
 /// A project's tree for the store, and the libraries some work binds.
-pub struct Image {
+pub(super) struct Image {
     pub entries: Vec<ProjectEntry>,
     /// `(name, folder relative to the root)` of each library some work
     /// binds: each is synced as a vault of its own, for L3's ranking.
@@ -60,7 +60,7 @@ pub struct Image {
 /// The image of the writing project at `root` (canonical), read under
 /// `policy`; `None` when `root` has no recipe. A recipe that cannot be read
 /// or parsed is an error: which folder holds the libraries is then unknown.
-pub fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
+pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
     let mut project = Project::open(root)?;
     project.set_policy(policy.clone());
     let text = match project.read_optional(RECIPE_FILE) {
@@ -287,7 +287,7 @@ fn kind_of(path: &Path) -> char {
 /// A project's files as one snapshot of the store holds them: the rows
 /// outside the libraries at first, the rows of the libraries the work
 /// binds once they are opened. Paths are absolute under [`STORE_ROOT`].
-pub struct StoreFiles {
+pub(crate) struct StoreFiles {
     snapshot: ProjectSnapshot,
     rows: BTreeMap<String, ProjectEntry>,
     children: BTreeMap<String, Vec<String>>,
@@ -301,7 +301,7 @@ pub struct StoreFiles {
 }
 
 /// A path as the store resolves it.
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// Inside the root: the real path (relative) and its kind.
     Inside(String, char),
     /// Through a symlink leading outside the root.
@@ -309,7 +309,7 @@ pub enum Resolved {
 }
 
 impl StoreFiles {
-    pub fn new(snapshot: ProjectSnapshot) -> Result<StoreFiles, String> {
+    pub(crate) fn new(snapshot: ProjectSnapshot) -> Result<StoreFiles, String> {
         let rows = snapshot
             .outside_libraries()
             .map_err(|err| format!("{err:#}"))?;
@@ -325,7 +325,7 @@ impl StoreFiles {
         Ok(files)
     }
 
-    pub fn snapshot(&self) -> &ProjectSnapshot {
+    pub(crate) fn snapshot(&self) -> &ProjectSnapshot {
         &self.snapshot
     }
 
@@ -345,7 +345,7 @@ impl StoreFiles {
 
     /// Fetches the rows of the libraries named in `open` (every name that
     /// reaches a library must be open for its rows to leave the database).
-    pub fn open_libraries(&mut self, open: &[String]) -> Result<(), String> {
+    pub(crate) fn open_libraries(&mut self, open: &[String]) -> Result<(), String> {
         let rows = self
             .snapshot
             .in_libraries(open)
@@ -357,7 +357,7 @@ impl StoreFiles {
 
     /// `rel` (relative, `/`-separated) with every symlink on the way
     /// resolved, as `canonicalize` would: `None` when a part does not exist.
-    pub fn resolve(&self, rel: &Path) -> Option<Resolved> {
+    pub(crate) fn resolve(&self, rel: &Path) -> Option<Resolved> {
         let mut current = String::new();
         let mut kind = 'd';
         for component in rel.components() {
@@ -388,7 +388,7 @@ impl StoreFiles {
 
     /// Whether `rel` exists as a directory entry (a symlink counts, whatever
     /// it leads to).
-    pub fn entry_exists(&self, rel: &Path) -> bool {
+    pub(crate) fn entry_exists(&self, rel: &Path) -> bool {
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
             return false;
         };
@@ -407,12 +407,12 @@ impl StoreFiles {
     }
 
     /// Whether the vault's walk lists `rel`.
-    pub fn listed(&self, rel: &str) -> bool {
+    pub(crate) fn listed(&self, rel: &str) -> bool {
         self.rows.get(rel).is_some_and(|row| row.listed)
     }
 
     /// The children of folder `real` (relative): `(name, child path)`.
-    pub fn children(&self, real: &str) -> Vec<(String, String)> {
+    pub(crate) fn children(&self, real: &str) -> Vec<(String, String)> {
         self.children
             .get(real)
             .map(|names| {
@@ -434,7 +434,7 @@ impl StoreFiles {
     /// What reading the real file `real` gives: `None` when the store has
     /// no such file; `Some(None)` when it has the file but not its text
     /// (the assembler may not read it). The text is fetched the first time.
-    pub fn content(&self, real: &str) -> Result<Option<Option<Stored>>, String> {
+    pub(crate) fn content(&self, real: &str) -> Result<Option<Option<Stored>>, String> {
         let Some(row) = self.rows.get(real) else {
             return Ok(None);
         };
@@ -456,7 +456,7 @@ impl StoreFiles {
 
     /// Fetches the contents of every file under the real folder `dir` at
     /// once (a source that reads a folder's cards reads them all).
-    pub fn prefetch(&self, dir: &str) -> Result<(), String> {
+    pub(crate) fn prefetch(&self, dir: &str) -> Result<(), String> {
         let first = self
             .fetched
             .lock()
@@ -486,7 +486,7 @@ impl StoreFiles {
 }
 
 /// The absolute form of a stored path.
-pub fn absolute(rel: &str) -> PathBuf {
+pub(super) fn absolute(rel: &str) -> PathBuf {
     let root = PathBuf::from(STORE_ROOT);
     if rel.is_empty() { root } else { root.join(rel) }
 }

@@ -9,7 +9,7 @@ use crate::pack::style::{Style, xml_escape};
 
 /// The sections of a pack, each already rendered as markdown, in the
 /// order they are printed.
-pub struct Sections<'a> {
+pub(super) struct Sections<'a> {
     pub system: &'a str,
     pub baseline: &'a str,
     pub identity: &'a str,
@@ -23,7 +23,7 @@ pub struct Sections<'a> {
 /// What the elements of the structured styles are labelled with. Only
 /// `recipe`, `work` and `unit` may appear before the baseline: they are the
 /// same for every agent of the unit.
-pub struct Facts<'a> {
+pub(super) struct Facts<'a> {
     pub recipe: &'a str,
     pub work: &'a str,
     pub unit: i64,
@@ -32,14 +32,14 @@ pub struct Facts<'a> {
     pub scenario: &'a str,
 }
 
-pub struct Printed {
+pub(super) struct Printed {
     pub text: String,
     /// Bytes of `text` every agent of the unit shares (system + baseline).
     pub shared_prefix: usize,
 }
 
 /// Why a style does not apply to `assemble`, if it does not.
-pub fn unsupported(style: Style) -> Option<String> {
+pub(super) fn unsupported(style: Style) -> Option<String> {
     (style == Style::Plain).then(|| {
         "--style plain does not fit assemble: its layers, sources and entities are told apart \
          only by their headings; use markdown, xml or json"
@@ -47,7 +47,7 @@ pub fn unsupported(style: Style) -> Option<String> {
     })
 }
 
-pub fn print(style: Style, facts: &Facts, sections: &Sections) -> Printed {
+pub(super) fn print(style: Style, facts: &Facts, sections: &Sections) -> Printed {
     match style {
         Style::Xml => xml(facts, sections),
         Style::Json => json(facts, sections),

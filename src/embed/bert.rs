@@ -20,13 +20,13 @@ use super::kernels::{self, View, matmul};
 
 /// A BERT sentence-transformer: the encoder's outputs mean pooled and
 /// normalised.
-pub struct Bert {
+pub(crate) struct Bert {
     tokenizer: Tokenizer,
     encoder: Encoder,
 }
 
 /// A BERT encoder's weights, without tokenizer or head.
-pub struct Encoder {
+pub(crate) struct Encoder {
     embeddings: Embeddings,
     layers: Vec<Layer>,
     hidden: usize,
@@ -51,7 +51,7 @@ struct LayerNorm {
 
 /// A dense layer, its weight transposed to `inputs × outputs` row-major so
 /// that `x · weight` is a plain product.
-pub struct Dense {
+pub(crate) struct Dense {
     weight: Vec<f32>,
     bias: Vec<f32>,
     inputs: usize,
@@ -92,7 +92,11 @@ impl LayerNorm {
 }
 
 impl Dense {
-    pub fn load(vb: VarBuilder, inputs: usize, outputs: usize) -> candle_core::Result<Dense> {
+    pub(crate) fn load(
+        vb: VarBuilder,
+        inputs: usize,
+        outputs: usize,
+    ) -> candle_core::Result<Dense> {
         let weight = tensor(&vb, &[outputs, inputs], "weight")?;
         let mut transposed = vec![0f32; weight.len()];
         for (o, row) in weight.chunks_exact(inputs).enumerate() {
@@ -129,7 +133,7 @@ impl Dense {
     /// `dst = x · weight + bias (+ dst's rows when `residual`)` for `rows`
     /// rows of `x`; `dst` holds the residual on entry when there is one.
     #[inline(always)]
-    pub fn apply(&self, x: &[f32], rows: usize, dst: &mut [f32], residual: bool) {
+    pub(crate) fn apply(&self, x: &[f32], rows: usize, dst: &mut [f32], residual: bool) {
         let dst = &mut dst[..rows * self.outputs];
         for row in dst.chunks_exact_mut(self.outputs) {
             if residual {
@@ -201,7 +205,7 @@ fn load_weights(vb: VarBuilder, config: &Config) -> candle_core::Result<(Embeddi
 impl Encoder {
     /// Reads the encoder from `vb`, where checkpoints store it at the root
     /// or under the model type.
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Encoder, String> {
+    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Encoder, String> {
         if config.position_embedding_type != PositionEmbeddingType::Absolute {
             return Err("config.json: only absolute position embeddings are supported".into());
         }
@@ -231,13 +235,13 @@ impl Encoder {
         })
     }
 
-    pub fn hidden(&self) -> usize {
+    pub(crate) fn hidden(&self) -> usize {
         self.hidden
     }
 
     /// The token ids and token types of `encoding`, checked against the
     /// vocabulary and the type table.
-    pub fn inputs(&self, encoding: &Encoding) -> Result<(Vec<usize>, Vec<usize>), String> {
+    pub(crate) fn inputs(&self, encoding: &Encoding) -> Result<(Vec<usize>, Vec<usize>), String> {
         let vocabulary = self.embeddings.words.len() / self.hidden;
         let types = self.embeddings.token_types.len() / self.hidden;
         let ids: Vec<usize> = encoding.get_ids().iter().map(|&id| id as usize).collect();
@@ -262,7 +266,7 @@ impl Encoder {
     /// The last layer's output rows (`hidden` wide) for texts whose token
     /// ids and types lie one after another in `ids` and `types`, `lengths`
     /// long.
-    pub fn forward(&self, ids: &[usize], types: &[usize], lengths: &[usize]) -> Vec<f32> {
+    pub(crate) fn forward(&self, ids: &[usize], types: &[usize], lengths: &[usize]) -> Vec<f32> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: both target features were detected on this CPU.
@@ -361,7 +365,7 @@ impl Encoder {
 }
 
 impl Bert {
-    pub fn load(
+    pub(crate) fn load(
         config_json: &[u8],
         safetensors: Vec<u8>,
         tokenizer_json: &[u8],
@@ -387,19 +391,19 @@ impl Bert {
         Ok(Bert { tokenizer, encoder })
     }
 
-    pub fn dims(&self) -> usize {
+    pub(crate) fn dims(&self) -> usize {
         self.encoder.hidden
     }
 
     /// The normalised mean-pooled embedding of `text`.
-    pub fn embed(&self, text: &str) -> Result<Vec<f32>, String> {
+    pub(crate) fn embed(&self, text: &str) -> Result<Vec<f32>, String> {
         self.embed_many(&[text]).pop().expect("one result per text")
     }
 
     /// The embeddings of `texts`, in order, each the normalised mean of its
     /// tokens' outputs (or why it could not be embedded). The texts run
     /// through the encoder together (see [`Encoder::forward`]).
-    pub fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, String>> {
+    pub(crate) fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, String>> {
         let mut results = Vec::with_capacity(texts.len());
         let (mut ids, mut types, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
         for text in texts {
@@ -440,7 +444,7 @@ impl Bert {
 
 /// A tokenizer from `tokenizer.json` that cuts inputs at `max_tokens` and
 /// never pads (a model's own file may pad to a fixed length).
-pub fn tokenizer(json: &[u8], max_tokens: usize) -> Result<Tokenizer, String> {
+pub(crate) fn tokenizer(json: &[u8], max_tokens: usize) -> Result<Tokenizer, String> {
     let mut tokenizer = Tokenizer::from_bytes(json).map_err(|err| err.to_string())?;
     tokenizer
         .with_truncation(Some(TruncationParams {

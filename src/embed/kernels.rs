@@ -9,7 +9,7 @@
 /// A strided view of a row-major matrix inside a slice.
 #[cfg(feature = "bert")]
 #[derive(Clone, Copy)]
-pub struct View<'a> {
+pub(super) struct View<'a> {
     pub data: &'a [f32],
     pub row_stride: usize,
     pub col_stride: usize,
@@ -17,7 +17,7 @@ pub struct View<'a> {
 
 #[cfg(feature = "bert")]
 impl<'a> View<'a> {
-    pub fn rows(data: &'a [f32], row_stride: usize) -> View<'a> {
+    pub(super) fn rows(data: &'a [f32], row_stride: usize) -> View<'a> {
         View {
             data,
             row_stride,
@@ -26,7 +26,7 @@ impl<'a> View<'a> {
     }
 
     /// The transpose of a row-major matrix held in `data`.
-    pub fn transposed(data: &'a [f32], row_stride: usize) -> View<'a> {
+    pub(super) fn transposed(data: &'a [f32], row_stride: usize) -> View<'a> {
         View {
             data,
             row_stride: 1,
@@ -48,7 +48,7 @@ impl<'a> View<'a> {
 /// texts, which scales better than splitting small products.
 #[cfg(feature = "bert")]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul(
+pub(super) fn matmul(
     (m, n, k): (usize, usize, usize),
     dst: &mut [f32],
     dst_stride: usize,
@@ -108,7 +108,7 @@ fn sum(xs: &[f32]) -> f32 {
 /// and GELU. Integer and float arithmetic only, so it vectorises where
 /// `f32::exp` does not.
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
+pub(super) fn exp(x: f32) -> f32 {
     // Adding 1.5 · 2^23 rounds to an integer, which then sits in the low
     // bits of the sum: the power of two without a float-to-int conversion.
     const ROUND: f32 = 12_582_912.0;
@@ -139,7 +139,7 @@ fn erf(x: f32) -> f32 {
 
 /// GELU with the exact (erf) curve, as BERT's `gelu`.
 #[inline(always)]
-pub fn gelu(xs: &mut [f32]) {
+pub(super) fn gelu(xs: &mut [f32]) {
     for x in xs {
         *x = 0.5 * *x * (1.0 + erf(*x * std::f32::consts::FRAC_1_SQRT_2));
     }
@@ -148,7 +148,7 @@ pub fn gelu(xs: &mut [f32]) {
 /// GELU with the tanh curve.
 #[cfg(feature = "bert")]
 #[inline(always)]
-pub fn gelu_tanh(xs: &mut [f32]) {
+pub(super) fn gelu_tanh(xs: &mut [f32]) {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     for x in xs {
         let u = SQRT_2_OVER_PI * (*x + 0.044_715 * *x * *x * *x);
@@ -159,7 +159,7 @@ pub fn gelu_tanh(xs: &mut [f32]) {
 
 #[cfg(feature = "bert")]
 #[inline(always)]
-pub fn relu(xs: &mut [f32]) {
+pub(super) fn relu(xs: &mut [f32]) {
     for x in xs {
         *x = x.max(0.0);
     }
@@ -167,7 +167,7 @@ pub fn relu(xs: &mut [f32]) {
 
 /// Softmax over each row of `width` values.
 #[inline(always)]
-pub fn softmax_rows(xs: &mut [f32], width: usize) {
+pub(super) fn softmax_rows(xs: &mut [f32], width: usize) {
     for row in xs.chunks_exact_mut(width) {
         let mut lanes = [f32::NEG_INFINITY; 8];
         for chunk in row.chunks(8) {
@@ -192,7 +192,7 @@ pub fn softmax_rows(xs: &mut [f32], width: usize) {
 
 /// Layer normalisation of each row of `weight.len()` values.
 #[inline(always)]
-pub fn layer_norm_rows(xs: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
+pub(super) fn layer_norm_rows(xs: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
     let width = weight.len();
     for row in xs.chunks_exact_mut(width) {
         let mean = sum(row) / width as f32;

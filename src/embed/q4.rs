@@ -188,7 +188,7 @@ pub fn avx2() -> bool {
 
 /// Whether this CPU has AVX-512 with its byte dot products (VNNI), which
 /// [`products_vnni`] uses.
-pub fn vnni() -> bool {
+pub(crate) fn vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx512f")

@@ -31,33 +31,33 @@ use super::{Embedder, Manifest, ModelError};
 use crate::retrieve::fusion::Fusion;
 
 /// The manifest's `kind` of a remote model.
-pub const KIND: &str = "remote";
+pub(crate) const KIND: &str = "remote";
 
 /// Texts sent in one request: small enough that a CPU server answers one
 /// well within its timeout, large enough that the request overhead is
 /// small beside the model's work.
-pub const REQUEST_TEXTS: usize = 16;
+pub(crate) const REQUEST_TEXTS: usize = 16;
 /// Requests in flight at once for one call: a GPU server batches them; a
 /// CPU one queues them, and the bound keeps that queue short.
-pub const CONCURRENCY: usize = 4;
+pub(crate) const CONCURRENCY: usize = 4;
 /// Tries per request when the failure may pass (no connection, a timeout,
 /// 408, 429, 5xx); the waits between them double from [`BACKOFF`].
-pub const ATTEMPTS: u32 = 3;
-pub const BACKOFF: Duration = Duration::from_millis(250);
+pub(crate) const ATTEMPTS: u32 = 3;
+pub(crate) const BACKOFF: Duration = Duration::from_millis(250);
 /// One request's timeout unless `model add --timeout-ms` says otherwise.
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// A query is embedded while someone waits for a search: the whole call,
 /// retries included, gets at most this long before the search goes on
 /// without the semantic arm.
-pub const QUERY_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const QUERY_DEADLINE: Duration = Duration::from_secs(5);
 /// After a failed call, later calls fail at once with its reason for this
 /// long, so one search or index run does not wait on a dead server twice.
-pub const PAUSE: Duration = Duration::from_secs(30);
+pub(crate) const PAUSE: Duration = Duration::from_secs(30);
 /// Each text is cut to this many bytes (the local e5 model's cut), so a
 /// huge note cannot make a huge request.
-pub const MAX_TEXT_BYTES: usize = 256 << 10;
+pub(crate) const MAX_TEXT_BYTES: usize = 256 << 10;
 /// The most dimensions a served model may have.
-pub const MAX_DIMS: usize = 16_384;
+pub(crate) const MAX_DIMS: usize = 16_384;
 /// Bytes of a response read per vector it must hold (a JSON float is at
 /// most ~25 bytes) and besides them; anything longer is refused unread,
 /// so a hostile server cannot exhaust memory.
@@ -104,7 +104,7 @@ struct Target {
 
 /// The `/v1/embeddings` URL a user's `--endpoint` means: a server's base
 /// (`http://127.0.0.1:11434`), its `/v1`, or the full path.
-pub fn embeddings_url(endpoint: &str) -> Result<String, ModelError> {
+pub(crate) fn embeddings_url(endpoint: &str) -> Result<String, ModelError> {
     let target = parse_target(endpoint).map_err(ModelError::Remote)?;
     let path = target.path.trim_end_matches('/');
     let path = if path.ends_with("/embeddings") {
@@ -187,7 +187,7 @@ struct Client {
 }
 
 /// A model on an embedding server, as the semantic arm sees any model.
-pub struct RemoteModel {
+pub(crate) struct RemoteModel {
     pub manifest: Manifest,
     client: Arc<Client>,
     query_prefix: String,
@@ -199,7 +199,7 @@ pub struct RemoteModel {
 impl RemoteModel {
     /// The model `manifest` describes, with its key read from the
     /// environment now.
-    pub fn open(manifest: Manifest) -> Result<RemoteModel, ModelError> {
+    pub(crate) fn open(manifest: Manifest) -> Result<RemoteModel, ModelError> {
         let endpoint = manifest.endpoint.clone().ok_or_else(|| {
             ModelError::Invalid("a remote model's manifest has no endpoint".into())
         })?;
@@ -260,7 +260,7 @@ impl RemoteModel {
 /// detector finds replaced (a last check: chunk texts come from notes the
 /// privacy policy already prepared, and a query comes from the user),
 /// then prefixed.
-pub fn outgoing(text: &str, prefix: &str) -> String {
+pub(crate) fn outgoing(text: &str, prefix: &str) -> String {
     let mut end = text.len().min(MAX_TEXT_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -336,7 +336,7 @@ impl Embedder for RemoteModel {
 
 /// Checks that `endpoint` answers with vectors (of `dims` dimensions when
 /// given) and returns their dimension: what `model add` stores.
-pub fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, ModelError> {
+pub(crate) fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, ModelError> {
     let client = Arc::new(Client::new(endpoint, dims).map_err(ModelError::Remote)?);
     let text = outgoing(PROBE, &endpoint.passage_prefix);
     // The client checks the dimension against `dims` when given.
@@ -642,7 +642,7 @@ fn unit(mut vector: Vec<f32>) -> Vec<f32> {
 /// The fingerprint of a served model: what decides its vectors (where,
 /// which model, the prefixes), so changing any re-embeds; the key and the
 /// timeout do not.
-pub fn fingerprint(endpoint: &Endpoint, dims: usize) -> String {
+pub(crate) fn fingerprint(endpoint: &Endpoint, dims: usize) -> String {
     let mut hasher = blake3::Hasher::new();
     for part in [
         KIND,

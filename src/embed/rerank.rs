@@ -19,7 +19,7 @@ const BATCH: usize = 8;
 /// Tokens read of a query and passage together.
 const MAX_TOKENS: usize = 512;
 
-pub struct CrossEncoder {
+pub(crate) struct CrossEncoder {
     encoder: Encoder,
     pooler: Dense,
     classifier: Dense,
@@ -34,7 +34,7 @@ fn candle(context: &str) -> impl Fn(candle_core::Error) -> ModelError + '_ {
 impl CrossEncoder {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` of a
     /// BERT sequence-classification model from `dir`.
-    pub fn load(dir: &Path) -> Result<CrossEncoder, ModelError> {
+    pub(crate) fn load(dir: &Path) -> Result<CrossEncoder, ModelError> {
         // Read like any model file: regular files only, within the limits.
         let read = |f: &str| {
             let limit = if f.ends_with(".safetensors") {
@@ -94,7 +94,7 @@ impl CrossEncoder {
 
     /// One relevance score per passage for `query`: the classifier over
     /// the pooled (tanh) output of each pair's first token.
-    pub fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+    pub(crate) fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
         let h = self.encoder.hidden();
         let mut scores = Vec::with_capacity(passages.len());
         for batch in passages.chunks(BATCH) {

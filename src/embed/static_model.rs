@@ -12,14 +12,14 @@ use super::unigram::{Unigram, UnigramParts};
 const MAX_TOKENS: usize = 512;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Table {
+pub(crate) enum Table {
     F32(Vec<f32>),
     I8(Vec<i8>),
 }
 
 /// The compiled model, as stored by `model import`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StaticParts {
+pub(crate) struct StaticParts {
     pub tokenizer: UnigramParts,
     pub dims: usize,
     pub rows: usize,
@@ -31,7 +31,7 @@ pub struct StaticParts {
     pub normalize: bool,
 }
 
-pub struct StaticModel {
+pub(crate) struct StaticModel {
     tokenizer: Unigram,
     dims: usize,
     table: Table,
@@ -42,7 +42,7 @@ pub struct StaticModel {
 
 impl StaticModel {
     /// Compiles the three files of a model2vec folder.
-    pub fn compile(
+    pub(crate) fn compile(
         config_json: &[u8],
         safetensors: &[u8],
         tokenizer_json: &[u8],
@@ -156,7 +156,7 @@ impl StaticModel {
         Ok((vocab, parts))
     }
 
-    pub fn load(vocab: Vec<u8>, parts: StaticParts) -> Result<StaticModel, ModelError> {
+    pub(crate) fn load(vocab: Vec<u8>, parts: StaticParts) -> Result<StaticModel, ModelError> {
         let expected = parts.rows * parts.dims;
         let len = match &parts.table {
             Table::F32(t) => t.len(),
@@ -177,12 +177,12 @@ impl StaticModel {
         })
     }
 
-    pub fn dims(&self) -> usize {
+    pub(crate) fn dims(&self) -> usize {
         self.dims
     }
 
     /// The embedding of one text (all zeros when no token is known).
-    pub fn embed(&self, text: &str) -> Vec<f32> {
+    pub(crate) fn embed(&self, text: &str) -> Vec<f32> {
         let limit = MAX_TOKENS * self.tokenizer.parts().median_piece_len;
         let text = match text.char_indices().nth(limit) {
             Some((cut, _)) => &text[..cut],
@@ -236,7 +236,7 @@ pub(crate) mod tests {
 
     /// A model2vec folder's three files for the tiny tokenizer: 18 pieces,
     /// 4 dimensions, written by the test.
-    pub fn tiny_model_files() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    pub(crate) fn tiny_model_files() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let rows = 18usize;
         let dims = 4usize;
         let mut data = Vec::with_capacity(rows * dims * 4);

@@ -24,7 +24,7 @@ const METASPACE: char = '\u{2581}';
 
 /// Where `Metaspace` puts its marker in front of a pre-token.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub enum Prepend {
+pub(crate) enum Prepend {
     Always,
     First,
     Never,
@@ -32,7 +32,7 @@ pub enum Prepend {
 
 /// Everything but the vocabulary map, stored next to it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct UnigramParts {
+pub(crate) struct UnigramParts {
     pub scores: Vec<f64>,
     pub unk_id: u32,
     pub charsmap: Option<Vec<u8>>,
@@ -47,7 +47,7 @@ pub struct UnigramParts {
     pub skip_unk: bool,
 }
 
-pub struct Unigram {
+pub(crate) struct Unigram {
     vocab: DoubleArray<Vec<u8>>,
     parts: UnigramParts,
     normalizer: Option<Precompiled>,
@@ -63,7 +63,7 @@ pub struct Unigram {
 impl Unigram {
     /// Compiles a `tokenizer.json` into the vocabulary map's bytes and the
     /// other parts; refuses pipelines this tokenizer would not reproduce.
-    pub fn compile(tokenizer_json: &[u8]) -> Result<(Vec<u8>, UnigramParts), ModelError> {
+    pub(crate) fn compile(tokenizer_json: &[u8]) -> Result<(Vec<u8>, UnigramParts), ModelError> {
         let json: Value = serde_json::from_slice(tokenizer_json)
             .map_err(|err| ModelError::Invalid(format!("tokenizer.json is not JSON: {err}")))?;
         let model = &json["model"];
@@ -144,7 +144,7 @@ impl Unigram {
         Ok((trie, parts))
     }
 
-    pub fn load(vocab: Vec<u8>, parts: UnigramParts) -> Result<Unigram, ModelError> {
+    pub(crate) fn load(vocab: Vec<u8>, parts: UnigramParts) -> Result<Unigram, ModelError> {
         let vocab = DoubleArray::new(vocab)
             .map_err(|err| ModelError::Invalid(format!("damaged vocabulary trie: {err}")))?;
         let normalizer = match &parts.charsmap {
@@ -179,23 +179,23 @@ impl Unigram {
     }
 
     /// The same tokenizer giving each unknown character its own token.
-    pub fn without_unknown_fusion(self) -> Unigram {
+    pub(crate) fn without_unknown_fusion(self) -> Unigram {
         Unigram {
             fuse_unknown: false,
             ..self
         }
     }
 
-    pub fn parts(&self) -> &UnigramParts {
+    pub(crate) fn parts(&self) -> &UnigramParts {
         &self.parts
     }
 
-    pub fn unk_id(&self) -> u32 {
+    pub(crate) fn unk_id(&self) -> u32 {
         self.parts.unk_id
     }
 
     /// The token ids of `text`.
-    pub fn encode(&self, text: &str) -> Vec<u32> {
+    pub(crate) fn encode(&self, text: &str) -> Vec<u32> {
         let normalized = match &self.normalizer {
             Some(normalizer) => normalize(normalizer, &self.ascii_unchanged, text),
             None => text.to_string(),
@@ -496,7 +496,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A tiny Unigram tokenizer.json, written for the tests.
-    pub fn tiny_tokenizer_json() -> String {
+    pub(crate) fn tiny_tokenizer_json() -> String {
         let vocab = [
             ("<pad>", 0.0),
             ("<unk>", 0.0),
@@ -532,7 +532,7 @@ pub(crate) mod tests {
         .to_string()
     }
 
-    pub fn tiny() -> Unigram {
+    pub(crate) fn tiny() -> Unigram {
         let (vocab, parts) = Unigram::compile(tiny_tokenizer_json().as_bytes()).unwrap();
         Unigram::load(vocab, parts).unwrap()
     }

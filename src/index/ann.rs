@@ -14,9 +14,9 @@ use anyhow::{Result, bail};
 use instant_distance::{Builder, HnswMap, Search};
 use serde::{Deserialize, Serialize};
 
-pub use crate::store::ANN_THRESHOLD;
+pub(crate) use crate::store::ANN_THRESHOLD;
 /// How many chunks one ANN query returns (HNSW's `ef` at search time).
-pub const EF_SEARCH: usize = 200;
+pub(crate) const EF_SEARCH: usize = 200;
 const EF_CONSTRUCTION: usize = 100;
 const SEED: u64 = 0x6374_7870_6163_6b21;
 const FORMAT: u32 = 1;
@@ -24,7 +24,7 @@ const FORMAT: u32 = 1;
 /// One chunk's vector; distance is one minus the dot product (the vectors
 /// are normalised, so this is cosine distance).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ChunkVector(pub Vec<f32>);
+pub(crate) struct ChunkVector(pub Vec<f32>);
 
 impl instant_distance::Point for ChunkVector {
     fn distance(&self, other: &Self) -> f32 {
@@ -127,7 +127,7 @@ pub fn recall_at_10(ann: &AnnIndex, vectors: &[f32], queries: &[f32], dims: usiz
 
 /// Builds the graph on a one-thread pool: parallel insertion would make
 /// the graph depend on thread timing.
-pub fn build(vectors: &[f32], dims: usize) -> Result<HnswMap<ChunkVector, u32>> {
+pub(crate) fn build(vectors: &[f32], dims: usize) -> Result<HnswMap<ChunkVector, u32>> {
     if dims == 0 || !vectors.len().is_multiple_of(dims) {
         bail!("vectors do not divide into {dims} dimensions");
     }

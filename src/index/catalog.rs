@@ -17,7 +17,7 @@ use crate::vault::LinkResolver;
 
 /// The file entries and the backlinks kept are the analysed note's (the
 /// PostgreSQL store keeps the same ones).
-pub use crate::analysis::{BACKLINKS_KEPT, FileEntry};
+pub(crate) use crate::analysis::{BACKLINKS_KEPT, FileEntry};
 
 /// The small parts of a catalog, stored together.
 #[derive(Serialize)]
@@ -48,7 +48,7 @@ struct Rest {
 
 /// A link from one note to another, with where its sentence is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkRecord {
+pub(crate) struct LinkRecord {
     /// The note linked to, by index into `Catalog::metas` (resolved when
     /// the catalog was written).
     pub target: u32,
@@ -411,20 +411,20 @@ impl Catalog {
 /// Outgoing links of every note, parallel to `Catalog::metas`; kept apart
 /// from the catalog because only backlink lookups and updates need it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkTable {
+pub(crate) struct LinkTable {
     pub links: Vec<Vec<LinkRecord>>,
 }
 
 /// Writes `value` as `<kind>-<hash>.bin` (fsynced, then renamed into place)
 /// and returns the hash that names it.
-pub fn save_blob<T: Serialize>(dir: &Path, kind: &str, value: &T) -> Result<String> {
+pub(crate) fn save_blob<T: Serialize>(dir: &Path, kind: &str, value: &T) -> Result<String> {
     let bytes = postcard::to_allocvec(value).with_context(|| format!("encode {kind}"))?;
     save_bytes(dir, kind, &bytes)
 }
 
 /// Writes `bytes` as `<kind>-<hash>.bin` (fsynced, then renamed into
 /// place) and returns the hash that names it.
-pub fn save_bytes(dir: &Path, kind: &str, bytes: &[u8]) -> Result<String> {
+pub(crate) fn save_bytes(dir: &Path, kind: &str, bytes: &[u8]) -> Result<String> {
     let hash = blake3::hash(bytes).to_hex()[..32].to_string();
     let target = blob_path(dir, kind, &hash);
     if fs::read(&target).is_ok_and(|existing| existing == bytes) {
@@ -436,7 +436,11 @@ pub fn save_bytes(dir: &Path, kind: &str, bytes: &[u8]) -> Result<String> {
 }
 
 /// Reads the blob `<kind>-<hash>.bin`, checking that its content matches.
-pub fn load_blob<T: for<'de> Deserialize<'de>>(dir: &Path, kind: &str, hash: &str) -> Result<T> {
+pub(crate) fn load_blob<T: for<'de> Deserialize<'de>>(
+    dir: &Path,
+    kind: &str,
+    hash: &str,
+) -> Result<T> {
     let path = blob_path(dir, kind, hash);
     let bytes = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
     if blake3::hash(&bytes).to_hex()[..32] != *hash {
@@ -448,7 +452,7 @@ pub fn load_blob<T: for<'de> Deserialize<'de>>(dir: &Path, kind: &str, hash: &st
 /// The bytes of the blob `<kind>-<hash>.bin`, checked against its hash
 /// unless they were already checked and the file is unchanged since (as
 /// the catalog is): for a blob read in place rather than decoded whole.
-pub fn load_blob_bytes(dir: &Path, kind: &str, hash: &str) -> Result<Vec<u8>> {
+pub(crate) fn load_blob_bytes(dir: &Path, kind: &str, hash: &str) -> Result<Vec<u8>> {
     use std::io::Read;
     let path = blob_path(dir, kind, hash);
     let mut file =
@@ -529,7 +533,7 @@ fn mark_checked(blob: &Path, stamp: &StatStamp) {
     let _ = crate::safe_fs::write_atomic_cache(&checked_marker(blob), stamp.line.as_bytes());
 }
 
-pub fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
+pub(crate) fn blob_path(dir: &Path, kind: &str, hash: &str) -> PathBuf {
     dir.join(format!("{kind}-{hash}.bin"))
 }
 
@@ -538,7 +542,7 @@ const BLOB_KINDS: [&str; 4] = ["catalog-", "links-", "backlinks-", "props-"];
 
 /// Removes blobs of every kind, their `.checked` side files, and leftover
 /// temporary files, unless their name holds a hash in `keep`.
-pub fn remove_stale(dir: &Path, keep: &[String]) {
+pub(crate) fn remove_stale(dir: &Path, keep: &[String]) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -563,7 +567,7 @@ const BACKLINKS_MAGIC: &[u8; 4] = b"CPBL";
 /// sentence, as a table a reader can seek into without decoding the rest:
 /// a header, one `(offset, count)` entry per note, then `(source, start,
 /// end)` records, all little-endian `u32`.
-pub fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
+pub(crate) fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
     let incoming = crate::analysis::first_backlinks(
         notes,
         table.links.iter().enumerate().flat_map(|(source, links)| {
@@ -590,7 +594,7 @@ pub fn encode_backlinks(table: &LinkTable, notes: usize) -> Vec<u8> {
 }
 
 /// Reads the backlink records of note `target` from an encoded table.
-pub fn read_backlinks(file: &fs::File, target: usize) -> Vec<[u32; 3]> {
+pub(crate) fn read_backlinks(file: &fs::File, target: usize) -> Vec<[u32; 3]> {
     use std::os::unix::fs::FileExt;
     let read_u32s = |at: u64, count: usize| -> Option<Vec<u32>> {
         let mut buffer = vec![0u8; count * 4];

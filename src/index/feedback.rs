@@ -6,9 +6,9 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-pub use crate::store::feedback::{Counts, FeedbackStore};
+pub(crate) use crate::store::feedback::{Counts, FeedbackStore};
 
-pub const FEEDBACK_FILE: &str = "feedback.json";
+pub(crate) const FEEDBACK_FILE: &str = "feedback.json";
 
 /// Larger files are not read: a store of every note's votes is far smaller.
 const MAX_FEEDBACK_BYTES: u64 = 64 * 1024 * 1024;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 /// `--index-dir`, then `CTXPACK_INDEX_DIR`, then
 /// `${XDG_CACHE_HOME:-~/.cache}/ctxpack/<vault id>`.
-pub fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = flag {
         return Some(dir.to_path_buf());
     }
@@ -17,7 +17,7 @@ pub fn index_dir(root: &Path, flag: Option<&Path>) -> Option<PathBuf> {
 /// The index folder of a view of the vault without the `hidden` folders:
 /// a folder of its own inside `dir`, so that the whole vault's index and
 /// the view's are never rebuilt into one another.
-pub fn view_dir(dir: PathBuf, hidden: &[String]) -> PathBuf {
+pub(crate) fn view_dir(dir: PathBuf, hidden: &[String]) -> PathBuf {
     if hidden.is_empty() {
         return dir;
     }
@@ -29,7 +29,7 @@ pub fn view_dir(dir: PathBuf, hidden: &[String]) -> PathBuf {
 
 /// A readable, collision-free name for a vault: its folder name and a hash
 /// of its canonical path.
-pub fn vault_id(root: &Path) -> String {
+pub(crate) fn vault_id(root: &Path) -> String {
     let name: String = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -51,14 +51,14 @@ pub fn vault_id(root: &Path) -> String {
 /// The file ctxpack writes into every index folder it creates or adopts.
 /// ctxpack deletes or clears only inside a folder that carries it, so an
 /// `--index-dir` pointed at a folder of the user's is never emptied.
-pub const MARKER_FILE: &str = ".ctxpack-index";
+pub(crate) const MARKER_FILE: &str = ".ctxpack-index";
 const MARKER_TEXT: &str = "This folder is a ctxpack index; ctxpack may delete what is in it.\n";
 
 /// An index folder ctxpack will not use: inside the vault, around it, or a
 /// folder of someone else's. A configuration error (the command line's or
 /// `CTXPACK_INDEX_DIR`'s), not a failure while running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexDirError(pub String);
+pub(crate) struct IndexDirError(pub String);
 
 impl std::fmt::Display for IndexDirError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +72,7 @@ impl std::error::Error for IndexDirError {}
 /// last components do not exist yet: the deepest existing ancestor is
 /// canonicalized and the rest appended (a component that does not exist
 /// is no symlink, so `..` after it is taken lexically).
-pub fn resolved(path: &Path) -> PathBuf {
+pub(crate) fn resolved(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -110,7 +110,7 @@ pub fn resolved(path: &Path) -> PathBuf {
 
 /// Refuses an index folder equal to the vault, inside it, or holding it:
 /// ctxpack writes and deletes in its index folder, and never in a vault.
-pub fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
+pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
     let root = resolved(root);
     let resolved_dir = resolved(dir);
     let relation = if resolved_dir == root {
@@ -136,7 +136,7 @@ pub fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
 /// only marked views' indexes, see [`view_dir`]) or when it is an index
 /// an older ctxpack made (it holds `legacy_lock`, and its
 /// `tantivy` folder, if any, is a tantivy index).
-pub fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
+pub(crate) fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Result<()> {
     use anyhow::Context;
     check_outside(root, dir)?;
     let marker = dir.join(MARKER_FILE);

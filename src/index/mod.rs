@@ -9,13 +9,13 @@
 //! its. One process updates at a time (an exclusive lock on
 //! `ctxpack.lock`); others read the last commit without waiting.
 
-pub mod ann;
-pub mod catalog;
-pub mod feedback;
-pub mod location;
+pub(crate) mod ann;
+pub(crate) mod catalog;
+pub(crate) mod feedback;
+pub(crate) mod location;
 mod store;
-pub mod vector_journal;
-pub mod vectors;
+pub(crate) mod vector_journal;
+pub(crate) mod vectors;
 
 use std::collections::HashMap;
 use std::fs;
@@ -48,8 +48,8 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 // The analysed note lives in `crate::analysis`; these old paths stay so
 // that code written against them (other branches) builds until it moves.
-pub use crate::analysis::{analyzer, backlink_sentences, query_terms, visit_terms};
-pub use crate::store::UpdateReport;
+pub(crate) use crate::analysis::{analyzer, backlink_sentences, query_terms, visit_terms};
+pub(crate) use crate::store::UpdateReport;
 
 /// Bumped whenever the layout of the index or its blobs changes; an index
 /// of another version is rebuilt (4: a note without `title:` is titled by
@@ -59,7 +59,7 @@ pub use crate::store::UpdateReport;
 /// links written in properties in the link table; 8: every note's property
 /// values for filters, in a blob of their own; 9: a note record holds the
 /// share of its text on link lines).
-pub const FORMAT_VERSION: u32 = 9;
+pub(crate) const FORMAT_VERSION: u32 = 9;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
@@ -69,14 +69,14 @@ const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// makes no progress must not make every later command hang.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Overrides [`LOCK_WAIT`], in seconds.
-pub const LOCK_WAIT_VAR: &str = "CTXPACK_LOCK_WAIT";
+pub(crate) const LOCK_WAIT_VAR: &str = "CTXPACK_LOCK_WAIT";
 const TANTIVY_DIR: &str = "tantivy";
 /// Notes parsed and indexed per batch, bounding memory during a build.
 const BATCH: usize = 512;
 const WRITER_MEMORY: usize = 256 * 1024 * 1024;
 /// Sets [`IndexConfig::threads`] (a number of threads; for tests and
 /// measurements).
-pub const THREADS_VAR: &str = "CTXPACK_INDEX_THREADS";
+pub(crate) const THREADS_VAR: &str = "CTXPACK_INDEX_THREADS";
 
 #[derive(Clone, Copy, Debug)]
 struct Fields {
@@ -171,7 +171,7 @@ impl IndexConfig {
 /// Whether an error of [`VaultIndex::open`] must end the command rather
 /// than let it go on without the index: an index folder ctxpack refuses,
 /// or a vault that vanished while it was read.
-pub fn is_fatal(err: &anyhow::Error) -> bool {
+pub(crate) fn is_fatal(err: &anyhow::Error) -> bool {
     err.downcast_ref::<location::IndexDirError>().is_some()
         || err.downcast_ref::<VaultVanished>().is_some()
 }
@@ -179,7 +179,7 @@ pub fn is_fatal(err: &anyhow::Error) -> bool {
 /// The vault's folder was moved away or deleted while it was being
 /// indexed: what was read is no vault, and nothing is committed.
 #[derive(Debug)]
-pub struct VaultVanished(pub PathBuf);
+pub(crate) struct VaultVanished(pub PathBuf);
 
 impl std::fmt::Display for VaultVanished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

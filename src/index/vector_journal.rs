@@ -41,7 +41,7 @@ fn check(record: &[u8]) -> [u8; CHECK_BYTES] {
 /// The vectors a journal holds, by chunk hash: empty when there is none,
 /// it is for other dimensions, or it cannot be read. Read record by record,
 /// so memory holds the vectors and one record.
-pub fn read(dir: &Path, fingerprint: &str, dims: usize) -> HashMap<[u8; 16], Vec<f32>> {
+pub(crate) fn read(dir: &Path, fingerprint: &str, dims: usize) -> HashMap<[u8; 16], Vec<f32>> {
     let mut found = HashMap::new();
     let Ok(file) = crate::safe_fs::open_regular(&path(dir, fingerprint)) else {
         return found;
@@ -82,7 +82,7 @@ fn header(dims: usize) -> Vec<u8> {
 }
 
 /// Appends batches to a model's journal.
-pub struct Journal {
+pub(crate) struct Journal {
     file: Option<fs::File>,
     dims: usize,
 }
@@ -91,7 +91,7 @@ impl Journal {
     /// Opens the journal for appending, starting it when it is missing or
     /// unreadable. Without a writable file the journal keeps nothing (the
     /// run goes on, only unprotected).
-    pub fn open(dir: &Path, fingerprint: &str, dims: usize) -> Journal {
+    pub(crate) fn open(dir: &Path, fingerprint: &str, dims: usize) -> Journal {
         let file = (|| -> std::io::Result<fs::File> {
             fs::create_dir_all(dir)?;
             let path = path(dir, fingerprint);
@@ -118,7 +118,7 @@ impl Journal {
     /// may hold a large vault's worth. Only a journal whose records are all
     /// whole is appended to this way (a torn last record would hide what
     /// follows it); any other goes through [`Journal::open`].
-    pub fn open_append(dir: &Path, fingerprint: &str, dims: usize) -> Journal {
+    pub(crate) fn open_append(dir: &Path, fingerprint: &str, dims: usize) -> Journal {
         let path = path(dir, fingerprint);
         let head = header(dims);
         let whole = crate::safe_fs::open_regular(&path)
@@ -139,7 +139,7 @@ impl Journal {
 
     /// Appends one batch of (chunk hash, vector); a failed write stops the
     /// journal, not the run.
-    pub fn append(&mut self, batch: &[(&[u8; 16], &[f32])]) {
+    pub(crate) fn append(&mut self, batch: &[(&[u8; 16], &[f32])]) {
         let Some(file) = &mut self.file else {
             return;
         };
@@ -167,7 +167,7 @@ fn encode(hash: &[u8; 16], vector: &[f32]) -> Vec<u8> {
 }
 
 /// Removes a model's journal once its vectors are in the vector file.
-pub fn remove(dir: &Path, fingerprint: &str) {
+pub(crate) fn remove(dir: &Path, fingerprint: &str) {
     let _ = fs::remove_file(path(dir, fingerprint));
 }
 

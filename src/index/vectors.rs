@@ -18,14 +18,14 @@ use serde::{Deserialize, Serialize};
 
 // What a chunk says is the analysed note's (the PostgreSQL store embeds
 // the same chunks); the ANN choice is the stores' common setting.
-pub use crate::analysis::chunk_texts;
+pub(crate) use crate::analysis::chunk_texts;
 use crate::embed::Embedder;
 use crate::index::ann::{ANN_THRESHOLD, AnnIndex};
 use crate::index::catalog::Catalog;
 use crate::index::vector_journal;
 use crate::progress::{Event, Progress, Stage};
 use crate::safe_fs::write_atomic;
-pub use crate::store::AnnChoice;
+pub(crate) use crate::store::AnnChoice;
 use crate::vault::Vault;
 
 /// An ANN search that finds fewer notes than this (after filters) falls
@@ -112,7 +112,7 @@ pub enum EmbedMode {
 /// A vault (or an edit) with at most this many chunks to embed is embedded
 /// when the vectors are opened: milliseconds with a static model, about two
 /// seconds with multilingual-e5-small on two cores.
-pub const OPEN_CHUNKS: usize = 64;
+pub(crate) const OPEN_CHUNKS: usize = 64;
 
 /// The bound on one ranking's embedding on the fly: at most `chunks`
 /// chunks, and no batch started after `time`.
@@ -125,7 +125,7 @@ pub struct OnTheFly {
 /// 64 chunks or 300 ms, whichever comes first: a static model embeds the
 /// 64 in milliseconds; multilingual-e5-small (~35 chunks/s on two cores)
 /// about ten, in batches of [`ON_THE_FLY_BATCH`].
-pub const ON_THE_FLY: OnTheFly = OnTheFly {
+pub(crate) const ON_THE_FLY: OnTheFly = OnTheFly {
     chunks: 64,
     time: std::time::Duration::from_millis(300),
 };
@@ -1035,7 +1035,7 @@ fn write_progress(dir: &Path, fingerprint: &str, done: usize, total: usize) {
 /// How far the embedding of the vault with the model of `fingerprint` got
 /// when last seen: (chunks with a vector, chunks), or `None` when it was
 /// finished or never started.
-pub fn embedding_progress(dir: &Path, fingerprint: &str) -> Option<(usize, usize)> {
+pub(crate) fn embedding_progress(dir: &Path, fingerprint: &str) -> Option<(usize, usize)> {
     let text = fs::read_to_string(progress_file(dir, fingerprint)).ok()?;
     let (done, total) = text.trim().split_once(' ')?;
     Some((done.parse().ok()?, total.parse().ok()?))

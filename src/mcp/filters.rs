@@ -8,7 +8,7 @@ use crate::filter::Filters;
 /// One text or a list of them (`tags` took one tag before it took a list).
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
-pub enum OneOrMany {
+pub(crate) enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
@@ -23,7 +23,7 @@ impl OneOrMany {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-pub struct FilterArgs {
+pub(crate) struct FilterArgs {
     #[serde(rename = "where")]
     #[schemars(
         description = "Property conditions, all of which must hold: 'KEY=VALUE', 'KEY!=VALUE', 'KEY>=VALUE', 'KEY<=VALUE', 'KEY~TEXT' (contains), 'KEY' (present), '!KEY' (absent); a list property matches if any item does; numbers and dates compare as such"
@@ -50,7 +50,7 @@ pub struct FilterArgs {
 impl FilterArgs {
     /// The filters, with `folder` (the search tool's one folder) among the
     /// folders.
-    pub fn filters(self, folder: Option<String>) -> Filters {
+    pub(crate) fn filters(self, folder: Option<String>) -> Filters {
         let mut folders = self.folders.unwrap_or_default();
         folders.extend(folder);
         Filters {

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 /// The allowed hosts (without ports: any port matches) for a server bound
 /// at `bound`, plus `extra` from `--allowed-host`.
-pub fn allowed(bound: SocketAddr, extra: &[String]) -> Vec<String> {
+pub(super) fn allowed(bound: SocketAddr, extra: &[String]) -> Vec<String> {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
         .into_iter()
         .map(String::from)

@@ -16,18 +16,18 @@ use serde::Serialize;
 use crate::tokens::Tokenizer;
 
 /// Packs kept at most; the oldest goes first.
-pub const MAX_PACKS: usize = 64;
+pub(crate) const MAX_PACKS: usize = 64;
 /// Bytes of pack text kept at most (a pack is at most 100,000 tokens, a
 /// few hundred KB).
-pub const MAX_BYTES: usize = 64 << 20;
+pub(crate) const MAX_BYTES: usize = 64 << 20;
 /// How long a handle stays readable after its pack was built.
-pub const HANDLE_LIFETIME: Duration = Duration::from_secs(30 * 60);
+pub(crate) const HANDLE_LIFETIME: Duration = Duration::from_secs(30 * 60);
 /// A `grep_pack` pattern longer than this is refused.
-pub const MAX_PATTERN_CHARS: usize = 512;
+pub(crate) const MAX_PATTERN_CHARS: usize = 512;
 /// Context lines around a match, at most.
-pub const MAX_CONTEXT_LINES: usize = 20;
+pub(crate) const MAX_CONTEXT_LINES: usize = 20;
 /// Matches returned at most.
-pub const MAX_MATCHES: usize = 100;
+pub(crate) const MAX_MATCHES: usize = 100;
 
 struct Entry {
     handle: String,
@@ -43,7 +43,7 @@ struct Entry {
 }
 
 /// The kept packs.
-pub struct PackStore {
+pub(crate) struct PackStore {
     entries: Mutex<VecDeque<Entry>>,
     /// Makes handles unguessable, so one HTTP client cannot read another's
     /// packs by counting.
@@ -69,13 +69,13 @@ impl Default for PackStore {
 
 impl PackStore {
     /// Keeps `text` for the session `owner` and returns its handle.
-    pub fn put(&self, text: String, tokenizer: Tokenizer, owner: Option<&str>) -> String {
+    pub(crate) fn put(&self, text: String, tokenizer: Tokenizer, owner: Option<&str>) -> String {
         self.put_with_notes(text, tokenizer, owner, Vec::new())
     }
 
     /// Keeps `text`, which shows `notes` whole, for the session `owner`,
     /// and returns its handle.
-    pub fn put_with_notes(
+    pub(crate) fn put_with_notes(
         &self,
         text: String,
         tokenizer: Tokenizer,
@@ -108,7 +108,11 @@ impl PackStore {
 
     /// The text and counter kept under `handle` for the session `owner`;
     /// another session's pack is unknown to it, with the same answer.
-    pub fn get(&self, handle: &str, owner: Option<&str>) -> Result<(Arc<str>, Tokenizer), String> {
+    pub(crate) fn get(
+        &self,
+        handle: &str,
+        owner: Option<&str>,
+    ) -> Result<(Arc<str>, Tokenizer), String> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .iter()
@@ -130,7 +134,7 @@ impl PackStore {
 impl PackStore {
     /// The notes the pack under `handle` shows whole (none for a handle
     /// the session `owner` cannot read).
-    pub fn notes(&self, handle: &str, owner: Option<&str>) -> Vec<String> {
+    pub(crate) fn notes(&self, handle: &str, owner: Option<&str>) -> Vec<String> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .iter()
@@ -142,7 +146,7 @@ impl PackStore {
 
 /// The part of `text` from byte `offset`: whole lines while they fit in
 /// `limit` tokens (at least one line), and the offset after it.
-pub fn part_at(
+pub(crate) fn part_at(
     text: &str,
     offset: usize,
     tokenizer: Tokenizer,
@@ -184,7 +188,7 @@ pub fn part_at(
 
 /// What follows a part: where to read on.
 #[derive(Debug, Serialize)]
-pub struct Continuation<'a> {
+pub(crate) struct Continuation<'a> {
     pub pack_handle: &'a str,
     /// Bytes of the whole pack.
     pub total_bytes: usize,
@@ -195,13 +199,13 @@ pub struct Continuation<'a> {
     pub hint: &'static str,
 }
 
-pub const READ_ON: &str =
+pub(crate) const READ_ON: &str =
     "The pack continues: call read_pack with pack_handle and offset=next_offset.";
-pub const DONE: &str = "This is the end of the pack.";
+pub(crate) const DONE: &str = "This is the end of the pack.";
 
 /// One match of `grep_pack`.
 #[derive(Debug, Serialize)]
-pub struct GrepMatch {
+pub(crate) struct GrepMatch {
     /// 1-based line number of the matching line.
     pub line: usize,
     /// Byte offset of the first line shown (a valid `read_pack` offset).
@@ -211,7 +215,7 @@ pub struct GrepMatch {
 }
 
 #[derive(Debug, Serialize)]
-pub struct GrepResult {
+pub(crate) struct GrepResult {
     pub matches: Vec<GrepMatch>,
     /// True when more lines matched than are returned.
     pub truncated: bool,
@@ -219,7 +223,7 @@ pub struct GrepResult {
 
 /// Lines of `text` matching the regular expression `pattern`, each with
 /// `context` lines before and after.
-pub fn grep(text: &str, pattern: &str, context: usize) -> Result<GrepResult, String> {
+pub(crate) fn grep(text: &str, pattern: &str, context: usize) -> Result<GrepResult, String> {
     if pattern.is_empty() {
         return Err("pattern is empty".into());
     }

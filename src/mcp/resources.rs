@@ -11,24 +11,24 @@ use rmcp::service::{Peer, RoleServer};
 
 use crate::session::Session;
 
-pub const NOTE_PREFIX: &str = "ctxpack://note/";
-pub const PACK_PREFIX: &str = "ctxpack://pack/";
+pub(super) const NOTE_PREFIX: &str = "ctxpack://note/";
+pub(super) const PACK_PREFIX: &str = "ctxpack://pack/";
 /// The vault map, at the default budget (`context_pack` with `map: true`
 /// takes a budget and a style).
-pub const MAP_URI: &str = "ctxpack://map";
+pub(super) const MAP_URI: &str = "ctxpack://map";
 /// Resources per page of `resources/list`.
-pub const PAGE_SIZE: usize = 200;
+pub(super) const PAGE_SIZE: usize = 200;
 
 /// What a resource URI names.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Target {
+pub(super) enum Target {
     Note(String),
     Pack(String),
     Map,
 }
 
 /// The URI of the note at vault path `path`.
-pub fn note_uri(path: &str) -> String {
+pub(super) fn note_uri(path: &str) -> String {
     let mut uri = String::from(NOTE_PREFIX);
     for byte in path.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
@@ -41,7 +41,7 @@ pub fn note_uri(path: &str) -> String {
 }
 
 /// The note or pack `uri` names.
-pub fn parse_uri(uri: &str) -> Result<Target, String> {
+pub(super) fn parse_uri(uri: &str) -> Result<Target, String> {
     if let Some(encoded) = uri.strip_prefix(NOTE_PREFIX) {
         return percent_decode(encoded).map(Target::Note);
     }
@@ -78,7 +78,7 @@ fn percent_decode(text: &str) -> Result<String, String> {
 }
 
 /// One page of the notes, from the position `cursor` names.
-pub fn list(session: &Session, cursor: Option<&str>) -> Result<ListResourcesResult, String> {
+pub(super) fn list(session: &Session, cursor: Option<&str>) -> Result<ListResourcesResult, String> {
     let start = match cursor {
         None => 0,
         Some(text) => text
@@ -107,16 +107,16 @@ pub fn list(session: &Session, cursor: Option<&str>) -> Result<ListResourcesResu
 }
 
 /// Subscriptions held at most (all clients together).
-pub const MAX_SUBSCRIPTIONS: usize = 10_000;
+pub(super) const MAX_SUBSCRIPTIONS: usize = 10_000;
 
 /// Which client watches which note URI.
 #[derive(Default)]
-pub struct Subscriptions {
+pub(super) struct Subscriptions {
     entries: Mutex<Vec<(String, Peer<RoleServer>)>>,
 }
 
 impl Subscriptions {
-    pub fn add(&self, uri: String, peer: Peer<RoleServer>) -> Result<(), String> {
+    pub(super) fn add(&self, uri: String, peer: Peer<RoleServer>) -> Result<(), String> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         // Clients that went away no longer count against the bound.
         entries.retain(|(_, p)| !p.is_transport_closed());
@@ -129,7 +129,7 @@ impl Subscriptions {
 
     /// Drops `uri` for this client: a connection is known by the client
     /// info it sent at initialization (one shared value per connection).
-    pub fn remove(&self, uri: &str, peer: &Peer<RoleServer>) {
+    pub(super) fn remove(&self, uri: &str, peer: &Peer<RoleServer>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let info = peer.peer_info();
         entries.retain(|(u, p)| {
@@ -143,7 +143,12 @@ impl Subscriptions {
 
     /// Tells the subscribers of the notes among `changed` (absolute paths)
     /// that they changed.
-    pub fn notify(&self, runtime: &tokio::runtime::Handle, root: &Path, changed: &[PathBuf]) {
+    pub(super) fn notify(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        root: &Path,
+        changed: &[PathBuf],
+    ) {
         let uris: Vec<String> = changed
             .iter()
             .filter_map(|path| path.strip_prefix(root).ok())

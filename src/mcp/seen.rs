@@ -13,11 +13,11 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 /// Notes one session remembers at most.
-pub const MAX_SEEN: usize = 10_000;
+pub(super) const MAX_SEEN: usize = 10_000;
 
 /// The notes one session received whole, oldest first.
 #[derive(Debug, Default)]
-pub struct SeenNotes {
+pub(super) struct SeenNotes {
     inner: Mutex<Seen>,
 }
 
@@ -29,7 +29,7 @@ struct Seen {
 
 impl SeenNotes {
     /// Remembers `paths` (vault paths), each once.
-    pub fn record<I: IntoIterator<Item = String>>(&self, paths: I) {
+    pub(super) fn record<I: IntoIterator<Item = String>>(&self, paths: I) {
         let mut seen = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         for path in paths {
             if seen.set.contains(&path) {
@@ -46,7 +46,7 @@ impl SeenNotes {
     }
 
     /// The remembered paths, oldest first.
-    pub fn paths(&self) -> Vec<String> {
+    pub(super) fn paths(&self) -> Vec<String> {
         let seen = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         seen.order.iter().cloned().collect()
     }

@@ -58,14 +58,14 @@ const ID_SEARCH_BYTES: usize = 4096;
 /// no further line until one of their answers is written. Far above the
 /// calls a server runs at once (8 by default), so a client that reads its
 /// answers never waits on it.
-pub const MAX_UNANSWERED: usize = 64;
+pub(super) const MAX_UNANSWERED: usize = 64;
 /// Lines queued for stdout, at most (each answer also holds one of the
 /// [`MAX_UNANSWERED`] turns until it is written).
 const QUEUED_LINES: usize = 16;
 
 /// Relays stdin to `server` and `server`'s output to stdout until the
 /// server closes its side.
-pub async fn relay(server: tokio::io::DuplexStream, max_message_bytes: usize) {
+pub(super) async fn relay(server: tokio::io::DuplexStream, max_message_bytes: usize) {
     let (from_server, to_server) = tokio::io::split(server);
     relay_between(
         tokio::io::stdin(),
@@ -126,7 +126,7 @@ enum Decision {
 /// [`relay`] over any streams: `client_in` → checks → `to_server`, and
 /// `from_server` → `client_out`, with the errors written between whole
 /// lines.
-pub async fn relay_between<CI, CO, SI, SO>(
+pub(super) async fn relay_between<CI, CO, SI, SO>(
     client_in: CI,
     mut client_out: CO,
     from_server: SI,

@@ -14,15 +14,15 @@ use crate::text::fold;
 use crate::vault::Vault;
 
 /// A view lists at most this many notes (a view's own `limit` may be lower).
-pub const BASE_MAX_ROWS: usize = 50;
+pub(crate) const BASE_MAX_ROWS: usize = 50;
 /// Filters reading properties parse at most this many notes per view;
 /// past that the embed stays a link.
-pub const BASE_MAX_SCAN: usize = 5000;
+pub(crate) const BASE_MAX_SCAN: usize = 5000;
 /// A row shows at most this many of the view's columns.
 const MAX_COLUMNS: usize = 4;
 
 /// A rendered view: its text and how many notes it lists.
-pub struct Rendered {
+pub(crate) struct Rendered {
     pub text: String,
     pub notes: usize,
 }
@@ -30,7 +30,7 @@ pub struct Rendered {
 /// The Bases file a link written in the note at `from` names: an exact
 /// path, else the nearest file of that name (same folder first, then the
 /// shortest path).
-pub fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
+pub(crate) fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
     let wanted = target
         .trim()
         .trim_start_matches("./")
@@ -53,7 +53,7 @@ pub fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String> {
 
 /// The view `view` (or the first) of the Bases file at `path`, as the
 /// notes it lists for the note `this`; an error is the embed's status.
-pub fn render(
+pub(crate) fn render(
     vault: &Vault,
     path: &str,
     view: Option<&str>,

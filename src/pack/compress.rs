@@ -38,7 +38,7 @@ const SOURCES_HEADINGS: &[&str] = &["sources", "来源", "参考来源", "参考
 
 /// What earlier pages of the pack already show.
 #[derive(Clone, Debug, Default)]
-pub struct PackState {
+pub(crate) struct PackState {
     pub shown_links: HashSet<String>,
     pub dedup: DedupIndex,
     /// The notes the pack may show as pages (its candidates and dailies);
@@ -50,11 +50,11 @@ pub struct PackState {
 }
 
 /// How deep embeds inside embedded text are expanded.
-pub const EMBED_MAX_DEPTH: usize = 3;
+pub(crate) const EMBED_MAX_DEPTH: usize = 3;
 /// How many embeds one page expands at most, at every depth together.
-pub const EMBED_MAX_COUNT: usize = 16;
+pub(crate) const EMBED_MAX_COUNT: usize = 16;
 /// The default cap on the characters one expanded embed adds.
-pub const EMBED_MAX_CHARS: usize = 6000;
+pub(crate) const EMBED_MAX_CHARS: usize = 6000;
 
 /// What became of one `![[…]]` embed of a note in a pack.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -279,7 +279,7 @@ fn has_block_id(text: &str, id: &str) -> bool {
 }
 
 /// What follows an embed that stays a link.
-pub fn embed_marker(status: &str) -> String {
+pub(crate) fn embed_marker(status: &str) -> String {
     let why = match status {
         "not_found" => "not found",
         "no_such_section" => "no such heading or block",
@@ -298,7 +298,7 @@ pub fn embed_marker(status: &str) -> String {
 /// A compressed body, block by block, and what it would add to the pack
 /// state.
 #[derive(Clone, Debug)]
-pub struct CompressedBody {
+pub(crate) struct CompressedBody {
     pub blocks: Vec<OutBlock>,
     pub text: String,
     /// Pages named by `_(content also in …)_` markers, one per replaced block.
@@ -309,7 +309,7 @@ pub struct CompressedBody {
 
 impl CompressedBody {
     /// A body made of `blocks`, joined with blank lines.
-    pub fn from_blocks(blocks: Vec<OutBlock>, duplicates_of: Vec<String>) -> CompressedBody {
+    pub(crate) fn from_blocks(blocks: Vec<OutBlock>, duplicates_of: Vec<String>) -> CompressedBody {
         let text = blocks
             .iter()
             .map(|b| b.text.as_str())
@@ -328,13 +328,13 @@ impl CompressedBody {
 
 impl PackState {
     /// Records the links a body shows, not its blocks.
-    pub fn commit_links(&mut self, body: &CompressedBody) {
+    pub(crate) fn commit_links(&mut self, body: &CompressedBody) {
         for block in &body.blocks {
             self.shown_links.extend(block.links.iter().cloned());
         }
     }
 
-    pub fn commit(&mut self, body: &CompressedBody, page: &str) {
+    pub(crate) fn commit(&mut self, body: &CompressedBody, page: &str) {
         for block in &body.blocks {
             self.shown_links.extend(block.links.iter().cloned());
             if let Some(fingerprint) = &block.fingerprint {
@@ -345,7 +345,7 @@ impl PackState {
 }
 
 /// The key under which a link counts as already shown.
-pub fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
+pub(crate) fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
     let heading = link.heading.as_deref().map(fold).unwrap_or_default();
     match vault.resolve(&from.meta.path, link) {
         Some(idx) => format!("{idx}#{heading}"),
@@ -354,19 +354,19 @@ pub fn link_key(vault: &Vault, from: &Note, link: &Link) -> String {
 }
 
 /// What stands in place of a block another page of the pack shows.
-pub fn duplicate_marker(other: &str) -> String {
+pub(crate) fn duplicate_marker(other: &str) -> String {
     format!("_(content also in [[{other}]])_")
 }
 
 /// The key of a page itself, as its `## [[page]]` header shows it.
-pub fn page_key(idx: usize) -> String {
+pub(crate) fn page_key(idx: usize) -> String {
     format!("{idx}#")
 }
 
 /// Compresses the body of note `idx`; `None` when nothing is left.
 /// `summary_line` is the summary its page block shows: a lead paragraph
 /// that says the same is left out.
-pub fn compress(
+pub(crate) fn compress(
     vault: &Vault,
     idx: usize,
     mode: BodyMode,
@@ -656,7 +656,7 @@ fn strip_ordered_marker(line: &str) -> &str {
 }
 
 /// Replaces `[[target|alias]]` and `[text](url)` with their visible text.
-pub fn plain_inline(text: &str) -> String {
+pub(crate) fn plain_inline(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while !rest.is_empty() {
@@ -744,7 +744,7 @@ fn rewrite_links(
 
 /// A block of compressed output.
 #[derive(Clone, Debug)]
-pub struct OutBlock {
+pub(crate) struct OutBlock {
     /// The section level this block opens or stands in for (headings and
     /// the Sources line); `None` for ordinary content.
     pub level: Option<u8>,
@@ -759,7 +759,7 @@ pub struct OutBlock {
 }
 
 impl OutBlock {
-    pub fn content(text: String) -> OutBlock {
+    pub(crate) fn content(text: String) -> OutBlock {
         OutBlock {
             level: None,
             is_heading: false,

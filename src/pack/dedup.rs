@@ -9,18 +9,18 @@ use std::collections::HashMap;
 
 use crate::text::{fold, is_cjk};
 
-pub const NEAR_DUPLICATE_JACCARD: f64 = 0.8;
-pub const MIN_DEDUP_WORDS: usize = 8;
+pub(crate) const NEAR_DUPLICATE_JACCARD: f64 = 0.8;
+pub(crate) const MIN_DEDUP_WORDS: usize = 8;
 
 /// The bigram fingerprint of one block.
 #[derive(Clone, Debug)]
-pub struct Fingerprint {
+pub(crate) struct Fingerprint {
     shingles: Vec<u64>,
 }
 
 impl Fingerprint {
     /// `None` for blocks too short to de-duplicate.
-    pub fn of(text: &str) -> Option<Fingerprint> {
+    pub(crate) fn of(text: &str) -> Option<Fingerprint> {
         let words = if text.is_ascii() {
             // Folding ASCII only lower-cases it and turns `-`, `_` and
             // spaces into separators, which the split below does anyway.
@@ -78,14 +78,14 @@ fn mix(mut value: u64) -> u64 {
 
 /// The blocks already in the pack, by fingerprint, each with its page.
 #[derive(Clone, Debug, Default)]
-pub struct DedupIndex {
+pub(crate) struct DedupIndex {
     owners: Vec<(usize, String)>,
     postings: HashMap<u64, Vec<u32>>,
 }
 
 impl DedupIndex {
     /// The page name of an earlier block that `fingerprint` duplicates.
-    pub fn find(&self, fingerprint: &Fingerprint) -> Option<&str> {
+    pub(crate) fn find(&self, fingerprint: &Fingerprint) -> Option<&str> {
         let mut shared: HashMap<u32, usize> = HashMap::new();
         for shingle in &fingerprint.shingles {
             for &id in self.postings.get(shingle).into_iter().flatten() {
@@ -108,7 +108,7 @@ impl DedupIndex {
         best.map(|(_, id)| self.owners[id as usize].1.as_str())
     }
 
-    pub fn insert(&mut self, fingerprint: &Fingerprint, page: &str) {
+    pub(crate) fn insert(&mut self, fingerprint: &Fingerprint, page: &str) {
         let id = self.owners.len() as u32;
         self.owners
             .push((fingerprint.shingles.len(), page.to_string()));

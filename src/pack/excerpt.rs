@@ -9,9 +9,9 @@ use crate::pack::compress::{CompressedBody, OutBlock, duplicate_marker};
 use crate::text::starts_sentence;
 
 /// Scores a piece of text for the query (0 when it shares no term).
-pub type Scorer = dyn Fn(&str) -> f64 + Send + Sync;
+pub(crate) type Scorer = dyn Fn(&str) -> f64 + Send + Sync;
 
-pub const OMITTED: &str = "[…]";
+pub(crate) const OMITTED: &str = "[…]";
 
 /// A sentence (or line, or whole block) of a compressed body.
 struct Piece {
@@ -21,7 +21,7 @@ struct Piece {
 }
 
 /// A compressed body cut into pieces, each scored for the query.
-pub struct Pieces<'a> {
+pub(crate) struct Pieces<'a> {
     body: &'a CompressedBody,
     pieces: Vec<Piece>,
     /// The pieces of each block (pieces are in block order).
@@ -36,7 +36,7 @@ pub struct Pieces<'a> {
 const UNIT_MAX_BYTES: usize = 1500;
 
 impl<'a> Pieces<'a> {
-    pub fn of(body: &'a CompressedBody, scorer: &Scorer) -> Pieces<'a> {
+    pub(crate) fn of(body: &'a CompressedBody, scorer: &Scorer) -> Pieces<'a> {
         let mut pieces: Vec<Piece> = Vec::new();
         let mut by_block: Vec<Range<usize>> = Vec::with_capacity(body.blocks.len());
         for (block, out) in body.blocks.iter().enumerate() {
@@ -112,29 +112,29 @@ impl<'a> Pieces<'a> {
 
     /// The pieces taken together with `piece` (in order, `piece` among
     /// them): a lead-in line and the block it introduces, else itself.
-    pub fn unit(&self, piece: usize) -> Range<usize> {
+    pub(crate) fn unit(&self, piece: usize) -> Range<usize> {
         self.units[piece].clone()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pieces.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pieces.is_empty()
     }
 
-    pub fn score(&self, piece: usize) -> f64 {
+    pub(crate) fn score(&self, piece: usize) -> f64 {
         self.pieces[piece].score
     }
 
-    pub fn text(&self, piece: usize) -> &'a str {
+    pub(crate) fn text(&self, piece: usize) -> &'a str {
         let piece = &self.pieces[piece];
         &self.body.blocks[piece.block].text[piece.range.clone()]
     }
 
     /// The block a piece belongs to.
-    pub fn block(&self, piece: usize) -> usize {
+    pub(crate) fn block(&self, piece: usize) -> usize {
         self.pieces[piece].block
     }
 
@@ -142,7 +142,7 @@ impl<'a> Pieces<'a> {
     /// sections they are in, `[…]` wherever content was left out, and a
     /// marker in place of each block that `duplicates` (by block) says
     /// another page shows.
-    pub fn render(
+    pub(crate) fn render(
         &self,
         chosen: &BTreeSet<usize>,
         duplicates: &BTreeMap<usize, String>,
@@ -152,7 +152,7 @@ impl<'a> Pieces<'a> {
 
     /// Like [`Pieces::render`] for a page with every piece chosen or
     /// shown elsewhere: its Sources lines stay too.
-    pub fn render_whole(
+    pub(crate) fn render_whole(
         &self,
         chosen: &BTreeSet<usize>,
         duplicates: &BTreeMap<usize, String>,

@@ -22,17 +22,17 @@ use crate::text::truncate_chars;
 use crate::vault::Vault;
 
 /// Entries per section before the budget is applied.
-pub const MAX_FOLDERS: usize = 200;
-pub const MAX_HUBS: usize = 20;
-pub const MAX_TAGS: usize = 40;
-pub const MAX_LATEST: usize = 10;
+pub(crate) const MAX_FOLDERS: usize = 200;
+pub(crate) const MAX_HUBS: usize = 20;
+pub(crate) const MAX_TAGS: usize = 40;
+pub(crate) const MAX_LATEST: usize = 10;
 /// A note linked from fewer notes than this is not a hub.
-pub const MIN_HUB_LINKS: usize = 2;
+pub(crate) const MIN_HUB_LINKS: usize = 2;
 /// Characters of a description or summary shown.
-pub const DESCRIPTION_CHARS: usize = 160;
+pub(crate) const DESCRIPTION_CHARS: usize = 160;
 
 /// The map's title, in every style.
-pub const MAP_TITLE: &str = "Vault Map";
+pub(crate) const MAP_TITLE: &str = "Vault Map";
 
 /// What the map shows, before it is fitted.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -83,7 +83,7 @@ pub struct MapTag {
 
 /// The map of the notes of `vault` that `listed` accepts, with hubs from
 /// `graph` (or `hubs_unavailable` saying why there are none).
-pub fn vault_map(
+pub(crate) fn vault_map(
     vault: &Vault,
     listed: &dyn Fn(&str) -> bool,
     graph: Result<&LinkGraph, String>,
@@ -309,7 +309,7 @@ struct Printed<'a> {
 /// The map of `map` in `shape`, fitted to `options.budget` under its
 /// counter, fenced if asked, each printed text passed through `redact`.
 /// An error is a template's.
-pub fn map_pack(
+pub(crate) fn map_pack(
     map: &VaultMap,
     options: &PackOptions,
     shape: &Shape,
@@ -461,7 +461,7 @@ pub fn map_pack(
 
 /// The markdown map of `vault`'s listed notes (every listed note: a vault
 /// without a view), no redaction beyond the policy's.
-pub fn markdown_map(
+pub(crate) fn markdown_map(
     vault: &Vault,
     graph: Result<&LinkGraph, String>,
     options: &PackOptions,

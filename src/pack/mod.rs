@@ -6,14 +6,14 @@
 //! the sum of the pieces is the size of the printed pack, which is checked
 //! once more at the end.
 
-pub mod bases;
-pub mod compress;
-pub mod dedup;
-pub mod excerpt;
-pub mod map;
-pub mod render;
-pub mod style;
-pub mod template;
+pub(crate) mod bases;
+pub(crate) mod compress;
+pub(crate) mod dedup;
+pub(crate) mod excerpt;
+pub(crate) mod map;
+pub(crate) mod render;
+pub(crate) mod style;
+pub(crate) mod template;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -36,7 +36,7 @@ use rustc_hash::FxHashMap;
 pub const DEFAULT_BUDGET: usize = 8000;
 pub const MAX_BUDGET: usize = 100_000;
 /// Budgets above this print the seed's "large pack" warning.
-pub const LARGE_BUDGET: usize = 50_000;
+pub(crate) const LARGE_BUDGET: usize = 50_000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PackMode {
@@ -101,7 +101,7 @@ pub struct PackOptions {
 pub struct Backlinks(pub std::sync::Arc<BacklinkLookup>);
 
 /// A note's backlinks as `(source, sentence)`, read from the vault given.
-pub type BacklinkLookup = dyn Fn(&Vault, usize) -> Vec<(usize, String)> + Send + Sync;
+pub(crate) type BacklinkLookup = dyn Fn(&Vault, usize) -> Vec<(usize, String)> + Send + Sync;
 
 impl std::fmt::Debug for Backlinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,11 +111,11 @@ impl std::fmt::Debug for Backlinks {
 
 /// How many notes ranked below the candidates `dropped` lists (all are
 /// counted in `below_threshold`).
-pub const MAX_LISTED_BELOW_THRESHOLD: usize = 100;
+pub(crate) const MAX_LISTED_BELOW_THRESHOLD: usize = 100;
 
 /// How many of the top pages get backlink entries, and how many each.
-pub const BACKLINK_PAGES: usize = 3;
-pub const BACKLINKS_PER_PAGE: usize = 5;
+pub(crate) const BACKLINK_PAGES: usize = 3;
+pub(crate) const BACKLINKS_PER_PAGE: usize = 5;
 
 /// Scores text for the query a pack is built for.
 #[derive(Clone)]
@@ -129,11 +129,11 @@ impl std::fmt::Debug for Relevance {
 
 /// The label of a pinned page in its heading (where a ranked page shows
 /// its tier).
-pub const PINNED_LABEL: &str = "pinned";
+pub(crate) const PINNED_LABEL: &str = "pinned";
 
 /// A summary taken from the body is cut to this many characters in a
 /// query-aware pack's summary block.
-pub const SHORT_SUMMARY_CHARS: usize = 200;
+pub(crate) const SHORT_SUMMARY_CHARS: usize = 200;
 
 impl PackOptions {
     pub fn new(budget: usize, tokenizer: Tokenizer, generated_at: DateTime<Utc>) -> PackOptions {
@@ -228,7 +228,7 @@ pub struct Pack {
 
 /// Whether `vault` is laid out as obsidian-wiki writes it: a note with a
 /// `title:` field (the seed's page shape). Scans until the first one.
-pub fn is_wiki_vault(vault: &Vault) -> bool {
+pub(crate) fn is_wiki_vault(vault: &Vault) -> bool {
     (0..vault.metas.len())
         .any(|note| vault.metas[note].title_source == crate::note::TitleSource::Frontmatter)
 }
@@ -236,7 +236,7 @@ pub fn is_wiki_vault(vault: &Vault) -> bool {
 /// The large-pack warning a finished pack gets, if any: the seed's for a
 /// budget over [`LARGE_BUDGET`] in an obsidian-wiki vault, else one for a
 /// pack over that size.
-pub fn large_warning(pack: &Pack) -> Option<String> {
+pub(crate) fn large_warning(pack: &Pack) -> Option<String> {
     if pack.wiki {
         (pack.budget > LARGE_BUDGET).then(|| render::LARGE_PACK_WARNING.to_string())
     } else {
@@ -342,7 +342,7 @@ pub fn build_pack(vault: &Vault, mode: &PackMode, options: &PackOptions) -> Pack
 
 /// Builds the pack for `mode` from candidates ranked elsewhere (best
 /// first; only the first `candidate_limit` are considered).
-pub fn build_pack_from(
+pub(crate) fn build_pack_from(
     vault: &Vault,
     mode: &PackMode,
     ranked: Vec<Candidate>,
@@ -1816,7 +1816,7 @@ pub(crate) fn fixed_point(mut f: impl FnMut(usize) -> usize) -> usize {
 
 /// The title a note-anchored pack is printed under: the note's title and
 /// path.
-pub fn note_pack_topic(vault: &Vault, path: &str) -> String {
+pub(crate) fn note_pack_topic(vault: &Vault, path: &str) -> String {
     let title = vault
         .metas
         .search_path(path)
@@ -1879,7 +1879,7 @@ pub struct QueryTrace {
 }
 
 /// The seed's Step 6 line for a pack.
-pub fn log_line(pack: &Pack, timestamp: &str) -> String {
+pub(crate) fn log_line(pack: &Pack, timestamp: &str) -> String {
     let topic = pack.topic.as_deref().unwrap_or("Recent Activity");
     let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
     format!(

@@ -97,7 +97,7 @@ const REFITS: usize = 4;
 
 /// Builds the pack printed in `shape` within `budget`: `build(b)` packs the
 /// markdown layout within `b` tokens. An error is a template's.
-pub fn shape_pack(
+pub(crate) fn shape_pack(
     shape: &Shape,
     budget: usize,
     tokenizer: Tokenizer,
@@ -193,7 +193,7 @@ fn finish(mut pack: Pack, text: String, actual: usize, budget: usize) -> Pack {
 /// replaced and its header's budget and count made true again, or
 /// `Err(excess)` when the replacements took it past `budget` (pack again
 /// under a budget smaller by that much).
-pub fn redact_printed(
+pub(crate) fn redact_printed(
     mut pack: Pack,
     budget: usize,
     redact: impl Fn(&str) -> Option<String>,
@@ -240,7 +240,7 @@ fn with_header_counts(text: &str, budget: usize, actual: usize) -> String {
 }
 
 /// The pack's title line, as the markdown header words it.
-pub fn title(pack: &Pack) -> String {
+pub(crate) fn title(pack: &Pack) -> String {
     match &pack.topic {
         Some(topic) => format!("Context Pack: {topic}"),
         None => format!(
@@ -264,7 +264,7 @@ fn documents(pack: &Pack) -> impl Iterator<Item = &PackedPage> {
 /// Text made safe for XML content and attribute values: markup characters
 /// escaped, and characters XML 1.0 forbids replaced by U+FFFD (a note may
 /// hold control characters; a parser would reject the whole pack).
-pub fn xml_escape(text: &str) -> String {
+pub(crate) fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -395,7 +395,7 @@ fn fence_lines(pack: &Pack) -> (String, String) {
 }
 
 /// `text` between a fenced pack's markers, as one string.
-pub fn fenced(pack: &Pack, text: &str) -> String {
+pub(crate) fn fenced(pack: &Pack, text: &str) -> String {
     match &pack.fence {
         Some(id) => format!(
             "{}{text}\n{}",

@@ -21,19 +21,19 @@ const TEMPLATE_FUEL: u64 = 50_000_000;
 
 /// The largest template accepted, in bytes: a template is the frame of a
 /// pack, and its own text counts against the budget.
-pub const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
 
 /// The most operators (`~`, `+`, `|`, `.`, `and`, a call, …) one tag may
 /// hold. minijinja parses a chain such as `a ~ a ~ a` into a tree as deep as
 /// the chain is long and walks it recursively, so a long chain overflows the
 /// stack and aborts the process; this bound keeps the tree shallow enough
 /// for a 2 MiB thread (a server's worker) in a debug build.
-pub const MAX_TAG_OPERATORS: usize = 200;
+pub(crate) const MAX_TAG_OPERATORS: usize = 200;
 
 /// The deepest nesting of brackets in one tag, and of block tags (`if`,
 /// `for`, …) in a template: each level is a recursion in minijinja's
 /// parser and compiler.
-pub const MAX_TEMPLATE_NESTING: usize = 32;
+pub(crate) const MAX_TEMPLATE_NESTING: usize = 32;
 
 /// A template checked to parse.
 #[derive(Clone, Debug)]
@@ -292,7 +292,7 @@ fn scan_tag(bytes: &[u8], start: usize, close_marker: &[u8]) -> TagShape {
 
 /// The template's data: the pack's JSON model with the printed text of
 /// each page.
-pub fn model(pack: &Pack, actual: usize) -> serde_json::Value {
+pub(crate) fn model(pack: &Pack, actual: usize) -> serde_json::Value {
     let mut value = serde_json::to_value(pack).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
         object.remove("bundle");

@@ -6,7 +6,7 @@
 use yaml_serde::Value;
 
 /// A `.base` file larger than this is not read.
-pub const MAX_BASE_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_BASE_BYTES: u64 = 256 * 1024;
 /// Filters nested deeper than this are not read.
 const MAX_FILTER_DEPTH: usize = 16;
 /// Views past this many are not read.
@@ -16,7 +16,7 @@ const MAX_EXPR_CHARS: usize = 1000;
 
 /// A parsed Bases file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Base {
+pub(crate) struct Base {
     /// Filters every view applies.
     pub filters: Option<Filter>,
     pub views: Vec<View>,
@@ -24,7 +24,7 @@ pub struct Base {
 
 /// One view of a base.
 #[derive(Clone, Debug, PartialEq)]
-pub struct View {
+pub(crate) struct View {
     pub name: String,
     pub filters: Option<Filter>,
     /// The columns shown, as written (`file.name`, `note.year`, `year`, …).
@@ -36,7 +36,7 @@ pub struct View {
 
 /// A filter tree: `and`, `or`, `not` over expressions.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Filter {
+pub(crate) enum Filter {
     And(Vec<Filter>),
     Or(Vec<Filter>),
     /// True when none of its filters is.
@@ -46,7 +46,7 @@ pub enum Filter {
 
 /// What a filter expression compares.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// A frontmatter property (`author`, `note.author`, `list(author)`).
     Property(String),
     FileName,
@@ -58,7 +58,7 @@ pub enum Subject {
 
 /// A value a filter compares with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Arg {
+pub(crate) enum Arg {
     /// The note that embeds the view (`this`, `this.file`,
     /// `this.file.asLink()`).
     This,
@@ -71,7 +71,7 @@ pub enum Arg {
 
 /// One filter expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Expr {
+pub(crate) enum Expr {
     Negated(Box<Expr>),
     /// `subject.contains(arg)`, or with `any`, `subject.containsAny(a, b)`.
     Contains {
@@ -97,7 +97,7 @@ pub enum Expr {
 
 /// Why a Bases file is not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BaseError {
+pub(crate) enum BaseError {
     TooLarge,
     BrokenYaml(super::yaml::YamlError),
     NotAMapping,
@@ -118,7 +118,7 @@ impl std::fmt::Display for BaseError {
 impl std::error::Error for BaseError {}
 
 /// Reads a Bases file's YAML; an error says what is wrong.
-pub fn parse(text: &str) -> Result<Base, BaseError> {
+pub(crate) fn parse(text: &str) -> Result<Base, BaseError> {
     if text.len() as u64 > MAX_BASE_BYTES {
         return Err(BaseError::TooLarge);
     }
@@ -192,7 +192,7 @@ fn filter(value: &Value, depth: usize) -> Result<Filter, BaseError> {
 }
 
 /// Parses one expression; what ctxpack cannot evaluate is `Unsupported`.
-pub fn expr(text: &str) -> Expr {
+pub(crate) fn expr(text: &str) -> Expr {
     let trimmed = text.trim();
     let unsupported = || Expr::Unsupported(trimmed.chars().take(80).collect());
     if trimmed.chars().count() > MAX_EXPR_CHARS {

@@ -4,18 +4,18 @@
 use serde_json::Value;
 
 /// The file extension of a canvas.
-pub const EXTENSION: &str = "canvas";
+pub(crate) const EXTENSION: &str = "canvas";
 /// Nodes past this many are not read.
-pub const MAX_NODES: usize = 10_000;
+pub(crate) const MAX_NODES: usize = 10_000;
 
 /// Whether the file at `path` is a canvas.
-pub fn is_canvas(path: &str) -> bool {
+pub(crate) fn is_canvas(path: &str) -> bool {
     path.rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(EXTENSION))
 }
 
 /// Edges past this many are not read.
-pub const MAX_EDGES: usize = 10_000;
+pub(crate) const MAX_EDGES: usize = 10_000;
 /// How much of a text node names it in the list of connections.
 const EDGE_NAME_CHARS: usize = 60;
 
@@ -55,7 +55,7 @@ impl Group {
 /// why the file is not a canvas.
 /// Why a `.canvas` file is not read as a canvas (the note's diagnostic).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CanvasError {
+pub(crate) enum CanvasError {
     /// Not JSON, or JSON nested past the parser's limit; the parser's words.
     NotJson(String),
     NodesNotAList,
@@ -74,7 +74,7 @@ impl std::fmt::Display for CanvasError {
 
 impl std::error::Error for CanvasError {}
 
-pub fn to_markdown(json: &str) -> Result<String, CanvasError> {
+pub(crate) fn to_markdown(json: &str) -> Result<String, CanvasError> {
     let canvas: Value =
         serde_json::from_str(json).map_err(|err| CanvasError::NotJson(err.to_string()))?;
     let nodes = match canvas.get("nodes") {

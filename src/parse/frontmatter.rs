@@ -3,7 +3,7 @@
 use yaml_serde::{Mapping, Value};
 
 /// A note's text split at its frontmatter.
-pub struct Split<'a> {
+pub(crate) struct Split<'a> {
     /// The YAML between the `---` lines, if the note has a frontmatter block.
     pub yaml: Option<&'a str>,
     pub body: &'a str,
@@ -11,7 +11,7 @@ pub struct Split<'a> {
 }
 
 /// Splits `---` frontmatter off the text. An unterminated block is body text.
-pub fn split(text: &str) -> Split<'_> {
+pub(crate) fn split(text: &str) -> Split<'_> {
     let no_frontmatter = Split {
         yaml: None,
         body: text,
@@ -51,7 +51,7 @@ pub fn split(text: &str) -> Split<'_> {
 
 /// Why a frontmatter block could not be read as fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FrontmatterError {
+pub(crate) enum FrontmatterError {
     /// Not valid YAML, a duplicate key, or not a key/value mapping.
     Broken(String),
     /// Valid YAML that expands past the bound: nothing in it can be read.
@@ -70,7 +70,7 @@ impl std::fmt::Display for FrontmatterError {
 
 /// Parses the YAML of a frontmatter block into a mapping (bounded: see
 /// [`super::yaml`]).
-pub fn parse(yaml: &str) -> Result<Mapping, FrontmatterError> {
+pub(crate) fn parse(yaml: &str) -> Result<Mapping, FrontmatterError> {
     if yaml.trim().is_empty() {
         return Ok(Mapping::new());
     }
@@ -90,7 +90,7 @@ pub fn parse(yaml: &str) -> Result<Mapping, FrontmatterError> {
 }
 
 /// Looks a key up exactly, then ignoring ASCII case.
-pub fn get<'a>(fields: &'a Mapping, key: &str) -> Option<&'a Value> {
+pub(crate) fn get<'a>(fields: &'a Mapping, key: &str) -> Option<&'a Value> {
     fields.get(key).or_else(|| {
         fields
             .iter()
@@ -100,7 +100,7 @@ pub fn get<'a>(fields: &'a Mapping, key: &str) -> Option<&'a Value> {
 }
 
 /// A scalar field as text; `None` for missing, null, empty or non-scalar.
-pub fn scalar(value: &Value) -> Option<String> {
+pub(crate) fn scalar(value: &Value) -> Option<String> {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -113,7 +113,7 @@ pub fn scalar(value: &Value) -> Option<String> {
 }
 
 /// A list field: a YAML sequence, or a string split at `separators`.
-pub fn list(value: &Value, separators: &[char]) -> Vec<String> {
+pub(crate) fn list(value: &Value, separators: &[char]) -> Vec<String> {
     let items: Vec<String> = match value {
         Value::Sequence(items) => items.iter().filter_map(scalar).collect(),
         Value::Tagged(tagged) => return list(&tagged.value, separators),

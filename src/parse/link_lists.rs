@@ -11,7 +11,7 @@ use crate::note::{Block, BlockKind};
 /// at least half Markdown links (`[title](https://…)`, `[title](a.md)`)
 /// or bare URLs. Wikilinks do not count: a list of them is an Obsidian map
 /// of the vault's own notes, not a list of pages elsewhere.
-pub fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
+pub(crate) fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
     let (mut text, mut links) = (0usize, 0usize);
     for block in blocks {
         let Some(block_text) = body.get(block.range.clone()) else {
@@ -47,7 +47,7 @@ pub fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
 /// Whether `line` is at least half (by the characters a reader sees: a
 /// link's label, not its target) Markdown links to other pages or bare
 /// URLs.
-pub fn is_link_line(line: &str) -> bool {
+pub(crate) fn is_link_line(line: &str) -> bool {
     let (visible, linked) = link_chars(line.trim());
     visible > 0 && 2 * linked >= visible
 }

@@ -10,7 +10,7 @@ use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 /// What a note's body contains, with byte ranges into the body text.
 #[derive(Clone, Debug, Default)]
-pub struct BodyAnalysis {
+pub(crate) struct BodyAnalysis {
     pub headings: Vec<Heading>,
     pub blocks: Vec<Block>,
     pub links: Vec<Link>,
@@ -21,9 +21,9 @@ pub struct BodyAnalysis {
 
 // The parts of a body are the note model's types (so that `note.rs` imports
 // nothing from the parser); they are named here too, where they are made.
-pub use crate::note::{Block, BlockKind, Heading, Link, LinkKind};
+pub(crate) use crate::note::{Block, BlockKind, Heading, Link, LinkKind};
 
-pub fn analyze(body: &str) -> BodyAnalysis {
+pub(crate) fn analyze(body: &str) -> BodyAnalysis {
     let mut analysis = BodyAnalysis::default();
     let mut excluded: Vec<Range<usize>> = Vec::new();
     let options = Options::ENABLE_TABLES

@@ -2,14 +2,14 @@
 //!
 //! Parsing never fails: a note always comes back, with a list of problems.
 
-pub mod base;
-pub mod canvas;
-pub mod frontmatter;
-pub mod link_lists;
-pub mod markdown;
-pub mod properties;
-pub mod reader;
-pub mod yaml;
+pub(crate) mod base;
+pub(crate) mod canvas;
+pub(crate) mod frontmatter;
+pub(crate) mod link_lists;
+pub(crate) mod markdown;
+pub(crate) mod properties;
+pub(crate) mod reader;
+pub(crate) mod yaml;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
@@ -17,7 +17,7 @@ use crate::note::{Note, NoteMeta, SummarySource, Tier, TitleSource, UpdatedSourc
 use crate::text::{collapse_whitespace, truncate_chars};
 
 /// Fallback summaries are cut to this many characters.
-pub const SUMMARY_FALLBACK_CHARS: usize = 400;
+pub(crate) const SUMMARY_FALLBACK_CHARS: usize = 400;
 
 /// Parses a note's text. `path` is relative to the vault, `/`-separated.
 pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note, Vec<String>) {
@@ -26,7 +26,7 @@ pub fn parse_note(path: &str, text: &str, mtime: Option<DateTime<Utc>>) -> (Note
 
 /// [`parse_note`], with `fields` (when given) standing for what the
 /// frontmatter block says.
-pub fn parse_note_with_fields(
+pub(crate) fn parse_note_with_fields(
     path: &str,
     text: &str,
     mtime: Option<DateTime<Utc>>,

@@ -7,9 +7,9 @@ use yaml_serde::{Mapping, Value};
 use crate::text::{collapse_whitespace, truncate_chars};
 
 /// At most this many properties are kept per note.
-pub const MAX_PROPERTIES: usize = 12;
+pub(crate) const MAX_PROPERTIES: usize = 12;
 /// A property's shown value is cut to this many characters.
-pub const MAX_VALUE_CHARS: usize = 200;
+pub(crate) const MAX_VALUE_CHARS: usize = 200;
 /// A list property shows at most this many items.
 const MAX_LIST_ITEMS: usize = 20;
 /// Nested lists deeper than this are not shown (`[[x]]` unquoted in YAML
@@ -32,7 +32,7 @@ const SHOWN_ELSEWHERE: &[&str] = &[
 
 /// The non-empty properties of `fields`, in frontmatter order, as
 /// `(key, shown value)`; nested mappings are left out.
-pub fn properties(fields: &Mapping) -> Vec<(String, String)> {
+pub(crate) fn properties(fields: &Mapping) -> Vec<(String, String)> {
     shown_properties(fields)
         .map(|(key, _, shown)| (key, shown))
         .collect()
@@ -56,7 +56,7 @@ fn shown_properties(fields: &Mapping) -> impl Iterator<Item = (String, &Value, S
 /// target)`: each `[[target]]` in a string value (Obsidian writes a link
 /// in a property quoted; unquoted, YAML reads `[[x]]` as a nested list,
 /// which Obsidian does not show as a link). Embeds (`![[…]]`) are not links.
-pub fn property_links(fields: &Mapping) -> Vec<(usize, String)> {
+pub(crate) fn property_links(fields: &Mapping) -> Vec<(usize, String)> {
     let mut links = Vec::new();
     for (idx, (_, value, _)) in shown_properties(fields).enumerate() {
         let mut texts = Vec::new();
@@ -109,7 +109,7 @@ fn key_text(key: &Value) -> Option<String> {
 }
 
 /// A value as one line: `None` when empty or not shown.
-pub fn shown_value(value: &Value) -> Option<String> {
+pub(crate) fn shown_value(value: &Value) -> Option<String> {
     let mut items = Vec::new();
     collect(value, 0, &mut items);
     if items.is_empty() {
@@ -125,7 +125,7 @@ pub fn shown_value(value: &Value) -> Option<String> {
 }
 
 /// The scalar texts of `value`, flattening lists.
-pub fn collect(value: &Value, depth: usize, items: &mut Vec<String>) {
+pub(crate) fn collect(value: &Value, depth: usize, items: &mut Vec<String>) {
     if depth > MAX_DEPTH || items.len() > MAX_LIST_ITEMS {
         return;
     }
@@ -158,7 +158,7 @@ pub fn collect(value: &Value, depth: usize, items: &mut Vec<String>) {
 }
 
 /// `[[folder/Name#h|alias]]` shown as `alias`, `[[folder/Name]]` as `Name`.
-pub fn links_as_names(text: &str) -> String {
+pub(crate) fn links_as_names(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("[[") {
@@ -175,7 +175,7 @@ pub fn links_as_names(text: &str) -> String {
 }
 
 /// The name a wikilink's inside `target#heading|alias` is shown as.
-pub fn link_name(inner: &str) -> String {
+pub(crate) fn link_name(inner: &str) -> String {
     if let Some((_, alias)) = inner.split_once('|')
         && !alias.trim().is_empty()
     {

@@ -12,11 +12,11 @@ use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// A Markdown link whose URL is longer than this (in bytes) is shown by its
 /// text: past this length a URL costs more tokens than it tells.
-pub const LONG_URL_BYTES: usize = 40;
+pub(crate) const LONG_URL_BYTES: usize = 40;
 
 /// The reader's view of `text` (one non-code top-level block). The result
 /// may be empty: a block of badges or empty HTML shows nothing.
-pub fn reader_text(text: &str) -> String {
+pub(crate) fn reader_text(text: &str) -> String {
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
@@ -368,7 +368,7 @@ fn apply(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
 /// list marker), outside code: readable text that also counts as a field.
 /// `code` must be sorted and not overlap (as `merge_ranges` leaves it), so
 /// each line's test is one binary search.
-pub fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, String)> {
+pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     if !body.contains("::") {
         return fields;

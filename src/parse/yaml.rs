@@ -26,7 +26,7 @@ const TOO_LARGE: &str = "YAML expands past its bound (aliases repeated too often
 
 /// Why a YAML text could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum YamlError {
+pub(crate) enum YamlError {
     /// Not valid YAML (or a duplicate key).
     Syntax(String),
     /// Valid YAML that expands past the bound: read as nothing.
@@ -45,13 +45,13 @@ impl fmt::Display for YamlError {
 }
 
 /// The bound for a document of `len` bytes.
-pub fn expansion_bound(len: usize) -> usize {
+pub(crate) fn expansion_bound(len: usize) -> usize {
     len.saturating_mul(EXPANSION_FACTOR).max(MIN_EXPANDED_BYTES)
 }
 
 /// Parses one YAML document into a value, refusing one that expands past
 /// [`expansion_bound`] of its length.
-pub fn parse_value(text: &str) -> Result<Value, YamlError> {
+pub(crate) fn parse_value(text: &str) -> Result<Value, YamlError> {
     let left = Cell::new(expansion_bound(text.len()));
     let deserializer = yaml_serde::Deserializer::from_str(text);
     Bounded { left: &left }
@@ -68,7 +68,7 @@ pub fn parse_value(text: &str) -> Result<Value, YamlError> {
 
 /// Deserializes `T` from YAML after checking that the document stays
 /// within the bound (the typed pass keeps its own error messages).
-pub fn from_str<T: de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+pub(crate) fn from_str<T: de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     parse_value(text)?;
     yaml_serde::from_str(text).map_err(|err| YamlError::Syntax(err.to_string()))
 }

@@ -9,7 +9,7 @@ use pulldown_cmark::{Event, Options, Parser, Tag};
 
 /// `body` without its comments (outside code); an unclosed comment runs to
 /// the end, as Obsidian shows it.
-pub fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
+pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
     let comments = find(body, obsidian, html);
     if comments.is_empty() {
         return Cow::Borrowed(body);
@@ -31,7 +31,7 @@ pub fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
 }
 
 /// The byte ranges of the comments in `body` (outside code), in order.
-pub fn find(body: &str, obsidian: bool, html: bool) -> Vec<Range<usize>> {
+pub(crate) fn find(body: &str, obsidian: bool, html: bool) -> Vec<Range<usize>> {
     let mut comments = Vec::new();
     if !((obsidian && body.contains("%%")) || (html && body.contains("<!--"))) {
         return comments;

@@ -3,23 +3,24 @@
 //! after it is read, before it is parsed, indexed, embedded, counted or shown,
 //! so nothing downstream ever holds what the policy hides.
 
-pub mod comments;
-pub mod policy;
-pub mod secrets;
+pub(crate) mod comments;
+pub(crate) mod policy;
+pub(crate) mod secrets;
 
 use chrono::{DateTime, Utc};
 
 use crate::note::Note;
-pub use crate::note::Redaction;
+pub(crate) use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
-pub use policy::{LogMode, POLICY_FILE, Policy, PolicyError, PolicyFile};
+pub use policy::Policy;
+pub(crate) use policy::{LogMode, POLICY_FILE, PolicyError, PolicyFile};
 
 /// The diagnostic of a note kept out because its frontmatter cannot be
 /// read: it may say the note is private, so the note is treated as such.
-pub const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands past the YAML bound), so the note is treated as private and left out";
+pub(crate) const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands past the YAML bound), so the note is treated as private and left out";
 
 /// The detector kinds that are personal data rather than secrets.
-pub const PERSONAL_KINDS: &[&str] = &["email", "phone"];
+pub(crate) const PERSONAL_KINDS: &[&str] = &["email", "phone"];
 
 /// A note's text as the policy lets it be seen.
 #[derive(Clone, Debug)]

@@ -15,7 +15,7 @@ use crate::parse::frontmatter::{self, FrontmatterError};
 use crate::vault::obsidian::{ObsidianRules, ObsidianSettings};
 
 /// The policy file, at the vault root.
-pub const POLICY_FILE: &str = ".ctxpack.yaml";
+pub(crate) const POLICY_FILE: &str = ".ctxpack.yaml";
 const MAX_POLICY_BYTES: u64 = 256 * 1024;
 
 /// A policy file that cannot be read or does not parse: the run stops,
@@ -465,7 +465,7 @@ impl Policy {
 }
 
 /// The reason given for a note whose frontmatter cannot be read at all.
-pub const UNREADABLE_FRONTMATTER: &str =
+pub(crate) const UNREADABLE_FRONTMATTER: &str =
     "a frontmatter that cannot be read (it expands past the YAML bound); treated as private";
 
 /// A heading's words as shown: no block id, link brackets, tags or

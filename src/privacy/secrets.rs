@@ -110,7 +110,7 @@ const fn any_case(
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub const DETECTORS_VERSION: u32 = 3;
+pub(crate) const DETECTORS_VERSION: u32 = 3;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -507,7 +507,7 @@ static DETECTORS: &[Detector] = &[
 ];
 
 /// Every kind a [`Finding`] can have, most specific first.
-pub const KINDS: &[&str] = &[
+pub(crate) const KINDS: &[&str] = &[
     "private_key",
     "aws_access_key_id",
     "aws_secret_access_key",

@@ -22,7 +22,7 @@ use crate::store::{Store, VectorSearch};
 use crate::vault::Vault;
 
 /// What a session offers the signals; each takes what it needs.
-pub struct Sources<'a> {
+pub(crate) struct Sources<'a> {
     pub vault: &'a Vault,
     /// The index (embedded or PostgreSQL), for BM25.
     pub store: Option<&'a dyn Store>,
@@ -48,7 +48,7 @@ pub struct Sources<'a> {
 /// uses them: the arms' lists are fused in this order, and the rescorers
 /// applied in this order. A signal that was asked for but cannot run is
 /// listed with its reason, reported with every ranking.
-pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
+pub(crate) fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
     let s = sources;
     let mut list = vec![Signal::arm(FrontmatterArm { vault: s.vault })];
     list.extend(
@@ -93,7 +93,7 @@ pub fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
 }
 
 /// One registered ranking signal.
-pub enum Signal<'a> {
+pub(crate) enum Signal<'a> {
     /// A ranked list of its own, fused with the others.
     Arm(Box<dyn Arm + 'a>),
     /// An adjustment of the fused list.
@@ -108,15 +108,15 @@ pub enum Signal<'a> {
 }
 
 impl<'a> Signal<'a> {
-    pub fn arm(arm: impl Arm + 'a) -> Signal<'a> {
+    pub(crate) fn arm(arm: impl Arm + 'a) -> Signal<'a> {
         Signal::Arm(Box::new(arm))
     }
 
-    pub fn rescorer(rescorer: impl Rescorer + 'a) -> Signal<'a> {
+    pub(crate) fn rescorer(rescorer: impl Rescorer + 'a) -> Signal<'a> {
         Signal::Rescorer(Box::new(rescorer))
     }
 
-    pub fn expander(expander: impl Expander + 'a) -> Signal<'a> {
+    pub(crate) fn expander(expander: impl Expander + 'a) -> Signal<'a> {
         Signal::Expander(Box::new(expander))
     }
 
@@ -125,7 +125,7 @@ impl<'a> Signal<'a> {
     }
 
     /// The arm, if this signal is one.
-    pub fn as_arm(&self) -> Option<&(dyn Arm + 'a)> {
+    pub(crate) fn as_arm(&self) -> Option<&(dyn Arm + 'a)> {
         match self {
             Signal::Arm(arm) => Some(arm.as_ref()),
             _ => None,
@@ -133,7 +133,7 @@ impl<'a> Signal<'a> {
     }
 
     /// The expander, if this signal is one.
-    pub fn as_expander(&self) -> Option<&(dyn Expander + 'a)> {
+    pub(crate) fn as_expander(&self) -> Option<&(dyn Expander + 'a)> {
         match self {
             Signal::Expander(expander) => Some(expander.as_ref()),
             _ => None,
@@ -141,7 +141,7 @@ impl<'a> Signal<'a> {
     }
 
     /// The rescorer, if this signal is one.
-    pub fn as_rescorer(&self) -> Option<&(dyn Rescorer + 'a)> {
+    pub(crate) fn as_rescorer(&self) -> Option<&(dyn Rescorer + 'a)> {
         match self {
             Signal::Rescorer(rescorer) => Some(rescorer.as_ref()),
             _ => None,
@@ -151,14 +151,14 @@ impl<'a> Signal<'a> {
 
 /// A hit as one arm sees it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ArmHit {
+pub(crate) struct ArmHit {
     pub note: usize,
     pub score: f64,
     pub rules: Vec<RuleHit>,
 }
 
 /// A ranked list of notes for a query.
-pub trait Arm {
+pub(crate) trait Arm {
     fn name(&self) -> &'static str;
     /// Up to `limit` hits among the notes `keep` accepts, best first.
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>>;
@@ -174,7 +174,7 @@ pub trait Arm {
 }
 
 /// The seed's frontmatter relevance pass (+5/+3/+2/+1).
-pub struct FrontmatterArm<'a> {
+pub(crate) struct FrontmatterArm<'a> {
     pub vault: &'a Vault,
 }
 
@@ -199,14 +199,14 @@ impl Arm for FrontmatterArm<'_> {
 
 /// BM25 over the full-text index (title, aliases, tags, summary, headings,
 /// body).
-pub struct Bm25Arm<'a> {
+pub(crate) struct Bm25Arm<'a> {
     pub store: &'a dyn Store,
     /// How many notes the store holds (no more can be fetched).
     pub notes: usize,
 }
 
 impl<'a> Bm25Arm<'a> {
-    pub fn new(store: &'a dyn Store, vault: &Vault) -> Bm25Arm<'a> {
+    pub(crate) fn new(store: &'a dyn Store, vault: &Vault) -> Bm25Arm<'a> {
         Bm25Arm {
             store,
             notes: vault.metas.len(),
@@ -248,7 +248,7 @@ impl Arm for Bm25Arm<'_> {
 
 /// Vector similarity: the query's embedding against every chunk's, a note
 /// scoring as its best chunk.
-pub struct SemanticArm<'a> {
+pub(crate) struct SemanticArm<'a> {
     pub embedder: &'a dyn Embedder,
     pub index: &'a dyn VectorSearch,
 }
@@ -288,14 +288,14 @@ impl Arm for SemanticArm<'_> {
 }
 
 /// QMD's semantic search, run as an external command (seed 000, Step 1).
-pub struct QmdArm<'a> {
+pub(crate) struct QmdArm<'a> {
     pub config: &'a QmdConfig,
     pub vault: &'a Vault,
 }
 
 impl QmdArm<'_> {
     /// The vault notes QMD returns for `query`, best first.
-    pub fn notes(&self, query: &str, limit: usize) -> Result<Vec<(usize, f64)>> {
+    pub(crate) fn notes(&self, query: &str, limit: usize) -> Result<Vec<(usize, f64)>> {
         let hits =
             qmd::search(self.config, &self.vault.root, query, limit).map_err(anyhow::Error::msg)?;
         Ok(hits
@@ -310,7 +310,7 @@ impl QmdArm<'_> {
     /// The seed's view of QMD: +4 points ([`Rule::Qmd`]) for each of the
     /// first [`CANDIDATE_LIMIT`](crate::retrieve::CANDIDATE_LIMIT) pages it
     /// returns, whatever its own score.
-    pub fn seed_hits(&self, query: &str) -> Result<Vec<ArmHit>> {
+    pub(crate) fn seed_hits(&self, query: &str) -> Result<Vec<ArmHit>> {
         Ok(self
             .notes(query, crate::retrieve::CANDIDATE_LIMIT)?
             .into_iter()

@@ -1,6 +1,6 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
-pub use crate::note::MatchKeys;
+pub(crate) use crate::note::MatchKeys;
 use crate::note_tables::NoteKeys;
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::WordFinder;
@@ -11,7 +11,7 @@ use crate::vault::Vault;
 ///
 /// Each rule is checked once per term and the points add up, so a page
 /// matching the whole phrase and its words outranks one matching one word.
-pub fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
+pub(crate) fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
     let keys = vault.match_keys();
     let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
     // One pass over a note's summary and description finds which terms

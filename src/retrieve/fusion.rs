@@ -18,7 +18,7 @@ use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::{Arm, Candidate, RuleHit};
 use crate::vault::Vault;
 
-pub use crate::retrieve::rescore::{Adjustment, RERANK_TOP, Rerank, Rescorer};
+pub(crate) use crate::retrieve::rescore::{Adjustment, RERANK_TOP, Rerank, Rescorer};
 
 /// How the arms' lists become one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -135,7 +135,7 @@ pub struct Ranking {
 
 /// One ranked list entering fusion, best first.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RankedList {
+pub(crate) struct RankedList {
     pub arm: &'static str,
     pub weight: f64,
     pub hits: Vec<ArmHit>,
@@ -143,7 +143,7 @@ pub struct RankedList {
 
 impl RankedList {
     /// A fused ranking as one list of a further fusion (weight 1).
-    pub fn of_ranking(arm: &'static str, ranking: &Ranking) -> RankedList {
+    pub(crate) fn of_ranking(arm: &'static str, ranking: &Ranking) -> RankedList {
         RankedList {
             arm,
             weight: 1.0,
@@ -162,7 +162,7 @@ impl RankedList {
 
 /// How a list's hits add up.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Method {
+pub(crate) enum Method {
     /// Weighted reciprocal rank: a hit adds `weight / (k + rank)`.
     Rrf { k: f64 },
     /// [`Fusion::Score`]: a hit adds `weight` times its min-max-normalised
@@ -182,14 +182,14 @@ pub enum Method {
 
 /// A note's fused score and each list's share of it, lists in order.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fused {
+pub(crate) struct Fused {
     pub score: f64,
     pub arms: Vec<ArmRank>,
 }
 
 /// Fuses ranked lists into one score per note (notes in number order):
 /// each list, in order, adds its share to every note on it.
-pub fn fuse(lists: Vec<RankedList>, method: Method) -> BTreeMap<usize, Fused> {
+pub(crate) fn fuse(lists: Vec<RankedList>, method: Method) -> BTreeMap<usize, Fused> {
     let mut fused: BTreeMap<usize, Fused> = BTreeMap::new();
     for list in lists {
         let (low, high) = list
@@ -230,7 +230,7 @@ pub fn fuse(lists: Vec<RankedList>, method: Method) -> BTreeMap<usize, Fused> {
 /// their lists, reports the signals that could not run, then applies the
 /// rescorers in order. `keep` filters notes before fusion (folder or tag
 /// filters).
-pub fn rank(
+pub(crate) fn rank(
     signals: &[Signal<'_>],
     query: &str,
     vault: &Vault,
@@ -299,7 +299,7 @@ pub fn rank(
 /// list order (after [`rank`] ranked each query and coverage slots merged
 /// them). One that cannot run is reported in `signal_errors`, after the
 /// rankings' own errors.
-pub fn expand(
+pub(crate) fn expand(
     signals: &[Signal<'_>],
     candidates: &mut Vec<Candidate>,
     signal_errors: &mut Vec<SignalError>,
@@ -321,7 +321,7 @@ pub fn expand(
 /// frontmatter pass's rule points plus QMD's +4 for every page it returns
 /// (pages the pass did not score join), summed. Only these two signals: the
 /// seed names them, and a new signal leaves the seed's ranking alone.
-pub fn seed_rank(
+pub(crate) fn seed_rank(
     vault: &Vault,
     topic: &str,
     qmd: Option<&Result<QmdConfig, String>>,
@@ -371,7 +371,7 @@ pub fn seed_rank(
 }
 
 /// By score, then tier, then path: the seed's order, deterministic.
-pub fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
+pub(crate) fn sort_hits(hits: &mut [RankedHit], vault: &Vault) {
     hits.sort_by(|a, b| {
         let (ma, mb) = (&vault.metas[a.note], &vault.metas[b.note]);
         b.score

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-pub use crate::note::LinkGraph;
+pub(crate) use crate::note::LinkGraph;
 use crate::retrieve::Candidate;
 use crate::retrieve::rescore::Expander;
 use crate::store::Store;
@@ -49,13 +49,13 @@ pub struct GraphOptions {
 /// The deepest walk asked for (`--graph-depth`, `--depth`).
 pub const MAX_DEPTH: usize = 3;
 /// How many of a topic pack's top hits have their neighbours added.
-pub const TOPIC_SEEDS: usize = 3;
+pub(crate) const TOPIC_SEEDS: usize = 3;
 /// How many neighbours a topic pack adds at most.
-pub const TOPIC_ADDED: usize = 10;
+pub(crate) const TOPIC_ADDED: usize = 10;
 /// How many linked notes a note-anchored pack ranks at most.
-pub const NOTE_NEIGHBOURS: usize = 50;
+pub(crate) const NOTE_NEIGHBOURS: usize = 50;
 /// How many notes one walk may reach before it stops expanding.
-pub const MAX_REACHED: usize = 2_000;
+pub(crate) const MAX_REACHED: usize = 2_000;
 /// A note linked from at least this many notes, and from at least
 /// [`HUB_SHARE`] of the vault, is a hub. Measured (in-degree, distinct
 /// linking notes): the example vault's largest is 13 of 25 notes (its
@@ -64,10 +64,10 @@ pub const MAX_REACHED: usize = 2_000;
 /// everywhere. An index or daily template linked from every note is far
 /// above both bounds; a well-linked topic in a small vault is below the
 /// floor.
-pub const HUB_MIN_LINKS: usize = 20;
-pub const HUB_SHARE: f64 = 0.02;
+pub(crate) const HUB_MIN_LINKS: usize = 20;
+pub(crate) const HUB_SHARE: f64 = 0.02;
 /// Each hop halves a neighbour's weight.
-pub const HOP_DECAY: f64 = 0.5;
+pub(crate) const HOP_DECAY: f64 = 0.5;
 
 impl LinkGraph {
     /// The in-degree from which a note is a hub in this vault.
@@ -191,7 +191,7 @@ pub struct Neighbourhood {
 
 /// A neighbour a topic pack took in, and where.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Added {
+pub(crate) struct Added {
     pub neighbour: Neighbour,
     /// Its place in the candidate list (0-based).
     pub position: usize,
@@ -206,7 +206,7 @@ pub struct Added {
 /// already has it there or higher; it takes the score of the candidate
 /// before it, so scores stay in order. Returns what was added or moved,
 /// and the hubs skipped.
-pub fn expand_candidates(
+pub(crate) fn expand_candidates(
     graph: &LinkGraph,
     candidates: &mut Vec<Candidate>,
     options: &GraphOptions,
@@ -263,14 +263,14 @@ pub fn expand_candidates(
 /// [`signals`](crate::retrieve::arms::signals)): the store's link graph
 /// read when a pack's merged candidates are expanded (once per pack,
 /// however many subqueries ranked), then [`expand_candidates`].
-pub struct GraphExpander<'a> {
+pub(crate) struct GraphExpander<'a> {
     pub store: Option<&'a dyn Store>,
     pub options: GraphOptions,
 }
 
 /// What one graph expansion did, for the pack's graph trace.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Expansion {
+pub(crate) struct Expansion {
     pub options: GraphOptions,
     pub hub_threshold: usize,
     /// The neighbours added or moved up, best first.
@@ -301,7 +301,7 @@ impl Expander for GraphExpander<'_> {
 
 /// Why a walk has no links to follow: no index, or a store whose link
 /// table could not be read.
-pub fn no_links_message(store: Option<&dyn Store>) -> String {
+pub(crate) fn no_links_message(store: Option<&dyn Store>) -> String {
     match store {
         Some(store) => format!(
             "the links of the store at {} could not be read",

@@ -1,30 +1,31 @@
 //! Ranking notes for a pack: the seed's frontmatter relevance pass and the
 //! recent-activity order.
 
-pub mod arms;
-pub mod frontmatter;
-pub mod fusion;
-pub mod graph;
-pub mod qmd;
-pub mod query;
-pub mod recent;
-pub mod rescore;
-pub mod syntax;
+pub(crate) mod arms;
+pub(crate) mod frontmatter;
+pub(crate) mod fusion;
+pub(crate) mod graph;
+pub(crate) mod qmd;
+pub(crate) mod query;
+pub(crate) mod recent;
+pub(crate) mod rescore;
+pub(crate) mod syntax;
 
 use serde::Serialize;
 
-pub use arms::{
+pub(crate) use arms::{
     Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm, Signal, Sources, signals,
 };
-pub use fusion::{
-    Explanation, Fusion, Method, RankOptions, RankedHit, RankedList, Ranking, Reranker,
-    SignalError, fuse, rank, seed_rank,
+pub use fusion::RankOptions;
+pub(crate) use fusion::{
+    Explanation, Fusion, Method, RankedHit, RankedList, Ranking, Reranker, SignalError, fuse, rank,
+    seed_rank,
 };
-pub use query::Query;
-pub use rescore::Rescorer;
+pub(crate) use query::Query;
+pub(crate) use rescore::Rescorer;
 
 /// How many candidates a pack considers (seed Step 1).
-pub const CANDIDATE_LIMIT: usize = 20;
+pub(crate) const CANDIDATE_LIMIT: usize = 20;
 
 /// A note chosen as a pack candidate, with why it ranked where it did.
 #[derive(Clone, Debug, PartialEq)]

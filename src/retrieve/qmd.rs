@@ -25,14 +25,14 @@ use serde_json::Value;
 
 /// The config key naming the QMD collection that indexes the vault; QMD is
 /// used only when it is set.
-pub const COLLECTION_KEY: &str = "QMD_WIKI_COLLECTION";
+pub(crate) const COLLECTION_KEY: &str = "QMD_WIKI_COLLECTION";
 /// The config key overriding the `qmd` binary (a path, or a name looked up
 /// on `PATH`).
-pub const CLI_KEY: &str = "QMD_CLI";
+pub(crate) const CLI_KEY: &str = "QMD_CLI";
 /// The config key choosing the search mode.
-pub const MODE_KEY: &str = "QMD_CLI_SEARCH_MODE";
+pub(crate) const MODE_KEY: &str = "QMD_CLI_SEARCH_MODE";
 /// How long one QMD run may take before it is killed.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The binary name looked up on `PATH` when `QMD_CLI` is unset.
 const DEFAULT_BINARY: &str = "qmd";
@@ -193,7 +193,7 @@ fn check_executable(path: &Path) -> Result<(), String> {
 /// One QMD hit mapped to a vault-relative path (forward slashes, e.g.
 /// "concepts/raft.md").
 #[derive(Clone, Debug, PartialEq)]
-pub struct QmdHit {
+pub(crate) struct QmdHit {
     pub path: String,
     pub score: f64,
 }
@@ -203,7 +203,7 @@ pub struct QmdHit {
 /// `vault_root` (results outside the root, or not .md, are dropped;
 /// duplicates keep the best). Errors (missing binary, non-zero exit with its
 /// stderr's first line, timeout, bad JSON) come back as Err(message).
-pub fn search(
+pub(crate) fn search(
     config: &QmdConfig,
     vault_root: &Path,
     query: &str,

@@ -28,7 +28,7 @@ pub fn check_query_length(what: &str, text: &str) -> Result<(), String> {
 
 /// A topic and the terms the relevance pass matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Query {
+pub(crate) struct Query {
     /// The topic as given, whitespace collapsed.
     pub text: String,
     /// The folded whole phrase first, then each content word of a
@@ -37,7 +37,7 @@ pub struct Query {
 }
 
 impl Query {
-    pub fn parse(topic: &str) -> Query {
+    pub(crate) fn parse(topic: &str) -> Query {
         let text = crate::text::collapse_whitespace(topic);
         let phrase = fold(&text);
         let mut terms = Vec::new();
@@ -62,7 +62,7 @@ impl Query {
         Query { text, terms }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }
 }

@@ -5,7 +5,7 @@ use crate::vault::Vault;
 
 /// Every note in recent-activity order: `hot.md` links first, each group by
 /// `updated` descending, then tier, then path.
-pub fn recent_order(vault: &Vault) -> Vec<Candidate> {
+pub(crate) fn recent_order(vault: &Vault) -> Vec<Candidate> {
     let mut order: Vec<usize> = (0..vault.metas.len()).collect();
     order.sort_by(|&a, &b| {
         let (na, nb) = (&vault.metas[a], &vault.metas[b]);

@@ -17,7 +17,7 @@ use crate::vault::Vault;
 
 /// A signal that re-scores the fused hits (sorted best first), records
 /// what it did in each hit's explanation, and restores the order.
-pub trait Rescorer {
+pub(crate) trait Rescorer {
     fn name(&self) -> &'static str;
     fn rescore(&self, query: &str, ranking: &mut Ranking, vault: &Vault, options: &RankOptions);
 }
@@ -27,7 +27,7 @@ pub trait Rescorer {
 /// once per pack, after every per-query [`rank`], through
 /// [`expand`](crate::retrieve::fusion::expand). It may add notes no arm
 /// ranked (graph neighbours). An error is why it could not run.
-pub trait Expander {
+pub(crate) trait Expander {
     fn name(&self) -> &'static str;
     fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String>;
 }
@@ -42,7 +42,7 @@ pub struct Adjustment {
 }
 
 /// How many fused hits a reranker re-scores.
-pub const RERANK_TOP: usize = 20;
+pub(crate) const RERANK_TOP: usize = 20;
 
 /// A reranker's view of a hit: `after = before + weight / (k + rank)`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -79,7 +79,7 @@ const LINK_LIST_PENALTY: f64 = 0.5;
 /// Notes that are mostly lists of links rank below notes that explain: a
 /// prior from each note's share of link lines, computed when it was parsed
 /// (`NoteMeta::link_lists`), so both stores apply it alike.
-pub struct LinkListRescorer;
+pub(crate) struct LinkListRescorer;
 
 impl Rescorer for LinkListRescorer {
     fn name(&self) -> &'static str {
@@ -112,7 +112,7 @@ impl Rescorer for LinkListRescorer {
 }
 
 /// Recency, blended in with `--recency-weight`: 0.5 ^ (age / stale days).
-pub struct RecencyRescorer;
+pub(crate) struct RecencyRescorer;
 
 impl Rescorer for RecencyRescorer {
     fn name(&self) -> &'static str {
@@ -138,7 +138,7 @@ impl Rescorer for RecencyRescorer {
 }
 
 /// The notes marked useful (or not), blended in with `--feedback-weight`.
-pub struct FeedbackRescorer<'a> {
+pub(crate) struct FeedbackRescorer<'a> {
     pub feedback: &'a FeedbackStore,
 }
 
@@ -169,7 +169,7 @@ impl Rescorer for FeedbackRescorer<'_> {
 /// `passage` gives it): its order is blended into the fused scores, so a
 /// hit moves by how the reranker ranks it, weighted like one more arm
 /// (`rerank`, default 1).
-pub struct RerankRescorer<'a> {
+pub(crate) struct RerankRescorer<'a> {
     pub reranker: &'a dyn Reranker,
     pub passage: &'a dyn Fn(usize) -> String,
 }

@@ -13,7 +13,7 @@ use crate::text::{fold, is_cjk};
 
 /// A query split into what ranks and what constrains.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct QuerySyntax {
+pub(crate) struct QuerySyntax {
     /// What the arms rank by: the query as given when it has no phrase
     /// and no exclusion, else its words and its phrases' words in order.
     pub text: String,
@@ -25,7 +25,7 @@ pub struct QuerySyntax {
 
 impl QuerySyntax {
     /// Reads `query`'s phrases and exclusions.
-    pub fn parse(query: &str) -> QuerySyntax {
+    pub(crate) fn parse(query: &str) -> QuerySyntax {
         let mut words: Vec<&str> = Vec::new();
         let mut phrases = Vec::new();
         let mut excluded = Vec::new();
@@ -90,23 +90,23 @@ impl QuerySyntax {
     }
 
     /// Whether the query constrains which notes may be ranked.
-    pub fn constrains(&self) -> bool {
+    pub(crate) fn constrains(&self) -> bool {
         !self.phrases.is_empty() || !self.excluded.is_empty()
     }
 
     /// Whether the query has exclusions and nothing to rank by.
-    pub fn only_exclusions(&self) -> bool {
+    pub(crate) fn only_exclusions(&self) -> bool {
         !self.excluded.is_empty() && self.text.trim().is_empty()
     }
 
     /// Whether a note whose indexed text, normalised, is `text` holds
     /// every phrase and no exclusion.
-    pub fn admits(&self, text: &str) -> bool {
+    pub(crate) fn admits(&self, text: &str) -> bool {
         self.phrases.iter().all(|p| holds(text, p)) && !self.excluded.iter().any(|e| holds(text, e))
     }
 
     /// The parsed query, one line, as `--explain` shows it.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut out = format!("ranked by: {}", self.text);
         if !self.phrases.is_empty() {
             let quoted: Vec<String> = self.phrases.iter().map(|p| format!("\"{p}\"")).collect();
@@ -134,7 +134,7 @@ impl QuerySyntax {
 /// letters or digits one space: words in order, so a phrase is a
 /// substring on word boundaries. Characters of CJK scripts stay side by
 /// side, since those scripts write no spaces between words.
-pub fn normalise(text: &str) -> String {
+pub(crate) fn normalise(text: &str) -> String {
     let folded = fold(text);
     let mut out = String::with_capacity(folded.len());
     let mut space = false;

@@ -14,11 +14,11 @@ use crate::progress::Progress;
 
 /// The lexical (BM25) top notes of a query whose missing chunks are
 /// embedded on the fly, best first, until the bound is reached.
-pub const ON_THE_FLY_NOTES: usize = 16;
+pub(super) const ON_THE_FLY_NOTES: usize = 16;
 
 /// The semantic status of a partly embedded vault: `partial (41% of
 /// chunks; …)`. The share is rounded down, so it says 100% only when done.
-pub fn partial_status(model: &str, done: usize, total: usize, estimated: bool) -> String {
+pub(super) fn partial_status(model: &str, done: usize, total: usize, estimated: bool) -> String {
     let about = if estimated { "about " } else { "" };
     format!(
         "partial ({}% of chunks; {model}, {done} of {about}{total} chunks embedded, the rest \
@@ -121,13 +121,13 @@ impl Session {
 
 /// The candidates whose chunks the excerpt scorer reads (a pack rarely
 /// shows more pages).
-pub const EXCERPT_NOTES: usize = 32;
+pub(super) const EXCERPT_NOTES: usize = 32;
 
 /// How much a piece in the section most similar to the query gains, as a
 /// share of a piece holding every query term: enough to lift the section
 /// that answers in other words, not to bury an exact match. Scaled down
 /// for model families whose arm weighs less than BERT's (static models).
-pub const SEMANTIC_EXCERPT_WEIGHT: f64 = 0.5;
+pub(super) const SEMANTIC_EXCERPT_WEIGHT: f64 = 0.5;
 
 /// [`SEMANTIC_EXCERPT_WEIGHT`], or `CTXPACK_EXCERPT_SEMANTIC_WEIGHT` when
 /// it is set to a number (0 chooses excerpts lexically: how the benchmarks
@@ -257,22 +257,22 @@ impl ChunkSimilarity {
 
 /// The candidates (best first) whose most similar section, when long, is
 /// embedded passage by passage at pack time.
-pub const PASSAGE_NOTES: usize = 3;
+pub(super) const PASSAGE_NOTES: usize = 3;
 
 /// A section body longer than this (in characters) is long: its passages
 /// are embedded when it is the most similar section of a top note.
-pub const LONG_SECTION_CHARS: usize = 600;
+pub(super) const LONG_SECTION_CHARS: usize = 600;
 
 /// The most characters of one passage (cut as chunks are: at a paragraph,
 /// line, sentence or word end in its second half).
-pub const PASSAGE_CHARS: usize = 400;
+pub(super) const PASSAGE_CHARS: usize = 400;
 
 /// The most passages one pack embeds (whole sections only). A count, not
 /// a time, so the same pack is chosen whatever the machine's load: 12
 /// passages of multilingual-e5 should cost about 0.3 s on two cores the
 /// first time (by its 35 chunks/s; not measured), nothing once cached; a
 /// static model's, microseconds.
-pub const PASSAGES_PER_PACK: usize = 12;
+pub(super) const PASSAGES_PER_PACK: usize = 12;
 
 /// Passage vectors embedded so far, by model fingerprint and text: for the
 /// whole process, so a server's sessions (re-opened after every change and
@@ -471,7 +471,7 @@ impl Session {
 /// How far embedding the vault in `dir` with the model `name` (from the
 /// model folder `models`) got when last seen, as `status` says it:
 /// `None` when it is finished, never started, or the model is unknown.
-pub fn embedding_progress(dir: &Path, models: &Path, name: &str) -> Option<String> {
+pub(crate) fn embedding_progress(dir: &Path, models: &Path, name: &str) -> Option<String> {
     let manifest = crate::embed::list(models)
         .into_iter()
         .find(|m| m.name == name)?;

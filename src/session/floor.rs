@@ -12,7 +12,7 @@ use crate::vault::Vault;
 /// How many distinct terms of the similarity query a note must hold to be
 /// packed as similar: one shared word ("control" in a book title and in an
 /// essay on self-control) is a coincidence, not a likeness.
-pub const MIN_SHARED_TERMS: usize = 2;
+pub(super) const MIN_SHARED_TERMS: usize = 2;
 
 /// English function words the analyzer keeps (its stop words are fewer),
 /// as stems: sharing `out` and one more word is no likeness either.
@@ -25,7 +25,7 @@ const FUNCTION_WORDS: &[&str] = &[
 ];
 
 /// The terms of `query` that can show a likeness: not function words.
-pub fn telling_terms(query: &str) -> Vec<String> {
+pub(super) fn telling_terms(query: &str) -> Vec<String> {
     let mut terms = crate::analysis::query_terms(query);
     terms.retain(|term| !FUNCTION_WORDS.contains(&term.as_str()));
     terms
@@ -36,7 +36,7 @@ const THIN_SHARE: usize = 4;
 
 /// How many distinct `terms` the indexed text of `note` holds, counting up
 /// to `enough` (the rest of the note is not read once it is reached).
-pub fn shared_terms(note: &Note, terms: &[String], enough: usize) -> usize {
+pub(super) fn shared_terms(note: &Note, terms: &[String], enough: usize) -> usize {
     let mut found = vec![false; terms.len()];
     let mut count = 0;
     for part in crate::analysis::note_text_parts(note) {
@@ -60,7 +60,7 @@ pub fn shared_terms(note: &Note, terms: &[String], enough: usize) -> usize {
 
 /// Whether a note's body says nothing of its own: empty, or only embeds
 /// (`![[Books.base#Author]]`). Such a note is what its properties say.
-pub fn body_is_only_properties(note: &Note) -> bool {
+pub(super) fn body_is_only_properties(note: &Note) -> bool {
     let mut rest = note.body.as_str();
     while let Some(start) = rest.find("![[") {
         if rest[..start].chars().any(char::is_alphanumeric) {
@@ -77,7 +77,11 @@ pub fn body_is_only_properties(note: &Note) -> bool {
 /// The warning of a topic pack that fills less than a quarter of its
 /// budget while notes linked to its top pages are not in it (links were
 /// not followed): how many, and how to add them.
-pub fn thin_pack_warning(pack: &Pack, vault: &Vault, store: Option<&dyn Store>) -> Option<String> {
+pub(super) fn thin_pack_warning(
+    pack: &Pack,
+    vault: &Vault,
+    store: Option<&dyn Store>,
+) -> Option<String> {
     if pack.pages.is_empty() || pack.actual * THIN_SHARE >= pack.budget {
         return None;
     }

@@ -43,7 +43,7 @@ pub struct NoteRequest {
 }
 
 /// The feedback a note holds after [`Session::mark_useful`].
-pub use crate::index::feedback::Counts as FeedbackCounts;
+pub(crate) use crate::index::feedback::Counts as FeedbackCounts;
 
 impl Session {
     /// Packs `request` in `shape` and, when `log` is set and the vault is a
@@ -278,7 +278,7 @@ pub struct StoreStatus {
 }
 
 /// The one message for a path that is not a note a client may read.
-pub fn no_note(given: &str) -> String {
+pub(crate) fn no_note(given: &str) -> String {
     format!(
         "no note '{}' in the vault (give a note's path relative to the vault; hidden files, \
          skipped folders such as _raw, agent files, log.md, ignored, private and non-Markdown \

@@ -12,7 +12,7 @@ use crate::vault::Vault;
 
 /// The text of the role file `prepared` without its lines that link to a
 /// note the vault does not list.
-pub fn without_unlisted_links(vault: &Vault, prepared: &Prepared) -> String {
+pub(super) fn without_unlisted_links(vault: &Vault, prepared: &Prepared) -> String {
     let text = prepared.text.as_str();
     let note = &prepared.note;
     let from = note.meta.path.as_str();

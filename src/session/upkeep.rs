@@ -16,16 +16,16 @@ use crate::privacy::Policy;
 use crate::store::postgres::StoreError;
 
 // The settings and reports a face passes through without looking inside.
-pub use super::embedding::embedding_progress;
-pub use crate::index::vectors::{AnnChoice, VectorFormat};
-pub use crate::index::{IndexConfig, UpdateReport};
-pub use crate::retrieve::qmd::QmdConfig;
-pub use crate::store::postgres::StoreUrl;
+pub(crate) use super::embedding::embedding_progress;
+pub(crate) use crate::index::vectors::{AnnChoice, VectorFormat};
+pub(crate) use crate::index::{IndexConfig, UpdateReport};
+pub(crate) use crate::retrieve::qmd::QmdConfig;
+pub(crate) use crate::store::postgres::StoreUrl;
 
 /// A user's mistake (bad configuration, bad arguments) met while running an
 /// operation, as opposed to a failure: a face exits 2 for it, not 1.
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -38,7 +38,7 @@ impl std::error::Error for UsageError {}
 /// The message of `err` when it is the user's to fix (an index folder
 /// inside the vault, a policy that does not parse, a store URL or id that
 /// is wrong, a [`UsageError`]); `None` for a failure.
-pub fn usage_message(err: &anyhow::Error) -> Option<String> {
+pub(crate) fn usage_message(err: &anyhow::Error) -> Option<String> {
     if let Some(usage) = err.downcast_ref::<UsageError>() {
         return Some(usage.0.clone());
     }
@@ -51,31 +51,31 @@ pub fn usage_message(err: &anyhow::Error) -> Option<String> {
     err.downcast_ref::<StoreError>().map(StoreError::to_string)
 }
 
-pub use crate::audit::{AuditReport, render as render_audit};
+pub(crate) use crate::audit::{AuditReport, render as render_audit};
 
 /// The vault's privacy policy (its `.ctxpack.yaml`, else the defaults),
 /// or why it does not parse.
-pub fn load_policy(root: &Path) -> Result<Arc<Policy>, String> {
+pub(crate) fn load_policy(root: &Path) -> Result<Arc<Policy>, String> {
     Policy::load(root)
         .map(Arc::new)
         .map_err(|err| err.to_string())
 }
 
 /// What the privacy policy keeps out of the vault's view, file by file.
-pub fn audit_vault(root: &Path) -> Result<AuditReport, String> {
+pub(crate) fn audit_vault(root: &Path) -> Result<AuditReport, String> {
     let policy = load_policy(root)?;
     Ok(crate::audit::audit(root, &policy, &[]))
 }
 
 /// The store URL in `text`, or why it is not one.
-pub fn parse_store_url(text: &str) -> Result<StoreUrl, String> {
+pub(crate) fn parse_store_url(text: &str) -> Result<StoreUrl, String> {
     text.parse().map_err(|err: StoreError| err.to_string())
 }
 
 /// The index folder of the vault at `root` (`dir` if given, else the
 /// environment's cache folder), checked to lie outside the vault, with the
 /// vault's privacy policy.
-pub fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, String> {
+pub(crate) fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, String> {
     let dir = location::index_dir(root, dir)
         .ok_or("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir")?;
     // Checked before `--stop` or a background watcher's lock touch it.
@@ -87,14 +87,14 @@ pub fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, Stri
 
 /// What building or updating an index did.
 #[derive(Clone, Debug)]
-pub struct IndexBuilt {
+pub(crate) struct IndexBuilt {
     pub notes: usize,
     pub sections: u64,
     pub report: UpdateReport,
 }
 
 /// Builds the index anew (`rebuild`) or brings it up to date.
-pub fn build_index(root: &Path, config: &IndexConfig, rebuild: bool) -> Result<IndexBuilt> {
+pub(crate) fn build_index(root: &Path, config: &IndexConfig, rebuild: bool) -> Result<IndexBuilt> {
     let (index, report) = if rebuild {
         VaultIndex::rebuild(root, config)?
     } else {
@@ -108,12 +108,12 @@ pub fn build_index(root: &Path, config: &IndexConfig, rebuild: bool) -> Result<I
 }
 
 /// Brings the index up to date and says what changed.
-pub fn update_index(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
+pub(crate) fn update_index(root: &Path, config: &IndexConfig) -> Result<UpdateReport> {
     VaultIndex::open(root, config).map(|(_, report)| report)
 }
 
 /// One line saying what an update did.
-pub fn describe_update(report: &UpdateReport) -> String {
+pub(crate) fn describe_update(report: &UpdateReport) -> String {
     format!(
         "{} added, {} changed, {} removed, {} unchanged",
         report.added, report.changed, report.removed, report.unchanged
@@ -122,13 +122,13 @@ pub fn describe_update(report: &UpdateReport) -> String {
 
 /// A store's own refusal (a bad URL, an unknown vault id) as the user's
 /// to fix; `None` for any other failure.
-pub fn store_usage_message(err: &anyhow::Error) -> Option<String> {
+pub(crate) fn store_usage_message(err: &anyhow::Error) -> Option<String> {
     err.downcast_ref::<StoreError>().map(StoreError::to_string)
 }
 
 /// QMD's settings from the resolved config, the process environment
 /// filling in what the config file does not set.
-pub fn qmd_config(
+pub(crate) fn qmd_config(
     vars: &std::collections::BTreeMap<String, String>,
 ) -> Option<Result<QmdConfig, String>> {
     use crate::retrieve::qmd;
@@ -146,7 +146,11 @@ pub fn qmd_config(
 /// transaction: its tree for `assemble --store`, and each library some
 /// work binds as a vault of its own (`<id>/<library folder>`), which L3
 /// ranks from; libraries no work binds stay out of the store.
-pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Result<UpdateReport> {
+pub(crate) fn sync_store(
+    root: &Path,
+    target: &StoreTarget,
+    policy: Arc<Policy>,
+) -> Result<UpdateReport> {
     use crate::store::postgres::sync::{ProjectPart, SyncOptions, sync, sync_project};
     let mut options = SyncOptions::new(target.vault.clone(), Arc::clone(&policy));
     let Some((entries, libraries)) =
@@ -186,13 +190,13 @@ pub fn sync_store(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Res
     Ok(total)
 }
 
-pub use crate::vault::changes::{StopOutcome, Watching};
+pub(crate) use crate::vault::changes::{StopOutcome, Watching};
 
 /// Registers one kernel watch set on the vault: its batches of changed
 /// paths go to the caller, and it answers other commands' "what changed?"
 /// on the index folder's socket (when `index_dir` is given and no other
 /// watcher answers there). With `stop`, a stop request sets it.
-pub fn watch_changes(
+pub(crate) fn watch_changes(
     root: &Path,
     index_dir: Option<&Path>,
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -201,7 +205,7 @@ pub fn watch_changes(
 }
 
 /// Whether a watcher answers for the vault's index.
-pub fn watcher_answers(index_dir: &Path, root: &Path) -> bool {
+pub(crate) fn watcher_answers(index_dir: &Path, root: &Path) -> bool {
     crate::vault::changes::ask(index_dir, root, None).is_some()
 }
 
@@ -211,7 +215,7 @@ const BACKGROUND_LOCK: &str = "watch.lock";
 /// Takes the background watcher's lock, or `None` when another process
 /// (or another open of it here) holds it. Held for the watcher's life: a
 /// second background watcher of the same index finds it taken and leaves.
-pub fn lock_background_watcher(index_dir: &Path) -> Option<std::fs::File> {
+pub(crate) fn lock_background_watcher(index_dir: &Path) -> Option<std::fs::File> {
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -224,7 +228,7 @@ pub fn lock_background_watcher(index_dir: &Path) -> Option<std::fs::File> {
 
 /// What asking for a background watcher did.
 #[derive(Debug)]
-pub enum WatcherStart {
+pub(crate) enum WatcherStart {
     /// A watcher answers already, or one is starting.
     Running,
     Started,
@@ -240,7 +244,7 @@ pub enum WatcherStart {
 /// reads `model` when given. It outlives the caller, in its own session;
 /// its messages go to `watch.log` in the index folder.
 #[cfg(target_os = "linux")]
-pub fn start_background_watcher(
+pub(crate) fn start_background_watcher(
     root: &Path,
     index_dir: &Path,
     model: Option<&str>,
@@ -304,13 +308,13 @@ pub fn start_background_watcher(
 }
 
 /// Whether the watcher's socket is still there.
-pub fn watcher_socket_exists(index_dir: &Path) -> bool {
+pub(crate) fn watcher_socket_exists(index_dir: &Path) -> bool {
     index_dir.join(crate::vault::changes::SOCKET_FILE).exists()
 }
 
 /// Asks the vault's watcher to stop and, when it agrees, waits (up to ten
 /// seconds) for its socket to go.
-pub fn stop_watcher(root: &Path, index_dir: &Path) -> StopOutcome {
+pub(crate) fn stop_watcher(root: &Path, index_dir: &Path) -> StopOutcome {
     let outcome = crate::vault::changes::request_stop(index_dir, root);
     if let StopOutcome::Stopping = outcome {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -324,7 +328,7 @@ pub fn stop_watcher(root: &Path, index_dir: &Path) -> StopOutcome {
 /// Calls `on_change` after each burst of changes to the vault's notes
 /// (debounced), until interrupted or `stop` is set (by a `stop` request on
 /// the socket published in `index_dir`, when there is one).
-pub fn watch_vault(
+pub(crate) fn watch_vault(
     root: &Path,
     index_dir: Option<&Path>,
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -381,7 +385,7 @@ pub fn watch_vault(
 
 /// The state of a vault's embedded index.
 #[derive(Clone, Debug)]
-pub struct IndexStatus {
+pub(crate) struct IndexStatus {
     pub root: PathBuf,
     pub dir: PathBuf,
     pub format: u32,
@@ -406,7 +410,7 @@ impl IndexStatus {
     /// Opens (and updates) the index to report on it. `semantic` is the
     /// face's account of the model: named, not loaded, so the status stays
     /// quick.
-    pub fn read(root: &Path, config: &IndexConfig, semantic: String) -> Result<IndexStatus> {
+    pub(crate) fn read(root: &Path, config: &IndexConfig, semantic: String) -> Result<IndexStatus> {
         let (index, report) = VaultIndex::open(root, config)?;
         let mut diagnostics = index.catalog.diagnostics.clone();
         // A hand-edited feedback file whose counters are left out says so here.
@@ -443,7 +447,7 @@ impl IndexStatus {
     }
 
     /// The status as `status --format json` prints it.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "vault": self.root,
             "index": self.dir,
@@ -471,7 +475,7 @@ impl IndexStatus {
 
     /// The `.obsidian` settings read, as one line of the text status
     /// (empty when none were).
-    pub fn obsidian_line(&self) -> String {
+    pub(crate) fn obsidian_line(&self) -> String {
         if self.obsidian.is_empty() {
             return String::new();
         }

@@ -12,8 +12,8 @@
 //! [`Store`] beside itself. What only one of them has is reached by
 //! `store.embedded()` or `store.postgres()` (defined next to each).
 
-pub mod feedback;
-pub mod postgres;
+pub(crate) mod feedback;
+pub(crate) mod postgres;
 
 use std::collections::HashMap;
 
@@ -155,4 +155,4 @@ pub enum AnnChoice {
 /// From this many chunks on, `ctxpack index` builds the graph and searches
 /// use it when it is current. Below, the exact scan is fast enough (8 ms
 /// for 100,000 chunks of 64 dimensions) and building costs minutes.
-pub const ANN_THRESHOLD: usize = 200_000;
+pub(crate) const ANN_THRESHOLD: usize = 200_000;

@@ -124,7 +124,7 @@ fn counts_whole(c: char) -> bool {
 }
 
 /// Whether `text` holds a character the `chars4` counter counts whole.
-pub fn has_cjk(text: &str) -> bool {
+pub(crate) fn has_cjk(text: &str) -> bool {
     !text.is_ascii() && text.chars().any(counts_whole)
 }
 
@@ -229,7 +229,7 @@ fn prepared_path(name: &str) -> Option<PathBuf> {
 /// True when `left` may be measured apart from whatever follows it: it ends
 /// in a line break and the next text starts with a character that neither
 /// BPE pre-tokenizer joins to a preceding newline (not whitespace, not `/`).
-pub fn is_safe_boundary(left: &str, right: &str) -> bool {
+pub(crate) fn is_safe_boundary(left: &str, right: &str) -> bool {
     left.ends_with('\n')
         && right
             .chars()

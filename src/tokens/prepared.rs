@@ -23,7 +23,7 @@ use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
 /// The layout's version, also in the file's name.
-pub const FORMAT: u32 = 2;
+pub(super) const FORMAT: u32 = 2;
 const MAGIC: &[u8; 8] = b"ctxbpe\x00\x02";
 /// A slot holds a token id in its low bits and a tag from the token's
 /// hash above them, so that most probes that miss never read a token.
@@ -53,13 +53,13 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 /// One vocabulary's pre-tokenizer: patterns tried at each position, the
 /// flagged ones matching one look-ahead character that is not kept.
-pub struct Splitter {
+pub(super) struct Splitter {
     patterns: Regex,
     lookahead: Vec<bool>,
 }
 
 impl Splitter {
-    pub fn new(patterns: &[(&str, bool)]) -> Result<Splitter, String> {
+    pub(super) fn new(patterns: &[(&str, bool)]) -> Result<Splitter, String> {
         let sources: Vec<&str> = patterns.iter().map(|(source, _)| *source).collect();
         Ok(Splitter {
             patterns: Regex::new_many(&sources).map_err(|err| err.to_string())?,
@@ -114,7 +114,7 @@ impl std::ops::Deref for Layout {
 }
 
 /// A prepared vocabulary, memory-mapped and checked, or prepared here.
-pub struct PreparedBpe {
+pub(super) struct PreparedBpe {
     id: u64,
     map: Layout,
     slots: usize,
@@ -127,7 +127,7 @@ pub struct PreparedBpe {
 impl PreparedBpe {
     /// Opens the prepared vocabulary at `path`, checking its structure and
     /// hash (a damaged file is an error, never a wrong count).
-    pub fn open(path: &Path, splitter: Splitter) -> Result<PreparedBpe, String> {
+    pub(super) fn open(path: &Path, splitter: Splitter) -> Result<PreparedBpe, String> {
         let file = fs::File::open(path).map_err(|err| err.to_string())?;
         // SAFETY: the file is only ever replaced by rename, never written
         // in place, so the mapping's bytes do not change while it is used.
@@ -137,14 +137,14 @@ impl PreparedBpe {
 
     /// Prepares the vocabulary `tokens` (by id, which is their rank) in
     /// memory.
-    pub fn from_tokens(tokens: &[&[u8]], splitter: Splitter) -> Result<PreparedBpe, String> {
+    pub(super) fn from_tokens(tokens: &[&[u8]], splitter: Splitter) -> Result<PreparedBpe, String> {
         // Laid out here from the tokens themselves: nothing to verify.
         PreparedBpe::from_layout(Layout::Owned(layout(tokens)?), splitter, false)
     }
 
     /// Saves this vocabulary's layout to `path` (where [`Self::open`] reads
     /// it), through a temporary file renamed into place.
-    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+    pub(super) fn save(&self, path: &Path) -> std::io::Result<()> {
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir)?;
         crate::safe_fs::write_atomic(path, &self.map)
@@ -197,7 +197,7 @@ impl PreparedBpe {
             })
     }
 
-    pub fn count(&self, text: &str) -> usize {
+    pub(super) fn count(&self, text: &str) -> usize {
         let mut count = 0;
         self.splitter
             .split(text, |piece| count += self.count_piece(piece));
@@ -388,13 +388,13 @@ fn layout(tokens: &[&[u8]]) -> Result<Vec<u8>, String> {
 /// A vocabulary inflated from its compact form (written by build.rs): the
 /// token count as a little-endian `u32`, then, deflated, one length byte
 /// per token followed by all the tokens' bytes.
-pub struct Compact {
+pub(super) struct Compact {
     count: usize,
     plain: Vec<u8>,
 }
 
 impl Compact {
-    pub fn inflate(compact: &[u8]) -> Result<Compact, String> {
+    pub(super) fn inflate(compact: &[u8]) -> Result<Compact, String> {
         use std::io::Read;
         let (count, deflated) = compact.split_first_chunk::<4>().ok_or("no token count")?;
         let count = u32::from_le_bytes(*count) as usize;
@@ -414,7 +414,7 @@ impl Compact {
     }
 
     /// The tokens by id.
-    pub fn tokens(&self) -> Vec<&[u8]> {
+    pub(super) fn tokens(&self) -> Vec<&[u8]> {
         let (lengths, mut bytes) = self.plain.split_at(self.count);
         lengths
             .iter()

@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// The watcher's socket, in the index folder (owner-only).
-pub const SOCKET_FILE: &str = "watch.sock";
+pub(crate) const SOCKET_FILE: &str = "watch.sock";
 /// The token the index is current to, written after each update.
 const TOKEN_FILE: &str = "watch-token";
 /// How long a command waits for the watcher's answer before walking.
-pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_millis(50);
 /// How long `index --stop` waits for the watcher's answer: no command
 /// waits on it, and a busy machine can hold a live watcher past
 /// [`ANSWER_TIMEOUT`] (a stop then misread as a refusal).
@@ -34,7 +34,7 @@ const MAX_REQUEST_BYTES: u64 = 512;
 /// is there. A watcher watches one folder, not a path: when the path names
 /// another folder (the vault moved away and a copy put in its place), what
 /// it saw says nothing about the vault.
-pub fn root_identity(root: &Path) -> Option<(u64, u64)> {
+pub(crate) fn root_identity(root: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     fs::metadata(root)
         .ok()
@@ -44,7 +44,7 @@ pub fn root_identity(root: &Path) -> Option<(u64, u64)> {
 
 /// A point in one watcher's history of changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Token {
+pub(crate) struct Token {
     /// Names one run of one watcher; a restarted watcher knows no older token.
     pub instance: String,
     pub seq: u64,
@@ -52,7 +52,7 @@ pub struct Token {
 
 /// The watcher's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The vault watched (canonical).
     pub root: String,
     /// The token to ask with next time, once these changes are applied.
@@ -65,7 +65,7 @@ pub struct Answer {
 /// The token the index in `index_dir` was last brought up to date with,
 /// if it was recorded under the same `context` (what else decides the
 /// walk, such as the folders left out).
-pub fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
+pub(crate) fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
     let text = fs::read_to_string(index_dir.join(TOKEN_FILE)).ok()?;
     let mut words = text.split_whitespace();
     let (instance, seq, recorded) = (words.next()?, words.next()?, words.next()?);
@@ -79,7 +79,7 @@ pub fn read_token(index_dir: &Path, context: &str) -> Option<Token> {
 /// Records that the index in `index_dir` reflects every change up to
 /// `token` (written after the index's own commit, so a crash in between
 /// leaves an older token: changes applied twice, never missed).
-pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result<()> {
+pub(crate) fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result<()> {
     // A lost token costs one walk; a sync would slow each updating command.
     crate::safe_fs::write_atomic_cache(
         &index_dir.join(TOKEN_FILE),
@@ -91,7 +91,7 @@ pub fn write_token(index_dir: &Path, token: &Token, context: &str) -> io::Result
 /// changed in the vault at `root` since `since` (or only for its current
 /// token). `None` when there is no usable answer.
 #[cfg(unix)]
-pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answer> {
+pub(crate) fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answer> {
     let request = match since {
         Some(token) => format!("since {} {}\n", token.instance, token.seq),
         None => "current\n".to_string(),
@@ -101,7 +101,7 @@ pub fn ask(index_dir: &Path, root: &Path, since: Option<&Token>) -> Option<Answe
 
 /// What asking a vault's watcher to stop found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopOutcome {
+pub(crate) enum StopOutcome {
     /// No watcher answers for this index.
     NotRunning,
     /// The watcher stops once its current update is done.
@@ -112,7 +112,7 @@ pub enum StopOutcome {
 
 /// Asks the watcher of the index in `index_dir` to stop.
 #[cfg(unix)]
-pub fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
+pub(crate) fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
     // A `serve` refuses by closing without an answer, at once.
     match send(index_dir, root, "stop\n", STOP_TIMEOUT) {
         Some(_) => StopOutcome::Stopping,
@@ -272,12 +272,12 @@ fn respond(
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::{Publisher, publish, watch};
+pub(crate) use linux::{Publisher, publish, watch};
 
 /// A vault being watched: the changes it sees, and what keeps it running.
 /// Dropping it stops the watch (and removes its socket, if it published
 /// one).
-pub struct Watching {
+pub(crate) struct Watching {
     /// Each batch of changed paths (absolute) as the watcher reads them
     /// from the kernel; an empty batch means events were lost, so anything
     /// may have changed.
@@ -338,7 +338,7 @@ mod linux {
 
     /// A live watcher; dropping it stops the watcher and removes its
     /// socket, if it has one.
-    pub struct Publisher {
+    pub(crate) struct Publisher {
         /// The socket and its inode.
         socket: Option<(PathBuf, u64)>,
         stop: Arc<AtomicBool>,
@@ -363,7 +363,7 @@ mod linux {
     /// that index already does. With `stop_requests`, a `stop` request is
     /// answered and sets it. An error means the vault cannot be watched; a
     /// socket that cannot be published is only reported in the result.
-    pub fn watch(
+    pub(crate) fn watch(
         root: &Path,
         index_dir: Option<&Path>,
         stop_requests: Option<Arc<AtomicBool>>,
@@ -392,7 +392,7 @@ mod linux {
     /// socket in `index_dir`. `Ok(None)` when another watcher of this
     /// index already answers there. With `stop_requests`, a `stop` request
     /// is answered and sets it; without, it is refused.
-    pub fn publish(
+    pub(crate) fn publish(
         root: &Path,
         index_dir: &Path,
         stop_requests: Option<Arc<AtomicBool>>,

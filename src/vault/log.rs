@@ -6,9 +6,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use crate::privacy::LogMode;
+pub(crate) use crate::privacy::LogMode;
 
-pub const LOG_FILE: &str = "log.md";
+pub(crate) const LOG_FILE: &str = "log.md";
 const LOG_HEADER: &str = "# Wiki Log\n\n";
 
 /// How long the append waits for another process's lock on `log.md` (an
@@ -21,7 +21,7 @@ const LOCK_RETRY: Duration = Duration::from_millis(10);
 /// Appends `line` to `<root>/log.md` as `mode` says: always (creating the
 /// file), only when the file already exists, or never. True when the line
 /// was written.
-pub fn append_as(root: &Path, line: &str, mode: LogMode) -> io::Result<bool> {
+pub(crate) fn append_as(root: &Path, line: &str, mode: LogMode) -> io::Result<bool> {
     match mode {
         LogMode::Never => Ok(false),
         LogMode::Always => append(root, line).map(|()| true),
@@ -37,7 +37,7 @@ pub fn append_as(root: &Path, line: &str, mode: LogMode) -> io::Result<bool> {
 /// file with a `# Wiki Log` header if it is absent. Refuses to follow a
 /// symlink, so the write cannot land outside the vault, and never blocks on
 /// a FIFO put in its place.
-pub fn append(root: &Path, line: &str) -> io::Result<()> {
+pub(crate) fn append(root: &Path, line: &str) -> io::Result<()> {
     write_line(root, line, true)
 }
 

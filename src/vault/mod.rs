@@ -1,11 +1,11 @@
 //! A vault: every note read from a folder, plus the role files
 //! (`index.md`, `hot.md`) and the problems met on the way.
 
-pub mod changes;
-pub mod log;
-pub mod obsidian;
+pub(crate) mod changes;
+pub(crate) mod log;
+pub(crate) mod obsidian;
 mod resolve;
-pub mod walk;
+pub(crate) mod walk;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use rayon::prelude::*;
 
-pub use resolve::LinkResolver;
+pub(crate) use resolve::LinkResolver;
 
 use crate::note::MatchKeys;
 use crate::note::{Diagnostic, Note};
@@ -26,7 +26,7 @@ use crate::privacy::Policy;
 use crate::text::collapse_whitespace;
 
 /// Files larger than this are skipped with a diagnostic.
-pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 #[derive(Clone, Debug)]
 pub struct VaultOptions {
@@ -622,7 +622,7 @@ impl From<PathError> for String {
 
 /// A note path given by a client, checked to stay inside the vault: no
 /// absolute paths, no `..`, and (when it exists) no symlink leading out.
-pub fn inside_vault(root: &Path, given: &str) -> Result<String, PathError> {
+pub(crate) fn inside_vault(root: &Path, given: &str) -> Result<String, PathError> {
     let path = Path::new(given.trim());
     if given.trim().is_empty() {
         return Err(PathError::Empty);

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::safe_fs;
 
 /// The folder Obsidian keeps a vault's settings in.
-pub const SETTINGS_DIR: &str = ".obsidian";
+pub(crate) const SETTINGS_DIR: &str = ".obsidian";
 /// A settings file larger than this is not read.
 const MAX_SETTINGS_BYTES: u64 = 256 * 1024;
 /// At most this many Excluded-files filters are kept.

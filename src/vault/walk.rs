@@ -12,13 +12,14 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use crate::safe_fs::{self, special_kind};
 
 /// Folders never read, at any depth.
-pub const SKIPPED_DIRS: [&str; 5] = ["_raw", "_staging", "_archives", "_archived", "_readouts"];
+pub(crate) const SKIPPED_DIRS: [&str; 5] =
+    ["_raw", "_staging", "_archives", "_archived", "_readouts"];
 /// Agent tool files that are not notes.
-pub const SKIPPED_FILES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"];
+pub(crate) const SKIPPED_FILES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"];
 /// Files at the vault root read for their role, never packed as pages.
-pub const ROLE_FILES: [&str; 3] = ["index.md", "hot.md", "log.md"];
+pub(crate) const ROLE_FILES: [&str; 3] = ["index.md", "hot.md", "log.md"];
 /// A file with its own ignore patterns (gitignore syntax), in any folder.
-pub const IGNORE_FILE: &str = ".okignore";
+pub(crate) const IGNORE_FILE: &str = ".okignore";
 /// An `.okignore` larger than this is not read.
 const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -36,14 +37,14 @@ pub struct Found {
     pub stat: Option<(u64, i128)>,
 }
 
-pub struct WalkResult {
+pub(crate) struct WalkResult {
     pub files: Vec<Found>,
     pub problems: Vec<(String, String)>,
 }
 
 /// The extension of Obsidian Bases files: listed, but only ever read as
 /// the target of an embed (never a note).
-pub const BASE_EXTENSION: &str = "base";
+pub(crate) const BASE_EXTENSION: &str = "base";
 
 /// Whether the walk lists a file of this name: Markdown notes, canvases
 /// (read as notes) and Bases files (read only when a note embeds one).
@@ -69,14 +70,14 @@ fn extension_of(rel_path: &str) -> &str {
 }
 
 /// Whether a listed file is a Bases file (not a note).
-pub fn is_base(rel_path: &str) -> bool {
+pub(crate) fn is_base(rel_path: &str) -> bool {
     rel_path
         .rsplit_once('.')
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(BASE_EXTENSION))
 }
 
 /// Whether `rel_path` is one of the `hidden` folders or lies inside one.
-pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
+pub(crate) fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
     hidden.iter().any(|folder| {
         rel_path == folder
             || rel_path
@@ -90,7 +91,7 @@ pub fn is_hidden(rel_path: &str, hidden: &[String]) -> bool {
 /// `hidden` folders (relative, `/`-separated) and symlinks into them.
 /// Folders are listed first; the files are then stat-ed in parallel, since
 /// on a large vault the stat calls are most of the cost of a no-op update.
-pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
+pub(crate) fn walk(root: &Path, hidden: &[String]) -> WalkResult {
     let Listing {
         files,
         problems,
@@ -103,19 +104,19 @@ pub fn walk(root: &Path, hidden: &[String]) -> WalkResult {
 /// The paths a file watcher reported changed (files or folders, relative),
 /// for walking only them.
 #[derive(Clone, Debug, Default)]
-pub struct Scope {
+pub(crate) struct Scope {
     paths: Vec<String>,
 }
 
 impl Scope {
-    pub fn new(mut paths: Vec<String>) -> Scope {
+    pub(crate) fn new(mut paths: Vec<String>) -> Scope {
         paths.sort_unstable();
         paths.dedup();
         Scope { paths }
     }
 
     /// Whether `rel_path` is one of the paths or lies inside one.
-    pub fn covers(&self, rel_path: &str) -> bool {
+    pub(crate) fn covers(&self, rel_path: &str) -> bool {
         let mut prefix = rel_path;
         loop {
             if self
@@ -148,7 +149,7 @@ impl Scope {
 /// `.okignore` files of every folder on the way are read). `None` when a
 /// symlink is in scope: whether it is listed depends on its target, which
 /// only a whole walk knows.
-pub fn walk_scope(root: &Path, hidden: &[String], scope: &Scope) -> Option<WalkResult> {
+pub(crate) fn walk_scope(root: &Path, hidden: &[String], scope: &Scope) -> Option<WalkResult> {
     let Listing {
         files,
         mut problems,
@@ -587,13 +588,13 @@ fn is_ignored(ignores: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
 /// Whether a change to `paths` (from a file watcher) can change what the
 /// vault holds: not when it only touches the vault's `log.md`, which
 /// ctxpack itself appends to.
-pub fn affects_notes(root: &Path, paths: &[PathBuf]) -> bool {
+pub(crate) fn affects_notes(root: &Path, paths: &[PathBuf]) -> bool {
     let log = root.join("log.md");
     paths.is_empty() || paths.iter().any(|p| *p != log)
 }
 
 /// Size and modification time (ns since the epoch) of a file.
-pub fn stat(path: &Path) -> Option<(u64, i128)> {
+pub(crate) fn stat(path: &Path) -> Option<(u64, i128)> {
     size_and_mtime(&fs::metadata(path).ok()?)
 }
 
@@ -608,7 +609,7 @@ fn size_and_mtime(meta: &fs::Metadata) -> Option<(u64, i128)> {
 
 /// Reads a note file as text, refusing non-regular files, files over
 /// `max_bytes`, binary files and invalid UTF-8 with a message saying why.
-pub fn read_text(
+pub(crate) fn read_text(
     path: &Path,
     max_bytes: u64,
 ) -> Result<(String, Option<std::time::SystemTime>), safe_fs::ReadError> {

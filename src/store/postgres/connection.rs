@@ -458,7 +458,7 @@ impl Drop for Held {
 
 /// A client error in one line: the server's message when there is one,
 /// else the error and its cause (neither ever holds the password).
-pub fn describe(err: &tokio_postgres::Error) -> String {
+pub(super) fn describe(err: &tokio_postgres::Error) -> String {
     if let Some(db) = err.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }

@@ -10,11 +10,11 @@
 
 mod connection;
 mod filters;
-pub mod project;
+pub(crate) mod project;
 mod properties;
-pub mod sync;
-pub mod terms;
-pub mod vectors;
+pub(crate) mod sync;
+pub(crate) mod terms;
+pub(crate) mod vectors;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,7 +24,8 @@ use anyhow::{Context, Result, anyhow};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-pub use connection::{Connection, StoreError, StoreUrl};
+pub use connection::StoreUrl;
+pub(crate) use connection::{Connection, StoreError};
 
 use crate::analysis::{LinkEntry, order_hits, query_terms, resolve_links};
 use crate::note::{Diagnostic, LinkGraph, NoteMeta};
@@ -37,11 +38,11 @@ use terms::{NoteTerms, bm25_weight, decode_postings};
 
 /// The schema version this build reads and writes
 /// (`migrations/postgres/NNN_*.sql`).
-pub const SCHEMA_VERSION: i32 = 9;
+pub(crate) const SCHEMA_VERSION: i32 = 9;
 
 /// The vault-level facts a sync records beside the notes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Roles {
+pub(crate) struct Roles {
     /// `index.md`'s description of each note, by path.
     pub descriptions: Vec<(String, String)>,
     /// The notes `hot.md` links to, in order.

@@ -30,7 +30,7 @@ pub(super) struct PropertyRow {
 }
 
 impl PropertyRow {
-    pub fn of(note: &Note) -> PropertyRow {
+    pub(super) fn of(note: &Note) -> PropertyRow {
         let props = NoteProperties::of(note);
         let values = props
             .0

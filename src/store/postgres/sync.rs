@@ -42,7 +42,7 @@ const PIPELINE_CHUNK: usize = 1_024;
 
 /// What to sync, and under which name.
 #[derive(Clone, Debug)]
-pub struct SyncOptions {
+pub(crate) struct SyncOptions {
     /// The vault's id in the store.
     pub name: String,
     /// Folders outside the vault's view (never read).
@@ -52,7 +52,7 @@ pub struct SyncOptions {
 }
 
 impl SyncOptions {
-    pub fn new(name: String, policy: Arc<Policy>) -> SyncOptions {
+    pub(crate) fn new(name: String, policy: Arc<Policy>) -> SyncOptions {
         SyncOptions {
             name,
             hidden: Vec::new(),
@@ -148,7 +148,7 @@ struct FileRow {
 }
 
 /// Syncs the vault at `root` (canonical) into the store at `url`.
-pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
+pub(crate) fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
     let connection = Connection::open(url, 1)?;
     connection.migrate()?;
     let walked = {
@@ -175,7 +175,7 @@ pub fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<Update
 }
 
 /// One vault of a project sync: its folder and how it is synced.
-pub struct ProjectPart {
+pub(crate) struct ProjectPart {
     pub root: std::path::PathBuf,
     pub options: SyncOptions,
 }
@@ -184,7 +184,7 @@ pub struct ProjectPart {
 /// many project rows it wrote or deleted, and how many of the project's
 /// files that are not notes (the recipe, schemas, bindings) were added,
 /// changed and removed.
-pub struct ProjectReport {
+pub(crate) struct ProjectReport {
     pub parts: Vec<UpdateReport>,
     pub entries_changed: usize,
     pub others: [usize; 3],
@@ -194,7 +194,7 @@ pub struct ProjectReport {
 /// part, which also gets `entries`, the project's tree), then the other
 /// parts (its libraries, each a vault of its own). Killed at any point,
 /// nothing of it is committed: a reader sees the last complete sync.
-pub fn sync_project(
+pub(crate) fn sync_project(
     url: &StoreUrl,
     parts: Vec<ProjectPart>,
     entries: Vec<super::project::ProjectEntry>,

@@ -381,7 +381,7 @@ impl NoteTerms {
 
 /// A term's posting list over notes: `(note id, term frequency)` sorted by
 /// id, stored as delta-encoded LEB128 pairs.
-pub fn encode_postings(postings: &[(u32, u32)]) -> Vec<u8> {
+pub(crate) fn encode_postings(postings: &[(u32, u32)]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(postings.len() * 3);
     let mut previous = 0u32;
     for &(id, tf) in postings {
@@ -393,7 +393,7 @@ pub fn encode_postings(postings: &[(u32, u32)]) -> Vec<u8> {
 }
 
 /// The inverse of [`encode_postings`]; `None` for bytes it did not write.
-pub fn decode_postings(mut bytes: &[u8]) -> Option<Vec<(u32, u32)>> {
+pub(crate) fn decode_postings(mut bytes: &[u8]) -> Option<Vec<(u32, u32)>> {
     let mut postings = Vec::with_capacity(bytes.len() / 3);
     let mut id = 0u32;
     while !bytes.is_empty() {
@@ -427,7 +427,7 @@ fn read_varint(bytes: &mut &[u8]) -> Option<u32> {
 
 /// tantivy's BM25 weight of one term in a field: the same function, so
 /// both stores score identically.
-pub fn bm25_weight(doc_freq: u64, docs: u64, total_tokens: u64, boost: f32) -> Bm25Weight {
+pub(crate) fn bm25_weight(doc_freq: u64, docs: u64, total_tokens: u64, boost: f32) -> Bm25Weight {
     let docs = docs.max(1);
     let average = total_tokens as f32 / docs as f32;
     Bm25Weight::for_one_term(doc_freq.min(docs), docs, average).boost_by(boost)

@@ -30,7 +30,7 @@ use crate::vault::Vault;
 const BATCH: usize = 256;
 
 /// A model's vectors of one vault in the store.
-pub struct PgVectors {
+pub(crate) struct PgVectors {
     connection: super::Connection,
     vault: i32,
     table: String,
@@ -61,7 +61,7 @@ impl PgVectors {
     /// Opens the model's vectors of `store`'s vault; with `embed`, first
     /// embeds every note whose vectors are missing or stale (creating the
     /// table on first use).
-    pub fn open(
+    pub(crate) fn open(
         store: &PgStore,
         vault: &Vault,
         embedder: &dyn Embedder,
