@@ -41,10 +41,10 @@ mod pins;
 mod role_files;
 pub(crate) mod upkeep;
 
+// Exported by lib.rs: on a line of its own, as `unreachable_pub` judges a
+// grouped `pub use` as a whole.
 pub use ops::NoteRequest;
-pub(crate) use ops::{
-    FeedbackCounts, LogError, LoggedPack, MarkError, SessionStatus, StoreStatus, no_note,
-};
+pub(crate) use ops::{LoggedPack, no_note};
 
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.
@@ -485,7 +485,7 @@ impl Session {
         &'s self,
         passage: &'s dyn Fn(usize) -> String,
         graph: GraphOptions,
-    ) -> Vec<crate::retrieve::Signal<'s>> {
+    ) -> Vec<crate::retrieve::arms::Signal<'s>> {
         signals(&Sources {
             vault: &self.vault,
             store: self.store.as_deref(),
@@ -1422,7 +1422,3 @@ impl PackRequest {
         }
     }
 }
-
-/// The most subqueries a pack takes (declared with the other request
-/// limits).
-pub(crate) use crate::request::MAX_SUBQUERIES;

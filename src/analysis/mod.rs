@@ -26,8 +26,8 @@ pub(crate) use links::{
 };
 pub(crate) use links::{RawLink, raw_links};
 pub(crate) use parts::{
-    FIELD_REPEATS, PARTS_VERSION, PROPERTY_REPEATS, body_blocks, note_parts_before_body,
-    note_text_parts, property_text, section_spans, section_texts,
+    FIELD_REPEATS, PARTS_VERSION, body_blocks, note_parts_before_body, note_text_parts,
+    property_text, section_spans, section_texts,
 };
 pub(crate) use read::FileEntry;
 pub(crate) use read::{Pending, read_and_parse, walk_diagnostics};

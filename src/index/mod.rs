@@ -48,7 +48,7 @@ use catalog::{Catalog, FileEntry, LinkRecord, LinkTable};
 
 // The analysed note lives in `crate::analysis`; these old paths stay so
 // that code written against them (other branches) builds until it moves.
-pub(crate) use crate::analysis::{analyzer, backlink_sentences, query_terms, visit_terms};
+pub(crate) use crate::analysis::{analyzer, backlink_sentences, query_terms};
 pub(crate) use crate::store::UpdateReport;
 
 /// Bumped whenever the layout of the index or its blobs changes; an index

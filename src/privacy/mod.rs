@@ -13,7 +13,7 @@ use crate::note::Note;
 pub(crate) use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
 pub use policy::Policy;
-pub(crate) use policy::{LogMode, POLICY_FILE, PolicyError, PolicyFile};
+pub(crate) use policy::{LogMode, POLICY_FILE, PolicyError};
 
 /// The diagnostic of a note kept out because its frontmatter cannot be
 /// read: it may say the note is private, so the note is treated as such.

@@ -1,6 +1,5 @@
 //! The seed's cheap relevance pass (Step 1) and tier-aware order (Step 2).
 
-pub(crate) use crate::note::MatchKeys;
 use crate::note_tables::NoteKeys;
 use crate::retrieve::{Candidate, Query, Rule, RuleHit};
 use crate::text::WordFinder;

@@ -18,7 +18,7 @@ use crate::retrieve::qmd::QmdConfig;
 use crate::retrieve::{Arm, Candidate, RuleHit};
 use crate::vault::Vault;
 
-pub(crate) use crate::retrieve::rescore::{Adjustment, RERANK_TOP, Rerank, Rescorer};
+pub(crate) use crate::retrieve::rescore::{Adjustment, RERANK_TOP, Rerank};
 
 /// How the arms' lists become one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -387,6 +387,7 @@ mod tests {
     use crate::index::feedback::FeedbackStore;
     use crate::retrieve::arms::{Sources, signals};
     use crate::retrieve::frontmatter::relevance_pass;
+    use crate::retrieve::rescore::Rescorer;
     use crate::retrieve::{Query, Rule};
 
     fn vault() -> Vault {

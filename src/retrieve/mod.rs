@@ -13,16 +13,14 @@ pub(crate) mod syntax;
 
 use serde::Serialize;
 
-pub(crate) use arms::{
-    Arm, ArmHit, Bm25Arm, FrontmatterArm, QmdArm, SemanticArm, Signal, Sources, signals,
-};
+pub(crate) use arms::{Arm, ArmHit, Sources, signals};
+// Exported by lib.rs: on a line of its own, as `unreachable_pub` judges a
+// grouped `pub use` as a whole.
 pub use fusion::RankOptions;
 pub(crate) use fusion::{
-    Explanation, Fusion, Method, RankedHit, RankedList, Ranking, Reranker, SignalError, fuse, rank,
-    seed_rank,
+    Explanation, Method, RankedList, Ranking, Reranker, SignalError, fuse, rank, seed_rank,
 };
 pub(crate) use query::Query;
-pub(crate) use rescore::Rescorer;
 
 /// How many candidates a pack considers (seed Step 1).
 pub(crate) const CANDIDATE_LIMIT: usize = 20;
