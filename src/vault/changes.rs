@@ -122,7 +122,7 @@ pub(crate) fn request_stop(index_dir: &Path, root: &Path) -> StopOutcome {
 }
 
 #[cfg(not(unix))]
-pub fn request_stop(_index_dir: &Path, _root: &Path) -> StopOutcome {
+pub(crate) fn request_stop(_index_dir: &Path, _root: &Path) -> StopOutcome {
     StopOutcome::NotRunning
 }
 
@@ -167,7 +167,7 @@ fn send(index_dir: &Path, root: &Path, request: &str, timeout: Duration) -> Opti
 }
 
 #[cfg(not(unix))]
-pub fn ask(_index_dir: &Path, _root: &Path, _since: Option<&Token>) -> Option<Answer> {
+pub(crate) fn ask(_index_dir: &Path, _root: &Path, _since: Option<&Token>) -> Option<Answer> {
     None
 }
 
@@ -272,7 +272,7 @@ fn respond(
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Publisher, publish, watch};
+pub(crate) use linux::{Publisher, watch};
 
 /// A vault being watched: the changes it sees, and what keeps it running.
 /// Dropping it stops the watch (and removes its socket, if it published
@@ -290,7 +290,7 @@ pub(crate) struct Watching {
 
 /// Without inotify there is no watcher; `index --watch` and `serve` say so.
 #[cfg(not(target_os = "linux"))]
-pub fn watch(
+pub(crate) fn watch(
     _root: &Path,
     _index_dir: Option<&Path>,
     _stop_requests: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -301,18 +301,8 @@ pub fn watch(
     ))
 }
 
-/// Without inotify there is no watcher endpoint; commands walk.
 #[cfg(not(target_os = "linux"))]
-pub fn publish(
-    _root: &Path,
-    _index_dir: &Path,
-    _stop_requests: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-) -> io::Result<Option<Publisher>> {
-    Ok(None)
-}
-
-#[cfg(not(target_os = "linux"))]
-pub struct Publisher;
+pub(crate) struct Publisher;
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -386,26 +376,6 @@ mod linux {
             socket_error,
             _publisher: run(watcher, listener, socket)?,
         })
-    }
-
-    /// Starts watching the vault at `root` (canonical) and answering on a
-    /// socket in `index_dir`. `Ok(None)` when another watcher of this
-    /// index already answers there. With `stop_requests`, a `stop` request
-    /// is answered and sets it; without, it is refused.
-    pub(crate) fn publish(
-        root: &Path,
-        index_dir: &Path,
-        stop_requests: Option<Arc<AtomicBool>>,
-    ) -> io::Result<Option<Publisher>> {
-        if ask(index_dir, root, None).is_some() {
-            return Ok(None);
-        }
-        // Watches first: a change made while the socket is being set up
-        // is then already recorded.
-        let mut watcher = Watcher::start(root)?;
-        watcher.stop_requests = stop_requests;
-        let (listener, socket) = bind(index_dir)?;
-        run(watcher, Some(listener), Some(socket)).map(Some)
     }
 
     /// Publishes the socket in `index_dir`: the socket with its inode.
