@@ -616,14 +616,6 @@ impl NameTable {
         &self.blob[self.ends - 4..self.text.end]
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.count
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     fn name(&self, i: usize) -> &str {
         let end_of = |i: usize| u32_at(&self.blob, self.ends + 4 * i).unwrap_or(0) as usize;
         let start = if i == 0 { 0 } else { end_of(i - 1) };
@@ -771,7 +763,7 @@ mod tests {
             ("raft".into(), 3),
             ("共识".into(), 2),
         ]);
-        assert_eq!(table.len(), 4);
+        assert_eq!(table.count, 4);
         assert_eq!(table.get("raft").collect::<Vec<_>>(), [0, 3]);
         assert_eq!(table.get("共识").collect::<Vec<_>>(), [2]);
         assert_eq!(table.get("paxo").count(), 0);

@@ -68,7 +68,9 @@ impl Default for PackStore {
 }
 
 impl PackStore {
-    /// Keeps `text` for the session `owner` and returns its handle.
+    /// Keeps `text` for the session `owner` and returns its handle (the
+    /// server always says which notes a pack shows: `put_with_notes`).
+    #[cfg(test)]
     pub(crate) fn put(&self, text: String, tokenizer: Tokenizer, owner: Option<&str>) -> String {
         self.put_with_notes(text, tokenizer, owner, Vec::new())
     }
