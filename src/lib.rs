@@ -107,7 +107,7 @@ pub mod models {
 /// Secret detection, as packs apply it and the redaction scan
 /// (`examples/redaction_scan.rs`) measures it.
 pub mod secrets {
-    pub use crate::privacy::secrets::{DetectorOptions, Finding, find, mask, redact};
+    pub use crate::privacy::secrets::{DetectorOptions, Finding, KINDS, find, mask, redact};
 }
 
 /// What the benchmarks (`benches/`) and a few integration tests measure

@@ -507,7 +507,7 @@ static DETECTORS: &[Detector] = &[
 ];
 
 /// Every kind a [`Finding`] can have, most specific first.
-pub(crate) const KINDS: &[&str] = &[
+pub const KINDS: &[&str] = &[
     "private_key",
     "aws_access_key_id",
     "aws_secret_access_key",
