@@ -180,13 +180,11 @@ pub(crate) struct ProjectPart {
     pub options: SyncOptions,
 }
 
-/// What a project sync did: each part's report (in the order given), how
-/// many project rows it wrote or deleted, and how many of the project's
-/// files that are not notes (the recipe, schemas, bindings) were added,
-/// changed and removed.
+/// What a project sync did: each part's report (in the order given) and
+/// how many of the project's files that are not notes (the recipe,
+/// schemas, bindings) were added, changed and removed.
 pub(crate) struct ProjectReport {
     pub parts: Vec<UpdateReport>,
-    pub entries_changed: usize,
     pub others: [usize; 3],
 }
 
@@ -255,7 +253,6 @@ pub(crate) fn sync_project(
             .map_err(|err| anyhow!("store {shown}: cannot commit the sync: {}", describe(&err)))?;
         Ok(ProjectReport {
             parts: reports,
-            entries_changed,
             others,
         })
     })
