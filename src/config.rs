@@ -88,7 +88,7 @@ impl Environment {
 
     fn xdg_dir(&self) -> Option<PathBuf> {
         crate::xdg::Base::Config
-            .from_values(self.xdg_config_home.as_deref(), self.home.as_deref())
+            .folder_from(self.xdg_config_home.as_deref(), self.home.as_deref())
             .map(|base| base.join("obsidian-wiki"))
     }
 

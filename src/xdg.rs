@@ -40,7 +40,7 @@ impl Base {
     /// The folder from given values of its variable and of `HOME`, so that
     /// callers resolving from a recorded environment (tests, the config's
     /// `Environment`) follow the same rule.
-    pub(crate) fn from_values(
+    pub(crate) fn folder_from(
         self,
         variable: Option<&Path>,
         home: Option<&Path>,
@@ -54,7 +54,7 @@ impl Base {
     /// The folder from this process's environment (none when neither the
     /// variable nor `HOME` is set).
     pub(crate) fn resolve(self) -> Option<PathBuf> {
-        self.from_values(
+        self.folder_from(
             env_path(self.variable()).as_deref(),
             env_path("HOME").as_deref(),
         )
@@ -82,21 +82,21 @@ mod tests {
     fn the_variable_wins_over_the_home_folder() {
         let home = Path::new("/home/ada");
         assert_eq!(
-            Base::Cache.from_values(Some(Path::new("/var/cache/ada")), Some(home)),
+            Base::Cache.folder_from(Some(Path::new("/var/cache/ada")), Some(home)),
             Some(PathBuf::from("/var/cache/ada"))
         );
         assert_eq!(
-            Base::Cache.from_values(None, Some(home)),
+            Base::Cache.folder_from(None, Some(home)),
             Some(PathBuf::from("/home/ada/.cache"))
         );
         assert_eq!(
-            Base::Data.from_values(None, Some(home)),
+            Base::Data.folder_from(None, Some(home)),
             Some(PathBuf::from("/home/ada/.local/share"))
         );
         assert_eq!(
-            Base::Config.from_values(None, Some(home)),
+            Base::Config.folder_from(None, Some(home)),
             Some(PathBuf::from("/home/ada/.config"))
         );
-        assert_eq!(Base::Data.from_values(None, None), None);
+        assert_eq!(Base::Data.folder_from(None, None), None);
     }
 }
