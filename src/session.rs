@@ -1401,7 +1401,7 @@ pub struct PackRequest {
     pub rank: RankOptions,
     pub options: PackOptions,
     /// Further questions to gather evidence for (at most
-    /// [`MAX_SUBQUERIES`]; hybrid topic packs).
+    /// [`MAX_SUBQUERIES`](crate::request::MAX_SUBQUERIES); hybrid topic packs).
     pub subqueries: Vec<String>,
     /// Backlink entries under the top pages (topic packs; needs the index).
     pub backlinks: bool,
