@@ -20,30 +20,34 @@
 //!
 //! # The public API, on purpose
 //!
-//! Every module is private and every item is `pub(crate)` unless this file
-//! exports it (`#![warn(unreachable_pub)]` keeps it so: a `pub` item that
-//! nothing here exports is a warning, and CI denies warnings). What is
-//! exported, and why:
+//! Modules are private (but for the four below that are API as a whole)
+//! and items are `pub(crate)` unless this file exports them, or an exported
+//! item's signature shows them. `#![warn(unreachable_pub)]` keeps it so: a
+//! `pub` item nothing here exports is a warning, and CI denies warnings;
+//! `scripts/restrict-visibility` narrows such items. What is exported, and
+//! why:
 //!
 //! - **A vault in memory and one pack** (the example above): [`Vault`],
-//!   [`VaultOptions`], [`Note`], [`parse_note`], [`build_pack`],
-//!   [`PackMode`], [`PackOptions`], [`Pack`], its [`BodyMode`],
-//!   [`NoteAnchor`], [`Style`] / [`Shape`] and [`PackTemplate`], and the
-//!   budget's [`Tokenizer`].
+//!   [`VaultOptions`], [`Note`] (with its [`Tier`] and [`Diagnostic`]s),
+//!   [`parse_note`], [`build_pack`], [`PackMode`], [`PackOptions`],
+//!   [`Pack`], its [`BodyMode`], [`NoteAnchor`], [`Style`] / [`Shape`] and
+//!   [`PackTemplate`], and the budget's [`Tokenizer`].
 //! - **A vault with its index or store**, as the faces use it: [`Session`]
 //!   and what opens it ([`IndexChoice`], [`ModelChoice`], [`StoreTarget`],
-//!   [`StoreUrl`], [`IndexConfig`], [`Policy`]), its operations' requests
-//!   and answers ([`PackRequest`], [`SearchRequest`], [`NoteRequest`],
-//!   [`SearchResults`], [`Ranker`], [`RankOptions`], [`Filters`]), and the
-//!   [`request`] module, where a face's raw input is validated once.
+//!   [`StoreUrl`], [`IndexConfig`], [`VaultIndex`], [`Policy`]), its
+//!   operations' requests and answers ([`PackRequest`], [`SearchRequest`],
+//!   [`NoteRequest`], [`SearchResults`] of [`SearchHit`]s, [`Ranker`],
+//!   [`RankOptions`], [`Filters`]), and the [`request`] module (public as a
+//!   whole), where a face's raw input is validated once.
 //! - **Long work reported to the caller**: the [`progress`] module.
 //! - **Project assembly** (`ctxpack assemble`): [`assemble()`],
-//!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] and
-//!   [`unbound_libraries`].
+//!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] (its [`Layer`]s
+//!   and [`Requirement`]s) and [`unbound_libraries`].
 //! - **Embedding models** (`ctxpack model`): the [`models`] module;
 //!   **secret detection** (the redaction scan): the [`secrets`] module.
 //! - **The faces' entry point** [`cli::run`] (`main.rs`), and the
-//!   [`fuzz`] targets the AFL++ harness and `tests/fuzz.rs` run by name.
+//!   [`fuzz`] targets the AFL++ harness and `tests/fuzz.rs` run by name
+//!   (both modules public as a whole, like `progress` and `request`).
 //! - `internals` (hidden from the docs, no stability promised): the
 //!   kernels and helpers that the benchmarks and a few integration tests
 //!   measure directly.
