@@ -4,9 +4,9 @@
 //! counted; English packs keep the seed's estimate and line.
 
 use chrono::{TimeZone, Utc};
-use ctxpack::retrieve::RankOptions;
-use ctxpack::session::{PackRequest, Ranker, Session};
+use ctxpack::RankOptions;
 use ctxpack::{PackMode, PackOptions, Tokenizer, Vault, build_pack};
+use ctxpack::{PackRequest, Ranker, Session};
 use proptest::prelude::*;
 
 /// Everyday words of each script, with the punctuation written with them
