@@ -670,7 +670,7 @@ fn a_schema_3_store_is_upgraded_and_the_next_sync_reads_every_note_again() {
     );
     assert_eq!(
         pg.rows("SELECT max(version)::text FROM ctxpack_schema"),
-        vec![vec![Some("8".to_string())]]
+        vec![vec![Some("9".to_string())]]
     );
     assert_eq!(
         pg.rows(
