@@ -60,32 +60,83 @@ fn is_table_rule(line: &str) -> bool {
 /// The characters of `line` a reader sees (a Markdown link's label, not
 /// its target), and how many of them are links to other pages (not to an
 /// anchor of this one) or bare URLs.
+///
+/// Linear in the line: only a `[` or an `h` can start a link or a URL, so
+/// the text between them is counted whole, and the next `](` and `)` are
+/// each searched for once and remembered, not again from every `[` (a line
+/// of brackets without a close was quadratic).
 fn link_chars(line: &str) -> (usize, usize) {
+    // Most lines hold neither: counted in one pass.
+    if memchr::memchr(b'[', line.as_bytes()).is_none() && !line.contains("http") {
+        return (line.chars().count(), 0);
+    }
     let (mut visible, mut linked) = (0, 0);
-    let mut rest = line;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix('[')
-            && let Some(close) = after.find("](")
-            && !after[close + 2..].starts_with('#')
-            && let Some(end) = after[close + 2..].find(')')
+    let mut link_middle = NextMatch::new("](");
+    let mut link_end = NextMatch::new(")");
+    let mut at = 0;
+    while at < line.len() {
+        let Some(offset) = memchr::memchr2(b'[', b'h', &line.as_bytes()[at..]) else {
+            visible += line[at..].chars().count();
+            break;
+        };
+        visible += line[at..at + offset].chars().count();
+        at += offset;
+        let rest = &line[at..];
+        if rest.starts_with('[')
+            && let Some(close) = link_middle.at_or_after(line, at + 1)
+            && !line[close + 2..].starts_with('#')
+            && let Some(end) = link_end.at_or_after(line, close + 2)
         {
-            let label = after[..close].chars().count();
+            let label = line[at + 1..close].chars().count();
             visible += label;
             linked += label;
-            rest = &after[close + 2 + end + 1..];
+            at = end + 1;
         } else if rest.starts_with("https://") || rest.starts_with("http://") {
             let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
             let url = rest[..len].chars().count();
             visible += url;
             linked += url;
-            rest = &rest[len..];
+            at += len;
         } else {
-            let next = rest.chars().next().map_or(1, char::len_utf8);
+            // `[` and `h` are one byte each.
             visible += 1;
-            rest = &rest[next..];
+            at += 1;
         }
     }
     (visible, linked)
+}
+
+/// The first occurrence of a needle at or after a position that only moves
+/// forward, found once per occurrence (or once in all, when there is none).
+struct NextMatch {
+    needle: &'static str,
+    /// Searched from `from`: the first occurrence there, or none at all.
+    found: Option<(usize, Option<usize>)>,
+}
+
+impl NextMatch {
+    fn new(needle: &'static str) -> NextMatch {
+        NextMatch {
+            needle,
+            found: None,
+        }
+    }
+
+    fn at_or_after(&mut self, text: &str, position: usize) -> Option<usize> {
+        match self.found {
+            Some((from, None)) if from <= position => return None,
+            Some((from, Some(found))) if from <= position && found >= position => {
+                return Some(found);
+            }
+            _ => {}
+        }
+        let found = text
+            .get(position..)
+            .and_then(|rest| rest.find(self.needle))
+            .map(|offset| position + offset);
+        self.found = Some((position, found));
+        found
+    }
 }
 
 #[cfg(test)]
@@ -132,5 +183,19 @@ mod tests {
         // A head of 11 characters, a row of 43 (34 of them a URL).
         assert_eq!(percent(table), 79);
         assert_eq!(percent(""), 0);
+    }
+
+    #[test]
+    fn lines_of_unclosed_brackets_count_as_text_in_one_pass() {
+        let brackets = "[".repeat(200_000);
+        assert_eq!(link_chars(&brackets), (200_000, 0));
+        let opened = "[a](".repeat(50_000);
+        assert_eq!(link_chars(&opened), (200_000, 0));
+        let anchors = "[a](#b) ".repeat(3);
+        assert_eq!(link_chars(&anchors), (24, 0));
+        // The first `[` opens the link, as in Markdown's label `x [label`;
+        // an `h` that starts no URL is text.
+        assert_eq!(link_chars("[x [label](https://e.org) hh"), (11, 8));
+        assert_eq!(link_chars("é https://e.org/ü x"), (19, 15));
     }
 }
