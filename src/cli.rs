@@ -26,7 +26,7 @@ use crate::session::upkeep::{
     self, AnnChoice, IndexConfig, StopOutcome, UpdateReport, VectorFormat, describe_update,
     qmd_config,
 };
-use crate::session::{IndexChoice, LoggedPack, ModelChoice, SearchResults, Session};
+use crate::session::{IndexChoice, ModelChoice, SearchResults, Session};
 use crate::tokens::Tokenizer;
 
 #[derive(Debug, Parser)]
@@ -1267,6 +1267,16 @@ fn vault_root(cli: &Cli, name: Option<&str>) -> Result<PathBuf, Failure> {
 /// Opens the vault and its index (updated), reporting what happened on
 /// stderr.
 fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
+    open_session_then(cli, name, |_| ()).map(|(session, ())| session)
+}
+
+/// Opens the vault as [`open_session`] does and runs `operation` on it (see
+/// [`Session::open_then`]: it must only read).
+fn open_session_then<T: Send>(
+    cli: &Cli,
+    name: Option<&str>,
+    operation: impl Fn(&Session) -> T + Sync,
+) -> Result<(Session, T), Failure> {
     if let Some(target) = store_target(cli, name)? {
         let session = Session::open(
             Path::new(""),
@@ -1279,7 +1289,8 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         )
         .map_err(store_failure)?;
         report_open(cli, &session);
-        return Ok(session);
+        let answer = operation(&session);
+        return Ok((session, answer));
     }
     let resolved = config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?;
     if !resolved.ignored.is_empty() && !cli.quiet {
@@ -1291,7 +1302,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
         );
     }
     let daemon = daemon_wanted(cli, &resolved.vars);
-    let session = Session::open(
+    let (session, answer) = Session::open_then(
         &resolved.vault,
         &IndexChoice {
             dir: cli.index_dir.clone(),
@@ -1305,6 +1316,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
             store: None,
             embed_into_store: false,
         },
+        operation,
     )?;
     report_open(cli, &session);
     if daemon
@@ -1313,7 +1325,7 @@ fn open_session(cli: &Cli, name: Option<&str>) -> Result<Session, Failure> {
     {
         start_background_watcher(cli, &session.root, dir);
     }
-    Ok(session)
+    Ok((session, answer))
 }
 
 /// The PostgreSQL store and vault id asked for: `--store` or
@@ -1502,25 +1514,31 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         filters: args.filters.filters(),
         ..PackInput::new(Spelling::Flags, generated_at)
     };
-    let mut request = input
+    let request = input
         .validate()
         .map_err(|err| Failure::Usage(err.to_string()))?;
     let shape = match &args.template {
         Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
         None => Shape::Style(args.style),
     };
-    let session = open_session(cli, vault_name)?;
-    if let PackMode::Note(anchor) = &mut request.mode {
-        anchor.path = session.anchor_note(&anchor.path).map_err(Failure::Usage)?;
-    }
-    session
-        .resolve_pack_notes(&mut request, Spelling::Flags)
-        .map_err(Failure::Usage)?;
-    let packing = crate::timings::phase("pack");
-    let LoggedPack { pack, log_error } = session
-        .pack_and_log(&request, &shape, !args.no_log)
-        .map_err(Failure::Usage)?;
-    drop(packing);
+    // The log line is written once the pack is known to be the fresh
+    // index's (the pack itself only reads).
+    let (session, packed) = open_session_then(cli, vault_name, |session| {
+        let mut request = request.clone();
+        if let PackMode::Note(anchor) = &mut request.mode {
+            anchor.path = session.anchor_note(&anchor.path)?;
+        }
+        session.resolve_pack_notes(&mut request, Spelling::Flags)?;
+        let _packing = crate::timings::phase("pack");
+        let pack = session.pack_checked(&request, &shape)?;
+        Ok::<_, String>((request, pack))
+    })?;
+    let (request, pack) = packed.map_err(Failure::Usage)?;
+    let log_error = if args.no_log {
+        None
+    } else {
+        session.log_pack(&request, &pack)
+    };
     report_partial_semantic(cli, &pack.semantic);
     for warning in &pack.warnings {
         eprintln!("ctxpack: warning: {warning}");
@@ -1567,10 +1585,10 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
     }
     .validate()
     .map_err(|err| Failure::Usage(err.to_string()))?;
-    let session = open_session(cli, vault_name)?;
-    let searching = crate::timings::phase("search");
-    let results = session.search(&request);
-    drop(searching);
+    let (session, results) = open_session_then(cli, vault_name, |session| {
+        let _searching = crate::timings::phase("search");
+        session.search(&request)
+    })?;
     report_partial_semantic(cli, &results.semantic);
     for error in &results.signal_errors {
         eprintln!(

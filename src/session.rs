@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::analysis::analyzer;
 use crate::embed::Embedder;
 use crate::index::vectors::{AnnChoice, EmbedMode, SemanticIndex, VectorFormat};
-use crate::index::{IndexConfig, UpdateReport, VaultIndex, location};
+use crate::index::{IndexConfig, Speculation, UpdateReport, VaultIndex, location};
 use crate::note::Tier;
 use crate::pack::{
     Backlinks, GraphNeighbour, GraphTrace, NoteAnchor, Pack, PackMode, PackOptions, QueryTrace,
@@ -149,6 +149,57 @@ impl Ranker {
     }
 }
 
+/// Where a vault and its index are, and the policy it is read under.
+struct Place {
+    /// Canonical.
+    root: PathBuf,
+    policy: Arc<Policy>,
+    /// The index folder (a view's, when folders are hidden).
+    index_dir: Option<PathBuf>,
+}
+
+impl Place {
+    fn of(root: &Path, choice: &IndexChoice) -> Result<Place> {
+        let root = root
+            .canonicalize()
+            .with_context(|| format!("cannot open vault {}", root.display()))?;
+        let policy = Arc::new(Policy::load(&root)?);
+        let index_dir = location::index_dir(&root, choice.dir.as_deref());
+        // The folder a view's index sits in must not overlap the vault either.
+        if let Some(dir) = &index_dir {
+            location::check_outside(&root, dir)?;
+        }
+        let index_dir = index_dir.map(|dir| location::view_dir(dir, &choice.hidden));
+        Ok(Place {
+            root,
+            policy,
+            index_dir,
+        })
+    }
+
+    fn index_config(&self, choice: &IndexChoice) -> Option<IndexConfig> {
+        let dir = self.index_dir.as_ref()?;
+        let mut config = IndexConfig::new(dir.clone());
+        config.progress = choice.progress.clone();
+        config.hidden = choice.hidden.clone();
+        config.policy = Arc::clone(&self.policy);
+        Some(config)
+    }
+
+    /// An index that could not be opened is a reason to read the vault
+    /// directly, unless the user's configuration or vault is wrong.
+    fn open_index(
+        &self,
+        opened: Result<(VaultIndex, UpdateReport)>,
+    ) -> Result<Result<(VaultIndex, UpdateReport), String>> {
+        match opened {
+            Ok(opened) => Ok(Ok(opened)),
+            Err(err) if crate::index::is_fatal(&err) => Err(err),
+            Err(err) => Ok(Err(format!("{err:#}"))),
+        }
+    }
+}
+
 pub struct Session {
     pub root: PathBuf,
     pub vault: Vault,
@@ -181,37 +232,83 @@ impl Session {
         if let Some(target) = &choice.store {
             return Session::open_store(target, choice);
         }
-        let root = root
-            .canonicalize()
-            .with_context(|| format!("cannot open vault {}", root.display()))?;
-        let policy = Arc::new(Policy::load(&root)?);
-        let index_dir = location::index_dir(&root, choice.dir.as_deref());
-        // The folder a view's index sits in must not overlap the vault either.
-        if let Some(dir) = &index_dir {
-            location::check_outside(&root, dir)?;
-        }
-        let index_dir = index_dir.map(|dir| location::view_dir(dir, &choice.hidden));
-        let opened = match &index_dir {
-            Some(dir) => {
-                let mut config = IndexConfig::new(dir.clone());
-                config.progress = choice.progress.clone();
-                config.hidden = choice.hidden.clone();
-                config.policy = Arc::clone(&policy);
-                match VaultIndex::open(&root, &config) {
-                    Ok(opened) => Ok(opened),
-                    // Not a reason to rank without the index: the user's
-                    // configuration or vault is wrong, and says so.
-                    Err(err) if crate::index::is_fatal(&err) => return Err(err),
-                    Err(err) => Err(format!("{err:#}")),
-                }
-            }
+        let place = Place::of(root, choice)?;
+        let opened = match place.index_config(choice) {
+            Some(config) => place.open_index(VaultIndex::open(&place.root, &config))?,
             None => Err("no index folder: set HOME, XDG_CACHE_HOME or --index-dir".to_string()),
         };
+        Session::assemble(&place, opened, choice)
+    }
+
+    /// Opens the vault as [`open`](Self::open) does and runs `operation` on
+    /// it. Without a live watcher, walking the vault to find what changed
+    /// is most of an open's cost; so `operation` runs on the index as last
+    /// committed while the walk goes on beside it, and if the walk finds
+    /// the vault changed, the index is brought up to date and `operation`
+    /// runs again. Either way the answer is the one an up-to-date index
+    /// gives. `operation` must only read: what a caller writes (a log
+    /// line), it writes after.
+    pub fn open_then<T: Send>(
+        root: &Path,
+        choice: &IndexChoice,
+        operation: impl Fn(&Session) -> T + Sync,
+    ) -> Result<(Session, T)> {
+        let open_and_run = || -> Result<(Session, T)> {
+            let session = Session::open(root, choice)?;
+            let answer = operation(&session);
+            Ok((session, answer))
+        };
+        if choice.store.is_some() {
+            return open_and_run();
+        }
+        let place = Place::of(root, choice)?;
+        let Some(config) = place.index_config(choice) else {
+            return open_and_run();
+        };
+        // The operation runs inside: its own phase shows its share.
+        let timed = crate::timings::phase("session.open+operation");
+        let speculation = VaultIndex::open_speculating(&place.root, &config, |index| {
+            let session = Session::assemble(&place, Ok((index, UpdateReport::default())), choice)?;
+            let answer = operation(&session);
+            Ok::<_, anyhow::Error>((session, answer))
+        });
+        match speculation {
+            Ok(Speculation::Fresh(Ok((mut session, answer)), report)) => {
+                session.update = Some(report);
+                Ok((session, answer))
+            }
+            Ok(Speculation::Stale(prechecked)) => {
+                let opened = place.open_index(VaultIndex::open_prechecked(
+                    &place.root,
+                    &config,
+                    prechecked,
+                ))?;
+                let session = Session::assemble(&place, opened, choice)?;
+                drop(timed);
+                let answer = operation(&session);
+                Ok((session, answer))
+            }
+            // Whatever went wrong, the plain open meets it again and
+            // answers as it always does.
+            Ok(Speculation::Fresh(Err(_), _)) | Err(_) => {
+                drop(timed);
+                open_and_run()
+            }
+        }
+    }
+
+    /// The session over an opened index (or, when it could not be opened,
+    /// the vault read directly, with the reason).
+    fn assemble(
+        place: &Place,
+        opened: Result<(VaultIndex, UpdateReport), String>,
+        choice: &IndexChoice,
+    ) -> Result<Session> {
         let (vault, store, update, index_error) = match opened {
             Ok((index, report)) => {
                 let mut vault = index.vault();
                 vault.set_hidden(choice.hidden.clone());
-                vault.set_policy(Arc::clone(&policy));
+                vault.set_policy(Arc::clone(&place.policy));
                 (
                     vault,
                     Some(Box::new(index) as Box<dyn Store>),
@@ -221,10 +318,10 @@ impl Session {
             }
             Err(error) => (
                 Vault::load(
-                    &root,
+                    &place.root,
                     &VaultOptions {
                         hidden: choice.hidden.clone(),
-                        policy: Arc::clone(&policy),
+                        policy: Arc::clone(&place.policy),
                         ..VaultOptions::default()
                     },
                 )?,
@@ -239,9 +336,9 @@ impl Session {
             .unwrap_or_default();
         let mut session = Session {
             vault,
-            root,
+            root: place.root.clone(),
             store,
-            index_dir,
+            index_dir: place.index_dir.clone(),
             update,
             index_error,
             feedback,

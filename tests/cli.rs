@@ -629,6 +629,71 @@ fn log_line_is_appended() {
     );
 }
 
+/// A pack or search runs beside the walk that checks the index (see
+/// `Session::open_then`); after an edit it must still answer from the edit,
+/// and a pack logs one line however many times it was computed.
+#[test]
+fn a_pack_after_an_edit_answers_from_it_and_logs_once() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            ("log.md", "# Log\n\n"),
+            (
+                "otters.md",
+                "# Otters\n\nOtters hold hands while they sleep.\n",
+            ),
+            ("voles.md", "# Voles\n\nVoles dig shallow tunnels.\n"),
+        ],
+    );
+    let run = |args: &[&str]| {
+        let out = world
+            .cmd()
+            .args(args)
+            .args(["--generated-at", GENERATED_AT, "--vault"])
+            .arg(&vault)
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    let search = |query: &str| {
+        let out = world
+            .cmd()
+            .args(["search", query, "--format", "files", "--vault"])
+            .arg(&vault)
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    assert_eq!(search("tunnels"), "voles.md\n");
+    let first = run(&["pack", "tunnels", "--budget", "400"]);
+    assert!(first.contains("Voles dig shallow tunnels."), "{first}");
+
+    fs::write(
+        vault.join("otters.md"),
+        "# Otters\n\nOtters dig no tunnels; they float.\n",
+    )
+    .unwrap();
+    fs::write(
+        vault.join("moles.md"),
+        "# Moles\n\nMoles dig deep tunnels.\n",
+    )
+    .unwrap();
+    assert_eq!(search("tunnels"), "moles.md\notters.md\nvoles.md\n");
+    let second = run(&["pack", "float", "--budget", "400"]);
+    assert!(
+        second.contains("Otters dig no tunnels; they float."),
+        "{second}"
+    );
+    assert!(!second.contains("hold hands"), "{second}");
+
+    let log = fs::read_to_string(vault.join("log.md")).unwrap();
+    let lines: Vec<&str> = log.lines().filter(|l| l.starts_with("- [")).collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(lines[0].contains("topic=\"tunnels\""), "{log}");
+    assert!(lines[1].contains("topic=\"float\""), "{log}");
+}
+
 fn actual_of(pack: &str) -> usize {
     let line = pack.lines().find(|l| l.starts_with("# Budget:")).unwrap();
     let actual = line.split("Actual: ").nth(1).unwrap();

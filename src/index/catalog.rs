@@ -115,6 +115,43 @@ impl Files {
     }
 }
 
+/// See [`Catalog::freshness`].
+pub(crate) struct Freshness {
+    files: Files,
+    walk_problems: Vec<Diagnostic>,
+    file_count: usize,
+}
+
+impl Freshness {
+    /// Whether `walked` finds the vault as the catalog has it: the test an
+    /// update makes before it changes anything.
+    pub(crate) fn holds(&self, walked: &crate::vault::walk::WalkResult) -> bool {
+        let problems = crate::analysis::walk_diagnostics(walked.problems.clone());
+        if problems != self.walk_problems {
+            return false;
+        }
+        let files = &walked.files;
+        if files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
+            return self.files.unchanged(
+                files
+                    .iter()
+                    .map(|found| (found.rel_path.as_str(), found.stat)),
+            );
+        }
+        let mut sorted: Vec<&crate::vault::walk::Found> = files.iter().collect();
+        sorted.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        self.files.unchanged(
+            sorted
+                .into_iter()
+                .map(|found| (found.rel_path.as_str(), found.stat)),
+        )
+    }
+
+    pub(crate) fn file_count(&self) -> usize {
+        self.file_count
+    }
+}
+
 /// A [`FileEntry`] read in place: the fields change detection compares.
 #[derive(Deserialize)]
 #[allow(dead_code)] // Every field is read to reach the next entry.
@@ -251,6 +288,17 @@ impl Catalog {
 
     /// Whether `walked` (sorted by path) finds every file as recorded:
     /// the same paths, sizes and modification times.
+    /// What tells, after a walk, whether the vault is still as this
+    /// catalog has it; cheap to take before the catalog moves on (the file
+    /// list's bytes are shared, not copied).
+    pub(crate) fn freshness(&self) -> Freshness {
+        Freshness {
+            files: self.files.clone(),
+            walk_problems: self.walk_problems.clone(),
+            file_count: self.file_count,
+        }
+    }
+
     pub fn files_unchanged(&self, walked: &[crate::vault::walk::Found]) -> bool {
         self.files.unchanged(
             walked

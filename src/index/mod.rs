@@ -346,6 +346,30 @@ impl Detected {
     }
 }
 
+/// What names a watcher's token: it stands for what the walk saw with
+/// these folders left out.
+fn token_context(config: &IndexConfig) -> String {
+    blake3::hash(config.hidden.join("\n").as_bytes()).to_hex()[..16].to_string()
+}
+
+/// What a speculative open detected, for the update that must follow.
+pub(crate) struct Prechecked {
+    detected: Detected,
+    /// The watcher's token when it was asked.
+    stored: Option<changes::Token>,
+    /// The commit the detection was compared with (none if none opened).
+    catalog_hash: Option<String>,
+}
+
+/// What [`VaultIndex::open_speculating`] found.
+pub(crate) enum Speculation<R> {
+    /// The committed index was the vault's: what ran on it stands.
+    Fresh(R, UpdateReport),
+    /// The vault changed, or no index could be opened: open it with
+    /// [`VaultIndex::open_prechecked`] and run again.
+    Stale(Prechecked),
+}
+
 /// A note's incoming link, as the index records it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Backlink {
@@ -363,6 +387,8 @@ pub struct VaultIndex {
     reader: IndexReader,
     fields: Fields,
     pub catalog: Catalog,
+    /// The commit's catalog blob: what names this commit.
+    catalog_hash: String,
     links_hash: String,
     links: OnceLock<Option<LinkTable>>,
     graph: OnceLock<Option<std::sync::Arc<crate::note::LinkGraph>>>,
@@ -377,6 +403,24 @@ impl VaultIndex {
     /// building it on first use and bringing it up to date. If another
     /// process is updating it, the last committed state is used instead.
     pub fn open(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
+        Self::open_with(root, config, None)
+    }
+
+    /// Like [`open`](Self::open), reusing what a speculative open found
+    /// changed (see [`open_speculating`](Self::open_speculating)).
+    pub(crate) fn open_prechecked(
+        root: &Path,
+        config: &IndexConfig,
+        prechecked: Prechecked,
+    ) -> Result<(VaultIndex, UpdateReport)> {
+        Self::open_with(root, config, Some(prechecked))
+    }
+
+    fn open_with(
+        root: &Path,
+        config: &IndexConfig,
+        prechecked: Option<Prechecked>,
+    ) -> Result<(VaultIndex, UpdateReport)> {
         location::claim(root, &config.dir, LOCK_FILE)?;
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -387,7 +431,7 @@ impl VaultIndex {
         match try_lock_for(&lock, BUSY_WAIT) {
             Ok(()) => {
                 record_holder(&lock);
-                let result = Self::open_as_writer(root, config);
+                let result = Self::open_as_writer(root, config, prechecked);
                 let _ = lock.unlock();
                 result
             }
@@ -403,7 +447,7 @@ impl VaultIndex {
                     Err(_) => {
                         // Nothing usable yet: wait for the other process's build.
                         wait_for_lock(&lock, &config.dir)?;
-                        let result = Self::open_as_writer(root, config);
+                        let result = Self::open_as_writer(root, config, prechecked);
                         let _ = lock.unlock();
                         result
                     }
@@ -411,6 +455,70 @@ impl VaultIndex {
             }
             Err(fs::TryLockError::Error(err)) => Err(err).context("lock the index"),
         }
+    }
+
+    /// Runs `run` on the last committed state while the vault is walked
+    /// (or its watcher asked) beside it: most calls find nothing changed,
+    /// and without a watcher the walk is most of their cost. Nothing is
+    /// written and no lock taken. When the walk finds the vault as the
+    /// commit has it, what `run` made stands, exactly as if the index had
+    /// been opened and found current first; otherwise it is dropped and the
+    /// detection handed back.
+    pub(crate) fn open_speculating<R: Send>(
+        root: &Path,
+        config: &IndexConfig,
+        run: impl FnOnce(VaultIndex) -> R + Send,
+    ) -> Result<Speculation<R>> {
+        location::claim(root, &config.dir, LOCK_FILE)?;
+        let context = token_context(config);
+        let stored = changes::read_token(&config.dir, &context);
+        let (ran, detected) = rayon::join(
+            || {
+                let index = {
+                    let _timed = crate::timings::phase("index.catalog");
+                    Self::open_committed(root, &config.dir, &config.policy).ok()?
+                };
+                let freshness = index.catalog.freshness();
+                let catalog_hash = index.catalog_hash.clone();
+                Some((freshness, catalog_hash, run(index)))
+            },
+            || Detected::find(root, config, stored.as_ref()),
+        );
+        let Some((freshness, catalog_hash, ran)) = ran else {
+            return Ok(Speculation::Stale(Prechecked {
+                detected,
+                stored,
+                catalog_hash: None,
+            }));
+        };
+        // The reports an update that found nothing to do would give.
+        let report = match &detected {
+            Detected {
+                changes: Changes::Listed(paths),
+                token: Some(token),
+            } if paths.is_empty() && stored.as_ref() == Some(token) => Some(UpdateReport {
+                unchanged: freshness.file_count(),
+                from_watcher: true,
+                ..UpdateReport::default()
+            }),
+            // A token to record after the walk is a write: the update does it.
+            Detected {
+                changes: Changes::Walked(walked),
+                token: None,
+            } if freshness.holds(walked) => Some(UpdateReport {
+                unchanged: walked.files.len(),
+                ..UpdateReport::default()
+            }),
+            _ => None,
+        };
+        Ok(match report {
+            Some(report) => Speculation::Fresh(ran, report),
+            None => Speculation::Stale(Prechecked {
+                detected,
+                stored,
+                catalog_hash: Some(catalog_hash),
+            }),
+        })
     }
 
     /// Opens the last committed state without updating it.
@@ -459,6 +567,7 @@ impl VaultIndex {
             reader,
             fields,
             catalog,
+            catalog_hash: payload.catalog,
             links_hash: payload.links,
             links: OnceLock::new(),
             graph: OnceLock::new(),
@@ -468,20 +577,41 @@ impl VaultIndex {
         })
     }
 
-    fn open_as_writer(root: &Path, config: &IndexConfig) -> Result<(VaultIndex, UpdateReport)> {
-        // A token stands for what the walk saw with these folders left out.
-        let context = blake3::hash(config.hidden.join("\n").as_bytes()).to_hex()[..16].to_string();
+    fn open_as_writer(
+        root: &Path,
+        config: &IndexConfig,
+        prechecked: Option<Prechecked>,
+    ) -> Result<(VaultIndex, UpdateReport)> {
+        let context = token_context(config);
         let stored = changes::read_token(&config.dir, &context);
-        // Decoding the catalog and finding what changed (the watcher's
-        // answer, or the walk) are the two costs of a no-op update, and
-        // they are independent.
-        let (opened, detected) = rayon::join(
-            || {
-                let _timed = crate::timings::phase("index.catalog");
-                Self::open_committed(root, &config.dir, &config.policy)
-            },
-            || Detected::find(root, config, stored.as_ref()),
-        );
+        let open = || {
+            let _timed = crate::timings::phase("index.catalog");
+            Self::open_committed(root, &config.dir, &config.policy)
+        };
+        let (opened, detected) = match prechecked {
+            // What the speculative open detected holds only against the
+            // commit it compared with: another process may have committed
+            // since (its walk then might miss notes added meanwhile).
+            Some(prechecked) => {
+                let opened = open();
+                let same_commit = opened
+                    .as_ref()
+                    .ok()
+                    .map(|index| index.catalog_hash.as_str())
+                    == prechecked.catalog_hash.as_deref()
+                    && stored == prechecked.stored;
+                let detected = if same_commit {
+                    prechecked.detected
+                } else {
+                    Detected::find(root, config, stored.as_ref())
+                };
+                (opened, detected)
+            }
+            // Decoding the catalog and finding what changed (the watcher's
+            // answer, or the walk) are the two costs of a no-op update, and
+            // they are independent.
+            None => rayon::join(open, || Detected::find(root, config, stored.as_ref())),
+        };
         let mut updating = crate::timings::phase("index.update");
         let Detected { changes, token } = detected;
         let from_watcher = matches!(changes, Changes::Listed(_));
@@ -1109,6 +1239,81 @@ mod tests {
             .collect()
     }
 
+    /// Which notes a search of `index` finds for `query`, by path.
+    fn found(index: &VaultIndex, query: &str) -> Vec<String> {
+        let metas = index.vault().metas;
+        index
+            .search_notes(query, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(note, _)| metas[note].path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_speculative_open_stands_only_when_the_walk_finds_the_commit_current() {
+        let vault = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = vault.path().canonicalize().unwrap();
+        fs::write(root.join("a.md"), "# A\n\nAbout otters.\n").unwrap();
+        fs::write(root.join("b.md"), "# B\n\nAbout badgers.\n").unwrap();
+        let config = IndexConfig::new(dir.path().join("index"));
+        let speculate = || {
+            VaultIndex::open_speculating(&root, &config, |index| found(&index, "otters")).unwrap()
+        };
+        // No index yet: nothing to run on.
+        let Speculation::Stale(prechecked) = speculate() else {
+            panic!("ran without an index");
+        };
+        assert!(prechecked.catalog_hash.is_none());
+        let (_, report) = VaultIndex::open_prechecked(&root, &config, prechecked).unwrap();
+        assert_eq!(report.added, 2);
+
+        // Unchanged: what ran stands, with the report a no-op update gives.
+        match speculate() {
+            Speculation::Fresh(paths, report) => {
+                assert_eq!(paths, ["a.md"]);
+                assert_eq!((report.unchanged, report.from_watcher), (2, false));
+                assert!(!report.changed_anything());
+            }
+            Speculation::Stale(_) => panic!("an unchanged vault was found stale"),
+        }
+
+        // A note changed and one added: the answer from the commit is
+        // dropped; the update reuses the walk and answers anew.
+        fs::write(
+            root.join("b.md"),
+            "# B\n\nAbout otters and badgers, at length.\n",
+        )
+        .unwrap();
+        fs::write(root.join("c.md"), "# C\n\nOtters again.\n").unwrap();
+        let Speculation::Stale(prechecked) = speculate() else {
+            panic!("a changed vault was found current");
+        };
+        let (index, report) = VaultIndex::open_prechecked(&root, &config, prechecked).unwrap();
+        assert_eq!((report.changed, report.added, report.unchanged), (1, 1, 1));
+        let mut paths = found(&index, "otters");
+        paths.sort();
+        assert_eq!(paths, ["a.md", "b.md", "c.md"]);
+        drop(index);
+
+        // A walk compared with a commit that another process replaced
+        // since is not trusted: the update walks again.
+        fs::write(root.join("d.md"), "# D\n\nNo otters here, only voles.\n").unwrap();
+        let Speculation::Stale(prechecked) = speculate() else {
+            panic!("a changed vault was found current");
+        };
+        fs::write(root.join("e.md"), "# E\n\nVoles.\n").unwrap();
+        VaultIndex::open(&root, &config).unwrap();
+        fs::write(root.join("f.md"), "# F\n\nMore voles.\n").unwrap();
+        // Reused, that walk would take e.md out of the index.
+        let (index, report) = VaultIndex::open_prechecked(&root, &config, prechecked).unwrap();
+        assert_eq!((report.added, report.removed, report.unchanged), (1, 0, 5));
+        assert_eq!(index.catalog.file_count, 6);
+        drop(index);
+        assert!(matches!(speculate(), Speculation::Fresh(..)));
+    }
+
     #[test]
     fn files_gone_before_they_are_read_are_diagnosed_not_indexed() {
         let vault = tempfile::tempdir().unwrap();
@@ -1209,6 +1414,7 @@ mod tests {
             reader,
             fields,
             catalog: Catalog::default(),
+            catalog_hash: String::new(),
             links_hash: String::new(),
             links: OnceLock::new(),
             graph: OnceLock::new(),

@@ -57,27 +57,48 @@ impl Session {
         shape: &Shape,
         log: bool,
     ) -> Result<LoggedPack, String> {
+        let pack = self.pack_checked(request, shape)?;
+        let log_error = if log {
+            self.log_pack(request, &pack)
+        } else {
+            None
+        };
+        Ok(LoggedPack { pack, log_error })
+    }
+
+    /// The pack of [`pack_and_log`](Self::pack_and_log), not logged: it
+    /// writes nothing.
+    pub(crate) fn pack_checked(
+        &self,
+        request: &PackRequest,
+        shape: &Shape,
+    ) -> Result<Pack, String> {
         check_pack(request, Spelling::Params).map_err(|err| err.to_string())?;
         if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
             self.config_pins()?;
         }
-        let pack = self.pack_shaped(request, shape)?;
-        let mut log_error = None;
+        self.pack_shaped(request, shape)
+    }
+
+    /// Appends `pack`'s line to the vault's `log.md` as
+    /// [`pack_and_log`](Self::pack_and_log) does; what went wrong, if it
+    /// could not.
+    pub(crate) fn log_pack(&self, request: &PackRequest, pack: &Pack) -> Option<LogError> {
         // A vault read from a store is not this process's to write into.
-        if log && !self.is_from_store() {
-            let timestamp = request
-                .options
-                .generated_at
-                .to_rfc3339_opts(SecondsFormat::Secs, true);
-            let line = crate::pack::log_line(&pack, &timestamp);
-            if let Err(error) = log::append_as(&self.root, &line, self.vault.policy().file.log) {
-                log_error = Some(LogError {
-                    path: self.root.join(log::LOG_FILE),
-                    error,
-                });
-            }
+        if self.is_from_store() {
+            return None;
         }
-        Ok(LoggedPack { pack, log_error })
+        let timestamp = request
+            .options
+            .generated_at
+            .to_rfc3339_opts(SecondsFormat::Secs, true);
+        let line = crate::pack::log_line(pack, &timestamp);
+        log::append_as(&self.root, &line, self.vault.policy().file.log)
+            .err()
+            .map(|error| LogError {
+                path: self.root.join(log::LOG_FILE),
+                error,
+            })
     }
 
     /// The notes a client may read, in the vault's order.
