@@ -934,6 +934,9 @@ impl<'a> Packer<'a> {
     ) -> (Vec<Chosen<'a>>, usize, PackState) {
         let count = self.candidates.len();
         let mut state = self.new_state();
+        // Every candidate's body is compressed below, one after another.
+        let notes: Vec<usize> = self.candidates.iter().map(|c| c.note).collect();
+        self.vault.preload(&notes);
         let summaries: Vec<String> = self
             .candidates
             .iter()

@@ -275,10 +275,18 @@ impl Vault {
             .clone()
     }
 
-    /// Reads the texts of the notes at `indexes` in one batch, when they
-    /// come from a store (from the folder, each is read when first used).
+    /// Reads the notes at `indexes` ahead of their use: from a store in
+    /// one batch; from the folder on every core, since each is a file read,
+    /// the privacy pass and a parse, and a pack reads dozens.
     pub fn preload(&self, indexes: &[usize]) {
         let Some(source) = &self.source else {
+            use rayon::prelude::*;
+            indexes
+                .par_iter()
+                .filter(|&&idx| self.notes.get(idx).is_some_and(|n| n.get().is_none()))
+                .for_each(|&idx| {
+                    self.note(idx);
+                });
             return;
         };
         let wanted: Vec<usize> = indexes
