@@ -12,7 +12,7 @@ pub enum ResolverError {
     /// Bytes left over after the three tables.
     TrailingBytes,
     /// One of its name tables, and why.
-    Table(String),
+    Table(crate::note_tables::TableError),
 }
 
 impl std::fmt::Display for ResolverError {
@@ -20,12 +20,19 @@ impl std::fmt::Display for ResolverError {
         match self {
             ResolverError::CutShort => f.write_str("resolver cut short"),
             ResolverError::TrailingBytes => f.write_str("resolver has trailing bytes"),
-            ResolverError::Table(why) => f.write_str(why),
+            ResolverError::Table(why) => why.fmt(f),
         }
     }
 }
 
-impl std::error::Error for ResolverError {}
+impl std::error::Error for ResolverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ResolverError::Table(why) => Some(why),
+            _ => None,
+        }
+    }
+}
 
 /// Lookup tables from link targets to note indices: a note's lowercased
 /// name (its path without `.md`), its lowercased file stem, and its folded
