@@ -1506,7 +1506,9 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         .validate()
         .map_err(|err| Failure::Usage(err.to_string()))?;
     let shape = match &args.template {
-        Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
+        Some(path) => Shape::Template(Arc::new(
+            PackTemplate::load(path).map_err(|err| Failure::Usage(err.to_string()))?,
+        )),
         None => Shape::Style(args.style),
     };
     let session = open_session(cli, vault_name)?;

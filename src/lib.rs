@@ -31,7 +31,8 @@
 //!   [`VaultOptions`], [`Note`] (with its [`Tier`] and [`Diagnostic`]s),
 //!   [`parse_note`], [`build_pack`], [`PackMode`], [`PackOptions`],
 //!   [`Pack`], its [`BodyMode`], [`NoteAnchor`], [`Style`] / [`Shape`] and
-//!   [`PackTemplate`], and the budget's [`Tokenizer`].
+//!   [`PackTemplate`] (with its [`TemplateError`]), and the budget's
+//!   [`Tokenizer`].
 //! - **A vault with its index or store**, as the faces use it: [`Session`]
 //!   and what opens it ([`IndexChoice`], [`ModelChoice`], [`StoreTarget`],
 //!   [`StoreUrl`], [`IndexConfig`], [`VaultIndex`], [`Policy`]), its
@@ -87,7 +88,7 @@ pub use filter::Filters;
 pub use index::{IndexConfig, VaultIndex};
 pub use note::{Diagnostic, Note, Tier};
 pub use pack::style::{Shape, Style};
-pub use pack::template::PackTemplate;
+pub use pack::template::{PackTemplate, TemplateError};
 pub use pack::{BodyMode, NoteAnchor, Pack, PackMode, PackOptions, build_pack};
 pub use parse::parse_note;
 pub use privacy::Policy;
