@@ -43,7 +43,8 @@
 //! - **Long work reported to the caller**: the [`progress`] module.
 //! - **Project assembly** (`ctxpack assemble`): [`assemble()`],
 //!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] (its [`Layer`]s
-//!   and [`Requirement`]s) and [`unbound_libraries`].
+//!   and [`Requirement`]s, refused with a [`RecipeError`], which a
+//!   [`PathTemplateError`] may cause) and [`unbound_libraries`].
 //! - **Embedding models** (`ctxpack model`): the [`models`] module;
 //!   **secret detection** (the redaction scan): the [`secrets`] module.
 //! - **The faces' entry point** [`cli::run`] (`main.rs`), and the
@@ -82,7 +83,7 @@ mod tokens;
 mod vault;
 mod xdg;
 
-pub use assemble::recipe::{Layer, Recipe, Requirement};
+pub use assemble::recipe::{Layer, PathTemplateError, Recipe, RecipeError, Requirement};
 pub use assemble::{AssembleError, AssembleRequest, assemble, unbound_libraries};
 pub use filter::Filters;
 pub use index::{IndexConfig, VaultIndex};
