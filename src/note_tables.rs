@@ -42,7 +42,7 @@ impl From<Vec<u8>> for BlobBytes {
 /// Why a table's bytes were refused (the catalog holding them is damaged):
 /// what was wrong, and where. The messages are the catalog's error text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TableError {
+pub(crate) enum TableError {
     /// The table's part lies outside the blob.
     PartOutOfRange,
     /// Too few bytes for the leading count.
@@ -180,7 +180,7 @@ impl MetaTable {
 
     /// The table over `part` of `blob`: only its offsets are checked here;
     /// records are decoded when asked for.
-    pub fn decode(blob: Blob, part: Range<usize>) -> Result<MetaTable, TableError> {
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<MetaTable, TableError> {
         let bytes = blob.get(part.clone()).ok_or(TableError::PartOutOfRange)?;
         let count = u32_at(bytes, 0).ok_or(TableError::NoCount)? as usize;
         let records_at = 4usize
@@ -404,7 +404,7 @@ impl KeysTable {
     }
 
     /// The table over `part` of `blob`, its offsets and text checked.
-    pub fn decode(blob: Blob, part: Range<usize>) -> Result<KeysTable, TableError> {
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<KeysTable, TableError> {
         let bytes = blob.get(part.clone()).ok_or(TableError::PartOutOfRange)?;
         let notes = u32_at(bytes, 0).ok_or(TableError::NoCount)? as usize;
         let ends_at = notes

@@ -6,7 +6,7 @@ use crate::text::fold;
 
 /// Why a stored resolver could not be read (the index is damaged).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResolverError {
+pub(crate) enum ResolverError {
     /// A table's length runs past the resolver's part.
     CutShort,
     /// Bytes left over after the three tables.
@@ -75,7 +75,10 @@ impl LinkResolver {
     }
 
     /// The resolver [`encode`](Self::encode) wrote into `part` of `blob`.
-    pub fn decode(blob: Blob, part: std::ops::Range<usize>) -> Result<LinkResolver, ResolverError> {
+    pub(crate) fn decode(
+        blob: Blob,
+        part: std::ops::Range<usize>,
+    ) -> Result<LinkResolver, ResolverError> {
         let mut tables = Vec::with_capacity(3);
         let mut at = part.start;
         for _ in 0..3 {
