@@ -17,7 +17,7 @@ pub(crate) type Blob = Arc<BlobBytes>;
 
 /// A blob in memory, or a file mapped (read in place: no copy, and only
 /// the pages touched are read).
-pub enum BlobBytes {
+pub(crate) enum BlobBytes {
     Owned(Vec<u8>),
     Mapped(memmap2::Mmap),
 }
