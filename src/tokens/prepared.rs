@@ -57,8 +57,9 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 /// (their tests say so); a cached file that fails is prepared again.
 #[derive(Debug)]
 pub(super) enum TokenizerError {
-    /// A pre-tokenizer pattern that does not compile.
-    Pattern(regex_automata::meta::BuildError),
+    /// A pre-tokenizer pattern that does not compile (boxed: the
+    /// builder's error is large, and this one is returned often).
+    Pattern(Box<regex_automata::meta::BuildError>),
     /// The prepared file could not be opened or mapped (its path is the
     /// caller's: the cache's, which a failure only makes prepare again).
     Io(std::io::Error),
@@ -95,7 +96,7 @@ impl std::fmt::Display for TokenizerError {
 impl std::error::Error for TokenizerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TokenizerError::Pattern(err) => Some(err),
+            TokenizerError::Pattern(err) => Some(err.as_ref()),
             TokenizerError::Io(err) | TokenizerError::Inflate(err) => Some(err),
             _ => None,
         }
@@ -113,7 +114,8 @@ impl Splitter {
     pub(super) fn new(patterns: &[(&str, bool)]) -> Result<Splitter, TokenizerError> {
         let sources: Vec<&str> = patterns.iter().map(|(source, _)| *source).collect();
         Ok(Splitter {
-            patterns: Regex::new_many(&sources).map_err(TokenizerError::Pattern)?,
+            patterns: Regex::new_many(&sources)
+                .map_err(|err| TokenizerError::Pattern(Box::new(err)))?,
             lookahead: patterns.iter().map(|(_, ahead)| *ahead).collect(),
         })
     }
