@@ -1140,6 +1140,7 @@ fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
     let failure = |err| match err {
         AssembleError::Usage(message) => Failure::Usage(message),
         AssembleError::Project(message) => Failure::Runtime(anyhow::anyhow!(message)),
+        unservable @ AssembleError::Unservable { .. } => Failure::Usage(unservable.to_string()),
     };
     // With a store, the project it holds under the vault id is read; a
     // folder with a recipe whose project the store does not hold is read
@@ -1518,7 +1519,9 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
         .validate()
         .map_err(|err| Failure::Usage(err.to_string()))?;
     let shape = match &args.template {
-        Some(path) => Shape::Template(Arc::new(PackTemplate::load(path).map_err(Failure::Usage)?)),
+        Some(path) => Shape::Template(Arc::new(
+            PackTemplate::load(path).map_err(|err| Failure::Usage(err.to_string()))?,
+        )),
         None => Shape::Style(args.style),
     };
     // The log line is written once the pack is known to be the fresh
@@ -2068,7 +2071,7 @@ fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Fail
         None => {
             let root = canonical_root(cli, name)?;
             // A project whose recipe is broken is refused before anything is served.
-            assemble::unbound_libraries(&root).map_err(Failure::Usage)?;
+            assemble::unbound_libraries(&root).map_err(|err| Failure::Usage(err.to_string()))?;
             let vars =
                 config::resolve(cli.vault.as_deref(), name, &Environment::from_process())?.vars;
             (root, vars)

@@ -31,7 +31,8 @@
 //!   [`VaultOptions`], [`Note`] (with its [`Tier`] and [`Diagnostic`]s),
 //!   [`parse_note`], [`build_pack`], [`PackMode`], [`PackOptions`],
 //!   [`Pack`], its [`BodyMode`], [`NoteAnchor`], [`Style`] / [`Shape`] and
-//!   [`PackTemplate`], and the budget's [`Tokenizer`].
+//!   [`PackTemplate`] (with its [`TemplateError`]), and the budget's
+//!   [`Tokenizer`].
 //! - **A vault with its index or store**, as the faces use it: [`Session`]
 //!   and what opens it ([`IndexChoice`], [`ModelChoice`], [`StoreTarget`],
 //!   [`StoreUrl`], [`IndexConfig`], [`VaultIndex`], [`Policy`]), its
@@ -42,7 +43,8 @@
 //! - **Long work reported to the caller**: the [`progress`] module.
 //! - **Project assembly** (`ctxpack assemble`): [`assemble()`],
 //!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] (its [`Layer`]s
-//!   and [`Requirement`]s) and [`unbound_libraries`].
+//!   and [`Requirement`]s, refused with a [`RecipeError`], which a
+//!   [`PathTemplateError`] may cause) and [`unbound_libraries`].
 //! - **Embedding models** (`ctxpack model`): the [`models`] module;
 //!   **secret detection** (the redaction scan): the [`secrets`] module.
 //! - **The faces' entry point** [`cli::run`] (`main.rs`), and the
@@ -81,13 +83,13 @@ mod tokens;
 mod vault;
 mod xdg;
 
-pub use assemble::recipe::{Layer, Recipe, Requirement};
+pub use assemble::recipe::{Layer, PathTemplateError, Recipe, RecipeError, Requirement};
 pub use assemble::{AssembleError, AssembleRequest, assemble, unbound_libraries};
 pub use filter::Filters;
 pub use index::{IndexConfig, VaultIndex};
 pub use note::{Diagnostic, Note, Tier};
 pub use pack::style::{Shape, Style};
-pub use pack::template::PackTemplate;
+pub use pack::template::{PackTemplate, TemplateError};
 pub use pack::{BodyMode, NoteAnchor, Pack, PackMode, PackOptions, build_pack};
 pub use parse::parse_note;
 pub use privacy::Policy;

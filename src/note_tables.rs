@@ -17,7 +17,7 @@ pub(crate) type Blob = Arc<BlobBytes>;
 
 /// A blob in memory, or a file mapped (read in place: no copy, and only
 /// the pages touched are read).
-pub enum BlobBytes {
+pub(crate) enum BlobBytes {
     Owned(Vec<u8>),
     Mapped(memmap2::Mmap),
 }
@@ -36,6 +36,62 @@ impl std::ops::Deref for BlobBytes {
 impl From<Vec<u8>> for BlobBytes {
     fn from(bytes: Vec<u8>) -> Self {
         BlobBytes::Owned(bytes)
+    }
+}
+
+/// Why a table's bytes were refused (the catalog holding them is damaged):
+/// what was wrong, and where. The messages are the catalog's error text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TableError {
+    /// The table's part lies outside the blob.
+    PartOutOfRange,
+    /// Too few bytes for the leading count.
+    NoCount,
+    /// A count so large its layout overflows.
+    BadCount,
+    /// The bytes end before `0` (offsets, records, ends, names) do.
+    CutShort(&'static str),
+    /// Offset `index` (`value`) decreases or points past the end.
+    OffsetOutOfOrder { index: usize, value: usize },
+    /// The text area is not UTF-8.
+    NotUtf8(std::str::Utf8Error),
+    /// The end of `what` (a string, a name) number `index` splits a
+    /// character.
+    SplitCharacter { what: &'static str, index: usize },
+    /// Note `0`'s strings do not follow the previous note's.
+    StringsOutOfOrder(usize),
+    /// Note `0`'s strings run past the last string.
+    StringsPastEnd(usize),
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableError::PartOutOfRange => f.write_str("part out of range"),
+            TableError::NoCount => f.write_str("no count"),
+            TableError::BadCount => f.write_str("bad count"),
+            TableError::CutShort(what) => write!(f, "{what} cut short"),
+            TableError::OffsetOutOfOrder { index, value } => {
+                write!(f, "offset {index} out of order ({value})")
+            }
+            TableError::NotUtf8(err) => err.fmt(f),
+            TableError::SplitCharacter { what, index } => {
+                write!(f, "{what} {index} ends inside a character")
+            }
+            TableError::StringsOutOfOrder(note) => {
+                write!(f, "note {note}'s strings are out of order")
+            }
+            TableError::StringsPastEnd(note) => write!(f, "note {note} has strings past the end"),
+        }
+    }
+}
+
+impl std::error::Error for TableError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TableError::NotUtf8(err) => Some(err),
+            _ => None,
+        }
     }
 }
 
@@ -65,12 +121,12 @@ fn push_u32(out: &mut Vec<u8>, value: usize) {
 
 /// Reads `count` little-endian `u32`s at `at`, checked to be a
 /// non-decreasing sequence ending at most at `limit`.
-fn check_offsets(bytes: &[u8], at: usize, count: usize, limit: usize) -> Result<(), String> {
+fn check_offsets(bytes: &[u8], at: usize, count: usize, limit: usize) -> Result<(), TableError> {
     let mut last = 0;
     for i in 0..count {
-        let value = u32_at(bytes, at + 4 * i).ok_or("offsets cut short")? as usize;
+        let value = u32_at(bytes, at + 4 * i).ok_or(TableError::CutShort("offsets"))? as usize;
         if value < last || value > limit {
-            return Err(format!("offset {i} out of order ({value})"));
+            return Err(TableError::OffsetOutOfOrder { index: i, value });
         }
         last = value;
     }
@@ -124,22 +180,22 @@ impl MetaTable {
 
     /// The table over `part` of `blob`: only its offsets are checked here;
     /// records are decoded when asked for.
-    pub fn decode(blob: Blob, part: Range<usize>) -> Result<MetaTable, String> {
-        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
-        let count = u32_at(bytes, 0).ok_or("no count")? as usize;
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<MetaTable, TableError> {
+        let bytes = blob.get(part.clone()).ok_or(TableError::PartOutOfRange)?;
+        let count = u32_at(bytes, 0).ok_or(TableError::NoCount)? as usize;
         let records_at = 4usize
             .checked_add(
                 count
                     .checked_add(1)
                     .and_then(|n| n.checked_mul(4))
-                    .ok_or("bad count")?,
+                    .ok_or(TableError::BadCount)?,
             )
             .filter(|&at| at <= bytes.len())
-            .ok_or("offsets cut short")?;
+            .ok_or(TableError::CutShort("offsets"))?;
         let records_len = bytes.len() - records_at;
         check_offsets(bytes, 4, count + 1, records_len)?;
         if u32_at(bytes, 4 + 4 * count) != Some(records_len as u32) {
-            return Err("records cut short".into());
+            return Err(TableError::CutShort("records"));
         }
         Ok(MetaTable {
             slots: (0..count).map(|_| OnceLock::new()).collect(),
@@ -348,25 +404,28 @@ impl KeysTable {
     }
 
     /// The table over `part` of `blob`, its offsets and text checked.
-    pub fn decode(blob: Blob, part: Range<usize>) -> Result<KeysTable, String> {
-        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
-        let notes = u32_at(bytes, 0).ok_or("no count")? as usize;
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<KeysTable, TableError> {
+        let bytes = blob.get(part.clone()).ok_or(TableError::PartOutOfRange)?;
+        let notes = u32_at(bytes, 0).ok_or(TableError::NoCount)? as usize;
         let ends_at = notes
             .checked_mul(8)
             .and_then(|n| n.checked_add(4))
-            .ok_or("bad count")?;
-        let strings = u32_at(bytes, ends_at).ok_or("records cut short")? as usize;
+            .ok_or(TableError::BadCount)?;
+        let strings = u32_at(bytes, ends_at).ok_or(TableError::CutShort("records"))? as usize;
         let text_at = strings
             .checked_mul(4)
             .and_then(|n| n.checked_add(ends_at + 4))
             .filter(|&at| at <= bytes.len())
-            .ok_or("ends cut short")?;
-        let text = std::str::from_utf8(&bytes[text_at..]).map_err(|err| err.to_string())?;
+            .ok_or(TableError::CutShort("ends"))?;
+        let text = std::str::from_utf8(&bytes[text_at..]).map_err(TableError::NotUtf8)?;
         check_offsets(bytes, ends_at + 4, strings, text.len())?;
         for i in 0..strings {
             let end = u32_at(bytes, ends_at + 4 + 4 * i).unwrap_or(0) as usize;
             if !text.is_char_boundary(end) {
-                return Err(format!("string {i} ends inside a character"));
+                return Err(TableError::SplitCharacter {
+                    what: "string",
+                    index: i,
+                });
             }
         }
         // Notes' strings follow each other without gaps, which lets a
@@ -379,11 +438,11 @@ impl KeysTable {
                 + usize::from(u16::from_le_bytes([bytes[at + 6], bytes[at + 7]]))
                 + 2;
             if first != expected_first {
-                return Err(format!("note {note}'s strings are out of order"));
+                return Err(TableError::StringsOutOfOrder(note));
             }
             expected_first = first + count;
             if expected_first > strings {
-                return Err(format!("note {note} has strings past the end"));
+                return Err(TableError::StringsPastEnd(note));
             }
         }
         Ok(KeysTable {
@@ -583,24 +642,27 @@ impl NameTable {
     }
 
     /// The table over `part` of `blob`, its offsets and text checked.
-    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<NameTable, String> {
-        let bytes = blob.get(part.clone()).ok_or("part out of range")?;
-        let count = u32_at(bytes, 0).ok_or("no count")? as usize;
+    pub(crate) fn decode(blob: Blob, part: Range<usize>) -> Result<NameTable, TableError> {
+        let bytes = blob.get(part.clone()).ok_or(TableError::PartOutOfRange)?;
+        let count = u32_at(bytes, 0).ok_or(TableError::NoCount)? as usize;
         let text_at = count
             .checked_mul(8)
             .and_then(|n| n.checked_add(4))
             .filter(|&at| at <= bytes.len())
-            .ok_or("offsets cut short")?;
-        let text = std::str::from_utf8(&bytes[text_at..]).map_err(|err| err.to_string())?;
+            .ok_or(TableError::CutShort("offsets"))?;
+        let text = std::str::from_utf8(&bytes[text_at..]).map_err(TableError::NotUtf8)?;
         check_offsets(bytes, 4, count, text.len())?;
         for i in 0..count {
             let end = u32_at(bytes, 4 + 4 * i).unwrap_or(0) as usize;
             if !text.is_char_boundary(end) {
-                return Err(format!("name {i} ends inside a character"));
+                return Err(TableError::SplitCharacter {
+                    what: "name",
+                    index: i,
+                });
             }
         }
         if count > 0 && u32_at(bytes, 4 + 4 * (count - 1)) != Some(text.len() as u32) {
-            return Err("names cut short".into());
+            return Err(TableError::CutShort("names"));
         }
         Ok(NameTable {
             count,
@@ -791,6 +853,42 @@ mod tests {
         let ends = 4 + 8 + 4;
         damaged[ends + 12..ends + 16].copy_from_slice(&5u32.to_le_bytes());
         let len = damaged.len();
-        assert!(KeysTable::decode(Arc::new(damaged.into()), 0..len).is_err());
+        let err = KeysTable::decode(Arc::new(damaged.into()), 0..len)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            TableError::SplitCharacter {
+                what: "string",
+                index: 3
+            }
+        );
+        assert_eq!(err.to_string(), "string 3 ends inside a character");
+        assert!(std::error::Error::source(&err).is_none());
+    }
+
+    #[test]
+    fn a_refused_table_says_what_and_where() {
+        let bytes = NameTable::new(vec![("raft".into(), 0)]).encoded().to_vec();
+        let decode = |bytes: &[u8]| {
+            let len = bytes.len();
+            NameTable::decode(Arc::new(bytes.to_vec().into()), 0..len)
+                .err()
+                .unwrap()
+        };
+        assert_eq!(decode(&bytes[..2]).to_string(), "no count");
+        assert_eq!(decode(&bytes[..6]).to_string(), "offsets cut short");
+        // The text area (after the count and one end and one value) made
+        // invalid UTF-8: the decoder's own error is the source.
+        let mut damaged = bytes.clone();
+        damaged[12] = 0xff;
+        let err = decode(&damaged);
+        assert!(matches!(err, TableError::NotUtf8(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid utf-8 sequence of 1 bytes from index 0"
+        );
+        let source = std::error::Error::source(&err).expect("the UTF-8 error");
+        assert_eq!(source.to_string(), err.to_string());
     }
 }

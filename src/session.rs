@@ -710,7 +710,7 @@ impl Session {
         &self,
         request: &PackRequest,
         shape: &crate::pack::style::Shape,
-    ) -> Result<Pack, String> {
+    ) -> Result<Pack, crate::pack::template::TemplateError> {
         if request.mode == PackMode::Map {
             return self.map_pack(request, shape);
         }

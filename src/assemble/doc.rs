@@ -4,6 +4,7 @@
 
 use yaml_serde::{Mapping, Value};
 
+use super::error::ProjectError;
 use crate::parse::frontmatter;
 
 /// A document: frontmatter fields and its `##` sections in order.
@@ -14,10 +15,13 @@ pub(super) struct Doc {
 }
 
 impl Doc {
-    pub(super) fn parse(path: &str, text: &str) -> Result<Doc, String> {
+    pub(super) fn parse(path: &str, text: &str) -> Result<Doc, ProjectError> {
         let split = frontmatter::split(text);
         let fields = match split.yaml {
-            Some(yaml) => frontmatter::parse(yaml).map_err(|err| format!("{path}: {err}"))?,
+            Some(yaml) => frontmatter::parse(yaml).map_err(|err| ProjectError::Frontmatter {
+                path: path.to_string(),
+                error: err.to_string(),
+            })?,
             None => Mapping::new(),
         };
         let (_, sections) = split_sections(split.body, 2);

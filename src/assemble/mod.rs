@@ -9,6 +9,7 @@
 //! omission report. See `docs/assemble.md`.
 
 mod doc;
+mod error;
 mod layout;
 pub(crate) mod project;
 pub(crate) mod recipe;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use self::doc::{Doc, Outline};
+pub(crate) use self::error::ProjectError;
 use self::layout::{Form, MeasureCache, Segment};
 use self::project::{Bindings, Project, ReadError};
 use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement};
@@ -68,27 +70,43 @@ pub struct AssembleRequest {
     pub style: Style,
 }
 
-/// Why assembly failed: the request (exit 2) or the project (exit 1).
+/// Why assembly failed: the request (exit 2) or the project (exit 1), or
+/// (for [`unbound_libraries`]) a project that cannot be served.
 #[derive(Debug)]
 pub enum AssembleError {
     Usage(String),
     Project(String),
+    /// The writing project at `root` cannot be served: its recipe cannot
+    /// be read or parsed (`problem`), so which libraries no work binds is
+    /// unknown. The request's fault, as a usage error is (exit 2).
+    Unservable {
+        root: PathBuf,
+        problem: String,
+    },
 }
 
 impl std::fmt::Display for AssembleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AssembleError::Usage(m) | AssembleError::Project(m) => f.write_str(m),
+            AssembleError::Unservable { root, problem } => write!(
+                f,
+                "{} cannot be served: {problem}; which libraries no work binds is unknown, so \
+                 nothing is served until the recipe is fixed",
+                root.display()
+            ),
         }
     }
 }
 
-fn usage(message: impl Into<String>) -> AssembleError {
-    AssembleError::Usage(message.into())
+impl std::error::Error for AssembleError {}
+
+fn usage(message: impl std::fmt::Display) -> AssembleError {
+    AssembleError::Usage(message.to_string())
 }
 
-fn project_error(message: impl Into<String>) -> AssembleError {
-    AssembleError::Project(message.into())
+fn project_error(message: impl std::fmt::Display) -> AssembleError {
+    AssembleError::Project(message.to_string())
 }
 
 /// One secret redacted in a file `assemble` read.
@@ -278,7 +296,7 @@ pub(crate) type ProjectImage = (
 pub(crate) fn project_image(
     root: &Path,
     policy: &crate::privacy::Policy,
-) -> Result<Option<ProjectImage>, String> {
+) -> Result<Option<ProjectImage>, ProjectError> {
     Ok(stored::image(root, policy)?.map(|image| (image.entries, image.libraries)))
 }
 
@@ -501,11 +519,13 @@ fn assemble_project(
         }
         context
             .gather(id, spec, &agent.visibility, &mut own)
-            .map_err(|message| {
-                if message.contains("does not exist") {
-                    usage(message)
+            .map_err(|err| {
+                // A unit or candidate the request names that is not there
+                // is the user's to fix; anything else is the project's.
+                if err.is_missing_input() {
+                    usage(err)
                 } else {
-                    project_error(message)
+                    project_error(err)
                 }
             })?;
     }
@@ -801,16 +821,13 @@ pub(crate) fn has_recipe(root: &Path) -> bool {
 /// no recipe. Fails closed: a recipe that exists but cannot be read or
 /// parsed is an error (which folder holds the libraries is then unknown);
 /// when a work's bindings cannot be read, every library folder is listed.
-pub fn unbound_libraries(root: &Path) -> Result<Vec<String>, String> {
+pub fn unbound_libraries(root: &Path) -> Result<Vec<String>, AssembleError> {
     let Ok(project) = Project::open(root) else {
         return Ok(Vec::new());
     };
-    let refuse = |problem: String| {
-        format!(
-            "{} cannot be served: {problem}; which libraries no work binds is unknown, so \
-             nothing is served until the recipe is fixed",
-            root.display()
-        )
+    let refuse = |problem: String| AssembleError::Unservable {
+        root: root.to_path_buf(),
+        problem,
     };
     let text = match project.read_optional(RECIPE_FILE) {
         Ok(None) => return Ok(Vec::new()),
@@ -1192,11 +1209,19 @@ fn render_report(
 }
 
 /// Writes the review copy atomically (a temporary file, then a rename).
-fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), String> {
+fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), ProjectError> {
+    let io = |action: &'static str, path: &Path| {
+        let path = path.display().to_string();
+        move |source| ProjectError::Io {
+            action,
+            path,
+            source,
+        }
+    };
     let path = project.resolve(rel)?;
     let dir = path
         .parent()
-        .ok_or_else(|| format!("bad review path {rel}"))?;
+        .ok_or_else(|| ProjectError::BadReviewPath(rel.to_string()))?;
     // The nearest folder that exists must be inside the root before any
     // folder is created under it (a symlink could lead elsewhere).
     let existing = dir
@@ -1205,26 +1230,19 @@ fn write_review(project: &Project, rel: &str, text: &str) -> Result<(), String> 
         .unwrap_or(project.root());
     let existing = existing
         .canonicalize()
-        .map_err(|err| format!("cannot open {}: {err}", existing.display()))?;
+        .map_err(io("cannot open", existing))?;
     if !existing.starts_with(project.root()) {
-        return Err(format!(
-            "review folder of {rel} leads outside the project root"
-        ));
+        return Err(ProjectError::ReviewOutside(rel.to_string()));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
     // The folder may be a symlink created since `resolve` looked.
-    let real_dir = dir
-        .canonicalize()
-        .map_err(|err| format!("cannot open {}: {err}", dir.display()))?;
+    let real_dir = dir.canonicalize().map_err(io("cannot open", dir))?;
     if !real_dir.starts_with(project.root()) {
-        return Err(format!(
-            "review folder of {rel} leads outside the project root"
-        ));
+        return Err(ProjectError::ReviewOutside(rel.to_string()));
     }
     let target = real_dir.join(path.file_name().unwrap_or_default());
-    let file = crate::safe_fs::AtomicFile::new(&target)
-        .map_err(|err| format!("cannot write in {}: {err}", real_dir.display()))?;
+    let file =
+        crate::safe_fs::AtomicFile::new(&target).map_err(io("cannot write in", &real_dir))?;
     file.commit(text.as_bytes())
-        .map_err(|err| format!("cannot write {rel}: {err}"))
+        .map_err(io("cannot write", Path::new(rel)))
 }

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use serde::Deserialize;
 
+use super::error::ProjectError;
 use crate::vault::walk;
 
 /// Files larger than this are refused rather than read.
@@ -43,7 +44,7 @@ enum Files {
 
 /// Why a project path was not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// `path` leads (maybe through a symlink) into `library`, which the
     /// bindings do not bind; it was not opened.
     NotAuthorized { path: String, library: String },
@@ -77,19 +78,16 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-impl From<ReadError> for String {
-    fn from(err: ReadError) -> String {
-        err.to_string()
-    }
-}
+impl std::error::Error for ReadError {}
 
 impl Project {
-    pub(crate) fn open(root: &Path) -> Result<Project, String> {
-        let root = root
-            .canonicalize()
-            .map_err(|err| format!("cannot open project {}: {err}", root.display()))?;
+    pub(crate) fn open(root: &Path) -> Result<Project, ProjectError> {
+        let root = root.canonicalize().map_err(|source| ProjectError::Open {
+            root: root.to_path_buf(),
+            source,
+        })?;
         if !root.is_dir() {
-            return Err(format!("project root {} is not a folder", root.display()));
+            return Err(ProjectError::NotAFolder(root));
         }
         Ok(Project {
             root,
@@ -129,7 +127,7 @@ impl Project {
 
     /// Opens the libraries named in `names` for reading (their rows leave
     /// the store only now, and only theirs); nothing to do for a folder.
-    pub(crate) fn open_libraries(&mut self, names: &[String]) -> Result<(), String> {
+    pub(crate) fn open_libraries(&mut self, names: &[String]) -> Result<(), ProjectError> {
         match &mut self.files {
             Files::Store(files) => files.open_libraries(names),
             Files::Folder => Ok(()),
@@ -293,7 +291,7 @@ impl Project {
         };
         self.check_opened(rel, &file)?;
         self.check_listed(rel)?;
-        let bytes = read_limited(file).map_err(unreadable)?;
+        let bytes = read_limited(file).map_err(|err| unreadable(err.to_string()))?;
         self.record(rel);
         let text = String::from_utf8(bytes)
             .map(|text| text.replace("\r\n", "\n"))
@@ -358,7 +356,10 @@ impl Project {
             .strip_prefix(&self.root)
             .map(|t| t.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(content) = files.content(&real).map_err(unreadable)? else {
+        let Some(content) = files
+            .content(&real)
+            .map_err(|err| unreadable(err.to_string()))?
+        else {
             return Ok(None);
         };
         if let Some(Stored::Special(why)) = &content {
@@ -463,9 +464,9 @@ impl Project {
     }
 
     /// Reads `rel`, which must exist.
-    pub(crate) fn read(&self, rel: &str) -> Result<String, String> {
+    pub(crate) fn read(&self, rel: &str) -> Result<String, ProjectError> {
         self.read_optional(rel)?
-            .ok_or_else(|| format!("{rel} does not exist"))
+            .ok_or_else(|| ProjectError::Missing(rel.to_string()))
     }
 
     /// The entries of folder `rel` (files and folders, sorted by name, not
@@ -580,9 +581,9 @@ impl Project {
             // Every file listed here is read next: one query, not one each.
             stored
                 .prefetch(&inside.to_string_lossy())
-                .map_err(|why| ReadError::Unreadable {
+                .map_err(|err| ReadError::Unreadable {
                     path: rel.to_string(),
-                    why,
+                    why: err.to_string(),
                 })?;
         }
         let mut seen = BTreeSet::from([real]);
@@ -641,23 +642,24 @@ impl Project {
 }
 
 /// The bytes of an opened regular file, refused over `MAX_FILE_BYTES`.
-pub(super) fn read_limited(file: fs::File) -> Result<Vec<u8>, String> {
+pub(super) fn read_limited(file: fs::File) -> Result<Vec<u8>, ProjectError> {
     use std::io::Read;
-    let len = file
-        .metadata()
-        .map_err(|err| format!("cannot read: {err}"))?
-        .len();
+    let len = file.metadata().map_err(ProjectError::Unreadable)?.len();
     if len > MAX_FILE_BYTES {
-        return Err(format!(
-            "file is {len} bytes, over the {MAX_FILE_BYTES} byte limit"
-        ));
+        return Err(ProjectError::TooLarge {
+            len: Some(len),
+            limit: MAX_FILE_BYTES,
+        });
     }
     let mut bytes = Vec::with_capacity(len as usize);
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot read: {err}"))?;
+        .map_err(ProjectError::Unreadable)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("file is over the {MAX_FILE_BYTES} byte limit"));
+        return Err(ProjectError::TooLarge {
+            len: None,
+            limit: MAX_FILE_BYTES,
+        });
     }
     Ok(bytes)
 }
@@ -692,18 +694,21 @@ pub(crate) struct Bindings {
 }
 
 impl Bindings {
-    pub(crate) fn parse(path: &str, text: &str) -> Result<Bindings, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<Bindings, ProjectError> {
         if text.trim().is_empty() {
             return Ok(Bindings::default());
         }
-        let bindings: Bindings = crate::parse::yaml::from_str(text)
-            .map_err(|err| format!("bad bindings file {path}: {err}"))?;
+        let bindings: Bindings =
+            crate::parse::yaml::from_str(text).map_err(|err| ProjectError::BindingsSyntax {
+                path: path.to_string(),
+                error: err.to_string(),
+            })?;
         for library in &bindings.libraries {
             if !is_plain_name(library) {
-                return Err(format!(
-                    "bad bindings file {path}: '{library}' is not a library name (one folder \
-                     name inside the libraries folder: no '/', '\\', '..' or absolute path)"
-                ));
+                return Err(ProjectError::NotALibraryName {
+                    path: path.to_string(),
+                    library: library.clone(),
+                });
             }
         }
         Ok(bindings)
@@ -823,7 +828,14 @@ mod tests {
     fn library_names_are_one_folder_name() {
         for name in ["../x", "/etc", "a/b", "..", ".", "", "a\\b"] {
             let err = Bindings::parse("b.yaml", &format!("libraries: ['{name}']\n")).unwrap_err();
-            assert!(err.contains("is not a library name"), "{name}: {err}");
+            assert!(
+                matches!(&err, ProjectError::NotALibraryName { library, .. } if library == name),
+                "{name}: {err}"
+            );
+            assert!(
+                err.to_string().contains("is not a library name"),
+                "{name}: {err}"
+            );
         }
         assert!(Bindings::parse("b.yaml", "libraries: [甲, .hidden]\n").is_ok());
     }

@@ -335,48 +335,189 @@ impl Labels {
     }
 }
 
+/// Why a recipe was refused: YAML that does not read as a recipe, a name
+/// that names nothing, a name or folder that cannot fill a path, or a path
+/// template that does not expand. Every message starts `bad recipe: `.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecipeError {
+    /// Not YAML, or not a recipe's shape (the parser's message).
+    Syntax(String),
+    /// `baseline.share` outside (0, 1].
+    Share(f64),
+    /// The baseline agent is not among the agents.
+    UnknownBaselineAgent(String),
+    /// A scenario names an agent that is not there.
+    UnknownAgent { scenario: String, agent: String },
+    /// A scenario's agent does not serve the scenario's purpose.
+    PurposeNotServed {
+        scenario: String,
+        agent: String,
+        purpose: String,
+    },
+    /// An agent names a source that is not there.
+    UnknownSource { agent: String, source: String },
+    /// A scenario, agent or purpose name (`what`) that cannot fill a path.
+    NotAName { what: &'static str, name: String },
+    /// `libraries_dir` or `schemas_dir` (`key`) is not a folder inside the
+    /// project.
+    NotAFolder { key: &'static str, dir: String },
+    /// The path template at `key` does not expand.
+    Template {
+        key: String,
+        error: PathTemplateError,
+    },
+}
+
+impl std::fmt::Display for RecipeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("bad recipe: ")?;
+        match self {
+            RecipeError::Syntax(message) => f.write_str(message),
+            RecipeError::Share(share) => {
+                write!(f, "baseline.share must be in (0, 1], not {share}")
+            }
+            RecipeError::UnknownBaselineAgent(agent) => {
+                write!(f, "baseline agent '{agent}' is not among the agents")
+            }
+            RecipeError::UnknownAgent { scenario, agent } => {
+                write!(f, "scenario '{scenario}' names unknown agent '{agent}'")
+            }
+            RecipeError::PurposeNotServed {
+                scenario,
+                agent,
+                purpose,
+            } => write!(
+                f,
+                "agent '{agent}' does not serve purpose '{purpose}' of scenario '{scenario}'"
+            ),
+            RecipeError::UnknownSource { agent, source } => {
+                write!(f, "agent '{agent}' names unknown source '{source}'")
+            }
+            RecipeError::NotAName { what, name } => write!(
+                f,
+                "{what} '{name}' is not a name (it fills path templates: no '/', '\\', '..' \
+                 or empty name)"
+            ),
+            RecipeError::NotAFolder { key, dir } => write!(
+                f,
+                "{key} '{dir}' must be a folder inside the project (a relative path without \
+                 '.' or '..')"
+            ),
+            RecipeError::Template { key, error } => write!(f, "{key}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RecipeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecipeError::Template { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Why a path template (`works/{work}/{unit:03}.md`) does not expand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathTemplateError {
+    /// A `{` with no `}` after it.
+    Unclosed { template: String },
+    /// A placeholder that is not one of the six.
+    UnknownPlaceholder { name: String, template: String },
+    /// A width on another placeholder than `{unit}`.
+    WidthNotOnUnit {
+        name: String,
+        spec: String,
+        template: String,
+    },
+    /// A width that is not digits.
+    BadWidth { spec: String, template: String },
+    /// A width over `limit` digits (`MAX_WIDTH`).
+    WidthTooLarge {
+        spec: String,
+        template: String,
+        limit: usize,
+    },
+}
+
+impl std::fmt::Display for PathTemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathTemplateError::Unclosed { template } => {
+                write!(f, "unclosed '{{' in path template '{template}'")
+            }
+            PathTemplateError::UnknownPlaceholder { name, template } => {
+                write!(
+                    f,
+                    "unknown placeholder '{{{name}}}' in path template '{template}'"
+                )
+            }
+            PathTemplateError::WidthNotOnUnit {
+                name,
+                spec,
+                template,
+            } => write!(
+                f,
+                "'{{{name}:{spec}}}' in path template '{template}': only {{unit}} takes a width"
+            ),
+            PathTemplateError::BadWidth { spec, template } => write!(
+                f,
+                "bad width '{spec}' in path template '{template}': write digits, e.g. {{unit:03}}"
+            ),
+            PathTemplateError::WidthTooLarge {
+                spec,
+                template,
+                limit,
+            } => write!(
+                f,
+                "width '{spec}' in path template '{template}' is too large: at most {limit} digits"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PathTemplateError {}
+
 impl Recipe {
-    pub fn parse(text: &str) -> Result<Recipe, String> {
-        let recipe: Recipe =
-            crate::parse::yaml::from_str(text).map_err(|err| format!("bad recipe: {err}"))?;
+    pub fn parse(text: &str) -> Result<Recipe, RecipeError> {
+        let recipe: Recipe = crate::parse::yaml::from_str(text)
+            .map_err(|err| RecipeError::Syntax(err.to_string()))?;
         recipe.check()?;
         Ok(recipe)
     }
 
     /// Cross-references: every agent, scenario and source named exists.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), RecipeError> {
         if !(self.baseline.share > 0.0 && self.baseline.share <= 1.0) {
-            return Err(format!(
-                "bad recipe: baseline.share must be in (0, 1], not {}",
-                self.baseline.share
-            ));
+            return Err(RecipeError::Share(self.baseline.share));
         }
         if !self.agents.contains_key(&self.baseline.agent) {
-            return Err(format!(
-                "bad recipe: baseline agent '{}' is not among the agents",
-                self.baseline.agent
+            return Err(RecipeError::UnknownBaselineAgent(
+                self.baseline.agent.clone(),
             ));
         }
         for (name, scenario) in &self.scenarios {
             let Some(agent) = self.agents.get(&scenario.agent) else {
-                return Err(format!(
-                    "bad recipe: scenario '{name}' names unknown agent '{}'",
-                    scenario.agent
-                ));
+                return Err(RecipeError::UnknownAgent {
+                    scenario: name.clone(),
+                    agent: scenario.agent.clone(),
+                });
             };
             if !agent.purposes.contains(&scenario.purpose) {
-                return Err(format!(
-                    "bad recipe: agent '{}' does not serve purpose '{}' of scenario '{name}'",
-                    scenario.agent, scenario.purpose
-                ));
+                return Err(RecipeError::PurposeNotServed {
+                    scenario: name.clone(),
+                    agent: scenario.agent.clone(),
+                    purpose: scenario.purpose.clone(),
+                });
             }
         }
         for (name, agent) in &self.agents {
             for source in &agent.sources {
                 if !self.sources.contains_key(source) {
-                    return Err(format!(
-                        "bad recipe: agent '{name}' names unknown source '{source}'"
-                    ));
+                    return Err(RecipeError::UnknownSource {
+                        agent: name.clone(),
+                        source: source.clone(),
+                    });
                 }
             }
         }
@@ -386,12 +527,10 @@ impl Recipe {
 
     /// Names that fill path templates (`{agent}`, `{scenario}`, `{purpose}`)
     /// and the folders named directly must be plain names and paths.
-    fn check_names(&self) -> Result<(), String> {
-        let bad_name = |what: &str, name: &str| {
-            format!(
-                "bad recipe: {what} '{name}' is not a name (it fills path templates: no '/', \
-                 '\\', '..' or empty name)"
-            )
+    fn check_names(&self) -> Result<(), RecipeError> {
+        let bad_name = |what: &'static str, name: &str| RecipeError::NotAName {
+            what,
+            name: name.to_string(),
         };
         for (name, scenario) in &self.scenarios {
             if !is_plain_name(name) {
@@ -421,10 +560,10 @@ impl Recipe {
                     .components()
                     .any(|c| !matches!(c, std::path::Component::Normal(_)))
             {
-                return Err(format!(
-                    "bad recipe: {key} '{dir}' must be a folder inside the project (a relative \
-                     path without '.' or '..')"
-                ));
+                return Err(RecipeError::NotAFolder {
+                    key,
+                    dir: dir.clone(),
+                });
             }
         }
         Ok(())
@@ -432,7 +571,7 @@ impl Recipe {
 
     /// Every path template expands (known placeholders, widths in bounds),
     /// so a bad one is a recipe error before anything is read.
-    fn check_templates(&self) -> Result<(), String> {
+    fn check_templates(&self) -> Result<(), RecipeError> {
         let mut templates: Vec<(String, &str)> = vec![
             ("unit.heading".into(), &self.unit.heading),
             ("unit.file".into(), &self.unit.file),
@@ -471,7 +610,7 @@ impl Recipe {
             purpose: "p",
         };
         for (key, template) in templates {
-            expand(template, &probe).map_err(|err| format!("bad recipe: {key}: {err}"))?;
+            expand(template, &probe).map_err(|error| RecipeError::Template { key, error })?;
         }
         Ok(())
     }
@@ -496,15 +635,19 @@ pub(crate) const MAX_WIDTH: usize = 16;
 
 /// Expands `{work}`, `{unit}`, `{unit:03}`, `{agent}`, `{scenario}` and
 /// `{purpose}` in `template`.
-pub(crate) fn expand(template: &str, values: &Placeholders<'_>) -> Result<String, String> {
+pub(crate) fn expand(
+    template: &str,
+    values: &Placeholders<'_>,
+) -> Result<String, PathTemplateError> {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
-        let close = rest[open..]
-            .find('}')
-            .map(|i| open + i)
-            .ok_or_else(|| format!("unclosed '{{' in path template '{template}'"))?;
+        let close = rest[open..].find('}').map(|i| open + i).ok_or_else(|| {
+            PathTemplateError::Unclosed {
+                template: template.to_string(),
+            }
+        })?;
         let inner = &rest[open + 1..close];
         let (name, width) = match inner.split_once(':') {
             Some((name, spec)) => (name, parse_width(name, spec, template)?),
@@ -517,9 +660,10 @@ pub(crate) fn expand(template: &str, values: &Placeholders<'_>) -> Result<String
             "scenario" => out.push_str(values.scenario),
             "purpose" => out.push_str(values.purpose),
             other => {
-                return Err(format!(
-                    "unknown placeholder '{{{other}}}' in path template '{template}'"
-                ));
+                return Err(PathTemplateError::UnknownPlaceholder {
+                    name: other.to_string(),
+                    template: template.to_string(),
+                });
             }
         }
         rest = &rest[close + 1..];
@@ -529,24 +673,29 @@ pub(crate) fn expand(template: &str, values: &Placeholders<'_>) -> Result<String
 }
 
 /// The zero padding of `{unit:03}`: ASCII digits, at most `MAX_WIDTH`.
-fn parse_width(name: &str, spec: &str, template: &str) -> Result<usize, String> {
+fn parse_width(name: &str, spec: &str, template: &str) -> Result<usize, PathTemplateError> {
     if name != "unit" {
-        return Err(format!(
-            "'{{{name}:{spec}}}' in path template '{template}': only {{unit}} takes a width"
-        ));
+        return Err(PathTemplateError::WidthNotOnUnit {
+            name: name.to_string(),
+            spec: spec.to_string(),
+            template: template.to_string(),
+        });
     }
     let digits = spec.trim_start_matches('0');
     if spec.is_empty() || !spec.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "bad width '{spec}' in path template '{template}': write digits, e.g. {{unit:03}}"
-        ));
+        return Err(PathTemplateError::BadWidth {
+            spec: spec.to_string(),
+            template: template.to_string(),
+        });
     }
     match digits.parse::<usize>() {
         Ok(width) if width <= MAX_WIDTH => Ok(width),
         _ if digits.is_empty() => Ok(0),
-        _ => Err(format!(
-            "width '{spec}' in path template '{template}' is too large: at most {MAX_WIDTH} digits"
-        )),
+        _ => Err(PathTemplateError::WidthTooLarge {
+            spec: spec.to_string(),
+            template: template.to_string(),
+            limit: MAX_WIDTH,
+        }),
     }
 }
 
@@ -576,6 +725,43 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_recipe_says_what_and_carries_the_template_error() {
+        let template = PathTemplateError::WidthTooLarge {
+            spec: "17".into(),
+            template: "{unit:17}.md".into(),
+            limit: MAX_WIDTH,
+        };
+        let err = RecipeError::Template {
+            key: "unit.file".into(),
+            error: template.clone(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "bad recipe: unit.file: width '17' in path template '{unit:17}.md' is too large: \
+             at most 16 digits"
+        );
+        let source = std::error::Error::source(&err).expect("the template's error");
+        assert_eq!(source.downcast_ref::<PathTemplateError>(), Some(&template));
+        let err = RecipeError::NotAName {
+            what: "agent",
+            name: "a/b".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "bad recipe: agent 'a/b' is not a name (it fills path templates: no '/', '\\', \
+             '..' or empty name)"
+        );
+        assert!(std::error::Error::source(&err).is_none());
+        assert_eq!(
+            Recipe::parse("baseline: [").unwrap_err().to_string(),
+            format!(
+                "bad recipe: {}",
+                crate::parse::yaml::from_str::<Recipe>("baseline: [").unwrap_err()
+            )
+        );
+    }
+
+    #[test]
     fn widths_are_bounded_digits_on_unit_only() {
         let values = Placeholders {
             work: "w",
@@ -595,7 +781,7 @@ mod tests {
             ("{unit:-3}", "bad width '-3'"),
             ("{work:3}", "only {unit} takes a width"),
         ] {
-            let err = expand(template, &values).unwrap_err();
+            let err = expand(template, &values).unwrap_err().to_string();
             assert!(err.contains(message), "{template}: {err}");
         }
     }

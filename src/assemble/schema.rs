@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use super::error::ProjectError;
 use super::project::Project;
 
 /// `aiContext`: visible to every purpose, to none, or to those listed.
@@ -77,28 +78,38 @@ pub(crate) struct Schemas {
 }
 
 impl Schemas {
-    pub(crate) fn load(project: &Project, dir: &str) -> Result<Schemas, String> {
+    pub(crate) fn load(project: &Project, dir: &str) -> Result<Schemas, ProjectError> {
         let mut by_type = BTreeMap::new();
         for entry in project.list(dir)? {
             if entry.is_dir || !(entry.name.ends_with(".yaml") || entry.name.ends_with(".yml")) {
                 continue;
             }
             let text = project.read(&entry.path)?;
-            let mut schema: Schema = crate::parse::yaml::from_str(&text)
-                .map_err(|err| format!("bad schema {}: {err}", entry.path))?;
-            for (name, rule) in &schema.fields {
-                let name = name.as_str().ok_or_else(|| {
-                    format!("bad schema {}: a field name is not text", entry.path)
+            let mut schema: Schema =
+                crate::parse::yaml::from_str(&text).map_err(|err| ProjectError::SchemaSyntax {
+                    path: entry.path.clone(),
+                    error: err.to_string(),
                 })?;
-                let rule: FieldRule = yaml_serde::from_value(rule.clone())
-                    .map_err(|err| format!("bad schema {}: field '{name}': {err}", entry.path))?;
+            for (name, rule) in &schema.fields {
+                let name = name
+                    .as_str()
+                    .ok_or_else(|| ProjectError::FieldNameNotText {
+                        path: entry.path.clone(),
+                    })?;
+                let rule: FieldRule = yaml_serde::from_value(rule.clone()).map_err(|err| {
+                    ProjectError::FieldRule {
+                        path: entry.path.clone(),
+                        field: name.to_string(),
+                        error: err.to_string(),
+                    }
+                })?;
                 schema.rules.push((name.to_string(), rule));
             }
             if by_type.contains_key(&schema.type_name) {
-                return Err(format!(
-                    "two schemas in {dir} define type '{}'",
-                    schema.type_name
-                ));
+                return Err(ProjectError::DuplicateType {
+                    dir: dir.to_string(),
+                    type_name: schema.type_name.clone(),
+                });
             }
             by_type.insert(schema.type_name.clone(), schema);
         }
@@ -119,7 +130,7 @@ impl Schemas {
         &self,
         baseline: &str,
         purposes: &[&str],
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         for schema in self.by_type.values() {
             let rules = schema
                 .rules
@@ -131,11 +142,12 @@ impl Schemas {
                     continue;
                 }
                 if let Some(purpose) = purposes.iter().find(|p| !rule.allows(p)) {
-                    return Err(format!(
-                        "schema {}: field '{field}' is visible to {baseline} (the shared baseline) \
-                         but hidden from {purpose}; the baseline would leak it",
-                        schema.type_name
-                    ));
+                    return Err(ProjectError::BaselineLeak {
+                        type_name: schema.type_name.clone(),
+                        field: field.to_string(),
+                        baseline: baseline.to_string(),
+                        purpose: purpose.to_string(),
+                    });
                 }
             }
         }

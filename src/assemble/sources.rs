@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::doc::{self, Doc, Outline};
+use super::error::ProjectError;
 use super::project::{Bindings, Project, ReadError};
 use super::recipe::{CardScope, Keep, Layer, Recipe, SourceKind, SourceSpec};
 use super::schema::{AiContext, Schemas};
@@ -135,8 +136,8 @@ impl Context<'_> {
         ranked
     }
 
-    pub(super) fn path(&self, template: &str, unit: i64) -> Result<String, String> {
-        super::recipe::expand(
+    pub(super) fn path(&self, template: &str, unit: i64) -> Result<String, ProjectError> {
+        Ok(super::recipe::expand(
             template,
             &super::recipe::Placeholders {
                 work: self.work,
@@ -145,7 +146,7 @@ impl Context<'_> {
                 scenario: "",
                 purpose: "",
             },
-        )
+        )?)
     }
 
     pub(super) fn unit_heading(&self, unit: i64) -> String {
@@ -158,7 +159,7 @@ impl Context<'_> {
     /// Reads a file a source may do without: a file that cannot be read or
     /// parsed is reported (`unreadable`) and skipped, one in a closed
     /// library is skipped (the project reports its refusal).
-    fn read_skippable(&self, path: &str, out: &mut Gathered) -> Result<Read, String> {
+    fn read_skippable(&self, path: &str, out: &mut Gathered) -> Result<Read, ProjectError> {
         match self.project.read_optional(path) {
             Ok(Some(text)) => Ok(Read::Text(text)),
             Ok(None) => Ok(Read::Missing),
@@ -183,7 +184,7 @@ impl Context<'_> {
 
     /// `read_skippable`, then parsed as a document (a parse error is
     /// reported and skipped too).
-    fn doc_skippable(&self, path: &str, out: &mut Gathered) -> Result<Parsed, String> {
+    fn doc_skippable(&self, path: &str, out: &mut Gathered) -> Result<Parsed, ProjectError> {
         match self.read_skippable(path, out)? {
             Read::Text(text) => match Doc::parse(path, &text) {
                 Ok(doc) => Ok(Parsed::Doc(doc)),
@@ -204,7 +205,7 @@ impl Context<'_> {
         spec: &SourceSpec,
         purpose: &str,
         out: &mut Gathered,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         let mut sink = Sink {
             id,
             spec,
@@ -244,7 +245,12 @@ impl Context<'_> {
         }
     }
 
-    fn file(&self, sink: &mut Sink<'_, '_>, template: &str, keep: Keep) -> Result<(), String> {
+    fn file(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        template: &str,
+        keep: Keep,
+    ) -> Result<(), ProjectError> {
         let path = self.path(template, self.unit)?;
         match self.read_skippable(&path, sink.out)? {
             Read::Text(text) => {
@@ -262,7 +268,7 @@ impl Context<'_> {
         sink: &mut Sink<'_, '_>,
         template: &str,
         schema: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         let path = self.path(template, self.unit)?;
         let doc = match self.doc_skippable(&path, sink.out)? {
             Parsed::Doc(doc) => doc,
@@ -290,7 +296,11 @@ impl Context<'_> {
 
     /// A neighbouring unit's number, path and document; one that cannot be
     /// read or parsed is reported and skipped.
-    fn unit_doc(&self, offset: i64, out: &mut Gathered) -> Result<(i64, String, Parsed), String> {
+    fn unit_doc(
+        &self,
+        offset: i64,
+        out: &mut Gathered,
+    ) -> Result<(i64, String, Parsed), ProjectError> {
         let Some(number) = self.unit_number(offset) else {
             return Ok((0, String::new(), Parsed::Skipped));
         };
@@ -299,7 +309,12 @@ impl Context<'_> {
         Ok((number, path, doc))
     }
 
-    fn unit_scenes(&self, sink: &mut Sink<'_, '_>, offset: i64, last: usize) -> Result<(), String> {
+    fn unit_scenes(
+        &self,
+        sink: &mut Sink<'_, '_>,
+        offset: i64,
+        last: usize,
+    ) -> Result<(), ProjectError> {
         let (number, path, doc) = self.unit_doc(offset, sink.out)?;
         let doc = match doc {
             Parsed::Doc(doc) => doc,
@@ -327,7 +342,7 @@ impl Context<'_> {
         Ok(())
     }
 
-    fn unit_summary(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
+    fn unit_summary(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), ProjectError> {
         let (number, path, Parsed::Doc(doc)) = self.unit_doc(offset, sink.out)? else {
             return Ok(());
         };
@@ -354,19 +369,19 @@ impl Context<'_> {
         Ok(())
     }
 
-    fn unit_full(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), String> {
+    fn unit_full(&self, sink: &mut Sink<'_, '_>, offset: i64) -> Result<(), ProjectError> {
         let Some(number) = self.unit_number(offset) else {
-            return Err(format!(
-                "unit {} {offset:+} does not exist; there is nothing to process",
-                self.unit
-            ));
+            return Err(ProjectError::NoUnit {
+                unit: self.unit,
+                offset,
+            });
         };
         let path = self.path(&self.recipe.unit.file, number)?;
         let Some(text) = self.project.read_optional(&path)? else {
-            return Err(format!(
-                "{} ({path}) does not exist; there is nothing to process",
-                self.unit_heading(number)
-            ));
+            return Err(ProjectError::UnitNotWritten {
+                heading: self.unit_heading(number),
+                path,
+            });
         };
         let body = crate::parse::frontmatter::split(&text).body.to_string();
         sink.push(
@@ -379,15 +394,13 @@ impl Context<'_> {
         Ok(())
     }
 
-    fn candidate(&self, sink: &mut Sink<'_, '_>) -> Result<(), String> {
+    fn candidate(&self, sink: &mut Sink<'_, '_>) -> Result<(), ProjectError> {
         let path = match self.candidate {
             Some(path) => path.to_string(),
             None => self.path(&self.recipe.unit.file, self.unit)?,
         };
         let Some(text) = self.project.read_optional(&path)? else {
-            return Err(format!(
-                "no candidate to review: {path} does not exist (pass --candidate PATH)"
-            ));
+            return Err(ProjectError::NoCandidate { path });
         };
         sink.push(
             &format!("candidate:{path}"),
@@ -486,7 +499,7 @@ impl Context<'_> {
 
     /// The cards under `dir`; a card that cannot be read or parsed is
     /// reported and skipped, the others are loaded.
-    fn load_cards(&self, dir: &str, out: &mut Gathered) -> Result<Vec<Card>, String> {
+    fn load_cards(&self, dir: &str, out: &mut Gathered) -> Result<Vec<Card>, ProjectError> {
         let keys = &self.recipe.cards;
         let mut cards = Vec::new();
         let files = match self.project.markdown_files(dir) {
@@ -586,7 +599,7 @@ impl Context<'_> {
         scope: CardScope,
         cast_types: &[String],
         linked_types: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         let dir = self.path(dir_template, self.unit)?;
         let cards = self.load_cards(&dir, sink.out)?;
         let chosen: Vec<usize> = match scope {
@@ -677,7 +690,7 @@ impl Context<'_> {
         sink: &mut Sink<'_, '_>,
         dir_template: &str,
         summary_field: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         let dir = self.path(dir_template, self.unit)?;
         for card in self.load_cards(&dir, sink.out)? {
             let key = format!("{}#index", card.path);
@@ -730,7 +743,7 @@ impl Context<'_> {
         prefer: &[String],
         limit: usize,
         only: Option<&[String]>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProjectError> {
         let Some((_, entry)) = self.outline.find(self.unit) else {
             return Ok(());
         };

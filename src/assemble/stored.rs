@@ -18,6 +18,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ProjectError;
 use super::project::{self, Project};
 use super::recipe::{RECIPE_FILE, Recipe};
 use crate::privacy::{Policy, Redaction};
@@ -60,15 +61,15 @@ pub(super) struct Image {
 /// The image of the writing project at `root` (canonical), read under
 /// `policy`; `None` when `root` has no recipe. A recipe that cannot be read
 /// or parsed is an error: which folder holds the libraries is then unknown.
-pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, String> {
+pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, ProjectError> {
     let mut project = Project::open(root)?;
     project.set_policy(policy.clone());
     let text = match project.read_optional(RECIPE_FILE) {
         Ok(None) => return Ok(None),
         Ok(Some(text)) => text,
-        Err(err) => return Err(format!("cannot read {RECIPE_FILE}: {err}")),
+        Err(err) => return Err(ProjectError::RecipeUnreadable(err)),
     };
-    let recipe = Recipe::parse(&text).map_err(|err| format!("{RECIPE_FILE}: {err}"))?;
+    let recipe = Recipe::parse(&text).map_err(ProjectError::Recipe)?;
     let library_folders = project
         .library_folders(&recipe.libraries_dir)
         .unwrap_or_default();
@@ -211,10 +212,7 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Strin
             }
             entries.push(entry);
             if entries.len() > MAX_ENTRIES {
-                return Err(format!(
-                    "the project has more than {MAX_ENTRIES} files and folders; it is not \
-                     synced as a project"
-                ));
+                return Err(ProjectError::TooManyEntries { limit: MAX_ENTRIES });
             }
         }
     }
@@ -255,7 +253,7 @@ fn content(
     let file = crate::safe_fs::open_regular(&path).ok()?;
     let bytes = match project::read_limited(file) {
         Ok(bytes) => bytes,
-        Err(why) => return Some(Ok(Stored::TooLarge(why))),
+        Err(why) => return Some(Ok(Stored::TooLarge(why.to_string()))),
     };
     let text = match String::from_utf8(bytes) {
         Ok(text) => text.replace("\r\n", "\n"),
@@ -309,10 +307,8 @@ pub(crate) enum Resolved {
 }
 
 impl StoreFiles {
-    pub(crate) fn new(snapshot: ProjectSnapshot) -> Result<StoreFiles, String> {
-        let rows = snapshot
-            .outside_libraries()
-            .map_err(|err| format!("{err:#}"))?;
+    pub(crate) fn new(snapshot: ProjectSnapshot) -> Result<StoreFiles, ProjectError> {
+        let rows = snapshot.outside_libraries().map_err(ProjectError::Store)?;
         let mut files = StoreFiles {
             snapshot,
             rows: BTreeMap::new(),
@@ -345,11 +341,11 @@ impl StoreFiles {
 
     /// Fetches the rows of the libraries named in `open` (every name that
     /// reaches a library must be open for its rows to leave the database).
-    pub(crate) fn open_libraries(&mut self, open: &[String]) -> Result<(), String> {
+    pub(crate) fn open_libraries(&mut self, open: &[String]) -> Result<(), ProjectError> {
         let rows = self
             .snapshot
             .in_libraries(open)
-            .map_err(|err| format!("{err:#}"))?;
+            .map_err(ProjectError::Store)?;
         self.add(rows);
         self.open = open.to_vec();
         Ok(())
@@ -434,7 +430,7 @@ impl StoreFiles {
     /// What reading the real file `real` gives: `None` when the store has
     /// no such file; `Some(None)` when it has the file but not its text
     /// (the assembler may not read it). The text is fetched the first time.
-    pub(crate) fn content(&self, real: &str) -> Result<Option<Option<Stored>>, String> {
+    pub(crate) fn content(&self, real: &str) -> Result<Option<Option<Stored>>, ProjectError> {
         let Some(row) = self.rows.get(real) else {
             return Ok(None);
         };
@@ -456,7 +452,7 @@ impl StoreFiles {
 
     /// Fetches the contents of every file under the real folder `dir` at
     /// once (a source that reads a folder's cards reads them all).
-    pub(crate) fn prefetch(&self, dir: &str) -> Result<(), String> {
+    pub(crate) fn prefetch(&self, dir: &str) -> Result<(), ProjectError> {
         let first = self
             .fetched
             .lock()
@@ -468,11 +464,11 @@ impl StoreFiles {
         Ok(())
     }
 
-    fn fetch(&self, paths: &[String], under: Option<&str>) -> Result<(), String> {
+    fn fetch(&self, paths: &[String], under: Option<&str>) -> Result<(), ProjectError> {
         let rows = self
             .snapshot
             .contents(paths, under, &self.open)
-            .map_err(|err| format!("{err:#}"))?;
+            .map_err(ProjectError::Store)?;
         if let Ok(mut contents) = self.contents.lock() {
             for path in paths {
                 contents.entry(path.clone()).or_insert(None);

@@ -403,8 +403,8 @@ impl Catalog {
         }
         let (metas, match_keys, resolver) = tables;
         let rest = rest.map_err(|err| decode_error("summary", err.to_string()))?;
-        let metas = metas.map_err(|err| decode_error("notes", err))?;
-        let match_keys = match_keys.map_err(|err| decode_error("match keys", err))?;
+        let metas = metas.map_err(|err| decode_error("notes", err.to_string()))?;
+        let match_keys = match_keys.map_err(|err| decode_error("match keys", err.to_string()))?;
         let resolver = resolver.map_err(|err| decode_error("link names", err.to_string()))?;
         if match_keys.len() != metas.len() {
             bail!("{} is damaged (notes and keys differ)", path.display());

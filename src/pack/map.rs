@@ -314,73 +314,74 @@ pub(crate) fn map_pack(
     options: &PackOptions,
     shape: &Shape,
     redact: &dyn Fn(&str) -> Option<String>,
-) -> Result<Pack, String> {
+) -> Result<Pack, super::template::TemplateError> {
     let generated = options
         .generated_at
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let tokenizer = options.tokenizer;
     let budget = options.budget;
-    let print = |take: Take| -> Result<(String, usize, Option<String>), String> {
-        let mut folders: Vec<MapFolder> = map.folders[..take.folders].to_vec();
-        // Printed as a tree: in path order.
-        folders.sort_by(|a, b| a.path.cmp(&b.path));
-        let hubs = &map.hubs[..take.hubs];
-        let tags = &map.tags[..take.tags];
-        let latest = &map.latest[..take.latest];
-        let fence = options.fence.then(|| {
-            let content = serde_json::to_string(&(&folders, hubs, tags, latest, map.notes))
-                .unwrap_or_default();
-            render::fence_id(&content)
-        });
-        let notices: Vec<String> = fence.iter().map(|id| render::fence_notice(id)).collect();
-        let mut failure = None;
-        let mut text_for = |actual: usize| -> String {
-            let printed = Printed {
-                title: MAP_TITLE,
-                generated: &generated,
-                budget,
-                actual,
-                counter: tokenizer,
-                notices: &notices,
-                fence: fence.as_deref(),
-                notes: map.notes,
-                folder_count: map.folder_count,
-                folders: &folders,
-                hubs,
-                tags,
-                latest,
-                hubs_unavailable: map.hubs_unavailable.as_deref(),
-            };
-            let text = match shape {
-                Shape::Style(Style::Markdown) => markdown(&printed, false),
-                Shape::Style(Style::Plain) => markdown(&printed, true),
-                Shape::Style(Style::Xml) => xml(&printed),
-                Shape::Style(Style::Json) => {
-                    let mut text = serde_json::to_string_pretty(&printed).unwrap_or_default();
-                    text.push('\n');
-                    text
-                }
-                Shape::Template(template) => {
-                    let model = serde_json::to_value(&printed).unwrap_or_default();
-                    match template.render_value(model) {
-                        Ok(text) => text,
-                        Err(error) => {
-                            failure.get_or_insert(error);
-                            String::new()
+    let print =
+        |take: Take| -> Result<(String, usize, Option<String>), super::template::TemplateError> {
+            let mut folders: Vec<MapFolder> = map.folders[..take.folders].to_vec();
+            // Printed as a tree: in path order.
+            folders.sort_by(|a, b| a.path.cmp(&b.path));
+            let hubs = &map.hubs[..take.hubs];
+            let tags = &map.tags[..take.tags];
+            let latest = &map.latest[..take.latest];
+            let fence = options.fence.then(|| {
+                let content = serde_json::to_string(&(&folders, hubs, tags, latest, map.notes))
+                    .unwrap_or_default();
+                render::fence_id(&content)
+            });
+            let notices: Vec<String> = fence.iter().map(|id| render::fence_notice(id)).collect();
+            let mut failure = None;
+            let mut text_for = |actual: usize| -> String {
+                let printed = Printed {
+                    title: MAP_TITLE,
+                    generated: &generated,
+                    budget,
+                    actual,
+                    counter: tokenizer,
+                    notices: &notices,
+                    fence: fence.as_deref(),
+                    notes: map.notes,
+                    folder_count: map.folder_count,
+                    folders: &folders,
+                    hubs,
+                    tags,
+                    latest,
+                    hubs_unavailable: map.hubs_unavailable.as_deref(),
+                };
+                let text = match shape {
+                    Shape::Style(Style::Markdown) => markdown(&printed, false),
+                    Shape::Style(Style::Plain) => markdown(&printed, true),
+                    Shape::Style(Style::Xml) => xml(&printed),
+                    Shape::Style(Style::Json) => {
+                        let mut text = serde_json::to_string_pretty(&printed).unwrap_or_default();
+                        text.push('\n');
+                        text
+                    }
+                    Shape::Template(template) => {
+                        let model = serde_json::to_value(&printed).unwrap_or_default();
+                        match template.render_value(model) {
+                            Ok(text) => text,
+                            Err(error) => {
+                                failure.get_or_insert(error);
+                                String::new()
+                            }
                         }
                     }
-                }
+                };
+                redact(&text).unwrap_or(text)
             };
-            redact(&text).unwrap_or(text)
+            let actual = fixed_point(|a| tokenizer.count(&text_for(a)));
+            let text = text_for(actual);
+            if let Some(error) = failure {
+                return Err(error);
+            }
+            let counted = tokenizer.count(&text);
+            Ok((text, counted, fence))
         };
-        let actual = fixed_point(|a| tokenizer.count(&text_for(a)));
-        let text = text_for(actual);
-        if let Some(error) = failure {
-            return Err(error);
-        }
-        let counted = tokenizer.count(&text);
-        Ok((text, counted, fence))
-    };
     // Every cut of the map, from all entries to none, one entry fewer
     // each step: the printed size falls along it, so the largest that fits
     // is found by bisection (a few prints, not one per entry).

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::template::PackTemplate;
+use super::template::{PackTemplate, TemplateError};
 use super::{Pack, PackedPage, fixed_point, render};
 use crate::tokens::Tokenizer;
 
@@ -71,7 +71,7 @@ impl Default for Shape {
 
 impl Shape {
     /// The printed text of `pack` with `actual` as its size.
-    pub fn render(&self, pack: &Pack, actual: usize) -> Result<String, String> {
+    pub fn render(&self, pack: &Pack, actual: usize) -> Result<String, TemplateError> {
         match self {
             Shape::Style(Style::Markdown) => Ok(pack.bundle.clone()),
             Shape::Style(Style::Xml) => Ok(xml(pack, actual)),
@@ -103,7 +103,7 @@ pub(crate) fn shape_pack(
     tokenizer: Tokenizer,
     redact: &dyn Fn(&str) -> Option<String>,
     mut build: impl FnMut(usize) -> Pack,
-) -> Result<Pack, String> {
+) -> Result<Pack, TemplateError> {
     if matches!(shape, Shape::Style(Style::Markdown)) {
         return Ok(build(budget));
     }
@@ -154,7 +154,7 @@ fn print(
     pack: &Pack,
     tokenizer: Tokenizer,
     redact: &dyn Fn(&str) -> Option<String>,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), TemplateError> {
     // Secrets are looked for once more in the text as printed, and counted
     // as replaced.
     let render = |a: usize| {

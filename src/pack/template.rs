@@ -35,6 +35,115 @@ pub(crate) const MAX_TAG_OPERATORS: usize = 200;
 /// parser and compiler.
 pub(crate) const MAX_TEMPLATE_NESTING: usize = 32;
 
+/// Why a template was refused or failed: each message names the template
+/// (its path, or the name it was given) and, where known, the line.
+#[derive(Debug)]
+pub enum TemplateError {
+    /// The template file at `path` could not be read.
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Larger than `limit` bytes (`MAX_TEMPLATE_BYTES`).
+    TooLarge {
+        name: String,
+        bytes: usize,
+        limit: usize,
+    },
+    /// Brackets in one tag nest deeper than `limit` levels.
+    BracketsTooDeep {
+        name: String,
+        line: usize,
+        depth: usize,
+        limit: usize,
+    },
+    /// One tag chains more than `limit` operators.
+    TooManyOperators {
+        name: String,
+        line: usize,
+        operators: usize,
+        limit: usize,
+    },
+    /// Block tags nest deeper than `limit`.
+    BlocksTooDeep {
+        name: String,
+        line: usize,
+        limit: usize,
+    },
+    /// minijinja refused the template (syntax) or failed to render it.
+    Jinja {
+        name: String,
+        source: minijinja::Error,
+    },
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateError::Read { path, source } => {
+                write!(f, "cannot read template {}: {source}", path.display())
+            }
+            TemplateError::TooLarge { name, bytes, limit } => write!(
+                f,
+                "template {name}: {bytes} bytes is too large; a template may hold at most \
+                 {limit} bytes"
+            ),
+            TemplateError::BracketsTooDeep {
+                name,
+                line,
+                depth,
+                limit,
+            } => write!(
+                f,
+                "template {name}: line {line}: brackets nest {depth} deep; at most {limit} \
+                 levels are allowed"
+            ),
+            TemplateError::TooManyOperators {
+                name,
+                line,
+                operators,
+                limit,
+            } => write!(
+                f,
+                "template {name}: line {line}: a tag chains {operators} operators; at most \
+                 {limit} are allowed (split the expression with `set`)"
+            ),
+            TemplateError::BlocksTooDeep { name, line, limit } => write!(
+                f,
+                "template {name}: line {line}: block tags nest more than {limit} deep"
+            ),
+            TemplateError::Jinja { name, source } => {
+                let what = source
+                    .detail()
+                    .map(|detail| format!("{}: {detail}", source.kind()))
+                    .unwrap_or_else(|| source.kind().to_string());
+                match source.line() {
+                    Some(line) => write!(f, "template {name}, line {line}: {what}"),
+                    None => write!(f, "template {name}: {what}"),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TemplateError::Read { source, .. } => Some(source),
+            TemplateError::Jinja { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Callers that still speak `String` (the faces' older paths) get the
+/// message unchanged.
+impl From<TemplateError> for String {
+    fn from(err: TemplateError) -> String {
+        err.to_string()
+    }
+}
+
 /// A template checked to parse.
 #[derive(Clone, Debug)]
 pub struct PackTemplate {
@@ -44,15 +153,17 @@ pub struct PackTemplate {
 
 impl PackTemplate {
     /// Reads and parses the template at `path`.
-    pub fn load(path: &Path) -> Result<PackTemplate, String> {
-        let source = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read template {}: {err}", path.display()))?;
+    pub fn load(path: &Path) -> Result<PackTemplate, TemplateError> {
+        let source = std::fs::read_to_string(path).map_err(|source| TemplateError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         PackTemplate::parse(&path.display().to_string(), source)
     }
 
     /// Parses `source`; an error names the line.
-    pub fn parse(name: &str, source: String) -> Result<PackTemplate, String> {
-        check_shape(&source).map_err(|err| format!("template {name}: {err}"))?;
+    pub fn parse(name: &str, source: String) -> Result<PackTemplate, TemplateError> {
+        check_shape(name, &source)?;
         let template = PackTemplate {
             name: name.to_string(),
             source,
@@ -60,7 +171,7 @@ impl PackTemplate {
         template
             .environment()
             .template_from_str(&template.source)
-            .map_err(|err| template.describe(&err))?;
+            .map_err(|err| template.describe(err))?;
         Ok(template)
     }
 
@@ -90,35 +201,31 @@ impl PackTemplate {
     }
 
     /// The template's output for `pack`, with `actual` as its size.
-    pub fn render(&self, pack: &Pack, actual: usize) -> Result<String, String> {
+    pub fn render(&self, pack: &Pack, actual: usize) -> Result<String, TemplateError> {
         let env = self.environment();
         let template = env
             .template_from_str(&self.source)
-            .map_err(|err| self.describe(&err))?;
+            .map_err(|err| self.describe(err))?;
         template
             .render(Value::from(Serde(model(pack, actual))))
-            .map_err(|err| self.describe(&err))
+            .map_err(|err| self.describe(err))
     }
 
     /// The template's output for any data (a vault map's model).
-    pub fn render_value(&self, data: serde_json::Value) -> Result<String, String> {
+    pub fn render_value(&self, data: serde_json::Value) -> Result<String, TemplateError> {
         let env = self.environment();
         let template = env
             .template_from_str(&self.source)
-            .map_err(|err| self.describe(&err))?;
+            .map_err(|err| self.describe(err))?;
         template
             .render(Value::from(Serde(data)))
-            .map_err(|err| self.describe(&err))
+            .map_err(|err| self.describe(err))
     }
 
-    fn describe(&self, err: &minijinja::Error) -> String {
-        let what = err
-            .detail()
-            .map(|detail| format!("{}: {detail}", err.kind()))
-            .unwrap_or_else(|| err.kind().to_string());
-        match err.line() {
-            Some(line) => format!("template {}, line {line}: {what}", self.name),
-            None => format!("template {}: {what}", self.name),
+    fn describe(&self, err: minijinja::Error) -> TemplateError {
+        TemplateError::Jinja {
+            name: self.name.clone(),
+            source: err,
         }
     }
 }
@@ -126,12 +233,14 @@ impl PackTemplate {
 /// Refuses, before minijinja sees it, a template whose size, chains of
 /// operators or nesting could exhaust the stack while it is parsed,
 /// compiled or rendered (a stack overflow aborts the whole process).
-fn check_shape(source: &str) -> Result<(), String> {
+fn check_shape(name: &str, source: &str) -> Result<(), TemplateError> {
+    let name = || name.to_string();
     if source.len() > MAX_TEMPLATE_BYTES {
-        return Err(format!(
-            "{} bytes is too large; a template may hold at most {MAX_TEMPLATE_BYTES} bytes",
-            source.len()
-        ));
+        return Err(TemplateError::TooLarge {
+            name: name(),
+            bytes: source.len(),
+            limit: MAX_TEMPLATE_BYTES,
+        });
     }
     let bytes = source.as_bytes();
     let line_of = |at: usize| 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
@@ -174,19 +283,20 @@ fn check_shape(source: &str) -> Result<(), String> {
             continue;
         }
         if tag.depth > MAX_TEMPLATE_NESTING {
-            return Err(format!(
-                "line {}: brackets nest {} deep; at most {MAX_TEMPLATE_NESTING} levels are allowed",
-                line_of(open),
-                tag.depth
-            ));
+            return Err(TemplateError::BracketsTooDeep {
+                name: name(),
+                line: line_of(open),
+                depth: tag.depth,
+                limit: MAX_TEMPLATE_NESTING,
+            });
         }
         if tag.operators > MAX_TAG_OPERATORS {
-            return Err(format!(
-                "line {}: a tag chains {} operators; at most {MAX_TAG_OPERATORS} are allowed \
-                 (split the expression with `set`)",
-                line_of(open),
-                tag.operators
-            ));
+            return Err(TemplateError::TooManyOperators {
+                name: name(),
+                line: line_of(open),
+                operators: tag.operators,
+                limit: MAX_TAG_OPERATORS,
+            });
         }
         if close_marker == b"%}" {
             match keyword {
@@ -194,10 +304,11 @@ fn check_shape(source: &str) -> Result<(), String> {
                 "if" | "for" | "macro" | "call" | "filter" | "with" | "autoescape" | "block" => {
                     blocks += 1;
                     if blocks > MAX_TEMPLATE_NESTING {
-                        return Err(format!(
-                            "line {}: block tags nest more than {MAX_TEMPLATE_NESTING} deep",
-                            line_of(open)
-                        ));
+                        return Err(TemplateError::BlocksTooDeep {
+                            name: name(),
+                            line: line_of(open),
+                            limit: MAX_TEMPLATE_NESTING,
+                        });
                     }
                 }
                 // `set` with no `=` opens a block that `endset` closes.
@@ -326,7 +437,7 @@ mod tests {
 
     /// Parses and renders `source` (with `topic` set) on a thread with the
     /// 2 MiB stack of a server's worker: the bounds must hold there.
-    fn render_on_small_stack(source: String) -> Result<String, String> {
+    fn render_on_small_stack(source: String) -> Result<String, TemplateError> {
         std::thread::Builder::new()
             .stack_size(2 * 1024 * 1024)
             .spawn(move || {
@@ -334,10 +445,10 @@ mod tests {
                 let env = template.environment();
                 let compiled = env
                     .template_from_str(&template.source)
-                    .map_err(|err| template.describe(&err))?;
+                    .map_err(|err| template.describe(err))?;
                 compiled
                     .render(minijinja::context! { topic => "x" })
-                    .map_err(|err| template.describe(&err))
+                    .map_err(|err| template.describe(err))
             })
             .expect("thread")
             .join()
@@ -353,14 +464,16 @@ mod tests {
         for operator in ["~", "+", "and", "|"] {
             let source = format!("head\n{{{{ {} }}}}\n", chain(operator, 20_000));
             assert_eq!(
-                PackTemplate::parse("t.j2", source).unwrap_err(),
+                PackTemplate::parse("t.j2", source).unwrap_err().to_string(),
                 "template t.j2: line 2: a tag chains 19999 operators; at most 200 are allowed \
                  (split the expression with `set`)"
             );
         }
         let negations = format!("{{{{ {}1 }}}}", "- ".repeat(40_000));
         assert_eq!(
-            PackTemplate::parse("t.j2", negations).unwrap_err(),
+            PackTemplate::parse("t.j2", negations)
+                .unwrap_err()
+                .to_string(),
             "template t.j2: line 1: a tag chains 40000 operators; at most 200 are allowed \
              (split the expression with `set`)"
         );
@@ -368,15 +481,54 @@ mod tests {
         assert!(
             PackTemplate::parse("t.j2", statement)
                 .unwrap_err()
+                .to_string()
                 .contains("a tag chains 5000 operators")
         );
+    }
+
+    #[test]
+    fn an_unreadable_or_broken_template_carries_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone.j2");
+        let err = PackTemplate::load(&missing).unwrap_err();
+        let TemplateError::Read { path, source } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(path, &missing);
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            err.to_string(),
+            format!("cannot read template {}: {source}", missing.display())
+        );
+        assert!(std::error::Error::source(&err).is_some());
+
+        let err = PackTemplate::parse("t.j2", "a\n{% if %}\n".into()).unwrap_err();
+        assert!(matches!(err, TemplateError::Jinja { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "template t.j2, line 2: syntax error: unexpected end of block"
+        );
+        let source = std::error::Error::source(&err).expect("minijinja's error");
+        assert!(source.is::<minijinja::Error>());
+
+        let err = PackTemplate::parse("t.j2", "x".repeat(MAX_TEMPLATE_BYTES + 1)).unwrap_err();
+        assert!(matches!(
+            err,
+            TemplateError::TooLarge {
+                limit: MAX_TEMPLATE_BYTES,
+                ..
+            }
+        ));
+        assert!(std::error::Error::source(&err).is_none());
     }
 
     #[test]
     fn deep_nesting_and_huge_templates_are_refused() {
         let brackets = format!("{{{{ {}1{} }}}}", "(".repeat(33), ")".repeat(33));
         assert_eq!(
-            PackTemplate::parse("t.j2", brackets).unwrap_err(),
+            PackTemplate::parse("t.j2", brackets)
+                .unwrap_err()
+                .to_string(),
             "template t.j2: line 1: brackets nest 33 deep; at most 32 levels are allowed"
         );
         let blocks = format!(
@@ -385,12 +537,12 @@ mod tests {
             "{% endif %}".repeat(33)
         );
         assert_eq!(
-            PackTemplate::parse("t.j2", blocks).unwrap_err(),
+            PackTemplate::parse("t.j2", blocks).unwrap_err().to_string(),
             "template t.j2: line 1: block tags nest more than 32 deep"
         );
         let huge = "x".repeat(MAX_TEMPLATE_BYTES + 1);
         assert_eq!(
-            PackTemplate::parse("t.j2", huge).unwrap_err(),
+            PackTemplate::parse("t.j2", huge).unwrap_err().to_string(),
             "template t.j2: 262145 bytes is too large; a template may hold at most 262144 bytes"
         );
     }

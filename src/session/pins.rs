@@ -80,7 +80,11 @@ impl Session {
     /// The vault map in `shape` within the request's budget (an error is a
     /// template's): the notes this session lists, hubs from the store's
     /// links.
-    pub fn map_pack(&self, request: &PackRequest, shape: &Shape) -> Result<Pack, String> {
+    pub fn map_pack(
+        &self,
+        request: &PackRequest,
+        shape: &Shape,
+    ) -> Result<Pack, crate::pack::template::TemplateError> {
         let graph = self.store.as_deref().and_then(|store| store.link_graph());
         let links = graph.as_deref().ok_or_else(|| no_links_error(self).message);
         let map = vault_map(&self.vault, &|path| self.vault.is_listed(path), links);

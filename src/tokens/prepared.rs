@@ -51,6 +51,58 @@ type MergedCounts = (Vec<u8>, rustc_hash::FxHashMap<Box<[u8]>, u32>);
 /// Ids that tell prepared vocabularies apart in [`MERGED`].
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Why a vocabulary could not be prepared or opened: a file that cannot be
+/// read, one that is damaged, a compact form that does not inflate, or a
+/// pattern that does not compile. The built-in vocabularies never fail
+/// (their tests say so); a cached file that fails is prepared again.
+#[derive(Debug)]
+pub(super) enum TokenizerError {
+    /// A pre-tokenizer pattern that does not compile (boxed: the
+    /// builder's error is large, and this one is returned often).
+    Pattern(Box<regex_automata::meta::BuildError>),
+    /// The prepared file could not be opened or mapped (its path is the
+    /// caller's: the cache's, which a failure only makes prepare again).
+    Io(std::io::Error),
+    /// A prepared file that is not a layout of this version, or damaged.
+    Damaged(&'static str),
+    /// More tokens than the table's ids can number (`ID_MASK - 1`).
+    TooManyTokens,
+    /// A compact vocabulary that does not hold what its count says.
+    Compact(&'static str),
+    /// A compact vocabulary whose deflated part does not inflate.
+    Inflate(std::io::Error),
+    /// A compact vocabulary whose lengths do not add up to its bytes.
+    Lengths { total: usize, bytes: usize },
+}
+
+impl std::fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenizerError::Pattern(err) => err.fmt(f),
+            TokenizerError::Io(err) => err.fmt(f),
+            TokenizerError::Damaged(why) | TokenizerError::Compact(why) => f.write_str(why),
+            TokenizerError::TooManyTokens => f.write_str("too many tokens for the table"),
+            TokenizerError::Inflate(err) => write!(f, "cannot inflate: {err}"),
+            TokenizerError::Lengths { total, bytes } => {
+                write!(
+                    f,
+                    "the tokens' lengths add up to {total} bytes, not {bytes}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for TokenizerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TokenizerError::Pattern(err) => Some(err.as_ref()),
+            TokenizerError::Io(err) | TokenizerError::Inflate(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
 /// One vocabulary's pre-tokenizer: patterns tried at each position, the
 /// flagged ones matching one look-ahead character that is not kept.
 pub(super) struct Splitter {
@@ -59,10 +111,11 @@ pub(super) struct Splitter {
 }
 
 impl Splitter {
-    pub(super) fn new(patterns: &[(&str, bool)]) -> Result<Splitter, String> {
+    pub(super) fn new(patterns: &[(&str, bool)]) -> Result<Splitter, TokenizerError> {
         let sources: Vec<&str> = patterns.iter().map(|(source, _)| *source).collect();
         Ok(Splitter {
-            patterns: Regex::new_many(&sources).map_err(|err| err.to_string())?,
+            patterns: Regex::new_many(&sources)
+                .map_err(|err| TokenizerError::Pattern(Box::new(err)))?,
             lookahead: patterns.iter().map(|(_, ahead)| *ahead).collect(),
         })
     }
@@ -127,17 +180,20 @@ pub(super) struct PreparedBpe {
 impl PreparedBpe {
     /// Opens the prepared vocabulary at `path`, checking its structure and
     /// hash (a damaged file is an error, never a wrong count).
-    pub(super) fn open(path: &Path, splitter: Splitter) -> Result<PreparedBpe, String> {
-        let file = fs::File::open(path).map_err(|err| err.to_string())?;
+    pub(super) fn open(path: &Path, splitter: Splitter) -> Result<PreparedBpe, TokenizerError> {
+        let file = fs::File::open(path).map_err(TokenizerError::Io)?;
         // SAFETY: the file is only ever replaced by rename, never written
         // in place, so the mapping's bytes do not change while it is used.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|err| err.to_string())?;
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(TokenizerError::Io)?;
         PreparedBpe::from_layout(Layout::Mapped(map), splitter, true)
     }
 
     /// Prepares the vocabulary `tokens` (by id, which is their rank) in
     /// memory.
-    pub(super) fn from_tokens(tokens: &[&[u8]], splitter: Splitter) -> Result<PreparedBpe, String> {
+    pub(super) fn from_tokens(
+        tokens: &[&[u8]],
+        splitter: Splitter,
+    ) -> Result<PreparedBpe, TokenizerError> {
         // Laid out here from the tokens themselves: nothing to verify.
         PreparedBpe::from_layout(Layout::Owned(layout(tokens)?), splitter, false)
     }
@@ -152,10 +208,18 @@ impl PreparedBpe {
 
     /// Reads the header of `map`; `verify` checks the hash and every
     /// offset too (a file may be damaged; a layout made here is not).
-    fn from_layout(map: Layout, splitter: Splitter, verify: bool) -> Result<PreparedBpe, String> {
-        let header = map.get(..HEADER).ok_or("too short")?;
+    fn from_layout(
+        map: Layout,
+        splitter: Splitter,
+        verify: bool,
+    ) -> Result<PreparedBpe, TokenizerError> {
+        let header = map
+            .get(..HEADER)
+            .ok_or(TokenizerError::Damaged("too short"))?;
         if &header[..8] != MAGIC {
-            return Err("not a prepared vocabulary of this version".into());
+            return Err(TokenizerError::Damaged(
+                "not a prepared vocabulary of this version",
+            ));
         }
         let word = |at: usize| {
             u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
@@ -166,10 +230,10 @@ impl PreparedBpe {
         let slots_at = starts_at + 4 * (tokens + 1);
         let bytes_at = slots_at + 4 * slots;
         if !slots.is_power_of_two() || slots <= tokens || bytes_at + bytes != map.len() {
-            return Err("sizes do not add up".into());
+            return Err(TokenizerError::Damaged("sizes do not add up"));
         }
         if verify && blake3::hash(&map[HEADER..]).as_bytes() != &header[20..52] {
-            return Err("damaged (hash mismatch)".into());
+            return Err(TokenizerError::Damaged("damaged (hash mismatch)"));
         }
         let prepared = PreparedBpe {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -181,7 +245,7 @@ impl PreparedBpe {
             splitter,
         };
         if verify && !prepared.offsets_in_range(tokens, slots, bytes) {
-            return Err("damaged (offsets out of range)".into());
+            return Err(TokenizerError::Damaged("damaged (offsets out of range)"));
         }
         Ok(prepared)
     }
@@ -348,10 +412,10 @@ impl PreparedBpe {
 }
 
 /// The file layout of the vocabulary `tokens` (by id, which is their rank).
-fn layout(tokens: &[&[u8]]) -> Result<Vec<u8>, String> {
+fn layout(tokens: &[&[u8]]) -> Result<Vec<u8>, TokenizerError> {
     let count = tokens.len();
     if count >= ID_MASK as usize {
-        return Err("too many tokens for the table".into());
+        return Err(TokenizerError::TooManyTokens);
     }
     // A quarter full: a miss, the common case when merging, ends after
     // about one probe.
@@ -394,21 +458,25 @@ pub(super) struct Compact {
 }
 
 impl Compact {
-    pub(super) fn inflate(compact: &[u8]) -> Result<Compact, String> {
+    pub(super) fn inflate(compact: &[u8]) -> Result<Compact, TokenizerError> {
         use std::io::Read;
-        let (count, deflated) = compact.split_first_chunk::<4>().ok_or("no token count")?;
+        let (count, deflated) = compact
+            .split_first_chunk::<4>()
+            .ok_or(TokenizerError::Compact("no token count"))?;
         let count = u32::from_le_bytes(*count) as usize;
         let mut plain = Vec::new();
         flate2::read::DeflateDecoder::new(deflated)
             .read_to_end(&mut plain)
-            .map_err(|err| format!("cannot inflate: {err}"))?;
-        let lengths = plain.get(..count).ok_or("fewer lengths than tokens")?;
+            .map_err(TokenizerError::Inflate)?;
+        let lengths = plain
+            .get(..count)
+            .ok_or(TokenizerError::Compact("fewer lengths than tokens"))?;
         let total: usize = lengths.iter().map(|&len| usize::from(len)).sum();
         if count + total != plain.len() {
-            return Err(format!(
-                "the tokens' lengths add up to {total} bytes, not {}",
-                plain.len() - count
-            ));
+            return Err(TokenizerError::Lengths {
+                total,
+                bytes: plain.len() - count,
+            });
         }
         Ok(Compact { count, plain })
     }
@@ -502,9 +570,12 @@ mod tests {
         };
         let good = compact(3, b"\x01\x02\x00abc");
         assert_eq!(Compact::inflate(&good).unwrap().tokens(), tokens);
-        let err = |bytes: &[u8]| Compact::inflate(bytes).err().unwrap();
+        let err = |bytes: &[u8]| Compact::inflate(bytes).err().unwrap().to_string();
         assert_eq!(err(&good[..3]), "no token count");
         assert!(err(&good[..good.len() - 2]).starts_with("cannot inflate: "));
+        let inflate = Compact::inflate(&good[..good.len() - 2]).err().unwrap();
+        let source = std::error::Error::source(&inflate).expect("the inflater's error");
+        assert_eq!(inflate.to_string(), format!("cannot inflate: {source}"));
         assert_eq!(
             err(&compact(4, b"\x01\x02\x00")),
             "fewer lengths than tokens"
@@ -584,6 +655,25 @@ mod tests {
             assert!(PreparedBpe::open(&path, splitter()).is_err(), "byte {at}");
         }
         fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
-        assert!(PreparedBpe::open(&path, splitter()).is_err());
+        let cut = PreparedBpe::open(&path, splitter()).err().unwrap();
+        assert_eq!(cut.to_string(), "sizes do not add up");
+        assert!(std::error::Error::source(&cut).is_none());
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_opened_carries_the_systems_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.bin");
+        let splitter = Splitter::new(&[("\\S+|\\s+", false)]).unwrap();
+        let err = PreparedBpe::open(&missing, splitter).err().unwrap();
+        let TokenizerError::Io(source) = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        let source = std::error::Error::source(&err).expect("the I/O error");
+        assert_eq!(err.to_string(), source.to_string());
+        let err = Splitter::new(&[("(", false)]).err().unwrap();
+        assert!(matches!(err, TokenizerError::Pattern(_)), "{err:?}");
+        assert!(std::error::Error::source(&err).is_some());
     }
 }

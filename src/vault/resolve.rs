@@ -6,13 +6,13 @@ use crate::text::fold;
 
 /// Why a stored resolver could not be read (the index is damaged).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResolverError {
+pub(crate) enum ResolverError {
     /// A table's length runs past the resolver's part.
     CutShort,
     /// Bytes left over after the three tables.
     TrailingBytes,
     /// One of its name tables, and why.
-    Table(String),
+    Table(crate::note_tables::TableError),
 }
 
 impl std::fmt::Display for ResolverError {
@@ -20,12 +20,19 @@ impl std::fmt::Display for ResolverError {
         match self {
             ResolverError::CutShort => f.write_str("resolver cut short"),
             ResolverError::TrailingBytes => f.write_str("resolver has trailing bytes"),
-            ResolverError::Table(why) => f.write_str(why),
+            ResolverError::Table(why) => why.fmt(f),
         }
     }
 }
 
-impl std::error::Error for ResolverError {}
+impl std::error::Error for ResolverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ResolverError::Table(why) => Some(why),
+            _ => None,
+        }
+    }
+}
 
 /// Lookup tables from link targets to note indices: a note's lowercased
 /// name (its path without `.md`), its lowercased file stem, and its folded
@@ -68,7 +75,10 @@ impl LinkResolver {
     }
 
     /// The resolver [`encode`](Self::encode) wrote into `part` of `blob`.
-    pub fn decode(blob: Blob, part: std::ops::Range<usize>) -> Result<LinkResolver, ResolverError> {
+    pub(crate) fn decode(
+        blob: Blob,
+        part: std::ops::Range<usize>,
+    ) -> Result<LinkResolver, ResolverError> {
         let mut tables = Vec::with_capacity(3);
         let mut at = part.start;
         for _ in 0..3 {
