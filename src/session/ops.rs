@@ -77,7 +77,7 @@ impl Session {
         if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
             self.config_pins()?;
         }
-        self.pack_shaped(request, shape)
+        Ok(self.pack_shaped(request, shape)?)
     }
 
     /// Appends `pack`'s line to the vault's `log.md` as
