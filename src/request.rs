@@ -26,8 +26,8 @@ use crate::tokens::Tokenizer;
 pub use crate::parse::parse_datetime;
 pub use crate::retrieve::RankOptions;
 pub use crate::retrieve::fusion::Fusion;
-pub use crate::retrieve::graph::{Direction, GraphOptions};
-pub use crate::retrieve::query::check_query_length;
+pub use crate::retrieve::graph::{Direction, GraphOptions, NoDirection};
+pub use crate::retrieve::query::{QueryTooLong, check_query_length};
 pub use crate::session::{PackRequest, Ranker, SearchRequest};
 
 pub use crate::pack::{DEFAULT_BUDGET, MAX_BUDGET};

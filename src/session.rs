@@ -22,7 +22,7 @@ use crate::pack::{
 use crate::privacy::Policy;
 use crate::progress::Progress;
 use crate::retrieve::graph::{self, Direction, GraphOptions};
-use crate::retrieve::qmd::QmdConfig;
+use crate::retrieve::qmd::{QmdConfig, QmdError};
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
     ArmHit, Candidate, Explanation, Method, RankOptions, RankedList, Ranking, Reranker,
@@ -34,6 +34,7 @@ use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
 mod embedding;
+mod error;
 mod filtering;
 mod floor;
 mod ops;
@@ -43,8 +44,9 @@ pub(crate) mod upkeep;
 
 // Exported by lib.rs: on a line of its own, as `unreachable_pub` judges a
 // grouped `pub use` as a whole.
+pub use error::SessionError;
+pub(crate) use ops::LoggedPack;
 pub use ops::NoteRequest;
-pub(crate) use ops::{LoggedPack, no_note};
 
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.
@@ -57,7 +59,7 @@ pub struct IndexChoice {
     pub model: ModelChoice,
     /// QMD as an external arm, when the config names a collection (or why
     /// it cannot run).
-    pub qmd: Option<Result<QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, QmdError>>,
     /// A cross-encoder folder.
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
@@ -165,7 +167,7 @@ pub struct Session {
     pub semantic_status: String,
     /// Set when a chosen model failed (reported with every ranking).
     semantic_error: Option<String>,
-    pub qmd: Option<Result<QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, QmdError>>,
     pub reranker: Option<Box<dyn Reranker>>,
     /// What the reranker did (empty when none was asked for).
     pub rerank_status: String,
@@ -613,7 +615,7 @@ impl Session {
         &self,
         request: &PackRequest,
         shape: &crate::pack::style::Shape,
-    ) -> Result<Pack, String> {
+    ) -> Result<Pack, SessionError> {
         if request.mode == PackMode::Map {
             return self.map_pack(request, shape);
         }
@@ -631,6 +633,8 @@ impl Session {
                 self.pack(&request)
             },
         )
+        // `to_string` whatever the shaping error's type: a template's.
+        .map_err(|err| SessionError::Shape(err.to_string()))
     }
 
     /// The pack of `request`. A topic and subqueries are redacted before
@@ -789,10 +793,13 @@ impl Session {
     /// A path leading outside the vault, and any file that is not a note
     /// the vault lists (hidden, skipped, ignored, private by policy), is
     /// refused, with one message for all of those.
-    pub fn anchor_note(&self, given: &str) -> Result<String, String> {
+    pub fn anchor_note(&self, given: &str) -> Result<String, SessionError> {
         let trimmed = given.trim();
         let relative_given = if Path::new(trimmed).is_absolute() {
-            let outside = || format!("'{given}' is not inside the vault {}", self.root.display());
+            let outside = || SessionError::NotInVault {
+                given: given.to_string(),
+                root: self.root.clone(),
+            };
             let real = Path::new(trimmed).canonicalize().map_err(|_| outside())?;
             let root = self
                 .root
@@ -810,12 +817,7 @@ impl Session {
         [relative.clone(), format!("{relative}.md")]
             .into_iter()
             .find(|path| self.note_index(path).is_some())
-            .ok_or_else(|| {
-                format!(
-                    "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
-                     agent files, log.md, ignored, private and non-Markdown files are never packed)"
-                )
-            })
+            .ok_or_else(|| SessionError::NoSuchNote(relative.clone()))
     }
 
     fn note_index(&self, path: &str) -> Option<usize> {
@@ -1110,7 +1112,7 @@ pub(crate) const SIMILAR_TERMS: usize = 12;
 fn no_links_error(session: &Session) -> SignalError {
     SignalError {
         arm: "graph".into(),
-        message: graph::no_links_message(session.store.as_deref()),
+        message: graph::NoLinks::of(session.store.as_deref()).to_string(),
     }
 }
 

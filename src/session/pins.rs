@@ -3,7 +3,7 @@
 //! way `--note` resolves its note, the vault's `pins:` added, and the map
 //! built from the notes this session lists.
 
-use super::{PackRequest, Session, no_links_error, no_note};
+use super::{PackRequest, Session, SessionError, no_links_error};
 use crate::pack::Pack;
 use crate::pack::map::{map_pack, vault_map};
 use crate::pack::style::Shape;
@@ -15,22 +15,30 @@ impl Session {
     /// reasons a file is never packed, in a tool call with the one answer
     /// for every path that is not a readable listed note (a private note
     /// and a missing one look alike).
-    pub fn resolve_note(&self, given: &str, spelling: Spelling) -> Result<String, String> {
+    pub fn resolve_note(&self, given: &str, spelling: Spelling) -> Result<String, SessionError> {
         match (self.anchor_note(given), spelling) {
             (Ok(path), _) if self.vault.is_listed(&path) => Ok(path),
-            (Err(message), Spelling::Flags) => Err(message),
-            _ => Err(no_note(given)),
+            (Err(err), Spelling::Flags) => Err(err),
+            _ => Err(SessionError::no_note(given)),
         }
     }
 
-    /// Resolves a request's pins and notes to leave out in place (the
-    /// first refused is the error), and checks the vault's own `pins:`
-    /// when the pack is a topic pack.
+    /// Resolves a request's note, pins and notes to leave out in place
+    /// (the first refused is the error), and checks the vault's own
+    /// `pins:` when the pack is a topic pack. A tool call's note must be
+    /// one the walker lists, as every note a client reads; the command
+    /// line, the vault owner's, may anchor on any note the vault holds.
     pub fn resolve_pack_notes(
         &self,
         request: &mut PackRequest,
         spelling: Spelling,
-    ) -> Result<(), String> {
+    ) -> Result<(), SessionError> {
+        if let crate::pack::PackMode::Note(anchor) = &mut request.mode {
+            anchor.path = match spelling {
+                Spelling::Flags => self.anchor_note(&anchor.path)?,
+                Spelling::Params => self.resolve_note(&anchor.path, spelling)?,
+            };
+        }
         let options = &mut request.options;
         for path in options.pins.iter_mut().chain(options.exclude.iter_mut()) {
             *path = self.resolve_note(path, spelling)?;
@@ -43,7 +51,7 @@ impl Session {
 
     /// The vault's `pins:` (`.ctxpack.yaml`), resolved; a pin that is not
     /// a note the vault lists refuses every topic pack, naming the file.
-    pub fn config_pins(&self) -> Result<Vec<String>, String> {
+    pub fn config_pins(&self) -> Result<Vec<String>, SessionError> {
         self.vault
             .policy()
             .file
@@ -51,7 +59,7 @@ impl Session {
             .iter()
             .map(|pin| {
                 self.resolve_note(pin, Spelling::Flags)
-                    .map_err(|message| format!("{} pins: {message}", crate::privacy::POLICY_FILE))
+                    .map_err(|err| SessionError::Pin(Box::new(err)))
             })
             .collect()
     }
@@ -80,7 +88,7 @@ impl Session {
     /// The vault map in `shape` within the request's budget (an error is a
     /// template's): the notes this session lists, hubs from the store's
     /// links.
-    pub fn map_pack(&self, request: &PackRequest, shape: &Shape) -> Result<Pack, String> {
+    pub fn map_pack(&self, request: &PackRequest, shape: &Shape) -> Result<Pack, SessionError> {
         let graph = self.store.as_deref().and_then(|store| store.link_graph());
         let links = graph.as_deref().ok_or_else(|| no_links_error(self).message);
         let map = vault_map(&self.vault, &|path| self.vault.is_listed(path), links);
@@ -88,6 +96,8 @@ impl Session {
         map_pack(&map, &request.options, shape, &|text| {
             policy.redact_printed(text)
         })
+        // `to_string` whatever the map's error type: a template's.
+        .map_err(|err| SessionError::Shape(err.to_string()))
     }
 
     pub(super) fn markdown_map(&self, request: &PackRequest) -> Pack {
