@@ -1239,7 +1239,7 @@ fn generated_at(flag: Option<&str>) -> Result<DateTime<Utc>, Failure> {
         return parse_time("--generated-at", text);
     }
     Ok(request::source_date_epoch()
-        .map_err(Failure::Usage)?
+        .map_err(usage)?
         .unwrap_or_else(Utc::now))
 }
 
@@ -1965,7 +1965,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
                 format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
             }
         },
-        Err(why) => why,
+        Err(why) => why.to_string(),
     };
     let status = upkeep::IndexStatus::read(&root, &config, semantic)?;
     let output = match args.format {

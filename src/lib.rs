@@ -38,7 +38,8 @@
 //!   operations' requests and answers ([`PackRequest`], [`SearchRequest`],
 //!   [`NoteRequest`], [`SearchResults`] of [`SearchHit`]s, [`Ranker`],
 //!   [`RankOptions`], [`Filters`]), the errors of its operations
-//!   ([`SessionError`]; [`QmdError`], why QMD cannot run), and the
+//!   ([`SessionError`]; [`QmdError`], why QMD cannot run; [`NoModel`],
+//!   why there is no semantic arm), and the
 //!   [`request`] module (public as a whole), where a face's raw input is
 //!   validated once.
 //! - **Long work reported to the caller**: the [`progress`] module.
@@ -96,7 +97,7 @@ pub use privacy::Policy;
 pub use retrieve::RankOptions;
 pub use retrieve::qmd::QmdError;
 pub use session::{
-    IndexChoice, ModelChoice, NoteRequest, PackRequest, Ranker, SearchHit, SearchRequest,
+    IndexChoice, ModelChoice, NoModel, NoteRequest, PackRequest, Ranker, SearchHit, SearchRequest,
     SearchResults, Session, SessionError, StoreTarget,
 };
 pub use store::postgres::StoreUrl;

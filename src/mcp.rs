@@ -731,7 +731,7 @@ impl CtxpackServer {
 
     /// The server with everything but its session, which calls wait for.
     fn unopened(options: ServeOptions) -> Result<CtxpackServer> {
-        let generated_at = source_date_epoch().map_err(anyhow::Error::msg)?;
+        let generated_at = source_date_epoch()?;
         let mut tool_router = Self::tool_router();
         // Outside a writing project every assemble call fails: an agent
         // offered the tool there would only waste a turn learning that.

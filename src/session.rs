@@ -100,28 +100,52 @@ pub enum ModelChoice {
 
 impl ModelChoice {
     /// The model name to load, or why there is none.
-    pub fn resolve(&self, store: Option<&Path>) -> Result<String, String> {
+    pub fn resolve(&self, store: Option<&Path>) -> Result<String, NoModel> {
         let from_env = || {
             std::env::var("CTXPACK_MODEL")
                 .ok()
                 .filter(|m| !m.trim().is_empty())
         };
         let name = match self {
-            ModelChoice::Off => return Err("off (--model none)".into()),
+            ModelChoice::Off => return Err(NoModel::Off),
             ModelChoice::Named(name) => name.clone(),
             ModelChoice::Default => match from_env() {
                 Some(name) => name,
                 None => store
                     .and_then(crate::embed::default_model)
-                    .ok_or("off: no embedding model (add one with `ctxpack model import`)")?,
+                    .ok_or(NoModel::NoneStored)?,
             },
         };
         if matches!(name.as_str(), "none" | "off") {
-            return Err("off (model none)".into());
+            return Err(NoModel::Named);
         }
         Ok(name)
     }
 }
+
+/// Why the semantic arm has no model: the arm's status, as `status`
+/// prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoModel {
+    /// `--model none`.
+    Off,
+    /// `none` (or `off`) named by `CTXPACK_MODEL` or `--model`.
+    Named,
+    /// No model asked for, and the model store has no default.
+    NoneStored,
+}
+
+impl std::fmt::Display for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NoModel::Off => "off (--model none)",
+            NoModel::Named => "off (model none)",
+            NoModel::NoneStored => "off: no embedding model (add one with `ctxpack model import`)",
+        })
+    }
+}
+
+impl std::error::Error for NoModel {}
 
 /// The semantic arm's model and the vault's vectors.
 pub struct Semantic {
@@ -346,7 +370,7 @@ impl Session {
         let name = match choice.model.resolve(store.as_deref()) {
             Ok(name) => name,
             Err(status) => {
-                self.semantic_status = status;
+                self.semantic_status = status.to_string();
                 return;
             }
         };

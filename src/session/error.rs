@@ -164,4 +164,16 @@ mod tests {
         assert_eq!(source, Some(&PathError::Outside("../x".into())));
         assert!(SessionError::PromptTopic.source().is_none());
     }
+
+    #[test]
+    fn no_model_is_the_status_the_arm_always_printed() {
+        use crate::session::{ModelChoice, NoModel};
+        assert_eq!(ModelChoice::Off.resolve(None), Err(NoModel::Off));
+        assert_eq!(NoModel::Off.to_string(), "off (--model none)");
+        assert_eq!(
+            ModelChoice::Named("none".into()).resolve(None),
+            Err(NoModel::Named)
+        );
+        assert_eq!(NoModel::Named.to_string(), "off (model none)");
+    }
 }
