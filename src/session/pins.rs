@@ -108,3 +108,63 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::{NoteAnchor, PackMode, PackOptions};
+
+    /// A vault whose `drafts/` the session does not list, though its
+    /// notes were read (as a policy's hidden folder leaves them).
+    fn session() -> (tempfile::TempDir, Session) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("drafts")).unwrap();
+        std::fs::write(dir.path().join("drafts/plan.md"), "# Plan\n\nraft\n").unwrap();
+        std::fs::write(dir.path().join("raft.md"), "# Raft\n\nleader\n").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut vault = crate::vault::Vault::load(&root, &Default::default()).unwrap();
+        vault.set_hidden(vec!["drafts".into()]);
+        (dir, Session::without_index(vault))
+    }
+
+    fn note_request(path: &str) -> PackRequest {
+        let anchor = NoteAnchor {
+            path: path.into(),
+            depth: 0,
+            include_self: true,
+        };
+        let options = PackOptions::new(500, crate::tokens::Tokenizer::Chars4, Default::default());
+        PackRequest::new(PackMode::Note(anchor), options)
+    }
+
+    fn anchor(request: &PackRequest) -> &str {
+        match &request.mode {
+            PackMode::Note(anchor) => &anchor.path,
+            other => panic!("not a note pack: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tool_calls_note_must_be_listed_and_the_command_lines_need_only_exist() {
+        let (_dir, session) = session();
+        let mut request = note_request("raft");
+        session
+            .resolve_pack_notes(&mut request, Spelling::Params)
+            .unwrap();
+        assert_eq!(anchor(&request), "raft.md");
+
+        let mut request = note_request("drafts/plan");
+        let err = session
+            .resolve_pack_notes(&mut request, Spelling::Params)
+            .unwrap_err();
+        assert!(matches!(&err, SessionError::NoNote(given) if given == "drafts/plan"));
+        assert_eq!(err.to_string(), crate::session::ops::no_note("drafts/plan"));
+        assert_eq!(anchor(&request), "drafts/plan");
+
+        let mut request = note_request("drafts/plan");
+        session
+            .resolve_pack_notes(&mut request, Spelling::Flags)
+            .unwrap();
+        assert_eq!(anchor(&request), "drafts/plan.md");
+    }
+}
