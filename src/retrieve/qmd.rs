@@ -1197,11 +1197,14 @@ mod tests {
             "",
         ] {
             let qmd = printing(bin.path(), output);
-            let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5)
-                .unwrap_err()
-                .to_string();
+            let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5).unwrap_err();
             assert!(
-                err.starts_with("qmd returned JSON ctxpack cannot read: "),
+                matches!(err, QmdError::Unreadable(_)),
+                "{output:?} gave {err:?}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with("qmd returned JSON ctxpack cannot read: "),
                 "{output:?} gave {err:?}"
             );
         }
