@@ -14,7 +14,6 @@ use crate::assemble::{self, AssembleError, AssembleRequest};
 use crate::config::{self, Environment};
 use crate::embed;
 use crate::eval;
-use crate::pack::PackMode;
 use crate::pack::style::{Shape, Style};
 use crate::pack::template::PackTemplate;
 use crate::progress::{Event, Progress, Stage};
@@ -873,7 +872,7 @@ fn parse_graph_depth(text: &str) -> Result<usize, String> {
     parse_whole(text, "depth", "", 0..=request::MAX_DEPTH as i64)
 }
 
-fn parse_direction(text: &str) -> Result<Direction, String> {
+fn parse_direction(text: &str) -> Result<Direction, crate::request::NoDirection> {
     text.parse()
 }
 
@@ -927,6 +926,11 @@ enum Failure {
     Usage(String),
     /// Something failed while running: exit 1.
     Runtime(anyhow::Error),
+}
+
+/// A library error that is the user's to fix, as its message.
+fn usage(err: impl std::fmt::Display) -> Failure {
+    Failure::Usage(err.to_string())
 }
 
 impl From<config::ConfigError> for Failure {
@@ -1236,7 +1240,7 @@ fn generated_at(flag: Option<&str>) -> Result<DateTime<Utc>, Failure> {
         return parse_time("--generated-at", text);
     }
     Ok(request::source_date_epoch()
-        .map_err(Failure::Usage)?
+        .map_err(usage)?
         .unwrap_or_else(Utc::now))
 }
 
@@ -1349,7 +1353,7 @@ fn store_target(
     if url.trim().is_empty() {
         return Ok(None);
     }
-    let url = upkeep::parse_store_url(&url).map_err(Failure::Usage)?;
+    let url = upkeep::parse_store_url(&url).map_err(usage)?;
     let folder = cli.vault.clone().or_else(|| {
         config::resolve(None, name, &Environment::from_process())
             .ok()
@@ -1382,7 +1386,7 @@ fn project_store(
     let Some(url) = cli.store.as_deref().filter(|u| !u.trim().is_empty()) else {
         return Ok(None);
     };
-    let url = upkeep::parse_store_url(url).map_err(Failure::Usage)?;
+    let url = upkeep::parse_store_url(url).map_err(usage)?;
     let vault = match &cli.vault_id {
         Some(id) => id.trim().to_string(),
         None => project
@@ -1528,15 +1532,12 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
     // index's (the pack itself only reads).
     let (session, packed) = open_session_then(cli, vault_name, |session| {
         let mut request = request.clone();
-        if let PackMode::Note(anchor) = &mut request.mode {
-            anchor.path = session.anchor_note(&anchor.path)?;
-        }
         session.resolve_pack_notes(&mut request, Spelling::Flags)?;
         let _packing = crate::timings::phase("pack");
         let pack = session.pack_checked(&request, &shape)?;
-        Ok::<_, String>((request, pack))
+        Ok::<_, crate::session::SessionError>((request, pack))
     })?;
-    let (request, pack) = packed.map_err(Failure::Usage)?;
+    let (request, pack) = packed.map_err(usage)?;
     let log_error = if args.no_log {
         None
     } else {
@@ -1696,8 +1697,7 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
 }
 
 fn index_config(cli: &Cli, root: &Path) -> Result<IndexConfig, Failure> {
-    let mut config =
-        upkeep::index_config(root, cli.index_dir.as_deref()).map_err(Failure::Usage)?;
+    let mut config = upkeep::index_config(root, cli.index_dir.as_deref()).map_err(usage)?;
     config.progress = progress_bars();
     Ok(config)
 }
@@ -1959,7 +1959,7 @@ fn stop_watcher(root: &Path, dir: &Path) -> Result<(), Failure> {
 
 fn run_audit(cli: &Cli, args: &AuditArgs, name: Option<&str>) -> Result<(), Failure> {
     let root = canonical_root(cli, name)?;
-    let report = upkeep::audit_vault(&root).map_err(Failure::Usage)?;
+    let report = upkeep::audit_vault(&root).map_err(usage)?;
     let out = match args.format {
         StatusFormat::Text => upkeep::render_audit(&report),
         StatusFormat::Json => to_json(&report)?,
@@ -1986,7 +1986,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
                 format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
             }
         },
-        Err(why) => why,
+        Err(why) => why.to_string(),
     };
     let status = upkeep::IndexStatus::read(&root, &config, semantic)?;
     let output = match args.format {
@@ -2165,7 +2165,7 @@ fn run_eval(cli: &Cli, args: &EvalArgs) -> Result<(), Failure> {
         let root = root.canonicalize().map_err(|err| {
             Failure::Usage(format!("cannot open vault {}: {err}", root.display()))
         })?;
-        let policy = upkeep::load_policy(&root).map_err(Failure::Usage)?;
+        let policy = upkeep::load_policy(&root).map_err(usage)?;
         upkeep::sync_store(&root, target, policy).map_err(store_failure)?;
     }
     let choice = IndexChoice {

@@ -14,6 +14,7 @@
 //! that matches nothing.
 
 use std::cmp::Ordering;
+use std::fmt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Months, NaiveDate, TimeDelta, Utc};
@@ -248,14 +249,10 @@ pub struct Condition {
 impl Condition {
     /// Reads `KEY=VALUE`, `KEY!=VALUE`, `KEY>=VALUE`, `KEY<=VALUE`,
     /// `KEY~TEXT`, `KEY` or `!KEY`.
-    pub fn parse(given: &str) -> Result<Condition, String> {
+    pub fn parse(given: &str) -> Result<Condition, ConditionError> {
         let text = given.trim();
         if text.is_empty() {
-            return Err(
-                "the condition is empty; write KEY=VALUE, KEY!=VALUE, KEY>=VALUE, \
-                        KEY<=VALUE, KEY~TEXT, KEY or !KEY"
-                    .into(),
-            );
+            return Err(ConditionError::Empty);
         }
         // The first operator character decides: keys hold none of them.
         let Some(at) = text.find(['=', '!', '>', '<', '~']) else {
@@ -269,10 +266,10 @@ impl Condition {
         if at == 0 && rest.starts_with('!') && !rest.starts_with("!=") {
             let key = rest[1..].trim();
             if key.is_empty() {
-                return Err("the key is empty".into());
+                return Err(ConditionError::NoKey);
             }
             if key.contains(['=', '!', '>', '<', '~']) {
-                return Err("!KEY takes a key alone, not an operator".into());
+                return Err(ConditionError::AbsentWithOperator);
             }
             return Ok(Condition {
                 key: fold(key),
@@ -291,18 +288,17 @@ impl Condition {
             ("~", value)
         } else {
             let op: String = rest.chars().take_while(|c| "=!><~".contains(*c)).collect();
-            return Err(format!(
-                "unknown operator '{op}'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
-            ));
+            return Err(ConditionError::UnknownOperator(op));
         };
         if key.is_empty() {
-            return Err("the key is empty".into());
+            return Err(ConditionError::NoKey);
         }
         let value = value.trim();
         if value.is_empty() {
-            return Err(format!(
-                "no value after '{op}' (to ask for notes without the key, write !{key})"
-            ));
+            return Err(ConditionError::NoValue {
+                op,
+                key: key.to_string(),
+            });
         }
         if value.starts_with(['=', '>', '<', '~']) {
             let op: String = format!(
@@ -312,9 +308,7 @@ impl Condition {
                     .take_while(|c| "=!><~".contains(*c))
                     .collect::<String>()
             );
-            return Err(format!(
-                "unknown operator '{op}'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
-            ));
+            return Err(ConditionError::UnknownOperator(op));
         }
         let op = match op {
             "=" => Op::Eq(Wanted::new(value)),
@@ -677,20 +671,22 @@ impl Filters {
         for given in &self.conditions {
             match Condition::parse(given) {
                 Ok(condition) => conditions.push(condition),
-                Err(problem) => return Err(fail(FilterParam::Where, given, problem)),
+                Err(problem) => {
+                    return Err(fail(FilterParam::Where, given, problem.to_string()));
+                }
             }
         }
         let since = match &self.since {
             Some(given) => Some(
                 parse_when(given, now, false)
-                    .map_err(|problem| fail(FilterParam::Since, given, problem))?,
+                    .map_err(|problem| fail(FilterParam::Since, given, problem.to_string()))?,
             ),
             None => None,
         };
         let until = match &self.until {
             Some(given) => Some(
                 parse_when(given, now, true)
-                    .map_err(|problem| fail(FilterParam::Until, given, problem))?,
+                    .map_err(|problem| fail(FilterParam::Until, given, problem.to_string()))?,
             ),
             None => None,
         };
@@ -755,14 +751,13 @@ impl Filters {
 /// A moment from a date (`2026-11-01`, or a date and time) or a span back
 /// from `now` (`14d`, `2w`, `3m`, `1y`). A day alone is its first second,
 /// or its last when it ends a window (`end`), so both ends are inclusive.
-pub(crate) fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i64, String> {
+pub(crate) fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i64, WhenError> {
     let text = given.trim();
-    let problem =
-        || "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)".to_string();
+    let problem = || WhenError::Neither;
     if let Some(unit) = text.chars().last().filter(|c| "dwmy".contains(*c)) {
         let count = &text[..text.len() - 1];
         if !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()) {
-            let too_far = || "reaches back further than any date".to_string();
+            let too_far = || WhenError::TooFar;
             let count: u32 = count.parse().map_err(|_| too_far())?;
             let back =
                 match unit {
@@ -790,6 +785,68 @@ pub(crate) fn parse_when(given: &str, now: DateTime<Utc>, end: bool) -> Result<i
     }
     Ok(date.timestamp())
 }
+
+/// Why a `--since` or `--until` does not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WhenError {
+    /// Neither a date nor a span.
+    Neither,
+    /// A span back past the earliest date there is.
+    TooFar,
+}
+
+impl fmt::Display for WhenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WhenError::Neither => {
+                "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)"
+            }
+            WhenError::TooFar => "reaches back further than any date",
+        })
+    }
+}
+
+impl std::error::Error for WhenError {}
+
+/// Why a `--where` condition does not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConditionError {
+    /// Nothing but whitespace.
+    Empty,
+    /// An operator with nothing before it, or a `!` alone.
+    NoKey,
+    /// `!KEY` followed by an operator.
+    AbsentWithOperator,
+    /// Operator characters that make no operator (as written).
+    UnknownOperator(String),
+    /// An operator (`op`) with no value after it, for the key `key`.
+    NoValue { op: &'static str, key: String },
+}
+
+impl fmt::Display for ConditionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConditionError::Empty => f.write_str(
+                "the condition is empty; write KEY=VALUE, KEY!=VALUE, KEY>=VALUE, \
+                        KEY<=VALUE, KEY~TEXT, KEY or !KEY",
+            ),
+            ConditionError::NoKey => f.write_str("the key is empty"),
+            ConditionError::AbsentWithOperator => {
+                f.write_str("!KEY takes a key alone, not an operator")
+            }
+            ConditionError::UnknownOperator(op) => write!(
+                f,
+                "unknown operator '{op}'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
+            ),
+            ConditionError::NoValue { op, key } => write!(
+                f,
+                "no value after '{op}' (to ask for notes without the key, write !{key})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConditionError {}
 
 fn under_folder(path: &str, folder: &str) -> bool {
     folder.is_empty()
@@ -969,7 +1026,7 @@ mod tests {
 
     #[test]
     fn bad_conditions_say_why() {
-        let err = |text| Condition::parse(text).unwrap_err();
+        let err = |text| Condition::parse(text).unwrap_err().to_string();
         assert_eq!(
             err("year>2020"),
             "unknown operator '>'; use =, !=, >=, <=, ~ (contains), KEY (present) or !KEY (absent)"
@@ -1031,14 +1088,21 @@ mod tests {
         assert_eq!(at("1y", false), "2025-12-05T12:00:00+00:00");
         let problem = "is neither a date (2026-11-01) nor a span back from now (14d, 2w, 3m, 1y)";
         for bad in ["yesterday", "2026-13-01", "14", "d", "-3d", "3 d"] {
-            assert_eq!(parse_when(bad, now(), false).unwrap_err(), problem, "{bad}");
+            let err = parse_when(bad, now(), false).unwrap_err();
+            assert_eq!(
+                (err, err.to_string().as_str()),
+                (WhenError::Neither, problem),
+                "{bad}"
+            );
         }
         assert_eq!(
             parse_when("99999999999d", now(), false).unwrap_err(),
-            "reaches back further than any date"
+            WhenError::TooFar
         );
         assert_eq!(
-            parse_when("999999999y", now(), false).unwrap_err(),
+            parse_when("999999999y", now(), false)
+                .unwrap_err()
+                .to_string(),
             "reaches back further than any date"
         );
     }

@@ -38,8 +38,11 @@
 //!   [`StoreUrl`], [`IndexConfig`], [`VaultIndex`], [`Policy`]), its
 //!   operations' requests and answers ([`PackRequest`], [`SearchRequest`],
 //!   [`NoteRequest`], [`SearchResults`] of [`SearchHit`]s, [`Ranker`],
-//!   [`RankOptions`], [`Filters`]), and the [`request`] module (public as a
-//!   whole), where a face's raw input is validated once.
+//!   [`RankOptions`], [`Filters`]), the errors of its operations
+//!   ([`SessionError`]; [`QmdError`], why QMD cannot run; [`NoModel`],
+//!   why there is no semantic arm), and the
+//!   [`request`] module (public as a whole), where a face's raw input is
+//!   validated once.
 //! - **Long work reported to the caller**: the [`progress`] module.
 //! - **Project assembly** (`ctxpack assemble`): [`assemble()`],
 //!   [`AssembleRequest`], [`AssembleError`], [`Recipe`] (its [`Layer`]s
@@ -94,9 +97,10 @@ pub use pack::{BodyMode, NoteAnchor, Pack, PackMode, PackOptions, build_pack};
 pub use parse::parse_note;
 pub use privacy::Policy;
 pub use retrieve::RankOptions;
+pub use retrieve::qmd::QmdError;
 pub use session::{
-    IndexChoice, ModelChoice, NoteRequest, PackRequest, Ranker, SearchHit, SearchRequest,
-    SearchResults, Session, StoreTarget,
+    IndexChoice, ModelChoice, NoModel, NoteRequest, PackRequest, Ranker, SearchHit, SearchRequest,
+    SearchResults, Session, SessionError, StoreTarget,
 };
 pub use store::postgres::StoreUrl;
 pub use tokens::Tokenizer;

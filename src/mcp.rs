@@ -37,9 +37,9 @@ use crate::request::{
     MAX_SEARCH_LIMIT_MCP, MAX_SUBQUERIES, PackInput, RankOptions, SearchInput, Spelling,
     source_date_epoch,
 };
-use crate::session::upkeep::{self, AnnChoice, QmdConfig, VectorFormat};
+use crate::session::upkeep::{self, AnnChoice, QmdConfig, QmdError, VectorFormat};
 use crate::session::{
-    IndexChoice, LoggedPack, ModelChoice, NoteRequest, PackRequest, Session, StoreTarget, no_note,
+    IndexChoice, LoggedPack, ModelChoice, NoteRequest, PackRequest, Session, StoreTarget,
 };
 use crate::tokens::Tokenizer;
 
@@ -56,7 +56,7 @@ pub(crate) struct ServeOptions {
     pub root: PathBuf,
     pub index_dir: Option<PathBuf>,
     pub model: ModelChoice,
-    pub qmd: Option<Result<QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, QmdError>>,
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
     pub ann: AnnChoice,
@@ -513,8 +513,8 @@ fn timed_out(tool: &str, limit: Duration) -> CallToolResult {
     ))
 }
 
-fn tool_error(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![Content::text(message.into())])
+fn tool_error(message: impl std::fmt::Display) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(message.to_string())])
 }
 
 fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
@@ -731,7 +731,7 @@ impl CtxpackServer {
 
     /// The server with everything but its session, which calls wait for.
     fn unopened(options: ServeOptions) -> Result<CtxpackServer> {
-        let generated_at = source_date_epoch().map_err(anyhow::Error::msg)?;
+        let generated_at = source_date_epoch()?;
         let mut tool_router = Self::tool_router();
         // Outside a writing project every assemble call fails: an agent
         // offered the tool there would only waste a turn learning that.
@@ -1143,7 +1143,7 @@ impl State {
             .parse::<Direction>()
         {
             Ok(direction) => direction,
-            Err(message) => return tool_error(message),
+            Err(err) => return tool_error(err.to_string()),
         };
         let now = self.now();
         let style = match args.style.as_deref().unwrap_or("markdown").parse::<Style>() {
@@ -1184,12 +1184,6 @@ impl State {
             Err(err) => return tool_error(err.to_string()),
         };
         let session = self.session();
-        if let PackMode::Note(anchor) = &mut request.mode {
-            match session.anchor_note(&anchor.path) {
-                Ok(path) if session.vault.is_listed(&path) => anchor.path = path,
-                _ => return tool_error(no_note(&anchor.path)),
-            }
-        }
         if let Err(message) = session.resolve_pack_notes(&mut request, Spelling::Params) {
             return tool_error(message);
         }
@@ -1423,7 +1417,7 @@ impl State {
         let contents = match resources::parse_uri(uri)? {
             resources::Target::Note(path) => {
                 let session = self.session();
-                let (relative, text) = session.note_text(&path)?;
+                let (relative, text) = session.note_text(&path).map_err(|e| e.to_string())?;
                 seen.record([relative]);
                 ResourceContents::text(text, uri).with_mime_type("text/markdown")
             }
@@ -1463,7 +1457,9 @@ impl State {
             Some(serde_json::Value::String(text)) => Some(text.trim().parse().unwrap_or(0)),
             Some(_) => Some(0),
         };
-        self.session().prompt_pack(topic, budget, self.now())
+        self.session()
+            .prompt_pack(topic, budget, self.now())
+            .map_err(|err| err.to_string())
     }
 
     fn status(&self) -> CallToolResult {
@@ -1578,7 +1574,10 @@ impl ServerHandler for CtxpackServer {
         self.blocking(move |state| match resources::parse_uri(&checked)? {
             resources::Target::Note(path) => {
                 let session = state.session();
-                session.note_text(&path).map(|_| ())
+                session
+                    .note_text(&path)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
             }
             resources::Target::Pack(_) => Err("a pack does not change; subscribe to notes".into()),
             resources::Target::Map => Err("subscribe to notes, not the map".into()),

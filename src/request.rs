@@ -26,8 +26,8 @@ use crate::tokens::Tokenizer;
 pub use crate::parse::parse_datetime;
 pub use crate::retrieve::RankOptions;
 pub use crate::retrieve::fusion::Fusion;
-pub use crate::retrieve::graph::{Direction, GraphOptions};
-pub use crate::retrieve::query::check_query_length;
+pub use crate::retrieve::graph::{Direction, GraphOptions, NoDirection};
+pub use crate::retrieve::query::{QueryTooLong, check_query_length};
 pub use crate::session::{PackRequest, Ranker, SearchRequest};
 
 pub use crate::pack::{DEFAULT_BUDGET, MAX_BUDGET};
@@ -50,20 +50,36 @@ pub const MAX_SEARCH_LIMIT_MCP: usize = 100;
 /// convention: whole seconds since 1970), `None` when it is unset or
 /// empty. Faces that take no explicit time (the MCP server) read it so that
 /// a test or a reproducible pipeline gets byte-identical packs.
-pub fn source_date_epoch() -> Result<Option<DateTime<Utc>>, String> {
+pub fn source_date_epoch() -> Result<Option<DateTime<Utc>>, EpochError> {
     let Some(epoch) = std::env::var_os("SOURCE_DATE_EPOCH").filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     parse_epoch(&epoch.to_string_lossy()).map(Some)
 }
 
-fn parse_epoch(text: &str) -> Result<DateTime<Utc>, String> {
+fn parse_epoch(text: &str) -> Result<DateTime<Utc>, EpochError> {
     text.trim()
         .parse::<i64>()
         .ok()
         .and_then(|secs| DateTime::from_timestamp(secs, 0))
-        .ok_or_else(|| format!("SOURCE_DATE_EPOCH '{text}' is not a number of seconds"))
+        .ok_or_else(|| EpochError(text.to_string()))
 }
+
+/// A `SOURCE_DATE_EPOCH` that is not whole seconds since 1970 (the text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochError(pub String);
+
+impl fmt::Display for EpochError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SOURCE_DATE_EPOCH '{}' is not a number of seconds",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for EpochError {}
 
 /// How a face names its parameters in messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -580,7 +596,7 @@ mod tests {
             "2026-06-01T00:00:00+00:00"
         );
         assert_eq!(
-            parse_epoch("2026-06-01").unwrap_err(),
+            parse_epoch("2026-06-01").unwrap_err().to_string(),
             "SOURCE_DATE_EPOCH '2026-06-01' is not a number of seconds"
         );
     }

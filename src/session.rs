@@ -22,7 +22,7 @@ use crate::pack::{
 use crate::privacy::Policy;
 use crate::progress::Progress;
 use crate::retrieve::graph::{self, Direction, GraphOptions};
-use crate::retrieve::qmd::QmdConfig;
+use crate::retrieve::qmd::{QmdConfig, QmdError};
 use crate::retrieve::recent::recent_order;
 use crate::retrieve::{
     ArmHit, Candidate, Explanation, Method, RankOptions, RankedList, Ranking, Reranker,
@@ -34,6 +34,7 @@ use crate::text::{collapse_whitespace, fold};
 use crate::vault::{Vault, VaultOptions};
 
 mod embedding;
+mod error;
 mod filtering;
 mod floor;
 mod ops;
@@ -43,8 +44,9 @@ pub(crate) mod upkeep;
 
 // Exported by lib.rs: on a line of its own, as `unreachable_pub` judges a
 // grouped `pub use` as a whole.
+pub use error::SessionError;
+pub(crate) use ops::LoggedPack;
 pub use ops::NoteRequest;
-pub(crate) use ops::{LoggedPack, no_note};
 
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.
@@ -57,7 +59,7 @@ pub struct IndexChoice {
     pub model: ModelChoice,
     /// QMD as an external arm, when the config names a collection (or why
     /// it cannot run).
-    pub qmd: Option<Result<QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, QmdError>>,
     /// A cross-encoder folder.
     pub reranker: Option<PathBuf>,
     /// When the semantic arm uses its HNSW graph.
@@ -98,28 +100,52 @@ pub enum ModelChoice {
 
 impl ModelChoice {
     /// The model name to load, or why there is none.
-    pub fn resolve(&self, store: Option<&Path>) -> Result<String, String> {
+    pub fn resolve(&self, store: Option<&Path>) -> Result<String, NoModel> {
         let from_env = || {
             std::env::var("CTXPACK_MODEL")
                 .ok()
                 .filter(|m| !m.trim().is_empty())
         };
         let name = match self {
-            ModelChoice::Off => return Err("off (--model none)".into()),
+            ModelChoice::Off => return Err(NoModel::Off),
             ModelChoice::Named(name) => name.clone(),
             ModelChoice::Default => match from_env() {
                 Some(name) => name,
                 None => store
                     .and_then(crate::embed::default_model)
-                    .ok_or("off: no embedding model (add one with `ctxpack model import`)")?,
+                    .ok_or(NoModel::NoneStored)?,
             },
         };
         if matches!(name.as_str(), "none" | "off") {
-            return Err("off (model none)".into());
+            return Err(NoModel::Named);
         }
         Ok(name)
     }
 }
+
+/// Why the semantic arm has no model: the arm's status, as `status`
+/// prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoModel {
+    /// `--model none`.
+    Off,
+    /// `none` (or `off`) named by `CTXPACK_MODEL` or `--model`.
+    Named,
+    /// No model asked for, and the model store has no default.
+    NoneStored,
+}
+
+impl std::fmt::Display for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NoModel::Off => "off (--model none)",
+            NoModel::Named => "off (model none)",
+            NoModel::NoneStored => "off: no embedding model (add one with `ctxpack model import`)",
+        })
+    }
+}
+
+impl std::error::Error for NoModel {}
 
 /// The semantic arm's model and the vault's vectors.
 pub struct Semantic {
@@ -216,7 +242,7 @@ pub struct Session {
     pub semantic_status: String,
     /// Set when a chosen model failed (reported with every ranking).
     semantic_error: Option<String>,
-    pub qmd: Option<Result<QmdConfig, String>>,
+    pub qmd: Option<Result<QmdConfig, QmdError>>,
     pub reranker: Option<Box<dyn Reranker>>,
     /// What the reranker did (empty when none was asked for).
     pub rerank_status: String,
@@ -441,7 +467,7 @@ impl Session {
         let name = match choice.model.resolve(store.as_deref()) {
             Ok(name) => name,
             Err(status) => {
-                self.semantic_status = status;
+                self.semantic_status = status.to_string();
                 return;
             }
         };
@@ -710,7 +736,7 @@ impl Session {
         &self,
         request: &PackRequest,
         shape: &crate::pack::style::Shape,
-    ) -> Result<Pack, crate::pack::template::TemplateError> {
+    ) -> Result<Pack, SessionError> {
         if request.mode == PackMode::Map {
             return self.map_pack(request, shape);
         }
@@ -728,6 +754,8 @@ impl Session {
                 self.pack(&request)
             },
         )
+        // `to_string` whatever the shaping error's type: a template's.
+        .map_err(SessionError::Shape)
     }
 
     /// The pack of `request`. A topic and subqueries are redacted before
@@ -886,10 +914,13 @@ impl Session {
     /// A path leading outside the vault, and any file that is not a note
     /// the vault lists (hidden, skipped, ignored, private by policy), is
     /// refused, with one message for all of those.
-    pub fn anchor_note(&self, given: &str) -> Result<String, String> {
+    pub fn anchor_note(&self, given: &str) -> Result<String, SessionError> {
         let trimmed = given.trim();
         let relative_given = if Path::new(trimmed).is_absolute() {
-            let outside = || format!("'{given}' is not inside the vault {}", self.root.display());
+            let outside = || SessionError::NotInVault {
+                given: given.to_string(),
+                root: self.root.clone(),
+            };
             let real = Path::new(trimmed).canonicalize().map_err(|_| outside())?;
             let root = self
                 .root
@@ -907,12 +938,7 @@ impl Session {
         [relative.clone(), format!("{relative}.md")]
             .into_iter()
             .find(|path| self.note_index(path).is_some())
-            .ok_or_else(|| {
-                format!(
-                    "no note '{relative}' in the vault (hidden files, skipped folders such as _raw, \
-                     agent files, log.md, ignored, private and non-Markdown files are never packed)"
-                )
-            })
+            .ok_or_else(|| SessionError::NoSuchNote(relative.clone()))
     }
 
     fn note_index(&self, path: &str) -> Option<usize> {
@@ -1207,7 +1233,7 @@ pub(crate) const SIMILAR_TERMS: usize = 12;
 fn no_links_error(session: &Session) -> SignalError {
     SignalError {
         arm: "graph".into(),
-        message: graph::no_links_message(session.store.as_deref()),
+        message: graph::NoLinks::of(session.store.as_deref()).to_string(),
     }
 }
 

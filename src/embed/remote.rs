@@ -105,7 +105,7 @@ struct Target {
 /// The `/v1/embeddings` URL a user's `--endpoint` means: a server's base
 /// (`http://127.0.0.1:11434`), its `/v1`, or the full path.
 pub(crate) fn embeddings_url(endpoint: &str) -> Result<String, ModelError> {
-    let target = parse_target(endpoint).map_err(ModelError::Remote)?;
+    let target = parse_target(endpoint)?;
     let path = target.path.trim_end_matches('/');
     let path = if path.ends_with("/embeddings") {
         path.to_string()
@@ -118,8 +118,8 @@ pub(crate) fn embeddings_url(endpoint: &str) -> Result<String, ModelError> {
     Ok(format!("{scheme}://{}{path}", target.authority))
 }
 
-fn parse_target(url: &str) -> Result<Target, String> {
-    let bad = |why: &str| format!("the endpoint '{url}' {why}");
+fn parse_target(url: &str) -> Result<Target, ModelError> {
+    let bad = |why: &str| ModelError::Remote(format!("the endpoint '{url}' {why}"));
     let uri: Uri = url
         .parse()
         .map_err(|err| bad(&format!("is not a URL: {err}")))?;
@@ -203,7 +203,7 @@ impl RemoteModel {
         let endpoint = manifest.endpoint.clone().ok_or_else(|| {
             ModelError::Invalid("a remote model's manifest has no endpoint".into())
         })?;
-        let client = Client::new(&endpoint, Some(manifest.dims)).map_err(ModelError::Remote)?;
+        let client = Client::new(&endpoint, Some(manifest.dims))?;
         Ok(RemoteModel {
             manifest,
             client: Arc::new(client),
@@ -219,17 +219,17 @@ impl RemoteModel {
         &self,
         texts: Vec<String>,
         deadline: Option<Duration>,
-    ) -> Result<Vec<Vec<f32>>, String> {
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
         if let Some((at, why)) = self.failed.lock().map(|f| f.clone()).unwrap_or_default()
             && at.elapsed() < PAUSE
         {
-            return Err(format!(
+            return Err(ModelError::Remote(format!(
                 "{why} (not asked again for {} s)",
                 PAUSE.saturating_sub(at.elapsed()).as_secs().max(1)
-            ));
+            )));
         }
         let client = Arc::clone(&self.client);
         let result = block(async move {
@@ -239,14 +239,17 @@ impl RemoteModel {
                     tokio::time::timeout(limit, client.embed_all(texts))
                         .await
                         .unwrap_or_else(|_| {
-                            Err(format!("{url}: no answer within {} ms", limit.as_millis()))
+                            Err(ModelError::Remote(format!(
+                                "{url}: no answer within {} ms",
+                                limit.as_millis()
+                            )))
                         })
                 }
                 None => client.embed_all(texts).await,
             }
         });
         if let (Err(why), Ok(mut failed)) = (&result, self.failed.lock()) {
-            *failed = Some((Instant::now(), why.clone()));
+            *failed = Some((Instant::now(), why.to_string()));
         }
         result
     }
@@ -318,16 +321,13 @@ impl Embedder for RemoteModel {
 
     fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         self.call(self.prepared(texts, &self.passage_prefix), None)
-            .map_err(ModelError::Remote)
     }
 
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
-        let mut vectors = self
-            .call(
-                self.prepared(&[text], &self.query_prefix),
-                Some(QUERY_DEADLINE),
-            )
-            .map_err(ModelError::Remote)?;
+        let mut vectors = self.call(
+            self.prepared(&[text], &self.query_prefix),
+            Some(QUERY_DEADLINE),
+        )?;
         vectors
             .pop()
             .ok_or_else(|| ModelError::Remote("the server sent no vector".into()))
@@ -337,17 +337,16 @@ impl Embedder for RemoteModel {
 /// Checks that `endpoint` answers with vectors (of `dims` dimensions when
 /// given) and returns their dimension: what `model add` stores.
 pub(crate) fn probe(endpoint: &Endpoint, dims: Option<usize>) -> Result<usize, ModelError> {
-    let client = Arc::new(Client::new(endpoint, dims).map_err(ModelError::Remote)?);
+    let client = Arc::new(Client::new(endpoint, dims)?);
     let text = outgoing(PROBE, &endpoint.passage_prefix);
     // The client checks the dimension against `dims` when given.
-    let vectors =
-        block(async move { client.embed_all(vec![text]).await }).map_err(ModelError::Remote)?;
+    let vectors = block(async move { client.embed_all(vec![text]).await })?;
     Ok(vectors.first().map_or(0, Vec::len))
 }
 
 impl Client {
     /// `dims`: what every vector must have (`None` when probing for it).
-    fn new(endpoint: &Endpoint, dims: Option<usize>) -> Result<Client, String> {
+    fn new(endpoint: &Endpoint, dims: Option<usize>) -> Result<Client, ModelError> {
         let target = parse_target(&endpoint.url)?;
         let key = match &endpoint.api_key_env {
             None => None,
@@ -355,24 +354,28 @@ impl Client {
                 std::env::var(var)
                     .ok()
                     .filter(|key| !key.is_empty())
-                    .ok_or_else(|| format!("the API key variable {var} is not set"))?,
+                    .ok_or_else(|| {
+                        ModelError::Remote(format!("the API key variable {var} is not set"))
+                    })?,
             ),
         };
         let authorization = match &key {
             None => None,
             Some(key) => {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    format!(
+                    ModelError::Remote(format!(
                         "the API key in {} holds characters an HTTP header cannot carry",
                         endpoint.api_key_env.as_deref().unwrap_or_default()
-                    )
+                    ))
                 })?;
                 value.set_sensitive(true);
                 Some(value)
             }
         };
         if dims.is_some_and(|d| d == 0 || d > MAX_DIMS) {
-            return Err(format!("a model has 1 to {MAX_DIMS} dimensions"));
+            return Err(ModelError::Remote(format!(
+                "a model has 1 to {MAX_DIMS} dimensions"
+            )));
         }
         let tls = target.tls.then(tls_connector).transpose()?;
         Ok(Client {
@@ -398,7 +401,7 @@ impl Client {
 
     /// Every text's vector, in order: requests of [`REQUEST_TEXTS`],
     /// [`CONCURRENCY`] at once; the first failure ends the call.
-    async fn embed_all(self: Arc<Self>, texts: Vec<String>) -> Result<Vec<Vec<f32>>, String> {
+    async fn embed_all(self: Arc<Self>, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
         let groups: Vec<Vec<String>> = texts
             .chunks(REQUEST_TEXTS)
             .map(<[String]>::to_vec)
@@ -418,14 +421,14 @@ impl Client {
             let Some(joined) = running.join_next().await else {
                 break;
             };
-            let (at, vectors) =
-                joined.map_err(|err| format!("an embedding request failed: {err}"))?;
+            let (at, vectors) = joined
+                .map_err(|err| ModelError::Remote(format!("an embedding request failed: {err}")))?;
             results[at] = Some(vectors?);
         }
         Ok(results.into_iter().flatten().flatten().collect())
     }
 
-    async fn request_with_retries(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, String> {
+    async fn request_with_retries(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
         let mut wait = BACKOFF;
         let mut last = String::new();
         for attempt in 1..=ATTEMPTS {
@@ -438,7 +441,9 @@ impl Client {
             };
             match outcome {
                 Ok(vectors) => return Ok(vectors),
-                Err(Failure::Final(why)) => return Err(format!("{}: {why}", self.url)),
+                Err(Failure::Final(why)) => {
+                    return Err(ModelError::Remote(format!("{}: {why}", self.url)));
+                }
                 Err(Failure::Retry(why)) => last = why,
             }
             if attempt < ATTEMPTS {
@@ -446,7 +451,10 @@ impl Client {
                 wait *= 2;
             }
         }
-        Err(format!("{}: {last} ({ATTEMPTS} attempts)", self.url))
+        Err(ModelError::Remote(format!(
+            "{}: {last} ({ATTEMPTS} attempts)",
+            self.url
+        )))
     }
 
     /// One POST of `texts`, its answer read and checked.
@@ -502,7 +510,7 @@ impl Client {
             );
         }
         parse_vectors(&bytes, texts.len(), self.dims)
-            .map_err(|why| Failure::Final(self.scrub(&why)))
+            .map_err(|why| Failure::Final(self.scrub(&why.to_string())))
     }
 }
 
@@ -588,14 +596,19 @@ struct Item {
 /// as asked, each index once, `dims` finite numbers each (any dimension up
 /// to [`MAX_DIMS`] when `None`, the same for all), made unit length when
 /// the server did not.
-fn parse_vectors(bytes: &[u8], count: usize, dims: Option<usize>) -> Result<Vec<Vec<f32>>, String> {
+fn parse_vectors(
+    bytes: &[u8],
+    count: usize,
+    dims: Option<usize>,
+) -> Result<Vec<Vec<f32>>, ModelError> {
+    let wrong = ModelError::Remote;
     let answer: Answer = serde_json::from_slice(bytes)
-        .map_err(|err| format!("the answer is not an embeddings list: {err}"))?;
+        .map_err(|err| wrong(format!("the answer is not an embeddings list: {err}")))?;
     if answer.data.len() != count {
-        return Err(format!(
+        return Err(wrong(format!(
             "the answer holds {} vectors for {count} texts",
             answer.data.len()
-        ));
+        )));
     }
     let mut slots: Vec<Option<Vec<f32>>> = vec![None; count];
     let width = dims.or_else(|| answer.data.first().map(|item| item.embedding.len()));
@@ -603,20 +616,22 @@ fn parse_vectors(bytes: &[u8], count: usize, dims: Option<usize>) -> Result<Vec<
         let at = item.index.unwrap_or(position);
         let slot = slots
             .get_mut(at)
-            .ok_or_else(|| format!("the answer has a vector for index {at} of {count}"))?;
+            .ok_or_else(|| wrong(format!("the answer has a vector for index {at} of {count}")))?;
         if slot.is_some() {
-            return Err(format!("the answer has two vectors for index {at}"));
+            return Err(wrong(format!("the answer has two vectors for index {at}")));
         }
         let len = item.embedding.len();
         if Some(len) != width || len == 0 || len > MAX_DIMS {
-            return Err(format!(
+            return Err(wrong(format!(
                 "the answer has a vector of {len} dimensions, not {}",
                 width.unwrap_or(0)
-            ));
+            )));
         }
         let vector: Vec<f32> = item.embedding.iter().map(|&x| x as f32).collect();
         if vector.iter().any(|x| !x.is_finite()) {
-            return Err("the answer has a number that is not finite as f32".into());
+            return Err(wrong(
+                "the answer has a number that is not finite as f32".into(),
+            ));
         }
         *slot = Some(unit(vector));
     }
@@ -661,8 +676,8 @@ pub(crate) fn fingerprint(endpoint: &Endpoint, dims: usize) -> String {
 /// The runtime requests run on. Embedding is called from rayon threads
 /// and a server's blocking pool, where a tokio `block_on` may panic; a
 /// call is spawned here and waited for on a plain channel instead.
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+fn runtime() -> Result<&'static tokio::runtime::Runtime, ModelError> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, ModelError>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
@@ -670,7 +685,9 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
                 .thread_name("ctxpack-embed")
                 .enable_all()
                 .build()
-                .map_err(|err| format!("cannot start the embedding client: {err}"))
+                .map_err(|err| {
+                    ModelError::Remote(format!("cannot start the embedding client: {err}"))
+                })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -678,26 +695,28 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 
 /// Runs `future` on the client's runtime and waits for it on this thread.
 fn block<T: Send + 'static>(
-    future: impl Future<Output = Result<T, String>> + Send + 'static,
-) -> Result<T, String> {
+    future: impl Future<Output = Result<T, ModelError>> + Send + 'static,
+) -> Result<T, ModelError> {
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
     runtime()?.spawn(async move {
         let _ = sender.send(future.await);
     });
-    receiver
-        .recv()
-        .unwrap_or_else(|_| Err("the embedding request was abandoned".into()))
+    receiver.recv().unwrap_or_else(|_| {
+        Err(ModelError::Remote(
+            "the embedding request was abandoned".into(),
+        ))
+    })
 }
 
 /// rustls with the web's root certificates (as the PostgreSQL store's),
 /// speaking HTTP/1.1 only.
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, ModelError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|err| format!("TLS: {err}"))?
+        .map_err(|err| ModelError::Remote(format!("TLS: {err}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -815,7 +834,7 @@ mod tests {
             ),
         ];
         for (answer, count, dims, why) in refused {
-            let err = parse_vectors(answer, count, dims).unwrap_err();
+            let err = parse_vectors(answer, count, dims).unwrap_err().to_string();
             assert!(err.contains(why), "{err}");
         }
     }

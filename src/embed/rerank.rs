@@ -68,8 +68,8 @@ impl CrossEncoder {
             &Device::Cpu,
         )
         .map_err(candle("reranker model.safetensors"))?;
-        let encoder = Encoder::load(vb.pp("bert"), &config)
-            .map_err(|err| ModelError::Invalid(format!("reranker: {err}")))?;
+        let encoder =
+            Encoder::load(vb.pp("bert"), &config).map_err(|err| err.in_source("reranker"))?;
         let hidden = encoder.hidden();
         let pooler = Dense::load(vb.pp("bert.pooler.dense"), hidden, hidden)
             .map_err(candle("reranker pooler"))?;
@@ -79,7 +79,7 @@ impl CrossEncoder {
             &read("tokenizer.json")?,
             MAX_TOKENS.min(encoder.max_positions),
         )
-        .map_err(|err| ModelError::Invalid(format!("reranker tokenizer.json: {err}")))?;
+        .map_err(|err| err.in_source("reranker tokenizer.json"))?;
         Ok(CrossEncoder {
             encoder,
             pooler,
@@ -94,7 +94,7 @@ impl CrossEncoder {
 
     /// One relevance score per passage for `query`: the classifier over
     /// the pooled (tanh) output of each pair's first token.
-    pub(crate) fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+    pub(crate) fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
         let h = self.encoder.hidden();
         let mut scores = Vec::with_capacity(passages.len());
         for batch in passages.chunks(BATCH) {
@@ -103,11 +103,11 @@ impl CrossEncoder {
                 let encoding = self
                     .tokenizer
                     .encode((query, *passage), true)
-                    .map_err(|err| format!("reranker tokenizing: {err}"))?;
+                    .map_err(|err| ModelError::Run(format!("reranker tokenizing: {err}")))?;
                 let (pair_ids, pair_types) = self
                     .encoder
                     .inputs(&encoding)
-                    .map_err(|err| format!("reranker: {err}"))?;
+                    .map_err(|err| ModelError::Run(format!("reranker: {err}")))?;
                 lengths.push(pair_ids.len());
                 ids.extend(pair_ids);
                 types.extend(pair_types);
@@ -143,6 +143,6 @@ impl Reranker for CrossEncoder {
     }
 
     fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
-        CrossEncoder::score(self, query, passages).map_err(ModelError::Run)
+        CrossEncoder::score(self, query, passages)
     }
 }

@@ -136,14 +136,6 @@ impl std::error::Error for TemplateError {
     }
 }
 
-/// Callers that still speak `String` (the faces' older paths) get the
-/// message unchanged.
-impl From<TemplateError> for String {
-    fn from(err: TemplateError) -> String {
-        err.to_string()
-    }
-}
-
 /// A template checked to parse.
 #[derive(Clone, Debug)]
 pub struct PackTemplate {

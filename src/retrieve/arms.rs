@@ -6,6 +6,8 @@
 //! [`signals`]; `fusion::rank` runs, fuses and explains them all, and
 //! `fusion::expand` runs the expanders.
 
+use std::borrow::Cow;
+
 use anyhow::Result;
 
 use crate::embed::Embedder;
@@ -13,7 +15,7 @@ use crate::index::feedback::FeedbackStore;
 use crate::retrieve::frontmatter::relevance_pass;
 use crate::retrieve::fusion::{Fusion, Reranker};
 use crate::retrieve::graph::{GraphExpander, GraphOptions};
-use crate::retrieve::qmd::{self, QmdConfig};
+use crate::retrieve::qmd::{self, QmdConfig, QmdError};
 use crate::retrieve::rescore::{
     Expander, FeedbackRescorer, LinkListRescorer, RecencyRescorer, RerankRescorer, Rescorer,
 };
@@ -33,7 +35,7 @@ pub(crate) struct Sources<'a> {
     /// Why the chosen model failed.
     pub semantic_error: Option<&'a str>,
     /// QMD's configuration, or why it cannot run.
-    pub qmd: Option<&'a Result<QmdConfig, String>>,
+    pub qmd: Option<&'a Result<QmdConfig, QmdError>>,
     pub feedback: &'a FeedbackStore,
     pub reranker: Option<&'a dyn Reranker>,
     /// Why the chosen reranker could not be loaded.
@@ -66,7 +68,10 @@ pub(crate) fn signals<'a>(sources: &Sources<'a>) -> Vec<Signal<'a>> {
             config,
             vault: s.vault,
         })),
-        Some(Err(error)) => list.extend(Signal::unavailable("qmd", Some(error))),
+        Some(Err(error)) => list.push(Signal::Unavailable {
+            name: "qmd",
+            message: Cow::Owned(error.to_string()),
+        }),
         None => {}
     }
     list.push(Signal::rescorer(LinkListRescorer));
@@ -103,7 +108,7 @@ pub(crate) enum Signal<'a> {
     /// A signal that was asked for but cannot run, and why.
     Unavailable {
         name: &'static str,
-        message: &'a str,
+        message: Cow<'a, str>,
     },
 }
 
@@ -121,7 +126,10 @@ impl<'a> Signal<'a> {
     }
 
     fn unavailable(name: &'static str, message: Option<&'a str>) -> Option<Signal<'a>> {
-        message.map(|message| Signal::Unavailable { name, message })
+        message.map(|message| Signal::Unavailable {
+            name,
+            message: Cow::Borrowed(message),
+        })
     }
 
     /// The arm, if this signal is one.
@@ -296,8 +304,7 @@ pub(crate) struct QmdArm<'a> {
 impl QmdArm<'_> {
     /// The vault notes QMD returns for `query`, best first.
     pub(crate) fn notes(&self, query: &str, limit: usize) -> Result<Vec<(usize, f64)>> {
-        let hits =
-            qmd::search(self.config, &self.vault.root, query, limit).map_err(anyhow::Error::msg)?;
+        let hits = qmd::search(self.config, &self.vault.root, query, limit)?;
         Ok(hits
             .into_iter()
             .filter_map(|hit| {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::retrieve::arms::{ArmHit, FrontmatterArm, QmdArm, Signal};
 use crate::retrieve::graph::Expansion;
-use crate::retrieve::qmd::QmdConfig;
+use crate::retrieve::qmd::{QmdConfig, QmdError};
 use crate::retrieve::{Arm, Candidate, RuleHit};
 use crate::vault::Vault;
 
@@ -285,7 +285,7 @@ pub(crate) fn rank(
         if let Signal::Unavailable { name, message } = signal {
             ranking.signal_errors.push(SignalError {
                 arm: (*name).to_string(),
-                message: (*message).to_string(),
+                message: message.to_string(),
             });
         }
     }
@@ -308,9 +308,9 @@ pub(crate) fn expand(
     for expander in signals.iter().filter_map(Signal::as_expander) {
         match expander.expand(candidates) {
             Ok(expansion) => expansions.push(expansion),
-            Err(message) => signal_errors.push(SignalError {
+            Err(err) => signal_errors.push(SignalError {
                 arm: expander.name().into(),
-                message,
+                message: format!("{err:#}"),
             }),
         }
     }
@@ -324,7 +324,7 @@ pub(crate) fn expand(
 pub(crate) fn seed_rank(
     vault: &Vault,
     topic: &str,
-    qmd: Option<&Result<QmdConfig, String>>,
+    qmd: Option<&Result<QmdConfig, QmdError>>,
 ) -> (Vec<Candidate>, Vec<SignalError>) {
     let frontmatter = FrontmatterArm { vault };
     let mut lists = Vec::new();
@@ -353,7 +353,7 @@ pub(crate) fn seed_rank(
         }
         Some(Err(error)) => signal_errors.push(SignalError {
             arm: "qmd".into(),
-            message: error.clone(),
+            message: error.to_string(),
         }),
         None => {}
     }
@@ -617,14 +617,14 @@ mod tests {
         let (alone, errors) = seed_rank(&vault, "raft", None);
         assert_eq!(alone, pass);
         assert!(errors.is_empty());
-        let broken: Result<QmdConfig, String> = Err("qmd is not installed".into());
+        let broken = Err(QmdError::NotFound("/opt/qmd".into()));
         let (candidates, errors) = seed_rank(&vault, "raft", Some(&broken));
         assert_eq!(candidates, pass);
         assert_eq!(
             errors,
             [SignalError {
                 arm: "qmd".into(),
-                message: "qmd is not installed".into(),
+                message: "qmd not found at /opt/qmd".into(),
             }]
         );
     }
@@ -637,7 +637,7 @@ mod tests {
             Signal::arm(Failing("broken")),
             Signal::Unavailable {
                 name: "late",
-                message: "not configured",
+                message: "not configured".into(),
             },
             Signal::arm(Listed::new("second", &[(1, 1.0), (2, 1.0), (3, 1.0)])),
             Signal::rescorer(Boost(2)),
@@ -677,8 +677,10 @@ mod tests {
             "last-first"
         }
 
-        fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String> {
-            let last = candidates.pop().ok_or("nothing to move")?;
+        fn expand(&self, candidates: &mut Vec<Candidate>) -> anyhow::Result<Expansion> {
+            let last = candidates
+                .pop()
+                .ok_or_else(|| anyhow::anyhow!("nothing to move"))?;
             candidates.insert(0, last);
             Ok(Expansion {
                 options: Default::default(),
@@ -761,7 +763,7 @@ mod tests {
     fn the_signal_list_orders_arms_rescorers_and_the_signals_that_cannot_run() {
         let vault = vault();
         let feedback = FeedbackStore::default();
-        let broken: Result<QmdConfig, String> = Err("no qmd".into());
+        let broken = Err(QmdError::Mode("turbo".into()));
         let passage = |_: usize| String::new();
         let list = signals(&Sources {
             vault: &vault,
@@ -793,7 +795,8 @@ mod tests {
             [
                 "arm frontmatter",
                 "bm25: no index",
-                "qmd: no qmd",
+                "qmd: QMD_CLI_SEARCH_MODE=\"turbo\" is not a QMD search mode; use quality, \
+                 balanced or fast",
                 "rescorer link_lists",
                 "rescorer recency",
                 "rescorer feedback",

@@ -27,16 +27,28 @@ pub enum Direction {
 }
 
 impl std::str::FromStr for Direction {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Direction, String> {
+    type Err = NoDirection;
+    fn from_str(text: &str) -> Result<Direction, NoDirection> {
         match text {
             "out" => Ok(Direction::Out),
             "in" => Ok(Direction::In),
             "both" => Ok(Direction::Both),
-            other => Err(format!("direction must be out, in or both, got '{other}'")),
+            other => Err(NoDirection(other.to_string())),
         }
     }
 }
+
+/// A graph direction that is not `out`, `in` or `both` (the text given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoDirection(pub String);
+
+impl std::fmt::Display for NoDirection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "direction must be out, in or both, got '{}'", self.0)
+    }
+}
+
+impl std::error::Error for NoDirection {}
 
 /// Graph expansion of a topic pack (`--graph-depth`, `--graph-direction`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -284,11 +296,11 @@ impl Expander for GraphExpander<'_> {
         "graph"
     }
 
-    fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String> {
+    fn expand(&self, candidates: &mut Vec<Candidate>) -> anyhow::Result<Expansion> {
         let graph = self
             .store
             .and_then(|store| store.link_graph())
-            .ok_or_else(|| no_links_message(self.store))?;
+            .ok_or_else(|| NoLinks::of(self.store))?;
         let (added, hubs) = expand_candidates(&graph, candidates, &self.options);
         Ok(Expansion {
             options: self.options,
@@ -299,21 +311,53 @@ impl Expander for GraphExpander<'_> {
     }
 }
 
-/// Why a walk has no links to follow: no index, or a store whose link
-/// table could not be read.
-pub(crate) fn no_links_message(store: Option<&dyn Store>) -> String {
-    match store {
-        Some(store) => format!(
-            "the links of the store at {} could not be read",
-            store.describe()
-        ),
-        None => "links need the index".into(),
+/// Why a walk has no links to follow: no index, or a store (described)
+/// whose link table could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum NoLinks {
+    NoIndex,
+    Unreadable(String),
+}
+
+impl NoLinks {
+    pub(crate) fn of(store: Option<&dyn Store>) -> NoLinks {
+        match store {
+            Some(store) => NoLinks::Unreadable(store.describe()),
+            None => NoLinks::NoIndex,
+        }
     }
 }
+
+impl std::fmt::Display for NoLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoLinks::NoIndex => f.write_str("links need the index"),
+            NoLinks::Unreadable(store) => {
+                write!(f, "the links of the store at {store} could not be read")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NoLinks {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_direction_or_links_missing_say_so_in_the_old_words() {
+        assert_eq!("in".parse::<Direction>(), Ok(Direction::In));
+        assert_eq!(
+            "up".parse::<Direction>().unwrap_err().to_string(),
+            "direction must be out, in or both, got 'up'"
+        );
+        assert_eq!(NoLinks::of(None).to_string(), "links need the index");
+        assert_eq!(
+            NoLinks::Unreadable("postgres://db/v".into()).to_string(),
+            "the links of the store at postgres://db/v could not be read"
+        );
+    }
 
     /// A star: notes 1..=n all link to note 0; note 1 also links to n+1.
     fn star(n: usize) -> LinkGraph {

@@ -17,6 +17,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -94,31 +95,29 @@ impl fmt::Display for QmdMode {
 }
 
 impl FromStr for QmdMode {
-    type Err = String;
+    type Err = QmdError;
 
     /// Parses `quality`, `balanced` or `fast`, ignoring case and surrounding
     /// whitespace.
-    fn from_str(value: &str) -> Result<QmdMode, String> {
+    fn from_str(value: &str) -> Result<QmdMode, QmdError> {
         match value.trim().to_ascii_lowercase().as_str() {
             "quality" => Ok(QmdMode::Quality),
             "balanced" => Ok(QmdMode::Balanced),
             "fast" => Ok(QmdMode::Fast),
-            _ => Err(format!(
-                "{MODE_KEY}={value:?} is not a QMD search mode; use quality, balanced or fast"
-            )),
+            _ => Err(QmdError::Mode(value.to_string())),
         }
     }
 }
 
 impl QmdConfig {
-    /// None when `QMD_WIKI_COLLECTION` is unset/empty. Err(message) when it
+    /// None when `QMD_WIKI_COLLECTION` is unset/empty. Err when it
     /// is set but the binary cannot be found or the mode is unknown. `vars`
     /// are the resolved config variables; `path_env` is the `PATH` value to
     /// search.
     pub fn from_vars(
         vars: &BTreeMap<String, String>,
         path_env: Option<&OsStr>,
-    ) -> Option<Result<QmdConfig, String>> {
+    ) -> Option<Result<QmdConfig, QmdError>> {
         let collection = non_empty(vars, COLLECTION_KEY)?;
         Some(Self::resolve(vars, collection, path_env))
     }
@@ -127,31 +126,28 @@ impl QmdConfig {
         vars: &BTreeMap<String, String>,
         collection: &str,
         path_env: Option<&OsStr>,
-    ) -> Result<QmdConfig, String> {
+    ) -> Result<QmdConfig, QmdError> {
         let mode = match non_empty(vars, MODE_KEY) {
             Some(value) => value.parse()?,
             None => QmdMode::default(),
         };
         let binary = match non_empty(vars, CLI_KEY) {
             // A bare name behaves like `${QMD_CLI:-qmd}` in a shell: looked up on PATH.
-            Some(name) if !name.contains('/') => find_on_path(name, path_env)
-                .map_err(|why| format!("{COLLECTION_KEY} is set but {CLI_KEY}={name} {why}"))?,
-            Some(path) => {
-                let path = PathBuf::from(path);
-                check_executable(&path).map_err(|why| {
-                    format!(
-                        "{COLLECTION_KEY} is set but {CLI_KEY}={} {why}",
-                        path.display()
-                    )
-                })?;
-                path
+            Some(name) if !name.contains('/') => {
+                find_on_path(name, path_env).map_err(|problem| QmdError::Binary {
+                    cli: Some(name.to_string()),
+                    problem,
+                })?
             }
-            None => find_on_path(DEFAULT_BINARY, path_env).map_err(|why| {
-                format!(
-                    "{COLLECTION_KEY} is set but `{DEFAULT_BINARY}` {why}; install QMD or set \
-                     {CLI_KEY} to its path"
-                )
-            })?,
+            Some(path) => {
+                check_executable(Path::new(path)).map_err(|problem| QmdError::Binary {
+                    cli: Some(path.to_string()),
+                    problem,
+                })?;
+                PathBuf::from(path)
+            }
+            None => find_on_path(DEFAULT_BINARY, path_env)
+                .map_err(|problem| QmdError::Binary { cli: None, problem })?,
         };
         Ok(QmdConfig {
             binary,
@@ -168,9 +164,9 @@ fn non_empty<'a>(vars: &'a BTreeMap<String, String>, key: &str) -> Option<&'a st
 }
 
 /// The first executable file called `name` in the folders of `path_env`.
-fn find_on_path(name: &str, path_env: Option<&OsStr>) -> Result<PathBuf, String> {
+fn find_on_path(name: &str, path_env: Option<&OsStr>) -> Result<PathBuf, BinaryProblem> {
     let Some(path_env) = path_env else {
-        return Err("was not found: PATH is not set".to_string());
+        return Err(BinaryProblem::NoPath);
     };
     std::env::split_paths(path_env)
         // An empty or relative PATH entry means (a folder of) the working
@@ -178,15 +174,15 @@ fn find_on_path(name: &str, path_env: Option<&OsStr>) -> Result<PathBuf, String>
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
         .find(|candidate| check_executable(candidate).is_ok())
-        .ok_or_else(|| "was not found on PATH".to_string())
+        .ok_or(BinaryProblem::NotOnPath)
 }
 
-fn check_executable(path: &Path) -> Result<(), String> {
+fn check_executable(path: &Path) -> Result<(), BinaryProblem> {
     match fs::metadata(path) {
         Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => Ok(()),
-        Ok(_) => Err("is not an executable file".to_string()),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Err("does not exist".to_string()),
-        Err(err) => Err(format!("cannot be checked: {err}")),
+        Ok(_) => Err(BinaryProblem::NotExecutable),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Err(BinaryProblem::Missing),
+        Err(err) => Err(BinaryProblem::Unchecked(Arc::new(err))),
     }
 }
 
@@ -201,14 +197,14 @@ pub(crate) struct QmdHit {
 /// Runs QMD for `query` with at most `limit` results, kills it after
 /// `config.timeout`, and maps its results to vault-relative paths under
 /// `vault_root` (results outside the root, or not .md, are dropped;
-/// duplicates keep the best). Errors (missing binary, non-zero exit with its
-/// stderr's first line, timeout, bad JSON) come back as Err(message).
+/// duplicates keep the best). Errors: a missing binary, a non-zero exit
+/// (with its stderr's first line), a timeout, JSON it cannot read.
 pub(crate) fn search(
     config: &QmdConfig,
     vault_root: &Path,
     query: &str,
     limit: usize,
-) -> Result<Vec<QmdHit>, String> {
+) -> Result<Vec<QmdHit>, QmdError> {
     let query = query.trim();
     if query.is_empty() || limit == 0 {
         return Ok(Vec::new());
@@ -247,8 +243,8 @@ struct Output {
 
 /// Runs the binary with `args`, no stdin and no shell, and collects its
 /// output; the whole run, output included, must end by the deadline.
-fn run(config: &QmdConfig, args: &[OsString]) -> Result<Output, String> {
-    let label = format!("qmd {}", config.mode.subcommand());
+fn run(config: &QmdConfig, args: &[OsString]) -> Result<Output, QmdError> {
+    let subcommand = config.mode.subcommand();
     let deadline = Instant::now() + config.timeout;
     let mut child = spawn(config, args, deadline)?;
     let stdout = read_in_background(child.stdout.take());
@@ -257,31 +253,37 @@ fn run(config: &QmdConfig, args: &[OsString]) -> Result<Output, String> {
         Ok(Some(status)) => status,
         Ok(None) => {
             stop(&mut child);
-            return Err(format!(
-                "{label} did not finish within {} and was stopped",
-                describe(config.timeout)
-            ));
+            return Err(QmdError::Timeout {
+                subcommand,
+                timeout: config.timeout,
+            });
         }
         Err(err) => {
             stop(&mut child);
-            return Err(format!("{label}: cannot wait for it to finish: {err}"));
+            return Err(QmdError::Wait {
+                subcommand,
+                error: Arc::new(err),
+            });
         }
     };
     // A background process QMD started may still hold the pipes open.
     let (stdout, stderr) = match (collect(stdout, deadline), collect(stderr, deadline)) {
         (Ok(stdout), Ok(stderr)) => (stdout, stderr),
-        (Err(err), _) | (_, Err(err)) => {
+        (Err(problem), _) | (_, Err(problem)) => {
             stop(&mut child);
-            return Err(format!("{label}: {err}"));
+            return Err(QmdError::Output {
+                subcommand,
+                problem,
+            });
         }
     };
     if !status.success() {
-        return Err(failure(&label, status, &stderr));
+        return Err(failure(subcommand, status, &stderr));
     }
     Ok(Output { stdout, stderr })
 }
 
-fn spawn(config: &QmdConfig, args: &[OsString], deadline: Instant) -> Result<Child, String> {
+fn spawn(config: &QmdConfig, args: &[OsString], deadline: Instant) -> Result<Child, QmdError> {
     let mut command = Command::new(&config.binary);
     command
         .args(args)
@@ -302,9 +304,14 @@ fn spawn(config: &QmdConfig, args: &[OsString], deadline: Instant) -> Result<Chi
                 thread::sleep(Duration::from_millis(10));
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                return Err(format!("qmd not found at {}", config.binary.display()));
+                return Err(QmdError::NotFound(config.binary.clone()));
             }
-            Err(err) => return Err(format!("cannot run {}: {err}", config.binary.display())),
+            Err(err) => {
+                return Err(QmdError::Spawn {
+                    binary: config.binary.clone(),
+                    error: Arc::new(err),
+                });
+            }
         }
     }
 }
@@ -354,19 +361,17 @@ fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitSta
     }
 }
 
-fn collect(receiver: Receiver<io::Result<Vec<u8>>>, deadline: Instant) -> Result<Vec<u8>, String> {
+fn collect(
+    receiver: Receiver<io::Result<Vec<u8>>>,
+    deadline: Instant,
+) -> Result<Vec<u8>, OutputProblem> {
     let left = deadline.saturating_duration_since(Instant::now());
     match receiver.recv_timeout(left) {
-        Ok(Ok(bytes)) if bytes.len() as u64 > MAX_OUTPUT_BYTES => Err(format!(
-            "printed more than {} MiB",
-            MAX_OUTPUT_BYTES / (1024 * 1024)
-        )),
+        Ok(Ok(bytes)) if bytes.len() as u64 > MAX_OUTPUT_BYTES => Err(OutputProblem::TooLarge),
         Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(err)) => Err(format!("cannot read its output: {err}")),
-        Err(RecvTimeoutError::Timeout) => {
-            Err("exited, but its output stayed open past the timeout".to_string())
-        }
-        Err(RecvTimeoutError::Disconnected) => Err("its output reader stopped".to_string()),
+        Ok(Err(err)) => Err(OutputProblem::Read(Arc::new(err))),
+        Err(RecvTimeoutError::Timeout) => Err(OutputProblem::StayedOpen),
+        Err(RecvTimeoutError::Disconnected) => Err(OutputProblem::ReaderStopped),
     }
 }
 
@@ -386,11 +391,13 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-fn failure(label: &str, status: ExitStatus, stderr: &[u8]) -> String {
+fn failure(subcommand: &'static str, status: ExitStatus, stderr: &[u8]) -> QmdError {
     let stderr = String::from_utf8_lossy(stderr);
-    match stderr.lines().map(str::trim).find(|line| !line.is_empty()) {
-        Some(line) => format!("{label} failed ({status}): {line}"),
-        None => format!("{label} failed ({status}) without a message"),
+    let line = stderr.lines().map(str::trim).find(|line| !line.is_empty());
+    QmdError::Failed {
+        subcommand,
+        status,
+        line: line.map(str::to_string),
     }
 }
 
@@ -412,14 +419,14 @@ struct RawHit {
 /// Reads QMD's `--json` output: an array of results, or an object with a
 /// `results` array. Tolerates log lines before the JSON and QMD's plain
 /// "No results found" message.
-fn parse_results(stdout: &[u8], stderr: &[u8]) -> Result<Vec<RawHit>, String> {
+fn parse_results(stdout: &[u8], stderr: &[u8]) -> Result<Vec<RawHit>, QmdError> {
     let text = String::from_utf8_lossy(stdout);
     let trimmed = text.trim();
     if trimmed.is_empty() {
         if says_no_results(&String::from_utf8_lossy(stderr)) {
             return Ok(Vec::new());
         }
-        return Err(format!("{UNREADABLE}: it printed nothing"));
+        return Err(QmdError::Unreadable("it printed nothing".to_string()));
     }
     let first_error = match serde_json::from_str::<Value>(trimmed) {
         Ok(value) => return results_of(&value),
@@ -431,10 +438,10 @@ fn parse_results(stdout: &[u8], stderr: &[u8]) -> Result<Vec<RawHit>, String> {
     if says_no_results(trimmed) {
         return Ok(Vec::new());
     }
-    Err(format!(
-        "{UNREADABLE}: {first_error}; output starts with {:?}",
+    Err(QmdError::Unreadable(format!(
+        "{first_error}; output starts with {:?}",
         crate::text::truncate_chars(trimmed, 80)
-    ))
+    )))
 }
 
 /// The first JSON array or object that starts a line and parses, with
@@ -464,20 +471,22 @@ fn says_no_results(text: &str) -> bool {
     })
 }
 
-fn results_of(value: &Value) -> Result<Vec<RawHit>, String> {
+fn results_of(value: &Value) -> Result<Vec<RawHit>, QmdError> {
     let items = match value {
         Value::Array(items) => items,
         Value::Object(object) => match object.get("results") {
             Some(Value::Array(items)) => items,
             _ => {
-                return Err(format!("{UNREADABLE}: an object without a `results` array"));
+                return Err(QmdError::Unreadable(
+                    "an object without a `results` array".to_string(),
+                ));
             }
         },
         other => {
-            return Err(format!(
-                "{UNREADABLE}: expected an array of results, got {}",
+            return Err(QmdError::Unreadable(format!(
+                "expected an array of results, got {}",
                 kind(other)
-            ));
+            )));
         }
     };
     items
@@ -487,19 +496,21 @@ fn results_of(value: &Value) -> Result<Vec<RawHit>, String> {
         .collect()
 }
 
-fn raw_hit(number: usize, item: &Value) -> Result<RawHit, String> {
+fn raw_hit(number: usize, item: &Value) -> Result<RawHit, QmdError> {
     let Value::Object(object) = item else {
-        return Err(format!(
-            "{UNREADABLE}: result {number} is {}, not an object",
+        return Err(QmdError::Unreadable(format!(
+            "result {number} is {}, not an object",
             kind(item)
-        ));
+        )));
     };
     let file = ["file", "path", "filepath"]
         .iter()
         .find_map(|key| object.get(*key).and_then(Value::as_str))
         .filter(|file| !file.trim().is_empty())
         .ok_or_else(|| {
-            format!("{UNREADABLE}: result {number} has no `file`, `path` or `filepath`")
+            QmdError::Unreadable(format!(
+                "result {number} has no `file`, `path` or `filepath`"
+            ))
         })?;
     let score = match object.get("score") {
         Some(Value::Number(number)) => number.as_f64(),
@@ -507,7 +518,7 @@ fn raw_hit(number: usize, item: &Value) -> Result<RawHit, String> {
         _ => None,
     }
     .filter(|score| score.is_finite())
-    .ok_or_else(|| format!("{UNREADABLE}: result {number} has no numeric `score`"))?;
+    .ok_or_else(|| QmdError::Unreadable(format!("result {number} has no numeric `score`")))?;
     Ok(RawHit {
         file: file.trim().to_string(),
         score,
@@ -720,6 +731,168 @@ fn handle_key(name: &str, is_file: bool) -> String {
     key
 }
 
+/// Why QMD could not be configured or run. The messages are the ones the
+/// CLI prints and a pack's signal errors carry.
+#[derive(Clone, Debug)]
+pub enum QmdError {
+    /// `QMD_CLI_SEARCH_MODE` names no mode (the value as written).
+    Mode(String),
+    /// `QMD_WIKI_COLLECTION` is set but the binary cannot be used: the
+    /// `QMD_CLI` value that names it (`None`: `qmd` on `PATH`).
+    Binary {
+        cli: Option<String>,
+        problem: BinaryProblem,
+    },
+    /// The binary vanished before it could be started.
+    NotFound(PathBuf),
+    /// The binary could not be started.
+    Spawn {
+        binary: PathBuf,
+        error: Arc<io::Error>,
+    },
+    /// The run `qmd <subcommand>` outlived its timeout and was killed.
+    Timeout {
+        subcommand: &'static str,
+        timeout: Duration,
+    },
+    /// Waiting for the run to end failed.
+    Wait {
+        subcommand: &'static str,
+        error: Arc<io::Error>,
+    },
+    /// The run's output could not be collected.
+    Output {
+        subcommand: &'static str,
+        problem: OutputProblem,
+    },
+    /// The run exited with a failure, with the first line of its stderr.
+    Failed {
+        subcommand: &'static str,
+        status: ExitStatus,
+        line: Option<String>,
+    },
+    /// The run printed output that is not QMD's JSON (what is wrong).
+    Unreadable(String),
+}
+
+/// Why the binary QMD's config names cannot be used.
+#[derive(Clone, Debug)]
+pub enum BinaryProblem {
+    NoPath,
+    NotOnPath,
+    Missing,
+    NotExecutable,
+    /// Its metadata could not be read.
+    Unchecked(Arc<io::Error>),
+}
+
+/// Why a finished run's output could not be collected.
+#[derive(Clone, Debug)]
+pub enum OutputProblem {
+    /// More than [`MAX_OUTPUT_BYTES`].
+    TooLarge,
+    Read(Arc<io::Error>),
+    /// A process the run started still held the pipe at the deadline.
+    StayedOpen,
+    ReaderStopped,
+}
+
+impl fmt::Display for QmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QmdError::Mode(value) => write!(
+                f,
+                "{MODE_KEY}={value:?} is not a QMD search mode; use quality, balanced or fast"
+            ),
+            QmdError::Binary {
+                cli: Some(cli),
+                problem,
+            } => write!(f, "{COLLECTION_KEY} is set but {CLI_KEY}={cli} {problem}"),
+            QmdError::Binary { cli: None, problem } => write!(
+                f,
+                "{COLLECTION_KEY} is set but `{DEFAULT_BINARY}` {problem}; install QMD or set \
+                 {CLI_KEY} to its path"
+            ),
+            QmdError::NotFound(binary) => write!(f, "qmd not found at {}", binary.display()),
+            QmdError::Spawn { binary, error } => {
+                write!(f, "cannot run {}: {error}", binary.display())
+            }
+            QmdError::Timeout {
+                subcommand,
+                timeout,
+            } => write!(
+                f,
+                "qmd {subcommand} did not finish within {} and was stopped",
+                describe(*timeout)
+            ),
+            QmdError::Wait { subcommand, error } => {
+                write!(f, "qmd {subcommand}: cannot wait for it to finish: {error}")
+            }
+            QmdError::Output {
+                subcommand,
+                problem,
+            } => write!(f, "qmd {subcommand}: {problem}"),
+            QmdError::Failed {
+                subcommand,
+                status,
+                line: Some(line),
+            } => write!(f, "qmd {subcommand} failed ({status}): {line}"),
+            QmdError::Failed {
+                subcommand,
+                status,
+                line: None,
+            } => write!(f, "qmd {subcommand} failed ({status}) without a message"),
+            QmdError::Unreadable(what) => write!(f, "{UNREADABLE}: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for QmdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            QmdError::Spawn { error, .. } | QmdError::Wait { error, .. } => Some(error.as_ref()),
+            QmdError::Binary {
+                problem: BinaryProblem::Unchecked(error),
+                ..
+            }
+            | QmdError::Output {
+                problem: OutputProblem::Read(error),
+                ..
+            } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for BinaryProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BinaryProblem::NoPath => f.write_str("was not found: PATH is not set"),
+            BinaryProblem::NotOnPath => f.write_str("was not found on PATH"),
+            BinaryProblem::Missing => f.write_str("does not exist"),
+            BinaryProblem::NotExecutable => f.write_str("is not an executable file"),
+            BinaryProblem::Unchecked(error) => write!(f, "cannot be checked: {error}"),
+        }
+    }
+}
+
+impl fmt::Display for OutputProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutputProblem::TooLarge => write!(
+                f,
+                "printed more than {} MiB",
+                MAX_OUTPUT_BYTES / (1024 * 1024)
+            ),
+            OutputProblem::Read(error) => write!(f, "cannot read its output: {error}"),
+            OutputProblem::StayedOpen => {
+                f.write_str("exited, but its output stayed open past the timeout")
+            }
+            OutputProblem::ReaderStopped => f.write_str("its output reader stopped"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -844,7 +1017,7 @@ mod tests {
                 "raft consensus",
                 20,
             );
-            assert_eq!(hits, Ok(Vec::new()));
+            assert_eq!(hits.map_err(|err| err.to_string()), Ok(Vec::new()));
             assert_eq!(recorded_args(bin.path()), expected);
         }
     }
@@ -1007,7 +1180,7 @@ mod tests {
 
         let empty = printing(bin.path(), "No results found.");
         let hits = search(&config(empty, QmdMode::Balanced), vault.path(), "raft", 5);
-        assert_eq!(hits, Ok(Vec::new()));
+        assert_eq!(hits.map_err(|err| err.to_string()), Ok(Vec::new()));
     }
 
     #[test]
@@ -1026,7 +1199,12 @@ mod tests {
             let qmd = printing(bin.path(), output);
             let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5).unwrap_err();
             assert!(
-                err.starts_with("qmd returned JSON ctxpack cannot read: "),
+                matches!(err, QmdError::Unreadable(_)),
+                "{output:?} gave {err:?}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with("qmd returned JSON ctxpack cannot read: "),
                 "{output:?} gave {err:?}"
             );
         }
@@ -1040,7 +1218,9 @@ mod tests {
             bin.path(),
             "echo '[]'\necho >&2\necho 'Collection not found: wiki' >&2\necho 'second line' >&2\nexit 3",
         );
-        let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5).unwrap_err();
+        let err = search(&config(qmd, QmdMode::Balanced), vault.path(), "raft", 5)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "qmd query failed (exit status: 3): Collection not found: wiki"
@@ -1057,7 +1237,9 @@ mod tests {
             ..config(qmd, QmdMode::Quality)
         };
         let started = Instant::now();
-        let err = search(&config, vault.path(), "raft", 5).unwrap_err();
+        let err = search(&config, vault.path(), "raft", 5)
+            .unwrap_err()
+            .to_string();
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",
@@ -1079,7 +1261,9 @@ mod tests {
             ..config(qmd, QmdMode::Fast)
         };
         let started = Instant::now();
-        let err = search(&config, vault.path(), "raft", 5).unwrap_err();
+        let err = search(&config, vault.path(), "raft", 5)
+            .unwrap_err()
+            .to_string();
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",
@@ -1093,7 +1277,9 @@ mod tests {
         let bin = tempfile::tempdir().unwrap();
         let vault = vault();
         let config = config(bin.path().join("no-such-qmd"), QmdMode::Balanced);
-        let err = search(&config, vault.path(), "raft", 5).unwrap_err();
+        let err = search(&config, vault.path(), "raft", 5)
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("qmd not found at "), "{err}");
     }
 
@@ -1103,25 +1289,66 @@ mod tests {
         let vault = vault();
         let qmd = fake_qmd(bin.path(), "exit 1");
         let config = config(qmd, QmdMode::Balanced);
-        assert_eq!(search(&config, vault.path(), "  ", 5), Ok(Vec::new()));
-        assert_eq!(search(&config, vault.path(), "raft", 0), Ok(Vec::new()));
+        assert_eq!(search(&config, vault.path(), "  ", 5).unwrap(), []);
+        assert_eq!(search(&config, vault.path(), "raft", 0).unwrap(), []);
         assert!(!bin.path().join("args").exists());
     }
 
     #[test]
+    fn an_error_says_what_the_text_said_and_keeps_the_io_error_as_its_source() {
+        use std::error::Error as _;
+        let denied = || io::Error::from(io::ErrorKind::PermissionDenied);
+        let err = QmdError::Binary {
+            cli: Some("/opt/qmd".into()),
+            problem: BinaryProblem::Unchecked(Arc::new(denied())),
+        };
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "QMD_WIKI_COLLECTION is set but QMD_CLI=/opt/qmd cannot be checked: {}",
+                denied()
+            )
+        );
+        let source = err.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(
+            source.map(io::Error::kind),
+            Some(io::ErrorKind::PermissionDenied)
+        );
+        let err = QmdError::Binary {
+            cli: None,
+            problem: BinaryProblem::NotOnPath,
+        };
+        assert_eq!(
+            err.to_string(),
+            "QMD_WIKI_COLLECTION is set but `qmd` was not found on PATH; install QMD or set \
+             QMD_CLI to its path"
+        );
+        assert!(err.source().is_none());
+        let err = QmdError::Timeout {
+            subcommand: "vsearch",
+            timeout: Duration::from_millis(1500),
+        };
+        assert_eq!(
+            err.to_string(),
+            "qmd vsearch did not finish within 1500 ms and was stopped"
+        );
+    }
+
+    #[test]
     fn parses_modes() {
-        assert_eq!("quality".parse(), Ok(QmdMode::Quality));
-        assert_eq!(" Balanced ".parse(), Ok(QmdMode::Balanced));
-        assert_eq!("FAST".parse(), Ok(QmdMode::Fast));
+        assert_eq!("quality".parse::<QmdMode>().unwrap(), QmdMode::Quality);
+        assert_eq!(" Balanced ".parse::<QmdMode>().unwrap(), QmdMode::Balanced);
+        assert_eq!("FAST".parse::<QmdMode>().unwrap(), QmdMode::Fast);
         assert!(
             "turbo"
                 .parse::<QmdMode>()
                 .unwrap_err()
+                .to_string()
                 .contains("quality, balanced or fast")
         );
         assert_eq!(QmdMode::default(), QmdMode::Quality);
         for mode in [QmdMode::Quality, QmdMode::Balanced, QmdMode::Fast] {
-            assert_eq!(mode.to_string().parse(), Ok(mode));
+            assert_eq!(mode.to_string().parse::<QmdMode>().unwrap(), mode);
         }
     }
 
@@ -1130,10 +1357,10 @@ mod tests {
         let bin = tempfile::tempdir().unwrap();
         fake_qmd(bin.path(), "");
         let path = Some(bin.path().as_os_str());
-        assert_eq!(QmdConfig::from_vars(&vars(&[]), path), None);
-        assert_eq!(
-            QmdConfig::from_vars(&vars(&[(COLLECTION_KEY, "  "), (MODE_KEY, "turbo")]), path),
-            None
+        assert!(QmdConfig::from_vars(&vars(&[]), path).is_none());
+        assert!(
+            QmdConfig::from_vars(&vars(&[(COLLECTION_KEY, "  "), (MODE_KEY, "turbo")]), path)
+                .is_none()
         );
     }
 
@@ -1150,7 +1377,7 @@ mod tests {
             Some(&path),
         );
         assert_eq!(
-            config,
+            config.map(|config| config.map_err(|err| err.to_string())),
             Some(Ok(QmdConfig {
                 binary: qmd,
                 collection: "wiki".to_string(),
@@ -1174,19 +1401,22 @@ mod tests {
         ]);
         let err = QmdConfig::from_vars(&vars_missing, path)
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not exist"), "{err}");
 
         let err = QmdConfig::from_vars(&vars(&[(COLLECTION_KEY, "wiki")]), path)
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not found on PATH") && err.contains(CLI_KEY),
             "{err}"
         );
         let err = QmdConfig::from_vars(&vars(&[(COLLECTION_KEY, "wiki")]), None)
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("PATH is not set"), "{err}");
 
         let bad_mode = vars(&[
@@ -1194,7 +1424,10 @@ mod tests {
             (CLI_KEY, qmd.to_str().unwrap()),
             (MODE_KEY, "turbo"),
         ]);
-        let err = QmdConfig::from_vars(&bad_mode, path).unwrap().unwrap_err();
+        let err = QmdConfig::from_vars(&bad_mode, path)
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(MODE_KEY), "{err}");
 
         let explicit = vars(&[(COLLECTION_KEY, "wiki"), (CLI_KEY, qmd.to_str().unwrap())]);

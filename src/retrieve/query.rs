@@ -16,15 +16,36 @@ const STOP_WORDS: &[&str] = &[
 pub const MAX_QUERY_CHARS: usize = 4096;
 
 /// Refuses a query longer than [`MAX_QUERY_CHARS`], naming what it was.
-pub fn check_query_length(what: &str, text: &str) -> Result<(), String> {
+pub fn check_query_length(what: &str, text: &str) -> Result<(), QueryTooLong> {
     let chars = text.chars().count();
     if chars > MAX_QUERY_CHARS {
-        return Err(format!(
-            "{what} is {chars} characters long; at most {MAX_QUERY_CHARS} are accepted"
-        ));
+        return Err(QueryTooLong {
+            what: what.to_string(),
+            chars,
+        });
     }
     Ok(())
 }
+
+/// A query longer than [`MAX_QUERY_CHARS`]: what it was (`topic`, ...)
+/// and its length in characters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryTooLong {
+    pub what: String,
+    pub chars: usize,
+}
+
+impl std::fmt::Display for QueryTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let QueryTooLong { what, chars } = self;
+        write!(
+            f,
+            "{what} is {chars} characters long; at most {MAX_QUERY_CHARS} are accepted"
+        )
+    }
+}
+
+impl std::error::Error for QueryTooLong {}
 
 /// A topic and the terms the relevance pass matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +93,19 @@ impl Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_too_long_says_what_and_how_long() {
+        assert_eq!(
+            check_query_length("topic", &"é".repeat(MAX_QUERY_CHARS)),
+            Ok(())
+        );
+        let err = check_query_length("subquery 2", &"x".repeat(MAX_QUERY_CHARS + 1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "subquery 2 is 4097 characters long; at most 4096 are accepted"
+        );
+    }
 
     #[test]
     fn phrase_then_content_words() {

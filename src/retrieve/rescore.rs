@@ -26,10 +26,11 @@ pub(crate) trait Rescorer {
 /// subqueries' rankings were merged into by coverage slots, so it runs
 /// once per pack, after every per-query [`rank`], through
 /// [`expand`](crate::retrieve::fusion::expand). It may add notes no arm
-/// ranked (graph neighbours). An error is why it could not run.
+/// ranked (graph neighbours). An error is why it could not run (as an
+/// [`Arm`](crate::retrieve::arms::Arm)'s is).
 pub(crate) trait Expander {
     fn name(&self) -> &'static str;
-    fn expand(&self, candidates: &mut Vec<Candidate>) -> Result<Expansion, String>;
+    fn expand(&self, candidates: &mut Vec<Candidate>) -> anyhow::Result<Expansion>;
 }
 
 /// A re-rank step: `after = (1 - weight) * before / top + weight * signal`.

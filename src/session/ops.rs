@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use chrono::SecondsFormat;
 use serde::Serialize;
 
-use super::{PackRequest, Session, role_files};
+use super::{PackRequest, Session, SessionError, role_files};
 use crate::pack::Pack;
 use crate::pack::style::Shape;
 use crate::request::{Spelling, check_pack};
@@ -56,7 +56,7 @@ impl Session {
         request: &PackRequest,
         shape: &Shape,
         log: bool,
-    ) -> Result<LoggedPack, String> {
+    ) -> Result<LoggedPack, SessionError> {
         let pack = self.pack_checked(request, shape)?;
         let log_error = if log {
             self.log_pack(request, &pack)
@@ -72,12 +72,12 @@ impl Session {
         &self,
         request: &PackRequest,
         shape: &Shape,
-    ) -> Result<Pack, String> {
-        check_pack(request, Spelling::Params).map_err(|err| err.to_string())?;
+    ) -> Result<Pack, SessionError> {
+        check_pack(request, Spelling::Params)?;
         if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
             self.config_pins()?;
         }
-        Ok(self.pack_shaped(request, shape)?)
+        self.pack_shaped(request, shape)
     }
 
     /// Appends `pack`'s line to the vault's `log.md` as
@@ -113,13 +113,14 @@ impl Session {
     /// the privacy policy prepares it. Every path that is not a readable
     /// listed note gets the one message of [`no_note`], so a client cannot
     /// tell a private note from a missing one.
-    pub fn note_text(&self, path: &str) -> Result<(String, String), String> {
-        let relative = crate::vault::inside_vault(&self.root, path).map_err(|_| no_note(path))?;
+    pub fn note_text(&self, path: &str) -> Result<(String, String), SessionError> {
+        let relative = crate::vault::inside_vault(&self.root, path)
+            .map_err(|_| SessionError::no_note(path))?;
         if !self.vault.is_listed(&relative) {
-            return Err(no_note(path));
+            return Err(SessionError::no_note(path));
         }
         let Some(prepared) = self.vault.read_prepared(&relative) else {
-            return Err(no_note(path));
+            return Err(SessionError::no_note(path));
         };
         let text = match relative.as_str() {
             // Their lines may name notes a client must not learn of.
@@ -131,7 +132,7 @@ impl Session {
 
     /// The text of `request`: the note, its section under a heading, or a
     /// range of its lines (a heading wins over lines).
-    pub fn get_note(&self, request: &NoteRequest) -> Result<String, String> {
+    pub fn get_note(&self, request: &NoteRequest) -> Result<String, SessionError> {
         let (relative, text) = self.note_text(&request.path)?;
         if let Some(heading) = &request.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
@@ -141,14 +142,15 @@ impl Session {
                     .is_some_and(|h| crate::text::fold(&note.headings[h].text) == wanted)
             }) {
                 Some(section) => Ok(note.body[section.range].trim_end().to_string()),
-                None => Err(format!("no heading '{heading}' in {relative}")),
+                None => Err(SessionError::NoHeading {
+                    heading: heading.clone(),
+                    note: relative,
+                }),
             };
         }
         if let Some(range) = &request.lines {
             let Some((from, to)) = parse_line_range(range) else {
-                return Err(format!(
-                    "lines must be 'FROM-TO' with 1 <= FROM <= TO, got '{range}'"
-                ));
+                return Err(SessionError::Lines(range.clone()));
             };
             let selected: Vec<&str> = text.lines().skip(from - 1).take(to + 1 - from).collect();
             return Ok(selected.join("\n"));
@@ -218,18 +220,15 @@ impl Session {
         topic: Option<&str>,
         budget: Option<usize>,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<String, String> {
+    ) -> Result<String, SessionError> {
         let topic = match topic.map(str::trim) {
             Some(topic) if !topic.is_empty() => topic,
-            _ => return Err("the context_pack prompt needs a topic".into()),
+            _ => return Err(SessionError::PromptTopic),
         };
         crate::request::check_query_length("topic", topic)?;
         let budget = budget.unwrap_or(crate::request::DEFAULT_BUDGET);
         if !(1..=crate::request::MAX_BUDGET).contains(&budget) {
-            return Err(format!(
-                "budget must be a whole number between 1 and {}",
-                crate::request::MAX_BUDGET
-            ));
+            return Err(SessionError::PromptBudget);
         }
         let request = PackRequest::new(
             crate::pack::PackMode::Topic(topic.to_string()),
@@ -361,31 +360,36 @@ mod tests {
         }
     }
 
+    /// The note, or the message of the error.
+    fn get_note(session: &Session, request: &NoteRequest) -> Result<String, String> {
+        session.get_note(request).map_err(|err| err.to_string())
+    }
+
     #[test]
     fn get_note_selects_a_section_or_lines() {
         let (_dir, session) = session();
         assert_eq!(
-            session.get_note(&note("raft.md", Some("leader election"), None)),
+            get_note(&session, &note("raft.md", Some("leader election"), None)),
             Ok("## Leader Election\n\nvotes from a quorum".to_string())
         );
         assert_eq!(
-            session.get_note(&note("raft.md", None, Some("4-6"))),
+            get_note(&session, &note("raft.md", None, Some("4-6"))),
             Ok("# Raft\n\nintro line".to_string())
         );
         assert_eq!(
-            session.get_note(&note("raft.md", Some("Nope"), None)),
+            get_note(&session, &note("raft.md", Some("Nope"), None)),
             Err("no heading 'Nope' in raft.md".to_string())
         );
         assert_eq!(
-            session.get_note(&note("raft.md", None, Some("3-1"))),
+            get_note(&session, &note("raft.md", None, Some("3-1"))),
             Err("lines must be 'FROM-TO' with 1 <= FROM <= TO, got '3-1'".to_string())
         );
         assert_eq!(
-            session.get_note(&note("../raft.md", None, None)),
+            get_note(&session, &note("../raft.md", None, None)),
             Err(no_note("../raft.md"))
         );
         assert_eq!(
-            session.get_note(&note("paxos.md", None, None)),
+            get_note(&session, &note("paxos.md", None, None)),
             Ok("# Paxos\n\nballots\n".to_string())
         );
     }
@@ -447,7 +451,11 @@ mod tests {
                 true,
             )
             .unwrap_err();
-        assert_eq!(refused, "graph_depth needs a query, not recent=true");
+        assert!(matches!(refused, SessionError::Request(_)), "{refused:?}");
+        assert_eq!(
+            refused.to_string(),
+            "graph_depth needs a query, not recent=true"
+        );
         assert!(!dir.path().join("log.md").exists());
     }
 
@@ -498,14 +506,18 @@ mod tests {
         assert!(text.contains("## [[raft]]"), "{text}");
         for topic in [None, Some(" ")] {
             assert_eq!(
-                session.prompt_pack(topic, None, now),
+                session
+                    .prompt_pack(topic, None, now)
+                    .map_err(|e| e.to_string()),
                 Err("the context_pack prompt needs a topic".to_string())
             );
         }
         let too_big = crate::request::MAX_BUDGET + 1;
         for budget in [0, too_big] {
             assert_eq!(
-                session.prompt_pack(Some("raft"), Some(budget), now),
+                session
+                    .prompt_pack(Some("raft"), Some(budget), now)
+                    .map_err(|e| e.to_string()),
                 Err(format!(
                     "budget must be a whole number between 1 and {}",
                     crate::request::MAX_BUDGET
@@ -517,6 +529,7 @@ mod tests {
             session
                 .prompt_pack(Some(&long), None, now)
                 .unwrap_err()
+                .to_string()
                 .starts_with("topic is ")
         );
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use chrono::{DateTime, SecondsFormat};
 
-use super::StoreTarget;
+use super::{SessionError, StoreTarget};
 use crate::index::{VaultIndex, location};
 use crate::note::Diagnostic;
 use crate::privacy::Policy;
@@ -19,7 +19,7 @@ use crate::store::postgres::StoreError;
 pub(crate) use super::embedding::embedding_progress;
 pub(crate) use crate::index::vectors::{AnnChoice, VectorFormat};
 pub(crate) use crate::index::{IndexConfig, UpdateReport};
-pub(crate) use crate::retrieve::qmd::QmdConfig;
+pub(crate) use crate::retrieve::qmd::{QmdConfig, QmdError};
 pub(crate) use crate::store::postgres::StoreUrl;
 
 /// A user's mistake (bad configuration, bad arguments) met while running an
@@ -55,31 +55,28 @@ pub(crate) use crate::audit::{AuditReport, render as render_audit};
 
 /// The vault's privacy policy (its `.ctxpack.yaml`, else the defaults),
 /// or why it does not parse.
-pub(crate) fn load_policy(root: &Path) -> Result<Arc<Policy>, String> {
-    Policy::load(root)
-        .map(Arc::new)
-        .map_err(|err| err.to_string())
+pub(crate) fn load_policy(root: &Path) -> Result<Arc<Policy>, SessionError> {
+    Ok(Arc::new(Policy::load(root)?))
 }
 
 /// What the privacy policy keeps out of the vault's view, file by file.
-pub(crate) fn audit_vault(root: &Path) -> Result<AuditReport, String> {
+pub(crate) fn audit_vault(root: &Path) -> Result<AuditReport, SessionError> {
     let policy = load_policy(root)?;
     Ok(crate::audit::audit(root, &policy, &[]))
 }
 
 /// The store URL in `text`, or why it is not one.
-pub(crate) fn parse_store_url(text: &str) -> Result<StoreUrl, String> {
-    text.parse().map_err(|err: StoreError| err.to_string())
+pub(crate) fn parse_store_url(text: &str) -> Result<StoreUrl, SessionError> {
+    text.parse().map_err(SessionError::StoreUrl)
 }
 
 /// The index folder of the vault at `root` (`dir` if given, else the
 /// environment's cache folder), checked to lie outside the vault, with the
 /// vault's privacy policy.
-pub(crate) fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, String> {
-    let dir = location::index_dir(root, dir)
-        .ok_or("no place for the index: set HOME, XDG_CACHE_HOME or --index-dir")?;
+pub(crate) fn index_config(root: &Path, dir: Option<&Path>) -> Result<IndexConfig, SessionError> {
+    let dir = location::index_dir(root, dir).ok_or(SessionError::NoIndexPlace)?;
     // Checked before `--stop` or a background watcher's lock touch it.
-    location::check_outside(root, &dir).map_err(|err| err.0)?;
+    location::check_outside(root, &dir).map_err(|err| SessionError::IndexDir(err.0))?;
     let mut config = IndexConfig::new(dir);
     config.policy = load_policy(root)?;
     Ok(config)
@@ -130,7 +127,7 @@ pub(crate) fn store_usage_message(err: &anyhow::Error) -> Option<String> {
 /// filling in what the config file does not set.
 pub(crate) fn qmd_config(
     vars: &std::collections::BTreeMap<String, String>,
-) -> Option<Result<QmdConfig, String>> {
+) -> Option<Result<QmdConfig, QmdError>> {
     use crate::retrieve::qmd;
     let mut vars = vars.clone();
     for key in [qmd::COLLECTION_KEY, qmd::CLI_KEY, qmd::MODE_KEY] {
