@@ -115,9 +115,8 @@ pub fn topic_files() -> [(&'static str, Vec<u8>); 3] {
     })
     .to_string();
     let dims = 4usize;
-    let mut data = Vec::new();
     // `<pad>` and `<unk>` are never read: zero rows.
-    data.resize(2 * dims * 4, 0);
+    let mut data = vec![0u8; 2 * dims * 4];
     for (_, axis) in TOPIC_WORDS {
         for d in 0..dims {
             let value = if d == axis { 1.0f32 } else { 0.0 };
