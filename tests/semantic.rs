@@ -595,3 +595,119 @@ fn serve_answers_at_once_and_embeds_the_rest_in_the_background() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A note on marathons whose long "Race day" section answers "marathon
+/// fatigue" in one paragraph that shares no word with the query (weary,
+/// drained, exhausted, glycogen), between two that repeat "marathon" and
+/// are about the route; and notes on other things.
+fn marathon_vault(world: &World) -> PathBuf {
+    let race_day = [
+        "The marathon route leaves the city by the river, and the marathon \
+         field crosses the old bridge twice before it turns back into the \
+         streets. The marathon organisers close the streets at dawn, and a \
+         crowd gathers on the bridge to watch the marathon go by.",
+        "Around the thirtieth kilometre the legs turn heavy: the body has \
+         burnt its glycogen, and runners grow weary, drained and exhausted. \
+         Gels taken early put this off, but do not prevent it.",
+        "The marathon finish is in the old city, by the river, where the \
+         marathon crowd is largest. Marathon volunteers on the last bridge \
+         hand out water, and the streets of the city stay closed until the \
+         last marathon runner is in.",
+    ]
+    .join("\n\n");
+    let marathon = format!(
+        "---\ntitle: Marathon\n---\n# Marathon\n\nNotes from the spring marathon.\n\n\
+         ## Race day\n\n{race_day}\n\n## Gear\n\nShoes with fresh laces, thin socks.\n"
+    );
+    world.vault(
+        "marathon",
+        &[
+            ("marathon.md", marathon.as_str()),
+            ("cycling.md", "---\ntitle: Cycling\n---\nThe cycling route follows the river out of the city and back over the bridge.\n"),
+            ("shoes.md", "---\ntitle: Shoes\n---\nRunning shoes, socks and laces: replace them every season.\n"),
+            ("sleep.md", "---\ntitle: Sleep\n---\nEight hours a night, and a nap after long runs.\n"),
+        ],
+    )
+}
+
+#[test]
+fn passage_vectors_find_the_paragraph_that_answers_in_other_words() {
+    let world = World::new();
+    let folder = world.path().join("topic-model");
+    for (name, bytes) in tiny_model::topic_files() {
+        common::write(&folder.join(name), &bytes);
+    }
+    let imported = ok(&world
+        .cmd()
+        .args(["model", "import"])
+        .arg(&folder)
+        .args(["--name", "topic"])
+        .output()
+        .unwrap());
+    assert!(
+        imported.contains("imported 'topic' (4 dimensions"),
+        "{imported}"
+    );
+    let vault = marathon_vault(&world);
+    let pack = |passages: Option<&str>, model: &str| {
+        let mut cmd = world.cmd();
+        cmd.args([
+            "pack",
+            "marathon fatigue",
+            "--budget",
+            "190",
+            "--model",
+            model,
+        ])
+        .args(["--vault"])
+        .arg(&vault)
+        .args(["--generated-at", "2026-05-14T10:00:00Z", "--no-log"])
+        // A static model's share is scaled by its family's arm weight
+        // (0.01 of BERT's 0.5); 25 gives it BERT's full share.
+        .env("CTXPACK_EXCERPT_SEMANTIC_WEIGHT", "25");
+        if let Some(count) = passages {
+            cmd.env("CTXPACK_EXCERPT_PASSAGES", count);
+        } else {
+            cmd.env_remove("CTXPACK_EXCERPT_PASSAGES");
+        }
+        ok(&cmd.output().unwrap())
+    };
+    let with = pack(None, "topic");
+    let without = pack(Some("0"), "topic");
+    let lexical = pack(None, "none");
+    let race_day = |pack: &str| {
+        let start = pack.find("## Race day").expect(pack);
+        let end = pack.find("## Gear").expect(pack);
+        pack[start..end].to_string()
+    };
+    // The note does not fit: its excerpt keeps, beside sentences that
+    // repeat "marathon", the whole paragraph the model puts closest to the
+    // query, found by embedding the long section passage by passage.
+    assert_eq!(
+        race_day(&with),
+        "## Race day\n\nThe marathon route leaves the city by the river, and the marathon \
+         field crosses the old bridge twice before it turns back into the streets. \
+         […]\n\nAround the thirtieth kilometre the legs turn heavy: \
+         the body has burnt its glycogen, and runners grow weary, drained and exhausted. \
+         Gels taken early put this off, but do not prevent it.\n\nThe marathon finish is in \
+         the old city, by the river, where the marathon crowd is largest. […]\n\n",
+        "{with}"
+    );
+    // Without passage vectors the whole section is as similar as its
+    // best paragraph, every sentence of it gains alike, and "marathon"
+    // decides: the answering sentence is left out, as lexically.
+    assert_eq!(
+        race_day(&without),
+        "## Race day\n\nThe marathon route leaves the city by the river, and the marathon \
+         field crosses the old bridge twice before it turns back into the streets. The \
+         marathon organisers close the streets at dawn, and a crowd gathers on the bridge \
+         to watch the marathon go by.\n\n[…] Gels taken early put this off, but do not \
+         prevent it.\n\nThe marathon finish is in the old city, by the river, where the \
+         marathon crowd is largest. […]\n\n",
+        "{without}"
+    );
+    let body = |pack: &str| pack[pack.find("\n---\n").expect(pack)..].to_string();
+    assert_eq!(body(&without), body(&lexical));
+    assert!(with.contains("| Pages: 1 / 4\n"), "{with}");
+    assert!(lexical.contains("| Pages: 1 / 1\n"), "{lexical}");
+}

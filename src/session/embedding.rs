@@ -274,6 +274,16 @@ pub(super) const PASSAGE_CHARS: usize = 400;
 /// static model's, microseconds.
 pub(super) const PASSAGES_PER_PACK: usize = 12;
 
+/// [`PASSAGES_PER_PACK`], or `CTXPACK_EXCERPT_PASSAGES` when it is set to
+/// a count (0 turns passage vectors off, leaving the sections' own: how
+/// the benchmarks measure what passages add).
+fn passages_per_pack() -> usize {
+    std::env::var("CTXPACK_EXCERPT_PASSAGES")
+        .ok()
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(PASSAGES_PER_PACK)
+}
+
 /// Passage vectors embedded so far, by model fingerprint and text: for the
 /// whole process, so a server's sessions (re-opened after every change and
 /// while embedding) keep them. Bounded; emptied when full.
@@ -344,18 +354,19 @@ struct LongSection {
 }
 
 /// The passages of `sections` (whole sections, in order, within
-/// [`PASSAGES_PER_PACK`]), each with its match key and similarity to the
+/// `limit` passages), each with its match key and similarity to the
 /// query vector `wanted`, by section; none when the model fails.
 fn passage_similarities(
     embedder: &dyn crate::embed::Embedder,
     wanted: &[f32],
     sections: &[LongSection],
+    limit: usize,
 ) -> Vec<(usize, Vec<(String, f32)>)> {
     let mut chosen: Vec<(usize, &str, Vec<&str>)> = Vec::new();
     let mut count = 0;
     for section in sections {
         let passages = crate::analysis::text_pieces(&section.body, PASSAGE_CHARS);
-        if passages.len() < 2 || count + passages.len() > PASSAGES_PER_PACK {
+        if passages.len() < 2 || count + passages.len() > limit {
             continue;
         }
         count += passages.len();
@@ -456,7 +467,12 @@ impl Session {
         if let Some(&median) = sims.get(sims.len() / 2) {
             long.retain(|section| chunks[section.chunk].1 > median);
         }
-        let passages = passage_similarities(semantic.embedder.as_ref(), &wanted, &long);
+        let passages = passage_similarities(
+            semantic.embedder.as_ref(),
+            &wanted,
+            &long,
+            passages_per_pack(),
+        );
         let Some(similar) = ChunkSimilarity::of(chunks, passages) else {
             return lexical;
         };

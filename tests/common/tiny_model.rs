@@ -1,5 +1,6 @@
-//! A tiny model2vec model (18 pieces, 4 dimensions) and wheels holding it,
-//! written by the tests that import models.
+//! A tiny model2vec model (18 pieces, 4 dimensions), a second one whose
+//! words point where the tests want, and wheels holding them, written by
+//! the tests that import models.
 
 #![allow(dead_code)]
 
@@ -52,6 +53,77 @@ pub fn files() -> [(&'static str, Vec<u8>); 3] {
             data.extend_from_slice(&value.to_le_bytes());
         }
     }
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], &data)
+            .unwrap();
+    let tensors = safetensors::serialize([("embeddings", view)], &None).unwrap();
+    [
+        ("config.json", br#"{"normalize": true}"#.to_vec()),
+        ("model.safetensors", tensors),
+        ("tokenizer.json", tokenizer.into_bytes()),
+    ]
+}
+
+/// The dimensions of [`topic_files`]' model: what its words are about.
+pub const TIREDNESS: usize = 0;
+pub const PLACES: usize = 1;
+pub const GEAR: usize = 2;
+
+/// Words of the topic model, each pointing along one axis.
+const TOPIC_WORDS: [(&str, usize); 15] = [
+    ("fatigue", TIREDNESS),
+    ("tired", TIREDNESS),
+    ("weary", TIREDNESS),
+    ("drained", TIREDNESS),
+    ("exhausted", TIREDNESS),
+    ("glycogen", TIREDNESS),
+    ("route", PLACES),
+    ("city", PLACES),
+    ("bridge", PLACES),
+    ("streets", PLACES),
+    ("crowd", PLACES),
+    ("river", PLACES),
+    ("shoes", GEAR),
+    ("socks", GEAR),
+    ("laces", GEAR),
+];
+
+/// A second model2vec model (4 dimensions) whose words the tests place:
+/// each word of [`TOPIC_WORDS`] is a unit vector along its topic's axis,
+/// and every other word is unknown and skipped (its `<unk>` is a special
+/// token), so a text's vector is the mean of its topic words. Words that
+/// mean the same are close without sharing a letter: "fatigue" and
+/// "exhausted", not "marathon", which it does not know.
+pub fn topic_files() -> [(&'static str, Vec<u8>); 3] {
+    let mut vocab = vec![
+        serde_json::json!(["<pad>", 0.0]),
+        serde_json::json!(["<unk>", 0.0]),
+    ];
+    vocab.extend(
+        TOPIC_WORDS
+            .iter()
+            .map(|(word, _)| serde_json::json!([format!("\u{2581}{word}"), -2.0])),
+    );
+    let tokenizer = serde_json::json!({
+        "added_tokens": [{"id": 1, "content": "<unk>", "special": true}],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"},
+            {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true}
+        ]},
+        "model": {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": false}
+    })
+    .to_string();
+    let dims = 4usize;
+    // `<pad>` and `<unk>` are never read: zero rows.
+    let mut data = vec![0u8; 2 * dims * 4];
+    for (_, axis) in TOPIC_WORDS {
+        for d in 0..dims {
+            let value = if d == axis { 1.0f32 } else { 0.0 };
+            data.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+    let rows = 2 + TOPIC_WORDS.len();
     let view =
         safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], &data)
             .unwrap();
