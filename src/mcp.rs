@@ -132,9 +132,6 @@ first part byte for byte.";
 /// journal of what is embedded).
 const REOPEN_WHILE_EMBEDDING: Duration = Duration::from_secs(30);
 
-/// Changed paths remembered per burst for resource-change notifications.
-const MAX_CHANGED_PATHS: usize = 10_000;
-
 /// Below the ~25,000 tokens at which a popular client truncates results.
 pub(crate) const DEFAULT_MAX_RESULT_TOKENS: usize = 20_000;
 
@@ -848,54 +845,34 @@ impl CtxpackServer {
             let session = state.session();
             (session.root.clone(), session.index_dir.clone())
         };
-        let watching = match upkeep::watch_changes(&watched_root, index_dir.as_deref(), None) {
-            Ok(watching) => watching,
+        let watch = match upkeep::VaultWatch::start(&watched_root, index_dir.as_deref(), None) {
+            Ok(watch) => watch,
             Err(err) => {
-                eprintln!(
-                    "ctxpack: warning: cannot watch the vault ({err}); the index updates on restart"
-                );
+                eprintln!("ctxpack: warning: {err}; the index updates on restart");
                 return;
             }
         };
-        if let Some(err) = &watching.socket_error {
-            eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
-        }
         std::thread::spawn(move || {
-            // The whole watch moves here (a closure would capture only the
-            // field it names, and the rest would stop the watch on return).
-            let watching = watching;
-            // Catches what changed between the session's opening and the
-            // watch's registration.
-            if let Err(err) = state.reopen() {
-                eprintln!("ctxpack: warning: index update failed: {err:#}");
-            }
             let root = state.options.root.clone();
-            let events = &watching.changes;
-            while let Ok(first) = events.recv() {
-                let mut changed: Vec<PathBuf> = Vec::new();
-                let mut note = |batch: Vec<PathBuf>| {
-                    // A storm of events (a sync tool rewriting the vault)
-                    // keeps memory bounded; notes past the bound go unannounced.
-                    // The watcher names paths under the folder it resolved;
-                    // announcements name them under the root as served.
-                    let room = MAX_CHANGED_PATHS.saturating_sub(changed.len());
-                    changed.extend(batch.into_iter().take(room).map(|path| {
-                        match path.strip_prefix(&watched_root) {
-                            Ok(rel) => root.join(rel),
-                            Err(_) => path,
-                        }
-                    }));
-                };
-                note(first);
-                while let Ok(batch) = events.recv_timeout(Duration::from_millis(300)) {
-                    note(batch);
-                }
+            let watched = watch.run(&mut |changed| {
                 if let Err(err) = state.reopen() {
                     eprintln!("ctxpack: warning: index update failed: {err:#}");
                 }
-                if let Some(runtime) = &runtime {
+                // The watcher names paths under the folder it resolved;
+                // announcements name them under the root as served.
+                let changed: Vec<PathBuf> = changed
+                    .iter()
+                    .map(|path| match path.strip_prefix(&watched_root) {
+                        Ok(rel) => root.join(rel),
+                        Err(_) => path.clone(),
+                    })
+                    .collect();
+                if let (Some(runtime), false) = (&runtime, changed.is_empty()) {
                     state.subscriptions.notify(runtime, &root, &changed);
                 }
+            });
+            if let Err(err) = watched {
+                eprintln!("ctxpack: warning: {err:#}; the index updates on restart");
             }
         });
     }

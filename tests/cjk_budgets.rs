@@ -139,6 +139,29 @@ fn options(budget: usize, tokenizer: Tokenizer) -> PackOptions {
     )
 }
 
+/// What the pack's own English lines (the header, page headings, `summary:`
+/// labels) cost in o200k tokens beyond `tokenizer`'s estimate of them. A
+/// chars4 estimate of English is the seed's (4 characters a token), and a
+/// timestamp or a `| Pages: 1 / 1` takes more o200k tokens than that; in a
+/// 73-token pack holding ten CJK characters this scaffold alone is a third
+/// of the budget. The property is about the CJK text: it is allowed what
+/// the scaffold's estimate misses, not more.
+fn english_scaffold_excess(bundle: &str, tokenizer: Tokenizer) -> usize {
+    let scaffold: String = bundle
+        .lines()
+        .filter(|line| line.starts_with('#') || line.starts_with("---"))
+        .chain(
+            bundle
+                .lines()
+                .filter_map(|line| line.strip_prefix("summary:").map(|_| "summary:")),
+        )
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    Tokenizer::O200k
+        .count(&scaffold)
+        .saturating_sub(tokenizer.count(&scaffold))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
@@ -165,9 +188,11 @@ proptest! {
         };
         prop_assert!(tokenizer.count(&pack.bundle) <= budget);
         let o200k = Tokenizer::O200k.count(&pack.bundle);
+        let scaffold = english_scaffold_excess(&pack.bundle, tokenizer);
         prop_assert!(
-            o200k * 10 <= budget * 11,
-            "{tokenizer}: {o200k} o200k tokens for a budget of {budget}\n{}",
+            o200k * 10 <= (budget + scaffold) * 11,
+            "{tokenizer}: {o200k} o200k tokens for a budget of {budget} \
+             (the English scaffold adds {scaffold})\n{}",
             pack.bundle
         );
         if tokenizer == Tokenizer::Chars4 && !pack.pages.is_empty() {

@@ -322,6 +322,99 @@ pub(crate) fn stop_watcher(root: &Path, index_dir: &Path) -> StopOutcome {
     outcome
 }
 
+/// Paths remembered per burst of changes: a storm of events (a sync tool
+/// rewriting the vault) keeps memory bounded; paths past it go unnamed.
+pub(crate) const MAX_CHANGED_PATHS: usize = 10_000;
+
+/// A watch on a vault's notes, registered: from the moment it exists,
+/// nothing written can be missed, and other commands on the vault ask it
+/// what changed (on the index folder's socket) instead of walking. One
+/// kernel watch set a vault, for `index --watch` and `serve` alike.
+pub(crate) struct VaultWatch {
+    root: PathBuf,
+    watching: Watching,
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl VaultWatch {
+    /// Registers the watch on `root`, answering on the socket in
+    /// `index_dir` when given; with `stop`, a stop request on that socket
+    /// sets it.
+    pub(crate) fn start(
+        root: &Path,
+        index_dir: Option<&Path>,
+        stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Result<VaultWatch> {
+        let watching = watch_changes(root, index_dir, stop.clone())
+            .map_err(|err| anyhow::anyhow!("cannot watch the vault: {err}"))?;
+        if let Some(err) = &watching.socket_error {
+            eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
+        }
+        Ok(VaultWatch {
+            root: root.to_path_buf(),
+            watching,
+            stop,
+        })
+    }
+
+    /// Calls `on_change` once at once (for what changed before the watch
+    /// was registered, with no paths), then after each burst of changes
+    /// to the vault's notes (300 ms of quiet ends a burst) with the
+    /// burst's paths under the watched folder, at most
+    /// [`MAX_CHANGED_PATHS`]; until `stop` is set, or the folder is moved,
+    /// deleted or replaced (an error: the watch is on this folder, not on
+    /// the path, and another folder there would never be seen).
+    pub(crate) fn run(self, on_change: &mut dyn FnMut(&[PathBuf])) -> Result<()> {
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let root = self.root.as_path();
+        let events = &self.watching.changes;
+        on_change(&[]);
+        let quiet_period = Duration::from_millis(300);
+        let stopped = || {
+            self.stop
+                .as_ref()
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        let watched = crate::vault::changes::root_identity(root);
+        loop {
+            let first = match events.recv_timeout(Duration::from_millis(100)) {
+                Ok(batch) => batch,
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if crate::vault::changes::root_identity(root) != watched =>
+                {
+                    anyhow::bail!(
+                        "{} was moved, deleted or replaced; the watch stopped (start it again)",
+                        root.display()
+                    );
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
+                Err(_) => break,
+            };
+            if stopped() {
+                break;
+            }
+            let mut changed: Vec<PathBuf> = Vec::new();
+            let mut affects_notes = false;
+            let mut batch = first;
+            loop {
+                affects_notes |= crate::vault::walk::affects_notes(root, &batch);
+                let room = MAX_CHANGED_PATHS.saturating_sub(changed.len());
+                changed.extend(batch.into_iter().take(room));
+                match events.recv_timeout(quiet_period) {
+                    Ok(next) => batch = next,
+                    Err(_) => break,
+                }
+            }
+            if affects_notes {
+                on_change(&changed);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Calls `on_change` after each burst of changes to the vault's notes
 /// (debounced), until interrupted or `stop` is set (by a `stop` request on
 /// the socket published in `index_dir`, when there is one).
@@ -331,53 +424,9 @@ pub(crate) fn watch_vault(
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     on_change: &mut dyn FnMut(),
 ) -> Result<()> {
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    // One kernel watch set: it drives this loop and answers other
-    // commands' "what changed?" on the socket.
-    let watching = watch_changes(root, index_dir, stop.clone())
-        .map_err(|err| anyhow::anyhow!("cannot watch the vault: {err}"))?;
-    if let Some(err) = &watching.socket_error {
-        eprintln!("ctxpack: warning: commands will walk the vault: no watcher socket ({err})");
-    }
-    let events = &watching.changes;
+    let watch = VaultWatch::start(root, index_dir, stop)?;
     eprintln!("ctxpack: watching {} (Ctrl-C to stop)", root.display());
-    // Catches what changed between the first index and the watch's registration.
-    on_change();
-    let quiet_period = Duration::from_millis(300);
-    let stopped = || {
-        stop.as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    // The watch is on this folder, not on the path: another folder there
-    // would never be seen.
-    let watched = crate::vault::changes::root_identity(root);
-    loop {
-        let first = match events.recv_timeout(Duration::from_millis(100)) {
-            Ok(event) => event,
-            Err(mpsc::RecvTimeoutError::Timeout)
-                if crate::vault::changes::root_identity(root) != watched =>
-            {
-                anyhow::bail!(
-                    "{} was moved, deleted or replaced; the watch stopped (start it again)",
-                    root.display()
-                );
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) if !stopped() => continue,
-            Err(_) => break,
-        };
-        if stopped() {
-            break;
-        }
-        if !crate::vault::walk::affects_notes(root, &first) {
-            continue;
-        }
-        // Debounce: wait until no event has arrived for the quiet period.
-        while let Ok(_batch) = events.recv_timeout(quiet_period) {}
-        on_change();
-    }
-    Ok(())
+    watch.run(&mut |_changed| on_change())
 }
 
 /// The state of a vault's embedded index.
