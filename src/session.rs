@@ -596,24 +596,18 @@ impl Session {
         options: &RankOptions,
         keep: &dyn Fn(usize) -> bool,
     ) -> Ranking {
-        let scope = self.embed_candidates(query, options.depth, keep);
+        self.embed_candidates(query, keep);
         let passage = |note: usize| self.passage(note);
-        let vectors = scope
-            .as_ref()
-            .map(|scope| scope as &dyn crate::store::VectorSearch);
-        let signals = self.signals(&passage, GraphOptions::default(), vectors);
+        let signals = self.signals(&passage, GraphOptions::default());
         rank(&signals, query, &self.vault, options, keep)
     }
 
     /// Every ranking signal this session offers (see [`signals`]); `graph`
-    /// adds the `--graph-depth` expansion of a pack's candidates, and
-    /// `vectors`, when given, are what the semantic arm searches instead of
-    /// the session's own.
+    /// adds the `--graph-depth` expansion of a pack's candidates.
     fn signals<'s>(
         &'s self,
         passage: &'s dyn Fn(usize) -> String,
         graph: GraphOptions,
-        vectors: Option<&'s dyn crate::store::VectorSearch>,
     ) -> Vec<crate::retrieve::arms::Signal<'s>> {
         signals(&Sources {
             vault: &self.vault,
@@ -622,7 +616,7 @@ impl Session {
             semantic: self
                 .semantic
                 .as_ref()
-                .map(|s| (s.embedder.as_ref(), vectors.unwrap_or(s.index.as_ref()))),
+                .map(|s| (s.embedder.as_ref(), s.index.as_ref())),
             semantic_error: self.semantic_error.as_deref(),
             qmd: self.qmd.as_ref(),
             feedback: &self.feedback,
@@ -1177,7 +1171,7 @@ impl Session {
         signal_errors: &mut Vec<SignalError>,
     ) -> Option<GraphTrace> {
         let passage = |note: usize| self.passage(note);
-        let signals = self.signals(&passage, *options, None);
+        let signals = self.signals(&passage, *options);
         let expansion = crate::retrieve::fusion::expand(&signals, candidates, signal_errors)
             .into_iter()
             .next()?;

@@ -11,7 +11,6 @@ use anyhow::Result;
 use super::{IndexChoice, Session};
 use crate::index::vectors::{self, EmbedMode, ON_THE_FLY, SemanticIndex, VectorFormat};
 use crate::progress::Progress;
-use crate::store::VectorSearch;
 
 /// The lexical (BM25) top notes of a query whose missing chunks are
 /// embedded on the fly, best first, until the bound is reached.
@@ -62,35 +61,24 @@ impl Session {
 
     /// Embeds, within [`ON_THE_FLY`], the chunks the query's lexical top
     /// notes (among those `keep` accepts) lack, so they compete in the
-    /// semantic arm of this ranking and every later one; and returns the
-    /// vectors the semantic arm of this ranking searches, scoped to the
-    /// notes the words found (see [`LexicalScope`]). `None` when every
-    /// chunk has a vector: the arm then searches them all.
-    pub(super) fn embed_candidates(
-        &self,
-        query: &str,
-        depth: usize,
-        keep: &dyn Fn(usize) -> bool,
-    ) -> Option<LexicalScope<'_>> {
+    /// semantic arm of this ranking and every later one. Nothing to do
+    /// when every chunk has a vector.
+    pub(super) fn embed_candidates(&self, query: &str, keep: &dyn Fn(usize) -> bool) {
         let (Some(vectors), Some(semantic), Some(store)) =
             (self.partial_vectors(), &self.semantic, &self.store)
         else {
-            return None;
+            return;
         };
-        let hits = store
-            .search_notes(query, depth.max(ON_THE_FLY_NOTES * 4))
-            .unwrap_or_default();
+        let Ok(hits) = store.search_notes(query, ON_THE_FLY_NOTES * 4) else {
+            return;
+        };
         let notes: Vec<usize> = hits
-            .iter()
-            .map(|&(note, _)| note)
+            .into_iter()
+            .map(|(note, _)| note)
             .filter(|&note| keep(note))
             .take(ON_THE_FLY_NOTES)
             .collect();
         vectors.embed_notes(&self.vault, semantic.embedder.as_ref(), &notes, &ON_THE_FLY);
-        Some(LexicalScope {
-            vectors: semantic.index.as_ref(),
-            found: hits.into_iter().map(|(note, _)| note).collect(),
-        })
     }
 
     /// Embeds every chunk the vault's vectors lack (with `choice`'s
@@ -128,32 +116,6 @@ impl Session {
             progress,
         )?;
         Ok(done.embedded)
-    }
-}
-
-/// The vectors of a partly embedded vault, searched only among the notes
-/// the words found for the query: while embedding, meaning re-ranks what
-/// the lexical arms found and finds new notes only once the vault is
-/// embedded. The vectors a partial vault holds are those of earlier
-/// queries' top notes and whatever the background reached; ranked against
-/// them alone, a note they happen to hold pushes out, on meaning alone, a
-/// note the words found whose chunks still wait (SciFact train with e5, 0%
-/// embedded: Recall@100 0.913 against the lexical arms' 0.930).
-pub(super) struct LexicalScope<'a> {
-    vectors: &'a dyn VectorSearch,
-    found: std::collections::HashSet<usize>,
-}
-
-impl VectorSearch for LexicalScope<'_> {
-    fn search(
-        &self,
-        query: &[f32],
-        limit: usize,
-        keep: &dyn Fn(usize) -> bool,
-    ) -> Vec<(usize, f32)> {
-        self.vectors.search(query, limit, &|note| {
-            keep(note) && self.found.contains(&note)
-        })
     }
 }
 
