@@ -6,6 +6,24 @@
 
 use std::io::Write;
 
+/// A `tokenizer.json` of a Unigram model over `vocab` (`[piece, score]`
+/// pairs, `<unk>` second), splitting on whitespace and marking word starts
+/// with `\u{2581}`; with `added_tokens` unless it is null.
+fn unigram_tokenizer(vocab: Vec<serde_json::Value>, added_tokens: serde_json::Value) -> String {
+    let mut tokenizer = serde_json::json!({
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"},
+            {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true}
+        ]},
+        "model": {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": false}
+    });
+    if !added_tokens.is_null() {
+        tokenizer["added_tokens"] = added_tokens;
+    }
+    tokenizer.to_string()
+}
+
 /// `config.json`, `model.safetensors` and `tokenizer.json` of the model.
 pub fn files() -> [(&'static str, Vec<u8>); 3] {
     let vocab = [
@@ -32,15 +50,7 @@ pub fn files() -> [(&'static str, Vec<u8>); 3] {
         .iter()
         .map(|(piece, score)| serde_json::json!([piece, score]))
         .collect();
-    let tokenizer = serde_json::json!({
-        "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "WhitespaceSplit"},
-            {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true}
-        ]},
-        "model": {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": false}
-    })
-    .to_string();
+    let tokenizer = unigram_tokenizer(vocab, serde_json::json!(null));
     let (rows, dims) = (18usize, 4usize);
     let mut data = Vec::with_capacity(rows * dims * 4);
     for row in 0..rows {
@@ -104,16 +114,10 @@ pub fn topic_files() -> [(&'static str, Vec<u8>); 3] {
             .iter()
             .map(|(word, _)| serde_json::json!([format!("\u{2581}{word}"), -2.0])),
     );
-    let tokenizer = serde_json::json!({
-        "added_tokens": [{"id": 1, "content": "<unk>", "special": true}],
-        "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "WhitespaceSplit"},
-            {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "always", "split": true}
-        ]},
-        "model": {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": false}
-    })
-    .to_string();
+    let tokenizer = unigram_tokenizer(
+        vocab,
+        serde_json::json!([{"id": 1, "content": "<unk>", "special": true}]),
+    );
     let dims = 4usize;
     // `<pad>` and `<unk>` are never read: zero rows.
     let mut data = vec![0u8; 2 * dims * 4];
