@@ -24,6 +24,25 @@ fn unigram_tokenizer(vocab: Vec<serde_json::Value>, added_tokens: serde_json::Va
     tokenizer.to_string()
 }
 
+/// A model2vec model's files: `rows` × `dims` embeddings (`data`, f32
+/// little-endian, row by row) and its tokenizer.
+fn model_files(
+    rows: usize,
+    dims: usize,
+    data: &[u8],
+    tokenizer: String,
+) -> [(&'static str, Vec<u8>); 3] {
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], data)
+            .unwrap();
+    let tensors = safetensors::serialize([("embeddings", view)], &None).unwrap();
+    [
+        ("config.json", br#"{"normalize": true}"#.to_vec()),
+        ("model.safetensors", tensors),
+        ("tokenizer.json", tokenizer.into_bytes()),
+    ]
+}
+
 /// `config.json`, `model.safetensors` and `tokenizer.json` of the model.
 pub fn files() -> [(&'static str, Vec<u8>); 3] {
     let vocab = [
@@ -63,15 +82,7 @@ pub fn files() -> [(&'static str, Vec<u8>); 3] {
             data.extend_from_slice(&value.to_le_bytes());
         }
     }
-    let view =
-        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], &data)
-            .unwrap();
-    let tensors = safetensors::serialize([("embeddings", view)], &None).unwrap();
-    [
-        ("config.json", br#"{"normalize": true}"#.to_vec()),
-        ("model.safetensors", tensors),
-        ("tokenizer.json", tokenizer.into_bytes()),
-    ]
+    model_files(rows, dims, &data, tokenizer)
 }
 
 /// The dimensions of [`topic_files`]' model: what its words are about.
@@ -128,15 +139,7 @@ pub fn topic_files() -> [(&'static str, Vec<u8>); 3] {
         }
     }
     let rows = 2 + TOPIC_WORDS.len();
-    let view =
-        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, dims], &data)
-            .unwrap();
-    let tensors = safetensors::serialize([("embeddings", view)], &None).unwrap();
-    [
-        ("config.json", br#"{"normalize": true}"#.to_vec()),
-        ("model.safetensors", tensors),
-        ("tokenizer.json", tokenizer.into_bytes()),
-    ]
+    model_files(rows, dims, &data, tokenizer)
 }
 
 /// A zip of `entries` (name, bytes), stored uncompressed or deflated.
