@@ -1239,6 +1239,26 @@ mod tests {
             .collect()
     }
 
+    /// `index` opened as a vault's index with an empty catalog: for
+    /// asking tantivy through [`VaultIndex::top_paths`].
+    fn bare_index(index: &Index, reader: IndexReader, fields: Fields) -> VaultIndex {
+        VaultIndex {
+            dir: PathBuf::new(),
+            root: PathBuf::new(),
+            index: index.clone(),
+            reader,
+            fields,
+            catalog: Catalog::default(),
+            catalog_hash: String::new(),
+            links_hash: String::new(),
+            links: OnceLock::new(),
+            graph: OnceLock::new(),
+            backlinks_hash: String::new(),
+            props_hash: String::new(),
+            props: OnceLock::new(),
+        }
+    }
+
     /// Which notes a search of `index` finds for `query`, by path.
     fn found(index: &VaultIndex, query: &str) -> Vec<String> {
         let metas = index.vault().metas;
@@ -1407,21 +1427,7 @@ mod tests {
             1.0,
         )]);
         let scored = [(Term::from_field_text(fields.text, "zebra"), 1.0)];
-        let opened = VaultIndex {
-            dir: PathBuf::new(),
-            root: PathBuf::new(),
-            index: index.clone(),
-            reader,
-            fields,
-            catalog: Catalog::default(),
-            catalog_hash: String::new(),
-            links_hash: String::new(),
-            links: OnceLock::new(),
-            graph: OnceLock::new(),
-            backlinks_hash: String::new(),
-            props_hash: String::new(),
-            props: OnceLock::new(),
-        };
+        let opened = bare_index(&index, reader, fields);
         for limit in [1, 10, 50, 100, 150] {
             let paths: Vec<String> = opened
                 .top_paths(&query, &scored, limit, &stats)
@@ -1484,21 +1490,7 @@ mod tests {
             (Term::from_field_text(fields.text, "omega"), 1.0),
             (Term::from_field_text(fields.text, "alpha"), 1.0),
         ];
-        let opened = VaultIndex {
-            dir: PathBuf::new(),
-            root: PathBuf::new(),
-            index: index.clone(),
-            reader,
-            fields,
-            catalog: Catalog::default(),
-            catalog_hash: String::new(),
-            links_hash: String::new(),
-            links: OnceLock::new(),
-            graph: OnceLock::new(),
-            backlinks_hash: String::new(),
-            props_hash: String::new(),
-            props: OnceLock::new(),
-        };
+        let opened = bare_index(&index, reader, fields);
         let all = opened.top_paths(&query, &scored, notes, &stats).unwrap();
         assert_eq!(all.len(), notes);
         for limit in [1, 2, 5, 10, 40] {
