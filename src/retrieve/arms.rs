@@ -12,7 +12,7 @@ use anyhow::Result;
 
 use crate::embed::Embedder;
 use crate::index::feedback::FeedbackStore;
-use crate::retrieve::frontmatter::relevance_pass;
+use crate::retrieve::frontmatter::relevance_top;
 use crate::retrieve::fusion::{Fusion, Reranker};
 use crate::retrieve::graph::{GraphExpander, GraphOptions};
 use crate::retrieve::qmd::{self, QmdConfig, QmdError};
@@ -192,10 +192,8 @@ impl Arm for FrontmatterArm<'_> {
     }
 
     fn rank(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Result<Vec<ArmHit>> {
-        Ok(relevance_pass(self.vault, &Query::parse(query))
+        Ok(relevance_top(self.vault, &Query::parse(query), limit, keep)
             .into_iter()
-            .filter(|c| keep(c.note))
-            .take(limit)
             .map(|c| ArmHit {
                 note: c.note,
                 score: c.score,
