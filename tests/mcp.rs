@@ -820,6 +820,10 @@ fn a_slow_call_stalls_no_other_and_is_abandoned_at_the_timeout() {
     let world = World::new();
     let vault = long_note_vault(&world);
     let mut client = Client::start_with(&world, &vault, &["--call-timeout", "1"]);
+    // The index is built first: on a loaded machine a debug build of it
+    // can take most of the second the quick search is timed against.
+    let (is_error, text) = client.call("search", json!({"query": "alpha"}));
+    assert!(!is_error && text.contains("short.md"), "{text}");
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
         "name": "context_pack",
         "arguments": {"query": "raft leader log", "budget_tokens": 100000, "tokenizer": "o200k"}

@@ -88,8 +88,12 @@ fn sentence_around(body: &str, range: std::ops::Range<usize>) -> (u32, u32) {
 pub(crate) type LinkEntry = (usize, u32, u32);
 
 /// The first `per_target` of `entries` whose sentence says more than its
-/// links, with that sentence. Reads the linking notes (all at once from a
-/// store), so a pack asks only for the pages it shows.
+/// links, with that sentence. A pack asks only for the pages it shows,
+/// and reads only as many linking notes as it takes to find them: a note
+/// a thousand others link to costs a few reads, not a thousand. They are
+/// read in runs that double (each run at once: on every core, or in one
+/// batch from a store), so a page whose first links are bare lists still
+/// costs a few batches, never one per link.
 pub(crate) fn backlink_sentences(
     vault: &Vault,
     entries: &[LinkEntry],
@@ -100,17 +104,24 @@ pub(crate) fn backlink_sentences(
         .copied()
         .filter(|&(source, _, _)| source < vault.metas.len())
         .collect();
-    let sources: Vec<usize> = entries.iter().map(|e| e.0).collect();
-    vault.preload(&sources);
     let mut kept = Vec::new();
-    for (source, start, end) in entries {
-        if kept.len() >= per_target {
-            break;
+    let mut run = per_target.max(1);
+    let mut rest = entries.as_slice();
+    while kept.len() < per_target && !rest.is_empty() {
+        let (now, later) = rest.split_at(run.min(rest.len()));
+        let sources: Vec<usize> = now.iter().map(|e| e.0).collect();
+        vault.preload(&sources);
+        for &(source, start, end) in now {
+            if kept.len() >= per_target {
+                break;
+            }
+            let context = vault.note(source).link_context((start, end));
+            if says_something(&context) {
+                kept.push((source, context));
+            }
         }
-        let context = vault.note(source).link_context((start, end));
-        if says_something(&context) {
-            kept.push((source, context));
-        }
+        rest = later;
+        run *= 2;
     }
     kept
 }
@@ -250,6 +261,50 @@ mod tests {
         let kept = first_backlinks(BACKLINKS_KEPT + 6, links);
         let sources: Vec<usize> = kept[0].iter().map(|entry| entry.0).collect();
         assert_eq!(sources, (1..=BACKLINKS_KEPT).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn backlink_sentences_read_only_the_linking_notes_they_need() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("vault");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("target.md"), "# Target\n\nThe note.\n").unwrap();
+        // Six links in bare lists first (they say nothing), then forty in
+        // sentences.
+        for i in 0..46 {
+            let line = if i < 6 {
+                "- [[target]]"
+            } else {
+                "This explains the idea well: [[target]]."
+            };
+            std::fs::write(
+                root.join(format!("n{i:02}.md")),
+                format!("# N{i}\n\n{line}\n"),
+            )
+            .unwrap();
+        }
+        let root = root.canonicalize().unwrap();
+        let config = crate::index::IndexConfig::new(dir.path().join("index"));
+        // A vault read from the index reads a note when it is asked for.
+        let open = || crate::index::VaultIndex::open(&root, &config).unwrap().0;
+        let index = open();
+        let target = index.catalog.metas.position("target.md").unwrap();
+        let entries = index.backlink_entries(&[target]).remove(&target).unwrap();
+        assert_eq!(entries.len(), BACKLINKS_KEPT);
+        let probe = index.vault();
+        let every_note_read: Vec<(usize, String)> = entries
+            .iter()
+            .map(|&(source, start, end)| (source, probe.note(source).link_context((start, end))))
+            .filter(|(_, context)| says_something(context))
+            .take(5)
+            .collect();
+
+        let vault = open().vault();
+        let kept = backlink_sentences(&vault, &entries, 5);
+        assert_eq!(kept, every_note_read);
+        assert_eq!(kept[0].1, "This explains the idea well: [[target]].");
+        // Runs of 5, then 10: fifteen of the 32 linking notes kept.
+        assert_eq!(vault.notes_read(), 15);
     }
 
     #[test]

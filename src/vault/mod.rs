@@ -275,6 +275,15 @@ impl Vault {
             .clone()
     }
 
+    /// How many notes have been read so far (tests bound what a call reads).
+    #[cfg(test)]
+    pub(crate) fn notes_read(&self) -> usize {
+        self.notes
+            .iter()
+            .filter(|note| note.get().is_some())
+            .count()
+    }
+
     /// Reads the notes at `indexes` ahead of their use: from a store in
     /// one batch; from the folder on every core, since each is a file read,
     /// the privacy pass and a parse, and a pack reads dozens.
