@@ -699,6 +699,19 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
         if !triggered[index] || (detector.personal && !options.personal_data) {
             continue;
         }
+        // Where the detector looks: a line-local one only at the lines
+        // holding its trigger (followed by an assignment, for some). Where
+        // there are none its regex is not even compiled: "key" and "token"
+        // are in much prose, and compiling cost a search a millisecond.
+        let within: Vec<Range<usize>> = match compiled.line_local[index] {
+            Some(slot) if by_line && !folds_to_ascii => {
+                lines_of(text, std::mem::take(&mut hits[slot]), LINE_LOCAL[slot].1)
+            }
+            _ => vec![0..text.len()],
+        };
+        if within.is_empty() {
+            continue;
+        }
         let regex = compiled.regexes[index].get_or_init(|| match detector.matcher {
             Matcher::Pattern { pattern, .. } => {
                 Some(Regex::new(pattern).expect("detector patterns are valid"))
@@ -706,32 +719,19 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
             Matcher::PrivateKeyBlock => None,
         });
         match (&detector.matcher, regex) {
-            (Matcher::Pattern { accept, .. }, Some(regex)) => match compiled.line_local[index] {
-                Some(slot) if by_line && !folds_to_ascii => {
-                    let hits = std::mem::take(&mut hits[slot]);
-                    let lines = lines_of(text, hits, LINE_LOCAL[slot].1);
-                    for line in lines {
-                        collect_pattern(
-                            text,
-                            line,
-                            detector,
-                            regex,
-                            *accept,
-                            index,
-                            &mut candidates,
-                        );
-                    }
+            (Matcher::Pattern { accept, .. }, Some(regex)) => {
+                for range in within {
+                    collect_pattern(
+                        text,
+                        range,
+                        detector,
+                        regex,
+                        *accept,
+                        index,
+                        &mut candidates,
+                    );
                 }
-                _ => collect_pattern(
-                    text,
-                    0..text.len(),
-                    detector,
-                    regex,
-                    *accept,
-                    index,
-                    &mut candidates,
-                ),
-            },
+            }
             _ => {
                 collect_private_keys(text, index, &mut candidates);
                 collect_putty_keys(text, index, &mut candidates);
