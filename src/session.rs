@@ -699,31 +699,34 @@ impl Session {
         terms: &[String],
     ) -> (String, Vec<Range<usize>>) {
         let note = self.vault.note(note);
-        let text = section
-            .and_then(|s| {
-                note.sections()
-                    .get(s)
-                    .map(|s| note.body[s.range.clone()].to_string())
-            })
-            .unwrap_or_else(|| note.body.clone());
         let mut analyzer = analyzer::analyzer();
-        let mut best: Option<(usize, String)> = None;
-        for sentence in crate::text::sentences(&text) {
-            if sentence.trim_start().starts_with('#') {
-                continue;
+        let mut best_sentence = |text: &str| {
+            let mut best: Option<(usize, String)> = None;
+            for sentence in crate::text::sentences(text) {
+                if sentence.trim_start().starts_with('#') {
+                    continue;
+                }
+                let sentence = collapse_whitespace(sentence);
+                if sentence.is_empty() {
+                    continue;
+                }
+                let found = analyzer::terms(&mut analyzer, &sentence);
+                let matched = terms.iter().filter(|t| found.contains(t)).count();
+                if best.as_ref().is_none_or(|(score, _)| matched > *score) {
+                    best = Some((matched, sentence));
+                }
             }
-            let sentence = collapse_whitespace(sentence);
-            if sentence.is_empty() {
-                continue;
-            }
-            let found = analyzer::terms(&mut analyzer, &sentence);
-            let matched = terms.iter().filter(|t| found.contains(t)).count();
-            if best.as_ref().is_none_or(|(score, _)| matched > *score) {
-                best = Some((matched, sentence));
-            }
-        }
+            best.map(|(_, sentence)| sentence)
+        };
+        // A section can be its heading alone (the heading matched, its
+        // text is in the subsections below): the body is read instead.
+        let sections = note.sections();
+        let best = section
+            .and_then(|s| sections.get(s))
+            .and_then(|s| best_sentence(&note.body[s.range.clone()]))
+            .or_else(|| best_sentence(&note.body));
         let snippet = best
-            .map(|(_, s)| crate::text::truncate_chars(&s, 240))
+            .map(|s| crate::text::truncate_chars(&s, 240))
             .unwrap_or_else(|| crate::text::truncate_chars(&note.meta.summary, 240));
         let highlights = highlight(&mut analyzer, &snippet, terms);
         (snippet, highlights)

@@ -1116,6 +1116,39 @@ fn library_search_request() {
     }
 }
 
+/// A section that is its heading alone (its text in the subsections
+/// below) can be the one that matched best: the snippet then comes from
+/// the note's body, never an empty line.
+#[test]
+fn a_snippet_under_a_bare_heading_comes_from_the_body() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "setup.md",
+                "# Setup\n\nInstall the tools first.\n\n### Configuration\n\n\
+                 #### Charset\n\nThe configuration file sets the charset to utf8.\n",
+            ),
+            ("other.md", "# Other\n\nNothing related here.\n"),
+        ],
+    );
+    let session = session(&vault, &world.path().join("index"));
+    let results = session.search(&SearchRequest {
+        query: "configuration".into(),
+        limit: 3,
+        folder: None,
+        tag: None,
+        rank: RankOptions::new(Utc::now()),
+        filter: Default::default(),
+    });
+    assert_eq!(results.hits[0].path, "setup.md");
+    assert_eq!(
+        results.hits[0].snippet,
+        "The configuration file sets the charset to utf8."
+    );
+}
+
 #[test]
 fn watch_keeps_the_index_current() {
     use std::io::{BufRead, BufReader};
