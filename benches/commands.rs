@@ -43,17 +43,7 @@ fn main() {
         let (vault, bytes) = ensure_vault(&base, notes);
         let index = base.join(format!("index-{notes}"));
         let _ = std::fs::remove_dir_all(&index);
-        let with_index = |args: &[&str]| -> Vec<String> {
-            let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            all.extend([
-                "--vault".into(),
-                vault.display().to_string(),
-                "--index-dir".into(),
-                index.display().to_string(),
-                "--quiet".into(),
-            ]);
-            all
-        };
+        let with_index = |args: &[&str]| process::on_vault(args, &vault, &index);
         // Lexical cases first, without the semantic arm.
         let lexical = |args: &[&str]| -> Vec<String> {
             let mut all = with_index(args);

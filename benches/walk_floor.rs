@@ -50,16 +50,8 @@ fn main() {
     let index = base.join("walk-floor-index");
     let _ = std::fs::remove_dir_all(&index);
     let args = |command: &[&str]| -> Vec<String> {
-        let mut all: Vec<String> = command.iter().map(|s| s.to_string()).collect();
-        all.extend([
-            "--vault".into(),
-            vault.display().to_string(),
-            "--index-dir".into(),
-            index.display().to_string(),
-            "--quiet".into(),
-            "--model".into(),
-            "none".into(),
-        ]);
+        let mut all = process::on_vault(command, &vault, &index);
+        all.extend(["--model".into(), "none".into()]);
         all
     };
     // Built once, and the vault's pages in the page cache, before timing.

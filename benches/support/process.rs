@@ -38,6 +38,20 @@ pub fn measure_in(
     (times[runs / 2], times[0], peak)
 }
 
+/// `args`, then the vault and its index folder, quietly.
+#[allow(dead_code)]
+pub fn on_vault(args: &[&str], vault: &std::path::Path, index: &std::path::Path) -> Vec<String> {
+    let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    all.extend([
+        "--vault".into(),
+        vault.display().to_string(),
+        "--index-dir".into(),
+        index.display().to_string(),
+        "--quiet".into(),
+    ]);
+    all
+}
+
 #[allow(dead_code)]
 pub fn measure(args: &[String], runs: usize) -> (Duration, Duration, i64) {
     measure_in(None, args, runs)

@@ -707,7 +707,7 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
             Some(slot) if by_line && !folds_to_ascii => {
                 lines_of(text, std::mem::take(&mut hits[slot]), LINE_LOCAL[slot].1)
             }
-            _ => vec![0..text.len()],
+            _ => std::iter::once(0..text.len()).collect(),
         };
         if within.is_empty() {
             continue;
