@@ -746,6 +746,18 @@ fn chinese_queries_find_chinese_notes() {
     );
 }
 
+/// `query`'s first `limit` hits, through the library, ranked now.
+fn search(session: &Session, query: &str, limit: usize) -> ctxpack::SearchResults {
+    session.search(&SearchRequest {
+        query: query.into(),
+        limit,
+        folder: None,
+        tag: None,
+        rank: RankOptions::new(Utc::now()),
+        filter: Default::default(),
+    })
+}
+
 fn session(vault: &Path, index: &Path) -> Session {
     Session::open(
         vault,
@@ -1080,14 +1092,7 @@ fn a_search_decodes_only_the_notes_it_touches() {
     let session = session(&vault, &index);
     assert_eq!(session.vault.metas.len(), 400);
     assert_eq!(session.vault.metas.decoded(), 0, "opening decodes no note");
-    let results = session.search(&SearchRequest {
-        query: "unique123".into(),
-        limit: 5,
-        folder: None,
-        tag: None,
-        rank: RankOptions::new(Utc::now()),
-        filter: Default::default(),
-    });
+    let results = search(&session, "unique123", 5);
     assert_eq!(results.hits[0].path, "n00123.md");
     let decoded = session.vault.metas.decoded();
     assert!(
@@ -1101,14 +1106,7 @@ fn library_search_request() {
     let world = World::new();
     let vault = world.example_vault("vault");
     let session = session(&vault, &world.path().join("index"));
-    let results = session.search(&SearchRequest {
-        query: "gossip".into(),
-        limit: 3,
-        folder: None,
-        tag: None,
-        rank: RankOptions::new(Utc::now()),
-        filter: Default::default(),
-    });
+    let results = search(&session, "gossip", 3);
     assert_eq!(results.hits[0].path, "concepts/gossip-protocols.md");
     let snippet = &results.hits[0].snippet;
     for range in &results.hits[0].highlights {
@@ -1134,14 +1132,7 @@ fn a_snippet_under_a_bare_heading_comes_from_the_body() {
         ],
     );
     let session = session(&vault, &world.path().join("index"));
-    let results = session.search(&SearchRequest {
-        query: "configuration".into(),
-        limit: 3,
-        folder: None,
-        tag: None,
-        rank: RankOptions::new(Utc::now()),
-        filter: Default::default(),
-    });
+    let results = search(&session, "configuration", 3);
     assert_eq!(results.hits[0].path, "setup.md");
     assert_eq!(
         results.hits[0].snippet,
