@@ -1993,7 +1993,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         StatusFormat::Json => to_json(&status.to_json())?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\narms:         frontmatter, bm25, semantic: {}\n{}diagnostics:  {}\n",
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\ndates:        {}\narms:         frontmatter, bm25, semantic: {}\n{}diagnostics:  {}\n",
                 status.root.display(),
                 status.dir.display(),
                 status.format,
@@ -2003,6 +2003,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
                 status.sections,
                 status.index_bytes as f64 / 1_048_576.0,
                 status.last_update.as_deref().unwrap_or("never"),
+                status.dates,
                 status.semantic,
                 status.obsidian_line(),
                 status.diagnostics.len()

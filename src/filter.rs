@@ -905,7 +905,7 @@ impl NoteFilter {
             return false;
         }
         if self.since.is_some() || self.until.is_some() {
-            let Some(date) = meta.updated else {
+            let Some(date) = meta.date() else {
                 return false;
             };
             if self.since.is_some_and(|since| date < since)

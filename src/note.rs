@@ -71,6 +71,10 @@ pub enum UpdatedSource {
     Created,
     FileMtime,
     Unknown,
+    /// The file's time, shared by most of the notes dated only by their
+    /// files (a checkout's, a copy's): no date
+    /// ([`crate::analysis::mark_shared_file_times`]).
+    SharedFileTime,
 }
 
 /// What ranking needs to know about a note: its frontmatter-derived
@@ -87,7 +91,8 @@ pub struct NoteMeta {
     pub summary: String,
     pub summary_source: SummarySource,
     pub tier: Tier,
-    /// Seconds since the Unix epoch.
+    /// Seconds since the Unix epoch, as found: read it through
+    /// [`NoteMeta::date`], which leaves out a shared file time.
     pub updated: Option<i64>,
     pub updated_source: UpdatedSource,
     /// For a daily note, its date (`YYYY-MM-DD`): from the file name or a
@@ -113,8 +118,17 @@ impl NoteMeta {
         name.rsplit('/').next().unwrap_or(name)
     }
 
+    /// The note's date (seconds since the Unix epoch): its own, else its
+    /// file's time unless that is one most of the vault's files share.
+    pub fn date(&self) -> Option<i64> {
+        match self.updated_source {
+            UpdatedSource::SharedFileTime => None,
+            _ => self.updated,
+        }
+    }
+
     pub fn updated_at(&self) -> Option<DateTime<Utc>> {
-        self.updated
+        self.date()
             .and_then(|secs| DateTime::from_timestamp(secs, 0))
     }
 }

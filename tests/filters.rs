@@ -239,6 +239,81 @@ fn since_and_until_window_by_the_notes_own_date() {
     );
 }
 
+/// A vault whose files were all written at once (a `git clone`, a copy):
+/// their shared time dates none of the notes that have no date of their
+/// own, in recent order, in date windows and in `status`; a note touched
+/// since is dated by its own time again.
+#[test]
+fn a_file_time_most_notes_share_dates_no_note() {
+    let world = World::new();
+    let stubs: Vec<(String, String)> = (0..6)
+        .map(|i| {
+            (
+                format!("stubs/s{i}.md"),
+                format!("# Stub {i}\n\nRaft stub {i}.\n"),
+            )
+        })
+        .collect();
+    let mut files: Vec<(&str, &str)> = stubs
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    files.push((
+        "dated/old.md",
+        "---\nupdated: 2026-03-01\n---\n# Old\n\nRaft then.\n",
+    ));
+    files.push((
+        "dated/new.md",
+        "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
+    ));
+    let vault = world.vault("cloned", &files);
+    let stub_pages: Vec<String> = (0..6).map(|i| format!("stubs/s{i}")).collect();
+    assert_eq!(
+        pages(&world, &vault, &["--recent"]),
+        [
+            vec!["dated/new".to_string(), "dated/old".to_string()],
+            stub_pages.clone()
+        ]
+        .concat()
+    );
+    assert_eq!(
+        found(&world, &vault, &["--since", "2026-04-15"]),
+        ["dated/new.md"]
+    );
+    let status = ok(&run(&world, &vault, &["status"]));
+    assert!(
+        status.contains(
+            "\ndates:        2 by their properties or names, 0 by their file's time, 6 undated \
+             (6 of them on a file time most notes share: a checkout, a copy or a sync)\n"
+        ),
+        "{status}"
+    );
+    // Touched an hour before the clone: its own time again, the newest
+    // date; five notes still share the clone's.
+    let touched = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(vault.join("stubs/s3.md"))
+        .unwrap()
+        .set_modified(touched)
+        .unwrap();
+    let mut expected = vec![
+        "stubs/s3".to_string(),
+        "dated/new".into(),
+        "dated/old".into(),
+    ];
+    expected.extend(stub_pages.iter().filter(|p| *p != "stubs/s3").cloned());
+    assert_eq!(pages(&world, &vault, &["--recent"]), expected);
+    assert_eq!(
+        sorted(found(&world, &vault, &["--since", "2026-04-15"])),
+        ["dated/new.md", "stubs/s3.md"]
+    );
+    assert!(ok(&run(&world, &vault, &["status"])).contains(
+        "\ndates:        2 by their properties or names, 1 by their file's time, 5 undated \
+             (5 of them on a file time most notes share: a checkout, a copy or a sync)\n"
+    ));
+}
+
 #[test]
 fn folders_and_tags_include_and_exclude_with_nested_tags() {
     let world = World::new();

@@ -202,6 +202,88 @@ fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
     not(ctxpack_test_pg),
     ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
 )]
+fn a_file_time_most_notes_share_dates_no_note_in_either_store() {
+    let pg = Pg::fresh("shared_times");
+    let world = World::new();
+    let stubs: Vec<(String, String)> = (0..6)
+        .map(|i| {
+            (
+                format!("stubs/s{i}.md"),
+                format!("# Stub {i}\n\nRaft stub {i}.\n"),
+            )
+        })
+        .collect();
+    let mut files: Vec<(&str, &str)> = stubs
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    files.push((
+        "dated/new.md",
+        "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
+    ));
+    let vault = world.vault("cloned", &files);
+    let recent: &[&str] = &[
+        "pack",
+        "--recent",
+        "--no-log",
+        "--generated-at",
+        GENERATED_AT,
+    ];
+    let since: &[&str] = &[
+        "search",
+        "raft",
+        "--since",
+        "2026-04-15",
+        "--format",
+        "files",
+    ];
+    let compare = |first: &str| {
+        sync(&world, &pg, &vault);
+        for args in [recent, since] {
+            let store = ok(&on_store(&world, &pg, &vault, args));
+            assert_eq!(
+                store,
+                ok(&embedded(&world, &vault, args)),
+                "ctxpack {}",
+                args.join(" ")
+            );
+            assert!(store.contains(first), "{store}");
+        }
+    };
+    // The clone's time dates no stub: the dated note comes first, and
+    // alone in the window.
+    compare("dated/new");
+    assert_eq!(ok(&on_store(&world, &pg, &vault, since)), "dated/new.md\n");
+    // A stub touched since is dated by its time again (the store rewrites
+    // the records whose marking changed, not only the notes re-read).
+    let touched = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(vault.join("stubs/s3.md"))
+        .unwrap()
+        .set_modified(touched)
+        .unwrap();
+    compare("stubs/s3");
+    // Edits leave four stubs on the clone's time, too few to be a clone's:
+    // every stub is dated by its file again, in both stores.
+    for stub in ["stubs/s0.md", "stubs/s1.md"] {
+        std::fs::File::options()
+            .write(true)
+            .open(vault.join(stub))
+            .unwrap()
+            .set_modified(touched - Duration::from_secs(60))
+            .unwrap();
+    }
+    compare("stubs/s3");
+    let windowed = ok(&on_store(&world, &pg, &vault, since));
+    assert_eq!(windowed.lines().count(), 7, "{windowed}");
+}
+
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
 fn incremental_syncs_end_where_a_fresh_sync_does() {
     let pg = Pg::fresh("incremental");
     let fresh = Pg::fresh("incremental_fresh");

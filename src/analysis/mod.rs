@@ -10,6 +10,7 @@
 
 pub(crate) mod analyzer;
 mod chunks;
+mod dates;
 mod hits;
 mod links;
 mod parts;
@@ -20,6 +21,7 @@ pub(crate) use chunks::chunk_texts;
 pub(crate) use chunks::pieces as text_pieces;
 #[cfg(test)]
 pub(crate) use chunks::{CHUNK_CHARS, MAX_NOTE_CHUNKS, pieces};
+pub(crate) use dates::{DateSources, mark_shared_file_times};
 pub(crate) use hits::order_hits;
 pub(crate) use links::{
     BACKLINKS_KEPT, LinkEntry, backlink_sentences, first_backlinks, resolve_links,

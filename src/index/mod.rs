@@ -58,8 +58,9 @@ pub(crate) use crate::store::UpdateReport;
 /// place: note records behind an offset table, match keys as one text;
 /// links written in properties in the link table; 8: every note's property
 /// values for filters, in a blob of their own; 9: a note record holds the
-/// share of its text on link lines).
-pub(crate) const FORMAT_VERSION: u32 = 9;
+/// share of its text on link lines; 10: a file time most notes share is
+/// marked as no date).
+pub(crate) const FORMAT_VERSION: u32 = 10;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.
@@ -1953,7 +1954,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     let IndexState {
         policy,
         files,
-        metas,
+        mut metas,
         raw_links,
         props,
         walk_problems,
@@ -1966,6 +1967,7 @@ fn finish(root: &Path, dir: &Path, writer: &mut IndexWriter, state: IndexState) 
     {
         return Err(VaultVanished(root.to_path_buf()).into());
     }
+    crate::analysis::mark_shared_file_times(&mut metas);
     let mut order: Vec<usize> = (0..metas.len()).collect();
     order.sort_by(|&a, &b| metas[a].path.cmp(&metas[b].path));
     let mut metas_sorted = Vec::with_capacity(metas.len());

@@ -30,7 +30,7 @@ pub(crate) struct FilterArgs {
     )]
     pub where_: Option<Vec<String>>,
     #[schemars(
-        description = "Only notes dated on or after this: a date ('2026-11-01') or a span back from now ('14d', '2w', '3m', '1y'); a note's date is its updated/modified/date/created property, a daily note's name, else its file time"
+        description = "Only notes dated on or after this: a date ('2026-11-01') or a span back from now ('14d', '2w', '3m', '1y'); a note's date is its updated/modified/date/created property, a daily note's name, else its file time (none when most notes share it, as after a checkout)"
     )]
     pub since: Option<String>,
     #[schemars(description = "Only notes dated on or before this (a date or a span, as since)")]

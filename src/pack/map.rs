@@ -195,12 +195,12 @@ pub(crate) fn vault_map(
     let mut latest: Vec<usize> = notes
         .iter()
         .copied()
-        .filter(|&note| vault.metas[note].updated.is_some())
+        .filter(|&note| vault.metas[note].date().is_some())
         .collect();
     latest.sort_by(|&a, &b| {
         let (ma, mb) = (&vault.metas[a], &vault.metas[b]);
-        mb.updated
-            .cmp(&ma.updated)
+        mb.date()
+            .cmp(&ma.date())
             .then_with(|| ma.path.cmp(&mb.path))
     });
     let latest = latest

@@ -4,7 +4,8 @@ use crate::retrieve::{Candidate, Rule, RuleHit};
 use crate::vault::Vault;
 
 /// Every note in recent-activity order: `hot.md` links first, each group by
-/// `updated` descending, then tier, then path.
+/// date descending ([`crate::note::NoteMeta::date`]: undated notes last),
+/// then tier, then path.
 pub(crate) fn recent_order(vault: &Vault) -> Vec<Candidate> {
     let mut order: Vec<usize> = (0..vault.metas.len()).collect();
     order.sort_by(|&a, &b| {
@@ -13,7 +14,7 @@ pub(crate) fn recent_order(vault: &Vault) -> Vec<Candidate> {
         let hot_b = vault.hot.contains(&b);
         hot_b
             .cmp(&hot_a)
-            .then(nb.updated.cmp(&na.updated))
+            .then(nb.date().cmp(&na.date()))
             .then(na.tier.cmp(&nb.tier))
             .then(na.path.cmp(&nb.path))
     });

@@ -448,6 +448,8 @@ pub(crate) struct IndexStatus {
     /// The semantic arm: the model named, or why there is none.
     pub semantic: String,
     pub diagnostics: Vec<Diagnostic>,
+    /// How the notes are dated (what recent order and date filters use).
+    pub dates: crate::analysis::DateSources,
     /// The `.obsidian` settings files read and what each said.
     pub obsidian: Vec<(String, String)>,
 }
@@ -486,6 +488,7 @@ impl IndexStatus {
             this_update: report,
             semantic,
             diagnostics,
+            dates: crate::analysis::DateSources::of(index.catalog.metas.iter()),
             obsidian: Policy::load(root)
                 .map(|policy| policy.obsidian().read.clone())
                 .unwrap_or_default(),
@@ -511,6 +514,7 @@ impl IndexStatus {
                 "semantic": self.semantic,
             },
             "diagnostics": self.diagnostics,
+            "dates": self.dates,
             "obsidian": self
                 .obsidian
                 .iter()

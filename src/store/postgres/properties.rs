@@ -45,7 +45,7 @@ impl PropertyRow {
         PropertyRow {
             path: note.meta.path.clone(),
             props: postcard::to_allocvec(&props).unwrap_or_default(),
-            updated: note.meta.updated,
+            updated: note.meta.date(),
             tags: note
                 .meta
                 .tags

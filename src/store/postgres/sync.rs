@@ -396,6 +396,7 @@ async fn sync_in(
         // Notes whose stored version goes: changed, or no longer notes.
         let mut gone: Vec<String> = Vec::new();
         let mut dropped_rows: Vec<String> = Vec::new();
+        let mut retimed: Vec<NewNote> = Vec::new();
         for (
             place,
             Parsed {
@@ -428,6 +429,8 @@ async fn sync_in(
             }
             if same && entry.is_note == was_note {
                 report.unchanged += 1;
+                // Its date may be its file's time, which did change.
+                retimed.extend(note);
             } else {
                 if previous_hash.is_some() {
                     report.changed += 1;
@@ -451,6 +454,11 @@ async fn sync_in(
                 problems: entry.problems.join("\n"),
             });
         }
+        let rows: Vec<(&str, &[u8], Option<i64>)> = retimed
+            .iter()
+            .map(|note| (note.path.as_str(), note.meta.as_slice(), note.props.updated))
+            .collect();
+        write_dates(tx, vault_id, &rows).await?;
         let ids = forget_notes(tx, vault_id, &gone, &mut totals, &mut deltas).await?;
         super::properties::forget_properties(tx, vault_id, &gone).await?;
         if !dropped_rows.is_empty() {
@@ -997,6 +1005,37 @@ async fn copy_terms(
     .await
 }
 
+/// Rewrites the records and filter dates of notes whose text is as stored:
+/// their file time changed (a note touched, or checked out again), or
+/// whether it is shared did ([`crate::analysis::mark_shared_file_times`]).
+/// Each row is a note's path, its record and its date.
+async fn write_dates(
+    tx: &Transaction<'_>,
+    vault_id: i32,
+    rows: &[(&str, &[u8], Option<i64>)],
+) -> Result<()> {
+    for chunk in rows.chunks(BATCH) {
+        let paths: Vec<&str> = chunk.iter().map(|row| row.0).collect();
+        let records: Vec<&[u8]> = chunk.iter().map(|row| row.1).collect();
+        let dates: Vec<Option<i64>> = chunk.iter().map(|row| row.2).collect();
+        tx.execute(
+            "UPDATE ctxpack_notes n SET meta = r.meta \
+             FROM unnest($2::text[], $3::bytea[]) AS r(path, meta) \
+             WHERE n.vault = $1 AND n.path = r.path",
+            &[&vault_id, &paths, &records],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE ctxpack_note_properties p SET updated = r.updated \
+             FROM unnest($2::text[], $3::int8[]) AS r(path, updated) \
+             WHERE p.vault = $1 AND p.path = r.path",
+            &[&vault_id, &paths, &dates],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Resolves every note's links against the notes now in the store, writes
 /// the backlink rows that changed, and reads the role files (`index.md`,
 /// `hot.md`) as the embedded index does.
@@ -1027,9 +1066,20 @@ async fn relink(
         notes.push((meta, links));
     }
     notes.sort_by(|a, b| a.0.path.cmp(&b.0.path));
-    let (metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
-    let metas = MetaTable::new(metas);
+    let (mut metas, links): (Vec<NoteMeta>, Vec<_>) = notes.into_iter().unzip();
     drop(reading);
+    let remarked = crate::analysis::mark_shared_file_times(&mut metas);
+    let records: Vec<Vec<u8>> = remarked
+        .iter()
+        .map(|&i| postcard::to_allocvec(&metas[i]).unwrap_or_default())
+        .collect();
+    let rows: Vec<(&str, &[u8], Option<i64>)> = remarked
+        .iter()
+        .zip(&records)
+        .map(|(&i, record)| (metas[i].path.as_str(), record.as_slice(), metas[i].date()))
+        .collect();
+    write_dates(tx, vault_id, &rows).await?;
+    let metas = MetaTable::new(metas);
     let resolving = crate::timings::phase("sync: links: resolve");
     let (backlinks, roles, bases) = tokio::task::block_in_place(|| {
         let resolver = LinkResolver::new(&metas);
