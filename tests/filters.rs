@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{TimeZone, Utc};
 use common::mcp_client::Client;
-use common::{GENERATED_AT, World, fails, ok, stderr, write};
+use common::{GENERATED_AT, World, cloned_vault, fails, ok, set_mtime, stderr, write};
 use ctxpack::Filters;
 use ctxpack::request::{RankOptions, SearchInput, Spelling};
 use ctxpack::{IndexChoice, ModelChoice, Session};
@@ -246,27 +246,19 @@ fn since_and_until_window_by_the_notes_own_date() {
 #[test]
 fn a_file_time_most_notes_share_dates_no_note() {
     let world = World::new();
-    let stubs: Vec<(String, String)> = (0..6)
-        .map(|i| {
+    let vault = cloned_vault(
+        &world,
+        &[
             (
-                format!("stubs/s{i}.md"),
-                format!("# Stub {i}\n\nRaft stub {i}.\n"),
-            )
-        })
-        .collect();
-    let mut files: Vec<(&str, &str)> = stubs
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    files.push((
-        "dated/old.md",
-        "---\nupdated: 2026-03-01\n---\n# Old\n\nRaft then.\n",
-    ));
-    files.push((
-        "dated/new.md",
-        "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
-    ));
-    let vault = world.vault("cloned", &files);
+                "dated/old.md",
+                "---\nupdated: 2026-03-01\n---\n# Old\n\nRaft then.\n",
+            ),
+            (
+                "dated/new.md",
+                "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
+            ),
+        ],
+    );
     let stub_pages: Vec<String> = (0..6).map(|i| format!("stubs/s{i}")).collect();
     assert_eq!(
         pages(&world, &vault, &["--recent"]),
@@ -291,12 +283,7 @@ fn a_file_time_most_notes_share_dates_no_note() {
     // Touched an hour before the clone: its own time again, the newest
     // date; five notes still share the clone's.
     let touched = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options()
-        .write(true)
-        .open(vault.join("stubs/s3.md"))
-        .unwrap()
-        .set_modified(touched)
-        .unwrap();
+    set_mtime(&vault.join("stubs/s3.md"), touched);
     let mut expected = vec![
         "stubs/s3".to_string(),
         "dated/new".into(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::mcp_client::Client;
 use common::pg::Pg;
-use common::{GENERATED_AT, World, fails, ok, stderr, write};
+use common::{GENERATED_AT, World, cloned_vault, fails, ok, set_mtime, stderr, write};
 use serde_json::json;
 
 /// Runs ctxpack with `args` against the store.
@@ -205,23 +205,13 @@ fn the_store_packs_and_searches_exactly_as_the_embedded_index() {
 fn a_file_time_most_notes_share_dates_no_note_in_either_store() {
     let pg = Pg::fresh("shared_times");
     let world = World::new();
-    let stubs: Vec<(String, String)> = (0..6)
-        .map(|i| {
-            (
-                format!("stubs/s{i}.md"),
-                format!("# Stub {i}\n\nRaft stub {i}.\n"),
-            )
-        })
-        .collect();
-    let mut files: Vec<(&str, &str)> = stubs
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    files.push((
-        "dated/new.md",
-        "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
-    ));
-    let vault = world.vault("cloned", &files);
+    let vault = cloned_vault(
+        &world,
+        &[(
+            "dated/new.md",
+            "---\nupdated: 2026-05-01\n---\n# New\n\nRaft now.\n",
+        )],
+    );
     let recent: &[&str] = &[
         "pack",
         "--recent",
@@ -257,22 +247,12 @@ fn a_file_time_most_notes_share_dates_no_note_in_either_store() {
     // A stub touched since is dated by its time again (the store rewrites
     // the records whose marking changed, not only the notes re-read).
     let touched = std::time::SystemTime::now() - Duration::from_secs(3600);
-    std::fs::File::options()
-        .write(true)
-        .open(vault.join("stubs/s3.md"))
-        .unwrap()
-        .set_modified(touched)
-        .unwrap();
+    set_mtime(&vault.join("stubs/s3.md"), touched);
     compare("stubs/s3");
     // Edits leave four stubs on the clone's time, too few to be a clone's:
     // every stub is dated by its file again, in both stores.
     for stub in ["stubs/s0.md", "stubs/s1.md"] {
-        std::fs::File::options()
-            .write(true)
-            .open(vault.join(stub))
-            .unwrap()
-            .set_modified(touched - Duration::from_secs(60))
-            .unwrap();
+        set_mtime(&vault.join(stub), touched - Duration::from_secs(60));
     }
     compare("stubs/s3");
     let windowed = ok(&on_store(&world, &pg, &vault, since));

@@ -111,6 +111,35 @@ pub fn write(path: &Path, bytes: &[u8]) {
     fs::write(path, bytes).unwrap();
 }
 
+/// Sets the modification time of the file at `path`.
+pub fn set_mtime(path: &Path, at: std::time::SystemTime) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(at)
+        .unwrap();
+}
+
+/// A vault written at once, as a `git clone` writes one: six undated
+/// notes mentioning raft (`stubs/s0.md`…) and the `dated` notes.
+pub fn cloned_vault(world: &World, dated: &[(&str, &str)]) -> PathBuf {
+    let stubs: Vec<(String, String)> = (0..6)
+        .map(|i| {
+            (
+                format!("stubs/s{i}.md"),
+                format!("# Stub {i}\n\nRaft stub {i}.\n"),
+            )
+        })
+        .collect();
+    let mut files: Vec<(&str, &str)> = stubs
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    files.extend_from_slice(dated);
+    world.vault("cloned", &files)
+}
+
 /// An example shipped in the repository.
 pub fn example_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
