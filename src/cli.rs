@@ -2030,11 +2030,12 @@ fn store_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), 
             to_json(&serde_json::to_value(&status).map_err(|err| Failure::Runtime(err.into()))?)?
         }
         StatusFormat::Text => format!(
-            "vault:        {} (as last synced)\nstore:        {}\nnotes:        {}\nsections:     {}\narms:         {}\nsemantic:     {}\ndiagnostics:  {}\n",
+            "vault:        {} (as last synced)\nstore:        {}\nnotes:        {}\nsections:     {}\ndates:        {}\narms:         {}\nsemantic:     {}\ndiagnostics:  {}\n",
             status.vault.display(),
             status.store,
             status.notes,
             status.sections,
+            status.dates,
             status.arms.join(", "),
             status.semantic,
             status.diagnostics.len(),

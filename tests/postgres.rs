@@ -243,6 +243,14 @@ fn a_file_time_most_notes_share_dates_no_note_in_either_store() {
     // The clone's time dates no stub: the dated note comes first, and
     // alone in the window.
     compare("dated/new");
+    let status = ok(&on_store(&world, &pg, &vault, &["status"]));
+    assert!(
+        status.contains(
+            "\ndates:        1 by their properties or names, 0 by their file's time, 6 undated \
+             (6 of them on a file time most notes share: a checkout, a copy or a sync)\n"
+        ),
+        "{status}"
+    );
     assert_eq!(ok(&on_store(&world, &pg, &vault, since)), "dated/new.md\n");
     // A stub touched since is dated by its time again (the store rewrites
     // the records whose marking changed, not only the notes re-read).

@@ -68,7 +68,7 @@ pub(crate) fn mark_shared_file_times(metas: &mut [NoteMeta]) -> Vec<usize> {
 
 /// How a vault's notes are dated, for `status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct DateSources {
+pub struct DateSources {
     /// By a property (`updated`, `modified`, `date`, `created`) or a daily
     /// note's name.
     pub own: usize,

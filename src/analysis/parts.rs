@@ -29,10 +29,11 @@ pub(crate) const FIELD_REPEATS: [(&str, usize); 7] = [
 /// How many times property values are repeated (see [`FIELD_REPEATS`]).
 pub(crate) const PROPERTY_REPEATS: usize = 2;
 
-/// Changes whenever the texts indexed for a note change (1: property
-/// values): it is part of the policy's fingerprint, so every store
-/// re-analyses its notes when a new version indexes other texts.
-pub(crate) const PARTS_VERSION: u32 = 1;
+/// Changes whenever the texts indexed for a note, or what is read of it,
+/// change (1: property values; 2: dates under more keys and in words): it
+/// is part of the policy's fingerprint, so every store re-analyses its
+/// notes when a new version reads them otherwise.
+pub(crate) const PARTS_VERSION: u32 = 2;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

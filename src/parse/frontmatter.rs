@@ -99,6 +99,21 @@ pub(crate) fn get<'a>(fields: &'a Mapping, key: &str) -> Option<&'a Value> {
     })
 }
 
+/// The field named `name` compared loosely, as people write a key: in any
+/// case, with spaces, `_` or `-` between its words or none (`Date
+/// Modified`, `date_modified`, `dateModified`); with the key as written.
+pub(crate) fn get_loosely<'a>(fields: &'a Mapping, name: &str) -> Option<(&'a str, &'a Value)> {
+    fn squeezed(key: &str) -> impl Iterator<Item = char> + '_ {
+        key.chars()
+            .filter(|c| !matches!(c, ' ' | '_' | '-'))
+            .map(|c| c.to_ascii_lowercase())
+    }
+    fields.iter().find_map(|(key, value)| {
+        let key = key.as_str()?;
+        squeezed(key).eq(squeezed(name)).then_some((key, value))
+    })
+}
+
 /// A scalar field as text; `None` for missing, null, empty or non-scalar.
 pub(crate) fn scalar(value: &Value) -> Option<String> {
     let text = match value {

@@ -122,24 +122,24 @@ pub(crate) fn parse_note_with_fields(
             },
         };
 
-    let mut dated = |key: &str| -> Option<DateTime<Utc>> {
-        let raw = field_text(key)?;
-        let parsed = parse_datetime(&raw);
-        if parsed.is_none() {
-            problems.push(format!("'{key}: {raw}' is not a date; ignored"));
-        }
-        parsed
+    let mut dated = |names: &[&str]| -> Option<DateTime<Utc>> {
+        names.iter().find_map(|name| {
+            let (key, raw) = frontmatter::get_loosely(&fields, name)
+                .and_then(|(key, value)| Some((key, frontmatter::scalar(value)?)))?;
+            let parsed = parse_datetime(&raw);
+            if parsed.is_none() {
+                problems.push(format!("'{key}: {raw}' is not a date; ignored"));
+            }
+            parsed
+        })
     };
     // A note's own dates come before the file's time, which a checkout,
     // a sync or a copy resets.
     let path_date = daily_date(path);
-    let (updated, updated_source) = if let Some(date) = dated("updated")
-        .or_else(|| dated("modified"))
-        .or_else(|| dated("date"))
-    {
+    let (updated, updated_source) = if let Some(date) = dated(UPDATED_KEYS) {
         (Some(date), UpdatedSource::Updated)
     } else if let Some(date) =
-        dated("created").or_else(|| path_date.as_deref().and_then(parse_datetime))
+        dated(CREATED_KEYS).or_else(|| path_date.as_deref().and_then(parse_datetime))
     {
         (Some(date), UpdatedSource::Created)
     } else if let Some(mtime) = mtime {
@@ -237,6 +237,92 @@ fn has_prose(paragraph: &str) -> bool {
 
 /// Reads the date forms found in frontmatter: RFC 3339, `YYYY-MM-DD`,
 /// `YYYY-MM-DD HH:MM[:SS]` and `YYYY-MM-DDTHH:MM[:SS]` (taken as UTC).
+/// The properties a note's last change is read from, in this order (keys
+/// compared as [`frontmatter::get_loosely`] does): what Obsidian plugins
+/// write (`updated`, the Linter's `date modified`), static site
+/// generators (`lastmod`) and exports (`last edited time`); `date` last,
+/// as it is as often a day of writing or publishing.
+const UPDATED_KEYS: &[&str] = &[
+    "updated",
+    "modified",
+    "date modified",
+    "last modified",
+    "lastmod",
+    "updated at",
+    "modified at",
+    "last edited time",
+    "date",
+];
+/// The properties a note's creation is read from, when no change is given.
+const CREATED_KEYS: &[&str] = &["created", "date created", "created at", "creation date"];
+
+/// The names of the week's days, which some date formats lead with.
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// A date written out in words as plugins and exports write them
+/// (`Thursday, March 7th 2024, 10:15:02 am`, the Obsidian Linter's
+/// default; `March 7, 2024 10:15 AM`, Notion's), in the numeric form
+/// [`parse_datetime`] reads: the weekday and ordinal suffixes left out.
+fn words_to_numeric(text: &str) -> Option<DateTime<Utc>> {
+    let mut rest = text.trim();
+    if let Some((first, after)) = rest.split_once(',')
+        && WEEKDAYS.contains(&first.trim().to_ascii_lowercase().as_str())
+    {
+        rest = after.trim_start();
+    }
+    // `7th` -> `7`, only right after the day's digits.
+    let mut cleaned = String::with_capacity(rest.len());
+    let bytes = rest.as_bytes();
+    let mut at = 0;
+    while at < rest.len() {
+        let suffix = &rest[at..];
+        let after_digit = at > 0 && bytes[at - 1].is_ascii_digit();
+        let ordinal = ["st", "nd", "rd", "th"].iter().find(|s| {
+            suffix.len() >= 2
+                && suffix.as_bytes()[..2].eq_ignore_ascii_case(s.as_bytes())
+                && !suffix
+                    .as_bytes()
+                    .get(2)
+                    .is_some_and(u8::is_ascii_alphanumeric)
+        });
+        match ordinal {
+            Some(_) if after_digit => at += 2,
+            _ => {
+                let ch = suffix.chars().next()?;
+                cleaned.push(ch);
+                at += ch.len_utf8();
+            }
+        }
+    }
+    for format in [
+        "%B %d %Y, %I:%M:%S %p",
+        "%B %d %Y, %I:%M %p",
+        "%B %d, %Y %I:%M:%S %p",
+        "%B %d, %Y %I:%M %p",
+        "%B %d, %Y, %I:%M %p",
+        "%B %d %Y %H:%M",
+        "%B %d, %Y %H:%M",
+    ] {
+        if let Ok(date) = NaiveDateTime::parse_from_str(&cleaned, format) {
+            return Some(date.and_utc());
+        }
+    }
+    for format in ["%B %d %Y", "%B %d, %Y", "%d %B %Y"] {
+        if let Ok(date) = NaiveDate::parse_from_str(&cleaned, format) {
+            return date.and_hms_opt(0, 0, 0).map(|d| d.and_utc());
+        }
+    }
+    None
+}
+
 pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
     let text = text.trim().trim_matches(['"', '\'']);
     if let Ok(date) = DateTime::parse_from_rfc3339(text) {
@@ -262,6 +348,9 @@ pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
         if let Ok(date) = NaiveDate::parse_from_str(text, format) {
             return date.and_hms_opt(0, 0, 0).map(|d| d.and_utc());
         }
+    }
+    if text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return words_to_numeric(text);
     }
     None
 }
@@ -397,6 +486,75 @@ mod tests {
             dated("n.md", "x\n"),
             (day("2026-03-03"), UpdatedSource::FileMtime)
         );
+    }
+
+    #[test]
+    fn dates_are_read_under_the_keys_and_in_the_words_plugins_and_exports_use() {
+        let dated = |text: &str| {
+            let (note, problems) = parse_note("n.md", text, parse_datetime("2026-03-03"));
+            (
+                note.meta
+                    .updated
+                    .and_then(|s| DateTime::from_timestamp(s, 0)),
+                note.meta.updated_source,
+                problems,
+            )
+        };
+        let at = |text: &str| parse_datetime(text);
+        // The Obsidian Linter's keys and default format.
+        assert_eq!(
+            dated(
+                "---\ndate created: Monday, January 1st 2024, 9:00:00 am\n\
+                 date modified: Thursday, March 7th 2024, 10:15:02 pm\n---\nx\n"
+            ),
+            (at("2024-03-07T22:15:02"), UpdatedSource::Updated, vec![])
+        );
+        assert_eq!(
+            dated("---\nDate Created: Saturday, February 22nd 2025, 12:05:00 am\n---\nx\n"),
+            (at("2025-02-22T00:05:00"), UpdatedSource::Created, vec![])
+        );
+        // Notion's export, Hugo's key, snake and camel case.
+        assert_eq!(
+            dated("---\nLast Edited Time: March 7, 2024 10:15 AM\n---\nx\n").0,
+            at("2024-03-07T10:15")
+        );
+        assert_eq!(
+            dated("---\nlastmod: 2024-03-07\n---\nx\n").0,
+            at("2024-03-07")
+        );
+        assert_eq!(
+            dated("---\ndate_created: 2023-01-01\ncreatedAt: 2022-01-01\n---\nx\n").0,
+            at("2023-01-01")
+        );
+        assert_eq!(
+            dated("---\nmodifiedAt: 2021-12-31 23:59\n---\nx\n").0,
+            at("2021-12-31T23:59")
+        );
+        // A change comes before a creation, whichever is written first.
+        assert_eq!(
+            dated("---\ncreated: 2020-01-01\nlast_modified: 2021-06-01\n---\nx\n").0,
+            at("2021-06-01")
+        );
+        // What is not a date is said, and the next key is read.
+        assert_eq!(
+            dated("---\ndate modified: someday\ncreated: 2020-01-01\n---\nx\n"),
+            (
+                at("2020-01-01"),
+                UpdatedSource::Created,
+                vec!["'date modified: someday' is not a date; ignored".to_string()]
+            )
+        );
+        for text in [
+            "Sunday",
+            "Sunday,",
+            "1st",
+            "March 32nd 2024",
+            "th",
+            "Friday, 7th",
+            "März 7, 2024",
+        ] {
+            assert_eq!(at(text), None, "{text}");
+        }
     }
 
     #[test]

@@ -209,6 +209,7 @@ impl Session {
             semantic: self.semantic_status.clone(),
             feedback_notes: self.feedback.notes.len(),
             diagnostics: self.vault.diagnostics.clone(),
+            dates: crate::analysis::DateSources::of(self.vault.metas.iter()),
         })
     }
 
@@ -295,6 +296,8 @@ pub struct StoreStatus {
     pub semantic: String,
     pub feedback_notes: usize,
     pub diagnostics: Vec<crate::note::Diagnostic>,
+    /// How the notes are dated (what recent order and date filters use).
+    pub dates: crate::analysis::DateSources,
 }
 
 /// The one message for a path that is not a note a client may read.
