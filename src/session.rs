@@ -818,14 +818,19 @@ impl Session {
         match (&request.mode, request.ranker) {
             (PackMode::Map, _) => self.markdown_map(request),
             (PackMode::Note(anchor), _) => self.note_pack(request, anchor),
-            (PackMode::Recent, _) => build_pack_from(
-                vault,
-                &request.mode,
-                admitted(recent_order(vault), &admission),
-                "recent",
-                Vec::new(),
-                &request.options,
-            ),
+            (PackMode::Recent, _) => {
+                let mut pack = build_pack_from(
+                    vault,
+                    &request.mode,
+                    admitted(recent_order(vault), &admission),
+                    "recent",
+                    Vec::new(),
+                    &request.options,
+                );
+                pack.warnings
+                    .extend(crate::retrieve::recent::undated_warning(vault, &pack));
+                pack
+            }
             (PackMode::Topic(topic), Ranker::Frontmatter) => {
                 let syntax = crate::retrieve::syntax::QuerySyntax::parse(topic);
                 let admission = admission.with_syntax(&syntax);

@@ -1,7 +1,27 @@
 //! Recent mode: pages linked from `hot.md` first, then by `updated`.
 
+use crate::note::UpdatedSource;
 use crate::retrieve::{Candidate, Rule, RuleHit};
 use crate::vault::Vault;
+
+/// Says how many of a recent pack's pages are undated because their file
+/// time is a checkout's or a copy's (their order says nothing of activity).
+pub(crate) fn undated_warning(vault: &Vault, pack: &crate::pack::Pack) -> Option<String> {
+    let shared = pack
+        .pages
+        .iter()
+        .filter_map(|page| vault.metas.search_path(&page.path).ok())
+        .filter(|&note| vault.metas[note].updated_source == UpdatedSource::SharedFileTime)
+        .count();
+    (shared > 0).then(|| {
+        format!(
+            "{shared} of the {} pages have no date of their own, and their file time is one \
+             most of the vault's notes share (a checkout, a copy or a sync wrote them): they \
+             follow the dated pages in tier and path order",
+            pack.pages.len()
+        )
+    })
+}
 
 /// Every note in recent-activity order: `hot.md` links first, each group by
 /// date descending ([`crate::note::NoteMeta::date`]: undated notes last),
