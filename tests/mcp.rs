@@ -231,6 +231,12 @@ fn tools_answer_like_the_command_line() {
     assert!(!error);
     let status: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(status["notes"], 20);
+    // The example's notes are dated by their properties or names but one,
+    // dated by its file's time: one time is no checkout's.
+    assert_eq!(
+        status["dates"],
+        json!({"own": 19, "file_time": 1, "shared_file_time": 0, "none": 0})
+    );
 }
 
 #[test]

@@ -193,6 +193,7 @@ impl Session {
             arms: self.arm_names(),
             index_error: self.index_error.clone(),
             diagnostics: self.vault.diagnostics.clone(),
+            dates: crate::analysis::DateSources::of(self.vault.metas.iter()),
         }
     }
 
@@ -283,6 +284,8 @@ pub struct SessionStatus {
     pub arms: Vec<&'static str>,
     pub index_error: Option<String>,
     pub diagnostics: Vec<crate::note::Diagnostic>,
+    /// How the notes are dated (what recent order and date filters use).
+    pub dates: crate::analysis::DateSources,
 }
 
 /// What `status` reports of a vault in a PostgreSQL store.
