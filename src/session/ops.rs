@@ -490,6 +490,7 @@ mod tests {
                 "arms": ["frontmatter"],
                 "index_error": "no index",
                 "diagnostics": [],
+                "dates": {"own": 0, "file_time": 2, "shared_file_time": 0, "none": 0},
             })
         );
         assert!(session.store_status().is_none());
