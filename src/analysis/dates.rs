@@ -40,7 +40,7 @@ pub(crate) fn mark_shared_file_times(metas: &mut [NoteMeta]) -> Vec<usize> {
     while start < file_timed.len() {
         let mut end = start + 1;
         while end < file_timed.len()
-            && file_timed[end].0 - file_timed[end - 1].0 <= SHARED_RUN_GAP_SECS
+            && file_timed[end].0.saturating_sub(file_timed[end - 1].0) <= SHARED_RUN_GAP_SECS
         {
             end += 1;
         }
@@ -191,5 +191,12 @@ mod tests {
         // A note with no time at all is left as it is.
         let mut unknown = vec![meta("u.md", None, Unknown)];
         assert!(mark_shared_file_times(&mut unknown).is_empty());
+        // Times at the ends of the range are far apart, not an overflow.
+        let mut extremes: Vec<NoteMeta> = [i64::MIN, i64::MIN + 1, 0, i64::MAX - 1, i64::MAX]
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| meta(&format!("x{i}.md"), Some(t), FileMtime))
+            .collect();
+        assert!(mark_shared_file_times(&mut extremes).is_empty());
     }
 }
