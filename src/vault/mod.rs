@@ -194,13 +194,17 @@ impl Vault {
 
     fn assemble(
         root: PathBuf,
-        notes: Vec<Note>,
+        mut notes: Vec<Note>,
         roles: Vec<Note>,
         diagnostics: Vec<Diagnostic>,
     ) -> Vault {
-        let metas = Arc::new(MetaTable::new(
-            notes.iter().map(|n| n.meta.clone()).collect(),
-        ));
+        // Dated as both stores date them (a vault read without an index
+        // is the fallback when none can be opened).
+        let mut metas: Vec<_> = notes.iter().map(|n| n.meta.clone()).collect();
+        for note in crate::analysis::mark_shared_file_times(&mut metas) {
+            notes[note].meta.updated_source = metas[note].updated_source;
+        }
+        let metas = Arc::new(MetaTable::new(metas));
         let loaded = notes
             .into_iter()
             .map(|note| OnceLock::from(Arc::new(note)))
@@ -741,6 +745,36 @@ mod tests {
                 ("b.md", "and : a pair"),
                 ("c.md", "and : a pair")
             ])
+        );
+    }
+
+    #[test]
+    fn a_vault_read_without_an_index_dates_its_notes_as_the_stores_do() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..6 {
+            fs::write(dir.path().join(format!("s{i}.md")), "Undated.\n").unwrap();
+        }
+        fs::write(
+            dir.path().join("dated.md"),
+            "---\nupdated: 2026-05-01\n---\nDated.\n",
+        )
+        .unwrap();
+        let vault = Vault::load(dir.path(), &VaultOptions::default()).unwrap();
+        let order: Vec<&str> = crate::retrieve::recent::recent_order(&vault)
+            .iter()
+            .map(|c| vault.metas[c.note].path.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "dated.md", "s0.md", "s1.md", "s2.md", "s3.md", "s4.md", "s5.md"
+            ]
+        );
+        let shared = vault.metas.search_path("s3.md").unwrap();
+        assert_eq!(vault.metas[shared].date(), None);
+        assert_eq!(
+            vault.note(shared).meta.updated_source,
+            crate::note::UpdatedSource::SharedFileTime
         );
     }
 }
