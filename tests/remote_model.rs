@@ -430,6 +430,28 @@ fn a_served_model_ranks_exactly_as_the_same_model_run_here() {
 }
 
 #[test]
+fn a_pack_asks_the_server_for_its_query_once() {
+    let world = World::new();
+    let server = Server::start(tiny_model(world.path()), false);
+    ok(&add(&world, "served", &server.url(), &["--default"]));
+    let vault = small_vault(&world);
+    ok(&index(&world, &vault, &[]));
+    server.forget();
+    // The semantic arm ranks with the query's vector, and the excerpts are
+    // chosen with it again: one request serves both.
+    let output = world
+        .cmd()
+        .args(["pack", "raft leader", "--budget", "400", "--no-log", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    let pack = ok(&output);
+    assert!(pack.contains("Raft elects a leader"), "{pack}");
+    assert_eq!(server.texts(), ["raft leader"]);
+    assert_eq!(server.received().len(), 1, "{:?}", server.received());
+}
+
+#[test]
 fn nothing_private_reaches_the_server() {
     let world = World::new();
     let server = Server::start(tiny_model(world.path()), false);

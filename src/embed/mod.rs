@@ -7,6 +7,7 @@ pub(crate) mod bert;
 pub(crate) mod e5;
 mod error;
 mod kernels;
+mod memo;
 pub(crate) mod q4;
 pub(crate) mod remote;
 #[cfg(feature = "bert")]
@@ -660,6 +661,11 @@ pub fn default_model(store: &Path) -> Option<String> {
 
 /// Loads model `name` from the store.
 pub fn load(store: &Path, name: &str) -> Result<Box<dyn Embedder>, ModelError> {
+    let model = load_model(store, name)?;
+    Ok(Box::new(memo::QueryMemo::new(model)))
+}
+
+fn load_model(store: &Path, name: &str) -> Result<Box<dyn Embedder>, ModelError> {
     let dir = store.join(name);
     if !dir.join(MANIFEST).is_file() {
         return Err(ModelError::Name(format!(
