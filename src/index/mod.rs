@@ -27,7 +27,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
@@ -207,6 +207,11 @@ fn root_identity(root: &Path) -> Result<(u64, u64), VaultVanished> {
 
 /// The diagnostic of a file listed by the walk and gone when it was read.
 const VANISHED: &str = "vanished while the index was being updated; not indexed";
+
+/// A filter keeping at most one note in this many is narrow: a search
+/// restricted to its notes' paths beats deeper unfiltered lists (see
+/// [`VaultIndex::search_notes_kept`]; measured in docs/benchmarks.md).
+const NARROW_FILTER_SHARE: usize = 8;
 
 /// Takes `lock`, retrying while another process holds it, for at most `wait`.
 fn try_lock_for(lock: &fs::File, wait: std::time::Duration) -> Result<(), fs::TryLockError> {
@@ -975,14 +980,63 @@ impl VaultIndex {
     /// Query text is analysed like the documents, so no character has a
     /// special meaning; terms are combined as a ranked OR.
     pub fn search_notes(&self, text: &str, limit: usize) -> Result<Vec<(usize, f32)>> {
+        self.search_notes_within(text, None, limit)
+    }
+
+    /// [`VaultIndex::search_notes`] among the notes `keep` accepts, in one
+    /// search whose documents the kept notes' paths filter: a narrow
+    /// filter (one folder, a rare property) costs what its notes cost, not
+    /// a search of the whole vault repeated with deeper lists. `None` for a
+    /// wide filter, which a list a little deeper than `limit` satisfies.
+    pub fn search_notes_kept(
+        &self,
+        text: &str,
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Option<Result<Vec<(usize, f32)>>> {
+        let metas = &self.catalog.metas;
+        let most = metas.len() / NARROW_FILTER_SHARE;
+        let mut kept = Vec::new();
+        for note in (0..metas.len()).filter(|&note| keep(note)) {
+            if kept.len() >= most {
+                return None;
+            }
+            kept.push(note);
+        }
+        let paths = kept
+            .into_iter()
+            .map(|note| Term::from_field_text(self.fields.path, &metas[note].path))
+            .collect();
+        Some(self.search_notes_within(text, Some(paths), limit))
+    }
+
+    fn search_notes_within(
+        &self,
+        text: &str,
+        within: Option<Vec<Term>>,
+        limit: usize,
+    ) -> Result<Vec<(usize, f32)>> {
         let terms = query_terms(text);
-        if terms.is_empty() || limit == 0 {
+        if terms.is_empty() || limit == 0 || within.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
         let clauses: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
             .map(|term| should_term(self.fields.text, term, IndexRecordOption::WithFreqs, 1.0))
             .collect();
+        let ranked = BooleanQuery::new(clauses);
+        // The filter scores nothing (boost 0): the hits' scores are those
+        // of the unfiltered search.
+        let query: Box<dyn Query> = match within {
+            None => Box::new(ranked),
+            Some(paths) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, Box::new(ranked) as Box<dyn Query>),
+                (
+                    Occur::Must,
+                    Box::new(BoostQuery::new(Box::new(TermSetQuery::new(paths)), 0.0)),
+                ),
+            ])),
+        };
         let stats = KindStatistics {
             searcher: self.reader.searcher(),
             docs: self.catalog.metas.len() as u64,
@@ -991,7 +1045,7 @@ impl VaultIndex {
             .iter()
             .map(|term| (Term::from_field_text(self.fields.text, term), 1.0))
             .collect();
-        self.top_paths(&BooleanQuery::new(clauses), &scored, limit, &stats)
+        self.top_paths(query.as_ref(), &scored, limit, &stats)
             .map(|hits| {
                 hits.into_iter()
                     .filter_map(|(path, _, score)| {
@@ -1333,6 +1387,46 @@ mod tests {
         assert_eq!(index.catalog.file_count, 6);
         drop(index);
         assert!(matches!(speculate(), Speculation::Fresh(..)));
+    }
+
+    /// A narrow filter is searched among its own notes (one search
+    /// restricted to their paths), a wide one is left to the caller's
+    /// deeper lists: either way the hits are the unfiltered ranking's kept
+    /// hits, in its order and with its scores, ties included.
+    #[test]
+    fn a_narrow_filter_ranks_its_notes_as_the_whole_vault_does() {
+        let vault = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = vault.path().canonicalize().unwrap();
+        let notes = 96;
+        for n in 0..notes {
+            // Notes of the same `n % 7` and `n % 3` have the same text:
+            // ties by score, ordered by path.
+            let body = format!(
+                "# N{n}\n\n{}{}filler words here\n",
+                "raft ".repeat(1 + n % 7),
+                "leader ".repeat(n % 3)
+            );
+            fs::write(root.join(format!("n{n:02}.md")), body).unwrap();
+        }
+        let config = IndexConfig::new(dir.path().join("index"));
+        let (index, _) = VaultIndex::open(&root, &config).unwrap();
+        let all = index.search_notes("raft leader", notes).unwrap();
+        assert_eq!(all.len(), notes);
+        let narrow: [&dyn Fn(usize) -> bool; 3] =
+            [&|note| note % 23 == 0, &|note| note < 11, &|_| false];
+        for keep in narrow {
+            let kept: Vec<_> = all.iter().filter(|(note, _)| keep(*note)).copied().collect();
+            for limit in [1, 3, 10, notes] {
+                let got = index.search_notes_kept("raft leader", limit, keep);
+                let got = got.expect("a narrow filter is searched among its notes").unwrap();
+                assert_eq!(got, kept[..kept.len().min(limit)], "limit {limit}");
+            }
+        }
+        // Wide: more than an eighth of the notes.
+        assert!(index.search_notes_kept("raft leader", 10, &|note| note < 12).is_some());
+        assert!(index.search_notes_kept("raft leader", 10, &|note| note < 13).is_none());
+        assert!(index.search_notes_kept("raft leader", 10, &|_| true).is_none());
     }
 
     #[test]

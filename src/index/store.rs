@@ -50,6 +50,15 @@ impl Store for VaultIndex {
         VaultIndex::search_notes(self, text, limit)
     }
 
+    fn search_notes_kept(
+        &self,
+        text: &str,
+        limit: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Option<Result<Vec<(usize, f32)>>> {
+        VaultIndex::search_notes_kept(self, text, limit, keep)
+    }
+
     fn section_idf(&self, terms: &[String]) -> Vec<f64> {
         VaultIndex::section_idf(self, terms)
     }
