@@ -255,3 +255,45 @@ fn a_map_of_chinese_notes_says_how_it_counted() {
     );
     assert_eq!(Tokenizer::Chars4.count(&map.bundle), map.actual);
 }
+
+/// An exact counter's printed pack can count more than its measures sum
+/// to: the last page's final line break goes, and `[…]` without it is a
+/// token longer in o200k. Such a pack is packed again with less room; it
+/// once gave up its bodies instead and shrank to a summary line (a 2000-token
+/// budget printed 91 tokens, 2050 printed 2050).
+#[test]
+fn an_exact_counter_fills_the_budget_however_the_last_excerpt_ends() {
+    let mut body = String::from("# 容器\n\n");
+    for section in 0..12 {
+        body.push_str(&format!("## 第{section}节\n\n"));
+        for line in 0..6 {
+            if section % 3 == 1 {
+                body.push_str(&format!("docker 网络配置第{line}行：容器使用桥接网络，端口映射到服务器。\n\n"));
+            } else {
+                body.push_str(&format!("其他内容第{line}行，我们可以使用这个命令删除镜像。\n\n"));
+            }
+        }
+        body.push_str("```\ndocker network ls\n```\n\n");
+    }
+    let vault = Vault::from_texts("/vault".into(), &[("容器.md".into(), body)]);
+    let session = Session::without_index(vault);
+    let mut short = Vec::new();
+    for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k] {
+        for budget in (200..1400).step_by(15) {
+            let pack = session.pack(&PackRequest {
+                mode: PackMode::Topic("容器 网络".into()),
+                ranker: Ranker::Hybrid,
+                rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
+                options: options(budget, tokenizer),
+                subqueries: Vec::new(),
+                backlinks: false,
+                filter: Default::default(),
+            });
+            assert!(pack.actual <= budget, "{tokenizer} {budget}: {}", pack.actual);
+            if pack.actual * 10 < budget * 9 {
+                short.push(format!("{tokenizer} {budget}: {}", pack.actual));
+            }
+        }
+    }
+    assert!(short.is_empty(), "packs far below their budget: {short:?}");
+}

@@ -730,8 +730,33 @@ impl<'a> Packer<'a> {
         (chosen, used)
     }
 
+    /// Packs the pages within the budget. An exact counter's measures add
+    /// up at line breaks, but a printed pack can still count a token or two
+    /// more than they sum to (the last page loses its final line break,
+    /// and `[…]` without one is a token longer in o200k): such a pack is
+    /// packed again with that much less room, before any body is given up.
     fn fill(&self, pack: &mut Pack) {
-        let full_capacity = self.tokenizer().capacity(self.options.budget);
+        let fresh = pack.clone();
+        let mut slack = 0;
+        for attempt in 1..=FIT_ATTEMPTS {
+            match self.fill_within(pack, slack, attempt == FIT_ATTEMPTS) {
+                Ok(()) => return,
+                Err(over) => {
+                    *pack = fresh.clone();
+                    slack += over;
+                }
+            }
+        }
+    }
+
+    /// [`Packer::fill`] with `slack` tokens less room; `Err(by how much)`
+    /// when the printed pack is over budget and `last` is false (else
+    /// bodies are given up from the end until it fits).
+    fn fill_within(&self, pack: &mut Pack, slack: usize, last: bool) -> Result<(), usize> {
+        let full_capacity = self
+            .tokenizer()
+            .capacity(self.options.budget)
+            .saturating_sub(slack);
         // Daily notes asked for get up to a quarter of the budget, kept
         // aside while the pages are packed.
         let daily_blocks: Vec<usize> = self
@@ -757,7 +782,7 @@ impl<'a> Packer<'a> {
                 pack.preface.clear();
             }
             pack.actual = self.tokenizer().count(&pack.bundle);
-            return;
+            return Ok(());
         }
 
         // Pins first: they take at most half the budget, and the ranked
@@ -893,6 +918,9 @@ impl<'a> Packer<'a> {
         loop {
             let (bundle, actual, page_tokens) = self.render(pack, &chosen);
             let counted = self.tokenizer().count(&bundle);
+            if counted > self.options.budget && !last {
+                return Err(counted - self.options.budget);
+            }
             if counted <= self.options.budget || !self.give_up_a_body(&mut chosen) {
                 pack.bundle = bundle;
                 pack.actual = counted;
@@ -912,7 +940,7 @@ impl<'a> Packer<'a> {
                     pack.pages.clear();
                     pack.dailies.clear();
                 }
-                return;
+                return Ok(());
             }
         }
     }
@@ -1658,6 +1686,9 @@ const MIN_DEDUP_CHARS: usize = 24;
 /// A piece never adds fewer tokens to its page than its own count minus
 /// this; a cheap check before the exact one.
 const PIECE_SLACK: usize = 4;
+/// How many times a pack is packed with less room before bodies are given
+/// up (see [`Packer::fill`]): each try takes away what the last was over.
+const FIT_ATTEMPTS: usize = 3;
 /// The most pieces (sentences, lines, blocks) one page offers the packer:
 /// bounds the work of a pack over a huge note (about 50,000 tokens of
 /// sentences, more than a page needs below the largest budgets).
