@@ -110,7 +110,7 @@ const fn any_case(
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub(crate) const DETECTORS_VERSION: u32 = 3;
+pub(crate) const DETECTORS_VERSION: u32 = 4;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -1097,15 +1097,30 @@ fn distinct_chars(value: &str) -> usize {
     seen.len()
 }
 
-/// Documentation fillers such as `ghp_xxxx…` or keys ending in `EXAMPLE`.
+/// Documentation fillers such as `ghp_xxxx…`, `sk-your-key-here` or keys
+/// ending in `EXAMPLE`. A word is a filler only where a part of the token
+/// (between `_` and `-`) starts with it, or ends with `example`: inside a
+/// random body it is chance (`9fK2Lq8ZpXw4yourTmR7vB3nC` is a token).
 fn is_filler(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
     distinct_chars(value) < 6
-        || [
-            "xxxx", "****", "....", "…", "example", "0000000", "1234567", "abcdef", "your",
-        ]
-        .iter()
-        .any(|filler| lower.contains(filler))
+        || ["xxxx", "****", "....", "…", "0000000", "1234567", "abcdef"]
+            .iter()
+            .any(|filler| lower.contains(filler))
+        || lower.split(['_', '-']).any(|part| {
+            part.starts_with("your") || part.starts_with("example") || part.ends_with("example")
+        })
+}
+
+/// Whether `value` is written in words alone (letters, `_`, `-`, `.` and
+/// spaces): only such a value can stand for a secret by what it says
+/// (`your_password_here`, `changeme`). One with digits or other symbols
+/// (`MyPassword77`, `YourDog#2019!x`) is judged a secret that happens to
+/// hold a word: when in doubt, it is redacted.
+fn is_words_only(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b.is_ascii_alphabetic() || b"_-. ".contains(&b))
 }
 
 fn accept_token_body(text: &str, range: &Range<usize>) -> bool {
@@ -1319,8 +1334,10 @@ fn is_placeholder(value: &str) -> bool {
         "env",
         "empty",
     ];
-    lower.starts_with(['$', '%', '!', '&', '*', '@', '[', '(', '{', '#'])
-        || STANDS_FOR.iter().any(|filler| lower.contains(filler))
+    const MARKS: &[&str] = &["xxxx", "****", "...", "…", "${", "{{", "%(", "$("];
+    lower.starts_with(['$', '%', '!', '&', '*', '@', '[', '(', '{', '#', '<'])
+        || MARKS.iter().any(|mark| lower.contains(mark))
+        || (is_words_only(value) && STANDS_FOR.iter().any(|filler| lower.contains(filler)))
         || KEYWORDS.contains(&lower.as_str())
         || distinct_chars(value) <= 3
 }
@@ -1736,11 +1753,8 @@ fn is_password_placeholder(value: &str) -> bool {
     if STANDS_FOR.contains(&lower.as_str()) {
         return true;
     }
+    const MASKS: &[&str] = &["xxxx", "****", "…", "..."];
     const FILLERS: &[&str] = &[
-        "xxxx",
-        "****",
-        "…",
-        "...",
         "changeme",
         "change_me",
         "change-me",
@@ -1748,12 +1762,15 @@ fn is_password_placeholder(value: &str) -> bool {
         "redacted",
         "example",
     ];
-    if FILLERS.iter().any(|filler| lower.contains(filler))
-        || [
-            "your", "insert", "enter_", "enter-", "replace_", "replace-", "put_",
-        ]
-        .iter()
-        .any(|start| lower.starts_with(start))
+    let words_only = is_words_only(value);
+    if MASKS.iter().any(|mask| lower.contains(mask))
+        || (words_only && FILLERS.iter().any(|filler| lower.contains(filler)))
+        || (words_only
+            && [
+                "your", "insert", "enter_", "enter-", "replace_", "replace-", "put_",
+            ]
+            .iter()
+            .any(|start| lower.starts_with(start)))
         || ["_here", "-here"].iter().any(|end| lower.ends_with(end))
         || distinct_chars(value) <= 2
         || value.chars().all(|c| "xX*•.#-_=".contains(c))
@@ -2567,6 +2584,34 @@ mod tests {
             "redis://:",
             "h8Kq2wZx5Lm3",
             "@cache.local:6379",
+        ),
+        // A word inside a password or a token does not make it a
+        // placeholder: only a value of words alone can be one.
+        (
+            "url_password",
+            "postgres://app:",
+            "SuperSecret2024",
+            "@db.internal:5432/prod",
+        ),
+        (
+            "url_password",
+            "postgres://app:",
+            "MyPassword77",
+            "@db.internal/prod",
+        ),
+        (
+            "url_password",
+            "https://deploy:",
+            "Gh0stRider_token9",
+            "@git.internal/repo.git",
+        ),
+        ("password_assignment", "password = ", "YourDog#2019!x", ""),
+        ("secret_assignment", "token: ", "9fK2Lq8ZpXw4yourTmR7vB3nC", ""),
+        (
+            "github_token",
+            "",
+            "ghp_kR7mQ2xLp9ZwB4tYvN8cH3jD6fG1sA5eUyour",
+            "",
         ),
         (
             "url_password",
