@@ -2602,7 +2602,7 @@ mod tests {
         (
             "url_password",
             "https://deploy:",
-            "Gh0stRider_token9",
+            "Gh0stRider-token9",
             "@git.internal/repo.git",
         ),
         ("password_assignment", "password = ", "YourDog#2019!x", ""),
