@@ -588,6 +588,61 @@ fn a_link_into_a_private_folder_is_private_too() {
     assert_clean("get_note alias.md", &text);
 }
 
+/// What the walk finds wrong in a private folder (a FIFO, links out of
+/// the vault or to nothing, a name with control characters) is never
+/// named: not even a private file's name reaches a diagnostic.
+#[test]
+fn nothing_in_a_private_folder_is_named_in_a_diagnostic() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
+            ("open.md", "# Open\n\nraft in the open\n"),
+            ("journal/day.md", "# Day\n\nraft\n"),
+        ],
+    );
+    let journal = vault.join("journal");
+    let made = std::process::Command::new("mkfifo")
+        .arg(journal.join("therapyfifo.md"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/etc/hostname", journal.join("lawyeroutside.md")).unwrap();
+    std::os::unix::fs::symlink("../missing.md", journal.join("affairbroken.md")).unwrap();
+    common::write(&journal.join("ctl\u{1}name.md"), b"raft\n");
+    // The same problems in the open are named, so the walk did meet them.
+    std::os::unix::fs::symlink("../missing.md", vault.join("openbroken.md")).unwrap();
+    for args in [
+        &["status"][..],
+        &["search", "raft"],
+        &["pack", "raft", "--no-log"],
+        &["index"],
+    ] {
+        let output = world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(world.path().join("index"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for name in ["therapyfifo", "lawyeroutside", "affairbroken", "name.md"] {
+            assert!(!printed.contains(name), "{args:?} names {name}: {printed}");
+        }
+        if args[0] == "status" {
+            assert!(printed.contains("openbroken.md"), "{printed}");
+        }
+    }
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();

@@ -125,8 +125,12 @@ pub(crate) struct Freshness {
 impl Freshness {
     /// Whether `walked` finds the vault as the catalog has it: the test an
     /// update makes before it changes anything.
-    pub(crate) fn holds(&self, walked: &crate::vault::walk::WalkResult) -> bool {
-        let problems = crate::analysis::walk_diagnostics(walked.problems.clone());
+    pub(crate) fn holds(
+        &self,
+        walked: &crate::vault::walk::WalkResult,
+        policy: &crate::privacy::Policy,
+    ) -> bool {
+        let problems = crate::analysis::walk_diagnostics(walked.problems.clone(), policy);
         if problems != self.walk_problems {
             return false;
         }

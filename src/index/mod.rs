@@ -511,7 +511,7 @@ impl VaultIndex {
             Detected {
                 changes: Changes::Walked(walked),
                 token: None,
-            } if freshness.holds(walked) => Some(UpdateReport {
+            } if freshness.holds(walked, &config.policy) => Some(UpdateReport {
                 unchanged: walked.files.len(),
                 ..UpdateReport::default()
             }),
@@ -823,7 +823,7 @@ impl VaultIndex {
             ..IndexState::default()
         };
         let walked = walk::walk(root, &config.hidden);
-        state.walk_problems = walk_diagnostics(walked.problems);
+        state.walk_problems = walk_diagnostics(walked.problems, &config.policy);
         let work: Vec<Pending> = walked
             .files
             .into_iter()
@@ -856,7 +856,7 @@ impl VaultIndex {
         config: &IndexConfig,
         walked: walk::WalkResult,
     ) -> Result<UpdateReport> {
-        let walk_problems = walk_diagnostics(walked.problems);
+        let walk_problems = walk_diagnostics(walked.problems, &config.policy);
         let mut found_files = walked.files;
         if !found_files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
             found_files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));

@@ -112,11 +112,7 @@ impl Vault {
             bail!("vault {} is not a folder", root.display());
         }
         let walked = walk::walk(&root, &options.hidden);
-        let mut diagnostics: Vec<Diagnostic> = walked
-            .problems
-            .into_iter()
-            .map(|(path, message)| Diagnostic { path, message })
-            .collect();
+        let mut diagnostics = crate::analysis::walk_diagnostics(walked.problems, &options.policy);
 
         let (base_files, files): (Vec<_>, Vec<_>) = walked
             .files

@@ -329,7 +329,7 @@ async fn sync_in(
             .await?
             .get::<_, bool>(0);
 
-    let walk_problems = walk_diagnostics(walked.problems);
+    let walk_problems = walk_diagnostics(walked.problems, &options.policy);
     let mut report = UpdateReport::default();
     let mut pending = Vec::new();
     let mut seen: HashSet<&str> = HashSet::with_capacity(walked.files.len());
