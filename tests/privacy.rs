@@ -643,6 +643,30 @@ fn nothing_in_a_private_folder_is_named_in_a_diagnostic() {
     }
 }
 
+/// `<<: *defaults` merges its keys into the note's frontmatter: a flag set
+/// that way is the note's own.
+#[test]
+fn a_private_flag_merged_in_with_a_merge_key_is_the_notes_own() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "merged.md",
+                "---\nd: &d {private: true}\n<<: *d\n---\nraft PRIVATENOTEMARK\n",
+            ),
+            (
+                "inline.md",
+                "---\n<<: {visibility: private}\n---\nraft PRIVATENOTEMARK\n",
+            ),
+            ("open.md", "# Open\n\nraft in the open\n"),
+        ],
+    );
+    let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
+    assert_eq!(found, "open.md\n");
+    run(&world, &vault, &["pack", "raft", "--no-log"]);
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();
