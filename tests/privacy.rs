@@ -667,6 +667,34 @@ fn a_private_flag_merged_in_with_a_merge_key_is_the_notes_own() {
     run(&world, &vault, &["pack", "raft", "--no-log"]);
 }
 
+/// A policy that names fields, tags or headings of its own adds them to
+/// the defaults: `private: true`, `#private` and `## Private` still hide.
+#[test]
+fn a_policys_own_rules_add_to_the_defaults() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                ".ctxpack.yaml",
+                "private:\n  fields:\n    status: [Confidential]\n  tags: [secret]\n  headings: [Internal Notes]\n",
+            ),
+            ("flagged.md", "---\nprivate: true\n---\nraft PRIVATENOTEMARK\n"),
+            ("tagged.md", "# Tagged\n\nraft #private PRIVATENOTEMARK\n"),
+            ("own.md", "---\nstatus: confidential\n---\nraft PRIVATENOTEMARK\n"),
+            ("owntag.md", "# Own tag\n\nraft #secret PRIVATENOTEMARK\n"),
+            (
+                "open.md",
+                "# Open\n\nraft in the open\n\n## Private\n\nraft PRIVATESECTIONMARK\n\n## Internal Notes\n\nraft PRIVATESECTIONMARK\n",
+            ),
+        ],
+    );
+    let found = run(&world, &vault, &["search", "raft", "--format", "files"]);
+    assert_eq!(found, "open.md\n");
+    let pack = run(&world, &vault, &["pack", "raft", "--no-log"]);
+    assert!(pack.contains("raft in the open"), "{pack}");
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();

@@ -115,6 +115,34 @@ pub struct RedactRules {
     pub personal_data: bool,
 }
 
+impl PrivateRules {
+    /// Adds the default fields, tags and headings to what a policy file
+    /// lists: a file that names its own (`status: [confidential]`) keeps
+    /// `private: true` and the rest private too. No policy turns them off:
+    /// a note someone marked private stays private under every policy.
+    fn keep_the_defaults(&mut self) {
+        let defaults = PrivateRules::default();
+        for (key, values) in defaults.fields {
+            let listed = self.fields.entry(key).or_default();
+            for value in values {
+                if !listed.contains(&value) {
+                    listed.push(value);
+                }
+            }
+        }
+        for tag in defaults.tags {
+            if !self.tags.iter().any(|t| t.eq_ignore_ascii_case(&tag)) {
+                self.tags.push(tag);
+            }
+        }
+        for heading in defaults.headings {
+            if !self.headings.iter().any(|h| h.eq_ignore_ascii_case(&heading)) {
+                self.headings.push(heading);
+            }
+        }
+    }
+}
+
 impl Default for PrivateRules {
     fn default() -> Self {
         let truthy = |value: yaml_serde::Value| vec![value];
@@ -230,7 +258,8 @@ impl Policy {
     }
 
     /// The policy a parsed file describes (its patterns compiled).
-    pub fn from_file(file: PolicyFile) -> Result<Policy, PolicyError> {
+    pub fn from_file(mut file: PolicyFile) -> Result<Policy, PolicyError> {
+        file.private.keep_the_defaults();
         let folders = if file.private.folders.is_empty() {
             None
         } else {
