@@ -243,6 +243,8 @@ impl TypedValue {
 pub struct Condition {
     /// The key, folded (keys match whatever their case).
     pub key: String,
+    /// The key as it was written, for messages.
+    pub written: String,
     pub op: Op,
 }
 
@@ -258,6 +260,7 @@ impl Condition {
         let Some(at) = text.find(['=', '!', '>', '<', '~']) else {
             return Ok(Condition {
                 key: fold(text),
+                written: text.to_string(),
                 op: Op::Present,
             });
         };
@@ -273,6 +276,7 @@ impl Condition {
             }
             return Ok(Condition {
                 key: fold(key),
+                written: key.to_string(),
                 op: Op::Absent,
             });
         }
@@ -317,7 +321,11 @@ impl Condition {
             "<=" => Op::Le(Wanted::new(value)),
             _ => Op::Contains(fold(value)),
         };
-        Ok(Condition { key: fold(key), op })
+        Ok(Condition {
+            key: fold(key),
+            written: key.to_string(),
+            op,
+        })
     }
 
     /// Whether a note whose values for the key are `values` (none when it
@@ -953,7 +961,7 @@ impl NoteFilter {
                     named.push(&condition.key);
                     warnings.push(format!(
                         "no note has the property '{}' (--where / where)",
-                        condition.key
+                        condition.written
                     ));
                 }
             }

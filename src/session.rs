@@ -678,15 +678,19 @@ impl Session {
                 }
             })
             .collect();
+        // The query is quoted back (`No notes match '…'`): a secret pasted
+        // into it is printed redacted, as a pack's topic is.
+        let policy = self.vault.policy();
+        let redact = |text: String| policy.redact_printed(&text).unwrap_or(text);
         SearchResults {
-            query: collapse_whitespace(&request.query),
+            query: redact(collapse_whitespace(&request.query)),
             total,
             hits,
             signal_errors: ranking.signal_errors,
             semantic: self.semantic_now(),
             rerank: self.rerank_status.clone(),
             warnings: self.filter_warnings(&request.filter),
-            parsed: syntax.constrains().then(|| syntax.describe()),
+            parsed: syntax.constrains().then(|| redact(syntax.describe())),
         }
     }
 

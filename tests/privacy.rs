@@ -695,6 +695,40 @@ fn a_policys_own_rules_add_to_the_defaults() {
     assert!(pack.contains("raft in the open"), "{pack}");
 }
 
+/// A secret pasted into a query or a filter is quoted back redacted, in
+/// "No notes match '…'", the query as read and the filter's warnings.
+#[test]
+fn a_secret_in_a_query_or_filter_is_quoted_back_redacted() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("open.md", "# Open\n\nraft in the open\n")]);
+    let token = "ghp_kR7mQ2xLp9ZwB4tYvN8cH3jD6fG1sA5eU0iO";
+    for args in [
+        vec!["search".to_string(), format!("nomatch {token}")],
+        vec!["search".into(), format!("\"nomatch {token}\" -other")],
+        vec!["search".into(), "raft".into(), "--folder".into(), token.into()],
+        vec!["search".into(), "raft".into(), "--where".into(), format!("{token}=x")],
+        vec!["search".into(), "raft".into(), "--format".into(), "json".into(), "--tag".into(), token.into()],
+        vec!["pack".into(), "raft".into(), "--no-log".into(), "--folder".into(), token.into()],
+    ] {
+        let output = world
+            .cmd()
+            .args(&args)
+            .arg("--vault")
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(world.path().join("index"))
+            .output()
+            .unwrap();
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!printed.contains("kR7mQ2xLp9"), "{args:?}: {printed}");
+        assert!(printed.contains("[REDACTED:github_token]"), "{args:?}: {printed}");
+    }
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();

@@ -76,6 +76,16 @@ impl Session {
     /// What `filter` names that this vault lacks (see
     /// [`NoteFilter::warnings`]).
     pub fn filter_warnings(&self, filter: &NoteFilter) -> Vec<String> {
+        // A warning quotes what was asked (`no folder '…'`): a secret pasted
+        // into a filter is printed redacted, as a topic is.
+        let policy = self.vault.policy();
+        self.unredacted_filter_warnings(filter)
+            .into_iter()
+            .map(|warning| policy.redact_printed(&warning).unwrap_or(warning))
+            .collect()
+    }
+
+    fn unredacted_filter_warnings(&self, filter: &NoteFilter) -> Vec<String> {
         if filter.is_empty() {
             return Vec::new();
         }
