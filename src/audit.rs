@@ -118,6 +118,24 @@ impl FileAudit {
 
 /// What `policy` keeps out of the file at `path`, or `None` when nothing.
 pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileAudit> {
+    // A canvas is audited as what the notes' reading makes of it: the
+    // Markdown of its nodes, or private when it does not parse.
+    let canvas_text;
+    let raw = if crate::parse::canvas::is_canvas(path) && !policy.is_private_path(path) {
+        match crate::parse::canvas::to_markdown(raw) {
+            Ok(text) => {
+                canvas_text = text;
+                canvas_text.as_str()
+            }
+            Err(_) => {
+                let mut file = FileAudit::new(path);
+                file.private = Some(crate::privacy::UNREADABLE_CANVAS.into());
+                return Some(file);
+            }
+        }
+    } else {
+        raw
+    };
     let mut file = FileAudit::new(path);
     let (note, _) = parse_note(path, raw, None);
     // The same order as the policy applies: the path, then the frontmatter

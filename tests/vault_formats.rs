@@ -242,5 +242,19 @@ fn a_canvas_is_a_document_and_its_file_nodes_are_links() {
         .arg(&vault)
         .output()
         .unwrap());
-    assert!(status.contains("not a JSON Canvas file"), "{status}");
+    // What a canvas that does not parse says cannot be read, nor whether it
+    // is private: it is left out as private, and says so.
+    assert!(
+        status.contains(
+            "\"message\": \"the canvas cannot be read, so it is treated as private and left out\",\n      \"path\": \"Boards/Broken.canvas\""
+        ),
+        "{status}"
+    );
+    let broken = world
+        .cmd()
+        .args(["pack", "--note", "Boards/Broken.canvas", "--no-log", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
+    common::fails(&broken, 2, "no note 'Boards/Broken.canvas' in the vault");
 }

@@ -107,10 +107,8 @@ pub(crate) fn read_and_parse(
                 .prepare(rel, &text, mtime)
                 .filter(|_| !target_private)
             else {
-                if Policy::is_unreadable_frontmatter(&text) {
-                    entry
-                        .problems
-                        .push(crate::privacy::UNREADABLE_NOTE.to_string());
+                if let Some(why) = Policy::unreadable(rel, &text) {
+                    entry.problems.push(why.to_string());
                 }
                 return (entry, None);
             };

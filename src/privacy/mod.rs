@@ -18,6 +18,10 @@ pub(crate) use policy::{LogMode, POLICY_FILE, PolicyError};
 /// The diagnostic of a note kept out because its frontmatter cannot be
 /// read: it may say the note is private, so the note is treated as such.
 pub(crate) const UNREADABLE_NOTE: &str = "the frontmatter cannot be read (it expands past the YAML bound), so the note is treated as private and left out";
+/// Why a canvas that does not parse is left out: what it says cannot be
+/// read, so whether it is private cannot be told either.
+pub(crate) const UNREADABLE_CANVAS: &str =
+    "the canvas cannot be read, so it is treated as private and left out";
 
 /// The detector kinds that are personal data rather than secrets.
 pub(crate) const PERSONAL_KINDS: &[&str] = &["email", "phone"];
@@ -62,13 +66,10 @@ impl Policy {
         }
         // A canvas is read as the Markdown of its nodes, and from there on
         // as any note (so its text is redacted and stripped like one).
-        let mut canvas_problem = None;
+        // One that does not parse is private (see [`Policy::unreadable`]).
         let canvas_text;
         let raw = if crate::parse::canvas::is_canvas(path) {
-            canvas_text = crate::parse::canvas::to_markdown(raw).unwrap_or_else(|problem| {
-                canvas_problem = Some(problem.to_string());
-                String::new()
-            });
+            canvas_text = crate::parse::canvas::to_markdown(raw).ok()?;
             canvas_text.as_str()
         } else {
             raw
@@ -98,15 +99,13 @@ impl Policy {
             (None, _) => None,
         };
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
-        let (note, mut problems) = parse(&text);
-        problems.extend(canvas_problem.clone());
+        let (note, problems) = parse(&text);
         if self.is_private(&note) {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
             Some(cut) => {
-                let (cut_note, mut cut_problems) = parse(&cut);
-                cut_problems.extend(canvas_problem);
+                let (cut_note, cut_problems) = parse(&cut);
                 (cut, cut_note, cut_problems)
             }
             None => (text, note, problems),

@@ -404,6 +404,18 @@ impl Policy {
     }
 
     /// Whether the frontmatter of `raw` cannot be read at all.
+    /// Why the file at `path` is private because it cannot be read (a
+    /// frontmatter past the YAML bound, a canvas that does not parse): the
+    /// diagnostic its readers give, where the policy leaves it out.
+    pub(crate) fn unreadable(path: &str, raw: &str) -> Option<&'static str> {
+        if crate::parse::canvas::is_canvas(path) {
+            return crate::parse::canvas::to_markdown(raw)
+                .is_err()
+                .then_some(super::UNREADABLE_CANVAS);
+        }
+        Policy::is_unreadable_frontmatter(raw).then_some(super::UNREADABLE_NOTE)
+    }
+
     pub fn is_unreadable_frontmatter(raw: &str) -> bool {
         let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
         frontmatter::split(text).yaml.is_some_and(|yaml| {

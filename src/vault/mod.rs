@@ -604,11 +604,13 @@ fn read_note(
                     Some(prepared.note),
                     prepared.problems.into_iter().map(diagnostic).collect(),
                 ),
-                None if Policy::is_unreadable_frontmatter(&text) => (
+                None => (
                     None,
-                    vec![diagnostic(crate::privacy::UNREADABLE_NOTE.to_string())],
+                    Policy::unreadable(&found.rel_path, &text)
+                        .map(|why| diagnostic(why.to_string()))
+                        .into_iter()
+                        .collect(),
                 ),
-                None => (None, Vec::new()),
             }
         }
         Err(error) => (None, vec![diagnostic(error.to_string())]),
