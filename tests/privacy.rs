@@ -729,6 +729,38 @@ fn a_secret_in_a_query_or_filter_is_quoted_back_redacted() {
     }
 }
 
+/// An embed of a Bases file in a private folder reads as an embed of a
+/// file that does not exist: no path, no "cannot be read".
+#[test]
+fn a_base_in_a_private_folder_is_not_found_by_an_embed() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
+            ("journal/JBooks.base", "views:\n  - type: table\n    name: All\n"),
+            (
+                "lib.md",
+                "# Hotel\n\nhotel list.\n\n![[JBooks.base]]\n\n![[journal/Nope.base]]\n",
+            ),
+        ],
+    );
+    let pack = run(
+        &world,
+        &vault,
+        &["pack", "hotel", "--no-log", "--format", "json"],
+    );
+    let json: serde_json::Value = serde_json::from_str(&pack).unwrap();
+    assert_eq!(
+        json["pages"][0]["embeds"],
+        json!([
+            {"link": "![[JBooks.base]]", "status": "not_found", "depth": 1},
+            {"link": "![[journal/Nope.base]]", "status": "not_found", "depth": 1}
+        ])
+    );
+    assert!(!pack.contains("journal/JBooks"), "{pack}");
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_every_command() {
     let world = World::new();

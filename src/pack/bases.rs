@@ -36,13 +36,12 @@ pub(crate) fn resolve(vault: &Vault, from: &str, target: &str) -> Option<String>
         .trim_start_matches("./")
         .trim_start_matches('/');
     let lower = wanted.to_lowercase();
-    let bases = vault.bases();
-    if let Some(exact) = bases.iter().find(|p| p.to_lowercase() == lower) {
+    if let Some(exact) = vault.bases().find(|p| p.to_lowercase() == lower) {
         return Some(exact.clone());
     }
     let folder = from.rsplit_once('/').map_or("", |(folder, _)| folder);
-    bases
-        .iter()
+    vault
+        .bases()
         .filter(|p| p.to_lowercase().ends_with(&format!("/{lower}")))
         .min_by_key(|p| {
             let same_folder = p.rsplit_once('/').map_or("", |(f, _)| f) == folder;

@@ -393,9 +393,13 @@ impl Vault {
         self.policy.prepare(rel_path, &raw, None)
     }
 
-    /// The Bases files of the vault (sorted paths).
-    pub fn bases(&self) -> &[String] {
-        &self.bases
+    /// The Bases files of the vault a note may embed, in path order: none
+    /// in a hidden or private folder, so that an embed of one reads as an
+    /// embed of nothing (no path, no "cannot be read" to tell it exists).
+    pub fn bases(&self) -> impl Iterator<Item = &String> {
+        self.bases
+            .iter()
+            .filter(|path| !walk::is_hidden(path, &self.hidden) && !self.policy.is_private_path(path))
     }
 
     /// Makes `paths` (sorted, as the walk lists them) the vault's Bases files.

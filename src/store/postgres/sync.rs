@@ -1116,7 +1116,6 @@ async fn relink(
         // lets a pack see and nothing more.
         let bases: Vec<(String, String)> = role_vault
             .bases()
-            .iter()
             .take(MAX_SYNCED_BASES)
             .filter_map(|path| {
                 let text = role_vault.read_base(path, crate::parse::base::MAX_BASE_BYTES)?;
