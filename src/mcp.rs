@@ -1291,11 +1291,18 @@ impl State {
     }
 
     fn grep_pack(&self, args: GrepPackArgs, owner: Option<&str>) -> CallToolResult {
-        let (text, _) = match self.packs.get(&args.pack_handle, owner) {
+        let (text, tokenizer) = match self.packs.get(&args.pack_handle, owner) {
             Ok(found) => found,
             Err(message) => return tool_error(message),
         };
-        match packs::grep(&text, &args.pattern, args.context.unwrap_or(2)) {
+        let limit = self.options.limits.max_result_tokens;
+        match packs::grep(
+            &text,
+            &args.pattern,
+            args.context.unwrap_or(2),
+            tokenizer,
+            limit,
+        ) {
             Ok(found) => json_result(&found),
             Err(message) => tool_error(message),
         }

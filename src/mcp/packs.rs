@@ -223,9 +223,21 @@ pub(crate) struct GrepResult {
     pub truncated: bool,
 }
 
+/// What a match costs in a result besides its text (its JSON keys).
+const MATCH_OVERHEAD_TOKENS: usize = 16;
+
 /// Lines of `text` matching the regular expression `pattern`, each with
-/// `context` lines before and after.
-pub(crate) fn grep(text: &str, pattern: &str, context: usize) -> Result<GrepResult, String> {
+/// `context` lines before and after, in at most `max_tokens` (counted by
+/// `tokenizer`, as the pack's parts are): the matches that would pass it
+/// are left out and `truncated` is set, and a single match larger than
+/// the bound keeps its matching line alone, cut at a line's worth.
+pub(crate) fn grep(
+    text: &str,
+    pattern: &str,
+    context: usize,
+    tokenizer: Tokenizer,
+    max_tokens: usize,
+) -> Result<GrepResult, String> {
     if pattern.is_empty() {
         return Err("pattern is empty".into());
     }
@@ -257,6 +269,7 @@ pub(crate) fn grep(text: &str, pattern: &str, context: usize) -> Result<GrepResu
         .collect();
     let mut matches = Vec::new();
     let mut truncated = false;
+    let mut used = 0;
     for (i, line) in lines.iter().enumerate() {
         if !regex.is_match(line.trim_end_matches('\n')) {
             continue;
@@ -267,13 +280,42 @@ pub(crate) fn grep(text: &str, pattern: &str, context: usize) -> Result<GrepResu
         }
         let from = i.saturating_sub(context);
         let to = (i + context + 1).min(lines.len());
-        matches.push(GrepMatch {
+        let mut found = GrepMatch {
             line: i + 1,
             offset: starts[from],
             text: lines[from..to].concat(),
-        });
+        };
+        let mut cost = tokenizer.count(&found.text) + MATCH_OVERHEAD_TOKENS;
+        if cost > max_tokens.saturating_sub(used) {
+            // Too large with its context: the matching line alone, cut to
+            // what is left (an offset to read the rest from stays valid).
+            let left = max_tokens.saturating_sub(used + MATCH_OVERHEAD_TOKENS);
+            found.offset = starts[i];
+            found.text = cut_to_tokens(line, tokenizer, left);
+            cost = tokenizer.count(&found.text) + MATCH_OVERHEAD_TOKENS;
+            if found.text.is_empty() || cost > max_tokens.saturating_sub(used) {
+                truncated = true;
+                break;
+            }
+        }
+        used += cost;
+        matches.push(found);
     }
     Ok(GrepResult { matches, truncated })
+}
+
+/// The longest start of `text`, cut at a character, that counts at most
+/// `max_tokens`.
+fn cut_to_tokens(text: &str, tokenizer: Tokenizer, max_tokens: usize) -> String {
+    if tokenizer.count(text) <= max_tokens {
+        return text.to_string();
+    }
+    let ends: Vec<usize> = text.char_indices().map(|(at, _)| at).skip(1).collect();
+    let fitting = ends.partition_point(|&end| tokenizer.count(&text[..end]) <= max_tokens);
+    match fitting {
+        0 => String::new(),
+        n => text[..ends[n - 1]].to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -341,8 +383,11 @@ mod tests {
         }
     }
 
+    const ROOMY: usize = 1_000;
+
     #[test]
     fn grep_finds_lines_with_context_and_bounds_its_arguments() {
+        let grep = |text, pattern, context| grep(text, pattern, context, Tokenizer::Chars4, ROOMY);
         let text = "one\ntwo raft\nthree\nfour raft\n";
         let found = grep(text, "raft", 1).unwrap();
         assert_eq!(found.matches.len(), 2);
@@ -353,5 +398,34 @@ mod tests {
         assert!(grep(text, "(", 0).is_err());
         assert!(grep(text, "a", MAX_CONTEXT_LINES + 1).is_err());
         assert!(grep(text, &"a".repeat(MAX_PATTERN_CHARS + 1), 0).is_err());
+    }
+
+    /// A result stays within the server's bound however many lines match
+    /// and however much context each asks for.
+    #[test]
+    fn grep_results_stay_within_the_result_bound() {
+        let text: String = (0..400)
+            .map(|i| format!("line {i} of a long pack, with words enough to weigh\n"))
+            .collect();
+        let limit = 300;
+        let found = grep(&text, ".", MAX_CONTEXT_LINES, Tokenizer::Chars4, limit).unwrap();
+        assert!(found.truncated);
+        let cost: usize = found
+            .matches
+            .iter()
+            .map(|m| Tokenizer::Chars4.count(&m.text) + MATCH_OVERHEAD_TOKENS)
+            .sum();
+        assert!(cost <= limit, "{cost}");
+        assert!(!found.matches.is_empty());
+        // One match whose context alone passes the bound keeps its line.
+        let found = grep(&text, "line 200 ", MAX_CONTEXT_LINES, Tokenizer::Chars4, 40).unwrap();
+        assert_eq!(found.matches.len(), 1);
+        assert_eq!(found.matches[0].text, "line 200 of a long pack, with words enough to weigh\n");
+        assert_eq!(&text[found.matches[0].offset..][..9], "line 200 ");
+        // A line longer than the bound is cut at a character.
+        let long = format!("{}raft\n", "分布式".repeat(100));
+        let found = grep(&long, "raft", 0, Tokenizer::Chars4, 30).unwrap();
+        // 30 tokens, 16 of them the match's keys: 14 characters.
+        assert_eq!(found.matches[0].text, "分布式".repeat(4) + "分布");
     }
 }
