@@ -1979,9 +1979,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         Ok(name) => match embed::store_dir()
             .and_then(|models| upkeep::embedding_progress(&config.dir, &models, &name))
         {
-            Some(progress) => format!(
-                "model '{name}' ({progress}; the rest by `ctxpack index`, `serve` or a watcher)"
-            ),
+            Some(progress) => format!("model '{name}' ({progress})"),
             None => {
                 format!("model '{name}' (vectors are made by `ctxpack index` or the first search)")
             }

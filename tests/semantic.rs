@@ -520,7 +520,15 @@ fn a_vault_not_yet_embedded_is_searched_at_once_and_says_how_much_is_embedded() 
         .arg(&vault)
         .output()
         .unwrap());
-    assert!(status.contains("vectors are made by"), "{status}");
+    // Embedded whole: status says so (it once said vectors were still to
+    // be made).
+    assert!(
+        status.contains(
+            "semantic: model 'tokenlearn-static-model' (every chunk embedded at the last update; \
+             notes changed since by the next search or `ctxpack index`)"
+        ),
+        "{status}"
+    );
 }
 
 #[test]

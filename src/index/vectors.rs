@@ -1032,6 +1032,12 @@ fn write_progress(dir: &Path, fingerprint: &str, done: usize, total: usize) {
     );
 }
 
+/// Whether the vault's vectors of the model of `fingerprint` were written
+/// whole (by the last update that embedded every chunk).
+pub(crate) fn embedding_finished(dir: &Path, fingerprint: &str) -> bool {
+    embedding_progress(dir, fingerprint).is_none() && meta_file(dir, fingerprint).is_file()
+}
+
 /// How far the embedding of the vault with the model of `fingerprint` got
 /// when last seen: (chunks with a vector, chunks), or `None` when it was
 /// finished or never started.

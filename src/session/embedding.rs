@@ -491,9 +491,17 @@ pub(crate) fn embedding_progress(dir: &Path, models: &Path, name: &str) -> Optio
     let manifest = crate::embed::list(models)
         .into_iter()
         .find(|m| m.name == name)?;
+    if vectors::embedding_finished(dir, &manifest.fingerprint) {
+        return Some(
+            "every chunk embedded at the last update; notes changed since by the next search or \
+             `ctxpack index`"
+                .into(),
+        );
+    }
     let (done, total) = vectors::embedding_progress(dir, &manifest.fingerprint)?;
     Some(format!(
-        "partial: {}% of chunks embedded ({done} of {total})",
+        "partial: {}% of chunks embedded ({done} of {total}; the rest by `ctxpack index`, \
+         `serve` or a watcher)",
         percent(done, total)
     ))
 }
