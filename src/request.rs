@@ -448,6 +448,7 @@ impl PackInput {
                 fence: self.fence,
                 pins: self.pins,
                 exclude: self.exclude_notes,
+                filtered: !filter.is_empty(),
                 ..PackOptions::new(self.budget, self.tokenizer, self.generated_at)
             },
             subqueries: self.subqueries,

@@ -403,6 +403,21 @@ fn what_the_vault_lacks_is_a_warning_not_silence() {
         "{}",
         stderr(&pack)
     );
+    // A pack the filter leaves empty says so, not that the vault has no
+    // notes or none on the topic.
+    for (args, said) in [
+        (
+            &["pack", "--recent", "--no-log", "--folder", "projcts"][..],
+            "No recent pages found. The filter lets no note through.",
+        ),
+        (
+            &["pack", "raft", "--no-log", "--folder", "projcts"],
+            "No relevant pages found. No note the filter lets through matches this topic.",
+        ),
+    ] {
+        let pack = stdout_of(&run(&world, &vault, args));
+        assert!(pack.contains(said), "{args:?}: {pack}");
+    }
 }
 
 #[test]

@@ -457,6 +457,7 @@ pub(crate) fn map_pack(
         map: Some(cut(map, take)),
         bundle: text,
         wiki: false,
+        filtered: false,
     })
 }
 

@@ -94,6 +94,9 @@ pub struct PackOptions {
     /// Every page's vault text between an opening and a closing marker
     /// whose id is a hash of the pack (`--fence`).
     pub fence: bool,
+    /// The request has a filter: a pack with nothing to show says the
+    /// filter let nothing through, not that the vault is empty.
+    pub filtered: bool,
 }
 
 /// Looks up a note's backlinks.
@@ -150,6 +153,7 @@ impl PackOptions {
             exclude: Vec::new(),
             admitted_dailies: None,
             fence: false,
+            filtered: false,
         }
     }
 }
@@ -224,6 +228,9 @@ pub struct Pack {
     /// [`LARGE_BUDGET`]); `false` elsewhere.
     #[serde(skip)]
     pub wiki: bool,
+    /// The request had a filter (see [`PackOptions::filtered`]).
+    #[serde(skip)]
+    pub filtered: bool,
 }
 
 /// Whether `vault` is laid out as obsidian-wiki writes it: a note with a
@@ -473,6 +480,7 @@ pub(crate) fn build_pack_from(
         map: None,
         bundle: String::new(),
         wiki: (candidates.is_empty() || options.budget > LARGE_BUDGET) && is_wiki_vault(vault),
+        filtered: options.filtered,
     };
     let recent: Vec<Candidate> = recent_dailies(
         vault,
@@ -767,7 +775,7 @@ impl<'a> Packer<'a> {
         let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
         let capacity = full_capacity - daily_reserve;
         if self.candidates.is_empty() && self.dailies.is_empty() && self.pins.is_empty() {
-            let message = render::empty_text(pack.topic.is_some(), pack.wiki);
+            let message = render::empty_text(pack.topic.is_some(), pack.wiki, pack.filtered);
             let title = self.title(pack, 0);
             pack.preface = self.preface(pack, "", false);
             pack.bundle = [

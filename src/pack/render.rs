@@ -13,15 +13,21 @@ pub(crate) const LARGE_PACK_WARNING: &str = "This pack is large. Consider narrow
 pub(crate) const PLAIN_EMPTY_TOPIC_TEXT: &str =
     "No relevant pages found. No note of the vault matches this topic.";
 pub(crate) const PLAIN_EMPTY_RECENT_TEXT: &str = "No recent pages found. The vault has no notes.";
+pub(crate) const FILTERED_EMPTY_TOPIC_TEXT: &str =
+    "No relevant pages found. No note the filter lets through matches this topic.";
+pub(crate) const FILTERED_EMPTY_RECENT_TEXT: &str =
+    "No recent pages found. The filter lets no note through.";
 
 /// The text of a pack with nothing to show: the seed's in an
 /// obsidian-wiki vault (`wiki`), else one naming nothing the user lacks.
-pub(crate) fn empty_text(topic: bool, wiki: bool) -> &'static str {
-    match (topic, wiki) {
-        (true, true) => EMPTY_TOPIC_TEXT,
-        (false, true) => EMPTY_RECENT_TEXT,
-        (true, false) => PLAIN_EMPTY_TOPIC_TEXT,
-        (false, false) => PLAIN_EMPTY_RECENT_TEXT,
+pub(crate) fn empty_text(topic: bool, wiki: bool, filtered: bool) -> &'static str {
+    match (topic, wiki, filtered) {
+        (true, true, _) => EMPTY_TOPIC_TEXT,
+        (false, true, _) => EMPTY_RECENT_TEXT,
+        (true, false, false) => PLAIN_EMPTY_TOPIC_TEXT,
+        (false, false, false) => PLAIN_EMPTY_RECENT_TEXT,
+        (true, false, true) => FILTERED_EMPTY_TOPIC_TEXT,
+        (false, false, true) => FILTERED_EMPTY_RECENT_TEXT,
     }
 }
 
