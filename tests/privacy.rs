@@ -813,6 +813,32 @@ fn changing_the_policy_rebuilds_what_the_index_holds() {
     assert_eq!(found, "b.md\n");
 }
 
+/// `log:` says what a pack writes, not what may be read: changing it
+/// keeps the index.
+#[test]
+fn changing_when_packs_log_keeps_the_index() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "# A\n\nraft leader\n")]);
+    run(&world, &vault, &["index"]);
+    for policy in ["log: never\n", "log: always\n", ""] {
+        common::write(&vault.join(".ctxpack.yaml"), policy.as_bytes());
+        let output = world
+            .cmd()
+            .args(["index", "--vault"])
+            .arg(&vault)
+            .arg("--index-dir")
+            .arg(world.path().join("index"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(!err.contains("rebuilt"), "{policy:?}: {err}");
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
+            "{policy:?}"
+        );
+    }
+}
+
 #[test]
 fn the_printed_pack_is_checked_once_more_in_every_style() {
     let world = World::new();

@@ -47,10 +47,11 @@ pub struct PolicyFile {
     pub private: PrivateRules,
     pub strip: StripRules,
     pub redact: RedactRules,
-    /// When a pack appends its line to the vault's `log.md`. Left out of
-    /// the serialized form at its default, so that the policy's
-    /// fingerprint (and so the index) stays as it was for files without it.
-    #[serde(skip_serializing_if = "LogMode::is_default")]
+    /// When a pack appends its line to the vault's `log.md`. Never part of
+    /// the serialized form (the policy's fingerprint): it decides what a
+    /// pack writes, not what may be read, so changing it must not rebuild
+    /// the index.
+    #[serde(skip_serializing)]
     pub log: LogMode,
     /// Notes every topic pack opens with (`pins:`), in order. Never part
     /// of the serialized form: pins decide what a pack opens with, not
@@ -76,12 +77,6 @@ pub enum LogMode {
     IfPresent,
     /// Never.
     Never,
-}
-
-impl LogMode {
-    fn is_default(&self) -> bool {
-        *self == LogMode::default()
-    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
