@@ -521,7 +521,21 @@ fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
     }
 }
 
+/// A tool error naming the arguments no field takes, as serde names an
+/// unknown field of the tools without filters.
+fn no_unknown_arguments(
+    unknown: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Result<(), CallToolResult> {
+    match unknown.keys().next() {
+        None => Ok(()),
+        Some(name) => Err(tool_error(format!(
+            "invalid arguments: unknown field `{name}` (see the tool's input schema)"
+        ))),
+    }
+}
+
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub(crate) struct SearchArgs {
     #[schemars(description = "What to look for; any text, taken literally")]
     pub query: String,
@@ -534,9 +548,15 @@ pub(crate) struct SearchArgs {
     pub explain: Option<bool>,
     #[serde(flatten)]
     pub filters: filters::FilterArgs,
+    /// Arguments no field takes (`budget` for `budget_tokens`): refused,
+    /// never ignored. serde cannot deny them beside a flattened field.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub(crate) struct ContextPackArgs {
     #[schemars(description = "The topic or question to pack context for (omit with recent=true)")]
     pub query: Option<String>,
@@ -597,9 +617,15 @@ pub(crate) struct ContextPackArgs {
     pub map: Option<bool>,
     #[serde(flatten)]
     pub filters: filters::FilterArgs,
+    /// Arguments no field takes (`budget` for `budget_tokens`): refused,
+    /// never ignored. serde cannot deny them beside a flattened field.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ReadPackArgs {
     #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
     pub pack_handle: String,
@@ -608,6 +634,7 @@ pub(crate) struct ReadPackArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct GrepPackArgs {
     #[schemars(description = "The pack_handle a large context_pack or assemble result gave")]
     pub pack_handle: String,
@@ -621,6 +648,7 @@ pub(crate) struct GrepPackArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct GetNoteArgs {
     #[schemars(description = "The note's path relative to the vault, e.g. 'concepts/raft.md'")]
     pub path: String,
@@ -631,6 +659,7 @@ pub(crate) struct GetNoteArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct MarkUsefulArgs {
     #[schemars(description = "The note's path relative to the vault")]
     pub path: String,
@@ -639,9 +668,11 @@ pub(crate) struct MarkUsefulArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct StatusArgs {}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct AssembleArgs {
     #[schemars(description = "The work (book, project) folder name, e.g. '青灯录'")]
     pub work: String,
@@ -1070,6 +1101,9 @@ impl CtxpackServer {
 /// The tools' bodies: plain blocking functions, run on the blocking pool.
 impl State {
     fn search(&self, args: SearchArgs) -> CallToolResult {
+        if let Err(unknown) = no_unknown_arguments(&args.unknown) {
+            return unknown;
+        }
         let request = match (SearchInput {
             spelling: Spelling::Params,
             query: args.query,
@@ -1108,6 +1142,9 @@ impl State {
         owner: Option<&str>,
         seen: Option<&seen::SeenNotes>,
     ) -> CallToolResult {
+        if let Err(unknown) = no_unknown_arguments(&args.unknown) {
+            return unknown;
+        }
         let (tokenizer, json) =
             match counter_and_format(args.tokenizer.as_deref(), args.format.as_deref()) {
                 Ok(choice) => choice,

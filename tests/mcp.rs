@@ -58,6 +58,43 @@ fn tools_are_listed_with_schemas() {
     assert_eq!(refused["error"]["message"], "tool not found", "{refused}");
 }
 
+/// A misspelt or unknown argument is refused, never ignored: `budget` for
+/// `budget_tokens` once packed 8000 tokens without a word.
+#[test]
+fn unknown_arguments_are_refused_and_every_schema_says_so() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let tools = client.request("tools/list", json!({}));
+    for tool in tools["result"]["tools"].as_array().unwrap() {
+        assert_eq!(
+            tool["inputSchema"]["additionalProperties"],
+            json!(false),
+            "{}",
+            tool["name"]
+        );
+    }
+    for (tool, arguments, unknown) in [
+        ("context_pack", json!({"query": "raft", "budget": 200}), "budget"),
+        ("context_pack", json!({"query": "raft", "folder": "entities"}), "folder"),
+        ("search", json!({"query": "raft", "tag": "databases"}), "tag"),
+        ("get_note", json!({"path": "concepts/raft.md", "section": "x"}), "section"),
+        ("status", json!({"verbose": true}), "verbose"),
+    ] {
+        let (is_error, text) = client.call(tool, arguments.clone());
+        assert!(is_error, "{tool} {arguments}: {text}");
+        assert!(text.contains(&format!("unknown field `{unknown}`")), "{tool}: {text}");
+    }
+    // The filters, flattened into the same arguments, are still read.
+    let (is_error, text) = client.call(
+        "search",
+        json!({"query": "raft", "tags": "nosuchtag", "folders": ["concepts"]}),
+    );
+    assert!(!is_error, "{text}");
+    let (is_error, text) = client.call("context_pack", json!({"query": "raft", "budget_tokens": 300}));
+    assert!(!is_error && text.contains("# Budget: 300 tokens"), "{text}");
+}
+
 /// What every tool declares it does, as (readOnly, destructive,
 /// idempotent, openWorld) hints.
 fn annotations(tool: &str) -> [bool; 4] {

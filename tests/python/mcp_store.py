@@ -81,8 +81,12 @@ async def client(number, url, synced, observed, results):
                     result = await session.call_tool("search", {"query": query, "limit": 5})
                     paths = [hit["path"] for hit in json.loads(result.content[0].text)["hits"]]
                     observed.append((number, query, paths))
-                pack = await session.call_tool("context_pack", {"query": "raft consensus", "budget": 1200})
-                if pack.is_error or "# Context Pack: raft consensus" not in pack.content[0].text:
+                pack = await session.call_tool("context_pack", {"query": "raft consensus", "budget_tokens": 1200})
+                if (
+                    pack.is_error
+                    or "# Context Pack: raft consensus" not in pack.content[0].text
+                    or "# Budget: 1200 tokens" not in pack.content[0].text
+                ):
                     results.append((number, "context_pack", pack.content[0].text[:200]))
                 rounds += 1
                 if done:
