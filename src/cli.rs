@@ -1553,12 +1553,6 @@ fn run_pack(cli: &Cli, args: &PackArgs, vault_name: Option<&str>) -> Result<(), 
             error.arm, error.message
         );
     }
-    if pack.bundle.is_empty() {
-        eprintln!(
-            "ctxpack: warning: a budget of {} tokens is too small for even the pack header",
-            args.budget
-        );
-    }
     let output = match args.format {
         PackFormat::Markdown => pack.bundle.clone(),
         PackFormat::Json => to_json(&pack)?,

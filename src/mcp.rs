@@ -1222,8 +1222,14 @@ impl State {
         }
         let whole = whole_notes(&pack);
         // A markdown result is the pack alone; what the filters name that
-        // the vault lacks follows it, so a typo is not read as "nothing".
-        let filter_warnings = session.filter_warnings(&request.filter);
+        // the vault lacks follows it, so a typo is not read as "nothing",
+        // and so does why a pack is empty.
+        let mut filter_warnings = session.filter_warnings(&request.filter);
+        if pack.bundle.is_empty() {
+            filter_warnings.push(crate::session::header_does_not_fit(
+                request.options.budget,
+            ));
+        }
         let text = if json {
             match serde_json::to_string_pretty(&pack) {
                 Ok(text) => text,

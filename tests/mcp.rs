@@ -95,6 +95,27 @@ fn unknown_arguments_are_refused_and_every_schema_says_so() {
     assert!(!is_error && text.contains("# Budget: 300 tokens"), "{text}");
 }
 
+/// A budget too small for the pack's header gives an empty pack and says
+/// why, over MCP as on the command line.
+#[test]
+fn an_empty_pack_says_why() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let response = client.request(
+        "tools/call",
+        json!({"name": "context_pack", "arguments": {"query": "raft", "budget_tokens": 10}}),
+    );
+    assert_eq!(
+        response["result"]["content"],
+        json!([
+            {"type": "text", "text": ""},
+            {"type": "text", "text": "warning: a budget of 10 tokens is too small for even the pack header"}
+        ]),
+        "{response}"
+    );
+}
+
 /// What every tool declares it does, as (readOnly, destructive,
 /// idempotent, openWorld) hints.
 fn annotations(tool: &str) -> [bool; 4] {

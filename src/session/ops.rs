@@ -77,7 +77,12 @@ impl Session {
         if matches!(request.mode, crate::pack::PackMode::Topic(_)) {
             self.config_pins()?;
         }
-        self.pack_shaped(request, shape)
+        let mut pack = self.pack_shaped(request, shape)?;
+        if pack.bundle.is_empty() {
+            pack.warnings
+                .push(header_does_not_fit(request.options.budget));
+        }
+        Ok(pack)
     }
 
     /// Appends `pack`'s line to the vault's `log.md` as
@@ -317,6 +322,11 @@ fn parse_line_range(text: &str) -> Option<(usize, usize)> {
     let (from, to) = text.split_once('-')?;
     let (from, to): (usize, usize) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
     (from >= 1 && from <= to).then_some((from, to))
+}
+
+/// Why a pack is empty when its budget cannot hold even its header.
+pub(crate) fn header_does_not_fit(budget: usize) -> String {
+    format!("a budget of {budget} tokens is too small for even the pack header")
 }
 
 #[cfg(test)]
