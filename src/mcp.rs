@@ -1766,6 +1766,7 @@ mod tests {
                 folder: None,
                 explain: None,
                 filters: Default::default(),
+                unknown: Default::default(),
             })
         }));
         assert_eq!(answered.is_error, Some(false));

@@ -261,8 +261,10 @@ impl Policy {
 
     /// The findings in `text`, and those that only appear once inline HTML
     /// tags are taken out (`ghp_ab<wbr>cd…`, `<span></span>` inside a
-    /// token), each covering the tags inside it: a reader, and a pack that
-    /// renders HTML as its text, sees the token whole.
+    /// token) and Markdown's escapes read (`ghp\_…`, which Obsidian shows
+    /// as `ghp_…`), each covering the tags and backslashes inside it: a
+    /// reader, and a pack that renders HTML as its text, sees the token
+    /// whole.
     pub fn findings_through_markup(&self, text: &str) -> Vec<secrets::Finding> {
         let mut findings = self.findings(text);
         let Some(view) = MarkupView::new(text) else {
@@ -395,6 +397,10 @@ impl MarkupView {
                 .filter(|&end| bytes[at + 1 + end] == b'>')
                 .map(|end| end + 2)
         };
+        // A backslash escaping punctuation (`\_`), read as the punctuation.
+        let escape_at = |at: usize| {
+            bytes[at] == b'\\' && bytes.get(at + 1).is_some_and(u8::is_ascii_punctuation)
+        };
         let joins = memchr::memchr_iter(b'<', bytes).any(|at| {
             tag_at(at).is_some_and(|len| {
                 at > 0
@@ -403,7 +409,8 @@ impl MarkupView {
                         .get(at + len)
                         .is_some_and(|b| !b.is_ascii_whitespace())
             })
-        });
+        }) || memchr::memchr_iter(b'\\', bytes)
+            .any(|at| escape_at(at) && at > 0 && !bytes[at - 1].is_ascii_whitespace());
         if !joins {
             return None;
         }
@@ -413,6 +420,13 @@ impl MarkupView {
         while at < bytes.len() {
             if let Some(len) = tag_at(at) {
                 at += len;
+                continue;
+            }
+            if escape_at(at) {
+                at += 1;
+                text.push(char::from(bytes[at]));
+                origin.push(at);
+                at += 1;
                 continue;
             }
             let len = original[at..].chars().next().map_or(1, char::len_utf8);
@@ -524,6 +538,13 @@ mod tests {
                 "{split}"
             );
         }
+        // Markdown escapes inside a token (Obsidian shows `ghp_…`).
+        let escaped = format!("# K\n\nkey {}\\_{} here\n", &token[..3], &token[4..]);
+        let prepared = policy.prepare("k.md", &escaped, None).unwrap();
+        assert_eq!(prepared.text, "# K\n\nkey [REDACTED:github_token] here\n");
+        // Escapes elsewhere are kept as written.
+        let kept = "# K\n\npath C:\\_dir and \\*emph\\*\n";
+        assert_eq!(policy.prepare("k.md", kept, None).unwrap().text, kept);
         // A value running into a comment does not take the comment with it.
         let raw = "# K\n\npassword = h8Kq2vZ9xW4m%%never shown%% after\n";
         let prepared = policy.prepare("k.md", raw, None).unwrap();
