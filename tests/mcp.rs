@@ -116,6 +116,23 @@ fn an_empty_pack_says_why() {
     );
 }
 
+/// `get_note` takes a path without its `.md`, as `mark_useful` and
+/// `--note` do; a private or missing note still gets the one message.
+#[test]
+fn get_note_takes_a_path_without_its_extension() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let (is_error, with) = client.call("get_note", json!({"path": "concepts/raft.md"}));
+    assert!(!is_error, "{with}");
+    let (is_error, without) = client.call("get_note", json!({"path": "concepts/raft"}));
+    assert!(!is_error, "{without}");
+    assert_eq!(with, without);
+    let (is_error, missing) = client.call("get_note", json!({"path": "concepts/nothing"}));
+    assert!(is_error);
+    assert!(missing.starts_with("no note 'concepts/nothing' in the vault"), "{missing}");
+}
+
 /// What every tool declares it does, as (readOnly, destructive,
 /// idempotent, openWorld) hints.
 fn annotations(tool: &str) -> [bool; 4] {
@@ -411,13 +428,13 @@ fn libraries_no_work_binds_are_outside_the_vault_tools() {
         "# Closed card\n\nThe zebrafinch cipher is HIDDEN-BY-BINDINGS.\n".as_bytes(),
     );
     let mut client = Client::start(&world, &project);
-    let (error, text) = client.call("search", json!({"query": "zebrafinch", "format": "json"}));
+    let (error, text) = client.call("search", json!({"query": "zebrafinch"}));
     assert!(!error, "{text}");
     assert!(text.contains("knowledge/打斗范式/open-card.md"), "{text}");
     assert!(!text.contains("言情范式"), "{text}");
     let (error, text) = client.call(
         "context_pack",
-        json!({"query": "zebrafinch cipher", "budget": 4000}),
+        json!({"query": "zebrafinch cipher", "budget_tokens": 4000}),
     );
     assert!(!error, "{text}");
     assert!(text.contains("zebrafinch signal"), "{text}");

@@ -555,7 +555,7 @@ fn a_server_on_the_store_alone_sees_every_sync_and_shares_feedback() {
     assert!(is_error, "{text}");
     let (is_error, text) = client.call(
         "context_pack",
-        json!({"query": "raft consensus", "budget": 1500}),
+        json!({"query": "raft consensus", "budget_tokens": 1500}),
     );
     assert!(!is_error && text.contains("Raft"), "{text}");
     // A sync by another process is seen by the next call, no restart.

@@ -231,8 +231,11 @@ impl Arm for Bm25Arm<'_> {
             score: f64::from(score),
             rules: Vec::new(),
         };
-        if let Some(kept) = self.store.search_notes_kept(query, limit, keep) {
-            return Ok(kept?.into_iter().map(hit).collect());
+        if self.store.scores_every_match() {
+            // The cut comes after the filter anyway: one search.
+            if let Some(kept) = self.store.search_notes_kept(query, limit, keep) {
+                return Ok(kept?.into_iter().map(hit).collect());
+            }
         }
         let mut fetch = limit;
         loop {
@@ -246,6 +249,14 @@ impl Arm for Bm25Arm<'_> {
                 .collect();
             if kept.len() >= limit || exhausted || fetch >= self.notes {
                 return Ok(kept);
+            }
+            // The first list fell short: a filter is at work. A store that
+            // can search among the notes it keeps does so once (a narrow
+            // filter), rather than deeper lists again and again.
+            if fetch == limit
+                && let Some(kept) = self.store.search_notes_kept(query, limit, keep)
+            {
+                return Ok(kept?.into_iter().map(hit).collect());
             }
             fetch = fetch.saturating_mul(4);
         }

@@ -121,9 +121,11 @@ impl Session {
     pub fn note_text(&self, path: &str) -> Result<(String, String), SessionError> {
         let relative = crate::vault::inside_vault(&self.root, path)
             .map_err(|_| SessionError::no_note(path))?;
-        if !self.vault.is_listed(&relative) {
-            return Err(SessionError::no_note(path));
-        }
+        // `.md` may be left out, as with `--note` and `mark_useful`.
+        let relative = [relative.clone(), format!("{relative}.md")]
+            .into_iter()
+            .find(|path| self.vault.is_listed(path))
+            .ok_or_else(|| SessionError::no_note(path))?;
         let Some(prepared) = self.vault.read_prepared(&relative) else {
             return Err(SessionError::no_note(path));
         };

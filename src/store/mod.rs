@@ -69,10 +69,14 @@ pub trait Store: Send + Sync {
     fn present_keys(&self, _keys: &[String]) -> Option<Result<Vec<String>>> {
         None
     }
+    /// Whether [`Store::search_notes`] scores every matching note whatever
+    /// the limit (then `search_notes_kept` is asked first, filter or not).
+    fn scores_every_match(&self) -> bool {
+        false
+    }
     /// [`Store::search_notes`] among the notes `keep` accepts, in one pass,
-    /// when this store can (every matching note is scored before the cut,
-    /// so a narrow filter loses none); `None` where the caller asks for
-    /// deeper lists until enough are kept.
+    /// when this store can (a narrow filter loses none); `None` where the
+    /// caller asks for deeper lists until enough are kept.
     fn search_notes_kept(
         &self,
         _text: &str,

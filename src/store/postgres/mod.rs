@@ -222,13 +222,11 @@ fn load_snapshot(connection: &Connection, name: &str) -> Result<Snapshot> {
                 &[&id],
             )
             .await?;
-        // Every Bases file the walk listed, as the embedded index lists
-        // them; the store holds the text of those the policy let it read.
+        // The Bases files the sync read under the policy (none in a private
+        // folder): an embed of any other reads as one of nothing, as over
+        // the embedded index.
         let bases = client
-            .query(
-                "SELECT path FROM ctxpack_files WHERE vault = $1 AND lower(path) LIKE '%.base'",
-                &[&id],
-            )
+            .query("SELECT path FROM ctxpack_bases WHERE vault = $1", &[&id])
             .await?;
         Ok((Some((vault, files, bases)), notes))
     })?;
@@ -369,6 +367,10 @@ impl Store for PgStore {
             self.snapshot.vault_id,
             keys,
         ))
+    }
+
+    fn scores_every_match(&self) -> bool {
+        true
     }
 
     fn search_notes_kept(
