@@ -220,6 +220,10 @@ impl<'a> Bm25Arm<'a> {
     }
 }
 
+/// A first list keeping fewer than one note in this many suggests a
+/// narrow filter (see [`Bm25Arm`]'s `rank`).
+const FEW_KEPT: usize = 8;
+
 impl Arm for Bm25Arm<'_> {
     fn name(&self) -> &'static str {
         "bm25"
@@ -241,6 +245,7 @@ impl Arm for Bm25Arm<'_> {
         loop {
             let hits = self.store.search_notes(query, fetch)?;
             let exhausted = hits.len() < fetch;
+            let listed = hits.len();
             let kept: Vec<ArmHit> = hits
                 .into_iter()
                 .filter(|(note, _)| keep(*note))
@@ -250,10 +255,11 @@ impl Arm for Bm25Arm<'_> {
             if kept.len() >= limit || exhausted || fetch >= self.notes {
                 return Ok(kept);
             }
-            // The first list fell short: a filter is at work. A store that
-            // can search among the notes it keeps does so once (a narrow
-            // filter), rather than deeper lists again and again.
+            // The first list kept few of its notes: a narrow filter is at
+            // work. A store that can search among the notes it keeps does
+            // so once, rather than deeper lists again and again.
             if fetch == limit
+                && kept.len().saturating_mul(FEW_KEPT) < listed
                 && let Some(kept) = self.store.search_notes_kept(query, limit, keep)
             {
                 return Ok(kept?.into_iter().map(hit).collect());
