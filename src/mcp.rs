@@ -1226,9 +1226,7 @@ impl State {
         // and so does why a pack is empty.
         let mut filter_warnings = session.filter_warnings(&request.filter);
         if pack.bundle.is_empty() {
-            filter_warnings.push(crate::session::header_does_not_fit(
-                request.options.budget,
-            ));
+            filter_warnings.push(crate::session::header_does_not_fit(request.options.budget));
         }
         let text = if json {
             match serde_json::to_string_pretty(&pack) {

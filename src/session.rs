@@ -45,8 +45,8 @@ pub(crate) mod upkeep;
 // Exported by lib.rs: on a line of its own, as `unreachable_pub` judges a
 // grouped `pub use` as a whole.
 pub use error::SessionError;
-pub(crate) use ops::{LoggedPack, header_does_not_fit};
 pub use ops::NoteRequest;
+pub(crate) use ops::{LoggedPack, header_does_not_fit};
 
 /// Where the index lives, whether to draw progress, and which embedding
 /// model the semantic arm uses.

@@ -268,9 +268,13 @@ fn an_exact_counter_fills_the_budget_however_the_last_excerpt_ends() {
         body.push_str(&format!("## 第{section}节\n\n"));
         for line in 0..6 {
             if section % 3 == 1 {
-                body.push_str(&format!("docker 网络配置第{line}行：容器使用桥接网络，端口映射到服务器。\n\n"));
+                body.push_str(&format!(
+                    "docker 网络配置第{line}行：容器使用桥接网络，端口映射到服务器。\n\n"
+                ));
             } else {
-                body.push_str(&format!("其他内容第{line}行，我们可以使用这个命令删除镜像。\n\n"));
+                body.push_str(&format!(
+                    "其他内容第{line}行，我们可以使用这个命令删除镜像。\n\n"
+                ));
             }
         }
         body.push_str("```\ndocker network ls\n```\n\n");
@@ -289,7 +293,11 @@ fn an_exact_counter_fills_the_budget_however_the_last_excerpt_ends() {
                 backlinks: false,
                 filter: Default::default(),
             });
-            assert!(pack.actual <= budget, "{tokenizer} {budget}: {}", pack.actual);
+            assert!(
+                pack.actual <= budget,
+                "{tokenizer} {budget}: {}",
+                pack.actual
+            );
             if pack.actual * 10 < budget * 9 {
                 short.push(format!("{tokenizer} {budget}: {}", pack.actual));
             }

@@ -75,15 +75,34 @@ fn unknown_arguments_are_refused_and_every_schema_says_so() {
         );
     }
     for (tool, arguments, unknown) in [
-        ("context_pack", json!({"query": "raft", "budget": 200}), "budget"),
-        ("context_pack", json!({"query": "raft", "folder": "entities"}), "folder"),
-        ("search", json!({"query": "raft", "tag": "databases"}), "tag"),
-        ("get_note", json!({"path": "concepts/raft.md", "section": "x"}), "section"),
+        (
+            "context_pack",
+            json!({"query": "raft", "budget": 200}),
+            "budget",
+        ),
+        (
+            "context_pack",
+            json!({"query": "raft", "folder": "entities"}),
+            "folder",
+        ),
+        (
+            "search",
+            json!({"query": "raft", "tag": "databases"}),
+            "tag",
+        ),
+        (
+            "get_note",
+            json!({"path": "concepts/raft.md", "section": "x"}),
+            "section",
+        ),
         ("status", json!({"verbose": true}), "verbose"),
     ] {
         let (is_error, text) = client.call(tool, arguments.clone());
         assert!(is_error, "{tool} {arguments}: {text}");
-        assert!(text.contains(&format!("unknown field `{unknown}`")), "{tool}: {text}");
+        assert!(
+            text.contains(&format!("unknown field `{unknown}`")),
+            "{tool}: {text}"
+        );
     }
     // The filters, flattened into the same arguments, are still read.
     let (is_error, text) = client.call(
@@ -91,7 +110,10 @@ fn unknown_arguments_are_refused_and_every_schema_says_so() {
         json!({"query": "raft", "tags": "nosuchtag", "folders": ["concepts"]}),
     );
     assert!(!is_error, "{text}");
-    let (is_error, text) = client.call("context_pack", json!({"query": "raft", "budget_tokens": 300}));
+    let (is_error, text) = client.call(
+        "context_pack",
+        json!({"query": "raft", "budget_tokens": 300}),
+    );
     assert!(!is_error && text.contains("# Budget: 300 tokens"), "{text}");
 }
 
@@ -130,7 +152,10 @@ fn get_note_takes_a_path_without_its_extension() {
     assert_eq!(with, without);
     let (is_error, missing) = client.call("get_note", json!({"path": "concepts/nothing"}));
     assert!(is_error);
-    assert!(missing.starts_with("no note 'concepts/nothing' in the vault"), "{missing}");
+    assert!(
+        missing.starts_with("no note 'concepts/nothing' in the vault"),
+        "{missing}"
+    );
 }
 
 /// What every tool declares it does, as (readOnly, destructive,

@@ -705,10 +705,33 @@ fn a_secret_in_a_query_or_filter_is_quoted_back_redacted() {
     for args in [
         vec!["search".to_string(), format!("nomatch {token}")],
         vec!["search".into(), format!("\"nomatch {token}\" -other")],
-        vec!["search".into(), "raft".into(), "--folder".into(), token.into()],
-        vec!["search".into(), "raft".into(), "--where".into(), format!("{token}=x")],
-        vec!["search".into(), "raft".into(), "--format".into(), "json".into(), "--tag".into(), token.into()],
-        vec!["pack".into(), "raft".into(), "--no-log".into(), "--folder".into(), token.into()],
+        vec![
+            "search".into(),
+            "raft".into(),
+            "--folder".into(),
+            token.into(),
+        ],
+        vec![
+            "search".into(),
+            "raft".into(),
+            "--where".into(),
+            format!("{token}=x"),
+        ],
+        vec![
+            "search".into(),
+            "raft".into(),
+            "--format".into(),
+            "json".into(),
+            "--tag".into(),
+            token.into(),
+        ],
+        vec![
+            "pack".into(),
+            "raft".into(),
+            "--no-log".into(),
+            "--folder".into(),
+            token.into(),
+        ],
     ] {
         let output = world
             .cmd()
@@ -725,7 +748,10 @@ fn a_secret_in_a_query_or_filter_is_quoted_back_redacted() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(!printed.contains("kR7mQ2xLp9"), "{args:?}: {printed}");
-        assert!(printed.contains("[REDACTED:github_token]"), "{args:?}: {printed}");
+        assert!(
+            printed.contains("[REDACTED:github_token]"),
+            "{args:?}: {printed}"
+        );
     }
 }
 
@@ -738,7 +764,10 @@ fn a_base_in_a_private_folder_is_not_found_by_an_embed() {
         "vault",
         &[
             (".ctxpack.yaml", "private:\n  folders: [\"journal/\"]\n"),
-            ("journal/JBooks.base", "views:\n  - type: table\n    name: All\n"),
+            (
+                "journal/JBooks.base",
+                "views:\n  - type: table\n    name: All\n",
+            ),
             (
                 "lib.md",
                 "# Hotel\n\nhotel list.\n\n![[JBooks.base]]\n\n![[journal/Nope.base]]\n",
@@ -833,7 +862,8 @@ fn changing_when_packs_log_keeps_the_index() {
         let err = String::from_utf8_lossy(&output.stderr);
         assert!(!err.contains("rebuilt"), "{policy:?}: {err}");
         assert!(
-            String::from_utf8_lossy(&output.stdout).contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
+            String::from_utf8_lossy(&output.stdout)
+                .contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
             "{policy:?}"
         );
     }

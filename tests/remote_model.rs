@@ -441,7 +441,14 @@ fn a_pack_asks_the_server_for_its_query_once() {
     // chosen with it again: one request serves both.
     let output = world
         .cmd()
-        .args(["pack", "raft leader", "--budget", "400", "--no-log", "--vault"])
+        .args([
+            "pack",
+            "raft leader",
+            "--budget",
+            "400",
+            "--no-log",
+            "--vault",
+        ])
         .arg(&vault)
         .output()
         .unwrap();

@@ -254,7 +254,13 @@ fn a_canvas_is_a_document_and_its_file_nodes_are_links() {
     );
     let broken = world
         .cmd()
-        .args(["pack", "--note", "Boards/Broken.canvas", "--no-log", "--vault"])
+        .args([
+            "pack",
+            "--note",
+            "Boards/Broken.canvas",
+            "--no-log",
+            "--vault",
+        ])
         .arg(&vault)
         .output()
         .unwrap();

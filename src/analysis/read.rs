@@ -31,7 +31,10 @@ pub(crate) struct Pending {
     pub previous_hash: Option<[u8; 32]>,
 }
 
-pub(crate) fn walk_diagnostics(problems: Vec<(String, String)>, policy: &Policy) -> Vec<Diagnostic> {
+pub(crate) fn walk_diagnostics(
+    problems: Vec<(String, String)>,
+    policy: &Policy,
+) -> Vec<Diagnostic> {
     // A file in a private folder is never opened, and not even its name
     // reaches a diagnostic: nor does a special file, a link or an odd name
     // the walk found there.

@@ -1416,17 +1416,35 @@ mod tests {
         let narrow: [&dyn Fn(usize) -> bool; 3] =
             [&|note| note % 23 == 0, &|note| note < 11, &|_| false];
         for keep in narrow {
-            let kept: Vec<_> = all.iter().filter(|(note, _)| keep(*note)).copied().collect();
+            let kept: Vec<_> = all
+                .iter()
+                .filter(|(note, _)| keep(*note))
+                .copied()
+                .collect();
             for limit in [1, 3, 10, notes] {
                 let got = index.search_notes_kept("raft leader", limit, keep);
-                let got = got.expect("a narrow filter is searched among its notes").unwrap();
+                let got = got
+                    .expect("a narrow filter is searched among its notes")
+                    .unwrap();
                 assert_eq!(got, kept[..kept.len().min(limit)], "limit {limit}");
             }
         }
         // Wide: more than an eighth of the notes.
-        assert!(index.search_notes_kept("raft leader", 10, &|note| note < 12).is_some());
-        assert!(index.search_notes_kept("raft leader", 10, &|note| note < 13).is_none());
-        assert!(index.search_notes_kept("raft leader", 10, &|_| true).is_none());
+        assert!(
+            index
+                .search_notes_kept("raft leader", 10, &|note| note < 12)
+                .is_some()
+        );
+        assert!(
+            index
+                .search_notes_kept("raft leader", 10, &|note| note < 13)
+                .is_none()
+        );
+        assert!(
+            index
+                .search_notes_kept("raft leader", 10, &|_| true)
+                .is_none()
+        );
     }
 
     #[test]

@@ -420,7 +420,10 @@ mod tests {
         // One match whose context alone passes the bound keeps its line.
         let found = grep(&text, "line 200 ", MAX_CONTEXT_LINES, Tokenizer::Chars4, 40).unwrap();
         assert_eq!(found.matches.len(), 1);
-        assert_eq!(found.matches[0].text, "line 200 of a long pack, with words enough to weigh\n");
+        assert_eq!(
+            found.matches[0].text,
+            "line 200 of a long pack, with words enough to weigh\n"
+        );
         assert_eq!(&text[found.matches[0].offset..][..9], "line 200 ");
         // A line longer than the bound is cut at a character.
         let long = format!("{}raft\n", "分布式".repeat(100));

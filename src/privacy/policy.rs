@@ -131,7 +131,11 @@ impl PrivateRules {
             }
         }
         for heading in defaults.headings {
-            if !self.headings.iter().any(|h| h.eq_ignore_ascii_case(&heading)) {
+            if !self
+                .headings
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&heading))
+            {
                 self.headings.push(heading);
             }
         }

@@ -2606,7 +2606,12 @@ mod tests {
             "@git.internal/repo.git",
         ),
         ("password_assignment", "password = ", "YourDog#2019!x", ""),
-        ("secret_assignment", "token: ", "9fK2Lq8ZpXw4yourTmR7vB3nC", ""),
+        (
+            "secret_assignment",
+            "token: ",
+            "9fK2Lq8ZpXw4yourTmR7vB3nC",
+            "",
+        ),
         (
             "github_token",
             "",

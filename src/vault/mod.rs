@@ -397,9 +397,9 @@ impl Vault {
     /// in a hidden or private folder, so that an embed of one reads as an
     /// embed of nothing (no path, no "cannot be read" to tell it exists).
     pub fn bases(&self) -> impl Iterator<Item = &String> {
-        self.bases
-            .iter()
-            .filter(|path| !walk::is_hidden(path, &self.hidden) && !self.policy.is_private_path(path))
+        self.bases.iter().filter(|path| {
+            !walk::is_hidden(path, &self.hidden) && !self.policy.is_private_path(path)
+        })
     }
 
     /// Makes `paths` (sorted, as the walk lists them) the vault's Bases files.
