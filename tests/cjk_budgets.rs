@@ -139,6 +139,19 @@ fn options(budget: usize, tokenizer: Tokenizer) -> PackOptions {
     )
 }
 
+/// A ranked topic pack of `budget` tokens.
+fn topic_request(topic: &str, budget: usize, tokenizer: Tokenizer) -> PackRequest {
+    PackRequest {
+        mode: PackMode::Topic(topic.into()),
+        ranker: Ranker::Hybrid,
+        rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
+        options: options(budget, tokenizer),
+        subqueries: Vec::new(),
+        backlinks: false,
+        filter: Default::default(),
+    }
+}
+
 /// What the pack's own English lines (the header, page headings, `summary:`
 /// labels) cost in o200k tokens beyond `tokenizer`'s estimate of them. A
 /// chars4 estimate of English is the seed's (4 characters a token), and a
@@ -173,16 +186,7 @@ proptest! {
         ranked in prop::bool::ANY,
     ) {
         let pack = if ranked {
-            let session = Session::without_index(vault);
-            session.pack(&PackRequest {
-                mode: PackMode::Topic(topic),
-                ranker: Ranker::Hybrid,
-                rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
-                options: options(budget, tokenizer),
-                subqueries: Vec::new(),
-                backlinks: false,
-                filter: Default::default(),
-            })
+            Session::without_index(vault).pack(&topic_request(&topic, budget, tokenizer))
         } else {
             build_pack(&vault, &PackMode::Recent, &options(budget, tokenizer))
         };
@@ -284,15 +288,7 @@ fn an_exact_counter_fills_the_budget_however_the_last_excerpt_ends() {
     let mut short = Vec::new();
     for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k] {
         for budget in (200..1400).step_by(15) {
-            let pack = session.pack(&PackRequest {
-                mode: PackMode::Topic("容器 网络".into()),
-                ranker: Ranker::Hybrid,
-                rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
-                options: options(budget, tokenizer),
-                subqueries: Vec::new(),
-                backlinks: false,
-                filter: Default::default(),
-            });
+            let pack = session.pack(&topic_request("容器 网络", budget, tokenizer));
             assert!(
                 pack.actual <= budget,
                 "{tokenizer} {budget}: {}",

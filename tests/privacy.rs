@@ -361,6 +361,30 @@ fn assert_clean(what: &str, text: &str) {
     }
 }
 
+/// Runs `args` on `vault` whatever its exit: (the exit code, stdout and
+/// stderr together).
+fn run_any<S: AsRef<std::ffi::OsStr>>(
+    world: &World,
+    vault: &Path,
+    args: &[S],
+) -> (Option<i32>, String) {
+    let output = world
+        .cmd()
+        .args(args)
+        .arg("--vault")
+        .arg(vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), printed)
+}
+
 fn run(world: &World, vault: &Path, args: &[&str]) -> String {
     let output = world
         .cmd()
@@ -619,21 +643,8 @@ fn nothing_in_a_private_folder_is_named_in_a_diagnostic() {
         &["pack", "raft", "--no-log"],
         &["index"],
     ] {
-        let output = world
-            .cmd()
-            .args(args)
-            .arg("--vault")
-            .arg(&vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(0), "{args:?}");
-        let printed = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (code, printed) = run_any(&world, &vault, args);
+        assert_eq!(code, Some(0), "{args:?}");
         for name in ["therapyfifo", "lawyeroutside", "affairbroken", "name.md"] {
             assert!(!printed.contains(name), "{args:?} names {name}: {printed}");
         }
@@ -733,20 +744,7 @@ fn a_secret_in_a_query_or_filter_is_quoted_back_redacted() {
             token.into(),
         ],
     ] {
-        let output = world
-            .cmd()
-            .args(&args)
-            .arg("--vault")
-            .arg(&vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .output()
-            .unwrap();
-        let printed = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (_, printed) = run_any(&world, &vault, &args);
         assert!(!printed.contains("kR7mQ2xLp9"), "{args:?}: {printed}");
         assert!(
             printed.contains("[REDACTED:github_token]"),
@@ -851,20 +849,12 @@ fn changing_when_packs_log_keeps_the_index() {
     run(&world, &vault, &["index"]);
     for policy in ["log: never\n", "log: always\n", ""] {
         common::write(&vault.join(".ctxpack.yaml"), policy.as_bytes());
-        let output = world
-            .cmd()
-            .args(["index", "--vault"])
-            .arg(&vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&output.stderr);
-        assert!(!err.contains("rebuilt"), "{policy:?}: {err}");
+        let (code, printed) = run_any(&world, &vault, &["index"]);
+        assert_eq!(code, Some(0), "{printed}");
+        assert!(!printed.contains("rebuilt"), "{policy:?}: {printed}");
         assert!(
-            String::from_utf8_lossy(&output.stdout)
-                .contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
-            "{policy:?}"
+            printed.contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
+            "{policy:?}: {printed}"
         );
     }
 }
