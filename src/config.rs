@@ -339,7 +339,7 @@ fn is_config_file(file: &Path) -> bool {
 
 fn read_config_file(file: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
     let (text, _) = crate::safe_fs::read_text(file, MAX_CONFIG_BYTES)
-        .map_err(|err| ConfigError(format!("cannot read {}: {err}", file.display())))?;
+        .map_err(|err| ConfigError(format!("cannot read {}: {}", file.display(), err.reason())))?;
     Ok(parse_env(&text))
 }
 

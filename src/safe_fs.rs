@@ -20,6 +20,15 @@ impl std::fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+impl ReadError {
+    /// The reason alone, for a file whose failure stops the command (a
+    /// policy, a config): a note that cannot be read is skipped and says
+    /// so, but such a file is not.
+    pub(crate) fn reason(&self) -> &str {
+        self.0.strip_suffix("; skipped").unwrap_or(&self.0)
+    }
+}
+
 /// What kind of non-regular file a file type is, or `None` for a regular
 /// file (symlinks are followed by the callers' `metadata`).
 pub(crate) fn special_kind(file_type: &fs::FileType) -> Option<&'static str> {

@@ -823,6 +823,21 @@ fn a_policy_that_does_not_parse_stops_every_command() {
     }
 }
 
+/// A policy that is not a file stops the command, and says why without
+/// the "skipped" a note that cannot be read gets.
+#[test]
+fn a_policy_that_is_a_folder_stops_the_command() {
+    let world = World::new();
+    let vault = world.vault("vault", &[("a.md", "raft\n")]);
+    std::fs::create_dir(vault.join(".ctxpack.yaml")).unwrap();
+    let (code, printed) = run_any(&world, &vault, &["search", "raft"]);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.ends_with(".ctxpack.yaml: a folder, not a regular file\n"),
+        "{printed}"
+    );
+}
+
 #[test]
 fn changing_the_policy_rebuilds_what_the_index_holds() {
     let world = World::new();

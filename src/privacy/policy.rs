@@ -215,7 +215,7 @@ impl Policy {
             )));
         }
         let (text, _) = crate::safe_fs::read_text(&real, MAX_POLICY_BYTES)
-            .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+            .map_err(|err| format!("cannot read {}: {}", path.display(), err.reason()))?;
         Policy::parse(&text).map_err(|err| PolicyError(format!("{}: {err}", path.display())))
     }
 
