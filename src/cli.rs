@@ -1680,7 +1680,13 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
             }
         }
     }
-    if results.total > results.hits.len() {
+    if results.more {
+        out.push_str(&format!(
+            "({} of the {} best-ranked matching notes shown; more match: --limit shows more)\n",
+            results.hits.len(),
+            results.total
+        ));
+    } else if results.total > results.hits.len() {
         out.push_str(&format!(
             "({} of {} matching notes shown)\n",
             results.hits.len(),

@@ -641,6 +641,7 @@ impl Session {
         rank.depth = rank.depth.max(request.limit);
         let ranking = self.rank(&syntax.text, &rank, &keep);
         let total = ranking.hits.len();
+        let more = total >= rank.depth;
         let top: Vec<_> = ranking.hits.into_iter().take(request.limit).collect();
         let paths: Vec<&str> = top
             .iter()
@@ -685,6 +686,7 @@ impl Session {
         SearchResults {
             query: redact(collapse_whitespace(&request.query)),
             total,
+            more,
             hits,
             signal_errors: ranking.signal_errors,
             semantic: self.semantic_now(),
@@ -1473,8 +1475,12 @@ impl SearchRequest {
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchResults {
     pub query: String,
-    /// How many notes matched (before `limit`).
+    /// How many notes matched (before `limit`), at most the ranking's
+    /// depth (see `more`).
     pub total: usize,
+    /// More notes match than `total`: the ranking kept its depth's worth.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
     pub hits: Vec<SearchHit>,
     pub signal_errors: Vec<SignalError>,
     /// What the semantic arm did (`on (...)`, or why it is off).

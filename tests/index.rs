@@ -1081,6 +1081,40 @@ fn search_filters_and_formats() {
     assert_eq!(none, "No notes match 'xylophone'.\n");
 }
 
+/// The ranking keeps its best 100 notes: a search says when more match,
+/// never counting 100 as all of them.
+#[test]
+fn a_search_says_when_more_notes_match_than_it_ranked() {
+    let world = World::new();
+    let vault = big_vault(&world, 130);
+    let search = |extra: &[&str]| {
+        ok(&world
+            .cmd()
+            .args(["search", "text"])
+            .args(extra)
+            .arg("--vault")
+            .arg(&vault)
+            .output()
+            .unwrap())
+    };
+    assert!(
+        search(&[]).ends_with(
+            "(10 of the 100 best-ranked matching notes shown; more match: --limit shows more)\n"
+        ),
+        "{}",
+        search(&[])
+    );
+    let all: serde_json::Value =
+        serde_json::from_str(&search(&["--limit", "200", "--format", "json"])).unwrap();
+    assert_eq!(all["total"], 130);
+    assert!(all.get("more").is_none(), "{all}");
+    let capped: serde_json::Value = serde_json::from_str(&search(&["--format", "json"])).unwrap();
+    assert_eq!(
+        (capped["total"].as_u64(), capped["more"].as_bool()),
+        (Some(100), Some(true))
+    );
+}
+
 /// An opened index is read in place: a search decodes the metadata of the
 /// notes it returns (and of those a path lookup visits), not the vault's.
 #[test]
