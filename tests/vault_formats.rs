@@ -208,6 +208,50 @@ const CANVAS: &str = r##"{
   "edges": [{"id": "e1", "fromNode": "n1", "toNode": "n2"}]
 }"##;
 
+/// `![[board.canvas]]`, as Obsidian writes a canvas embed, is expanded as
+/// `![[board]]` is (it was left a bare link, as an image is); a canvas
+/// that does not parse is private, so its embed finds nothing.
+#[test]
+fn a_canvas_embedded_by_its_file_name_is_expanded() {
+    let world = World::new();
+    let vault = world.vault(
+        "harbour",
+        &[
+            ("Boards/Harbour day.canvas", CANVAS),
+            ("Boards/Broken.canvas", "{not json"),
+            (
+                "Plan.md",
+                "# Plan\n\nferry plan.\n\n![[Harbour day.canvas]]\n\n![[Broken.canvas]]\n",
+            ),
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &["ferry plan", "--budget", "600", "--format", "json"],
+    )))
+    .unwrap();
+    let plan = json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "Plan.md")
+        .unwrap();
+    assert_eq!(
+        plan["embeds"],
+        serde_json::json!([
+            {"link": "![[Harbour day.canvas]]", "path": "Boards/Harbour day.canvas", "status": "expanded", "depth": 1},
+            {"link": "![[Broken.canvas]]", "status": "not_found", "depth": 1}
+        ])
+    );
+    assert!(
+        json["bundle"]
+            .as_str()
+            .unwrap()
+            .contains("Tugboats meet the ferry at the breakwater."),
+        "{json}"
+    );
+}
+
 #[test]
 fn a_canvas_is_a_document_and_its_file_nodes_are_links() {
     let world = World::new();

@@ -111,7 +111,8 @@ impl Embeds {
         if extension.as_deref() == Some(crate::vault::walk::BASE_EXTENSION) {
             return Some(self.expand_base(vault, from, link));
         }
-        if extension.is_some_and(|ext| ext != "md") {
+        // A canvas is read as a note, and embedded as one (`![[board.canvas]]`).
+        if extension.is_some_and(|ext| ext != "md" && ext != crate::parse::canvas::EXTENSION) {
             return None;
         }
         let depth = self.stack.len();
