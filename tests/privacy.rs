@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Output;
 
 use chrono::{TimeZone, Utc};
 use common::World;
@@ -361,14 +362,9 @@ fn assert_clean(what: &str, text: &str) {
     }
 }
 
-/// Runs `args` on `vault` whatever its exit: (the exit code, stdout and
-/// stderr together).
-fn run_any<S: AsRef<std::ffi::OsStr>>(
-    world: &World,
-    vault: &Path,
-    args: &[S],
-) -> (Option<i32>, String) {
-    let output = world
+/// The output of `args` on `vault` (its own index folder), whatever its exit.
+fn output_of<S: AsRef<std::ffi::OsStr>>(world: &World, vault: &Path, args: &[S]) -> Output {
+    world
         .cmd()
         .args(args)
         .arg("--vault")
@@ -376,7 +372,17 @@ fn run_any<S: AsRef<std::ffi::OsStr>>(
         .arg("--index-dir")
         .arg(world.path().join("index"))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `args` on `vault` whatever its exit: (the exit code, stdout and
+/// stderr together).
+fn run_any<S: AsRef<std::ffi::OsStr>>(
+    world: &World,
+    vault: &Path,
+    args: &[S],
+) -> (Option<i32>, String) {
+    let output = output_of(world, vault, args);
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -386,15 +392,7 @@ fn run_any<S: AsRef<std::ffi::OsStr>>(
 }
 
 fn run(world: &World, vault: &Path, args: &[&str]) -> String {
-    let output = world
-        .cmd()
-        .args(args)
-        .arg("--vault")
-        .arg(vault)
-        .arg("--index-dir")
-        .arg(world.path().join("index"))
-        .output()
-        .unwrap();
+    let output = output_of(world, vault, args);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
@@ -805,15 +803,7 @@ fn a_policy_that_does_not_parse_stops_every_command() {
         &["status"],
         &["audit"],
     ] {
-        let output = world
-            .cmd()
-            .args(args)
-            .arg("--vault")
-            .arg(&vault)
-            .arg("--index-dir")
-            .arg(world.path().join("index"))
-            .output()
-            .unwrap();
+        let output = output_of(&world, &vault, args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
