@@ -87,7 +87,10 @@ mod vault;
 mod xdg;
 
 pub use assemble::recipe::{Layer, PathTemplateError, Recipe, RecipeError, Requirement};
-pub use assemble::{AssembleError, AssembleRequest, assemble, unbound_libraries};
+pub use assemble::{
+    AssembleError, AssembleRequest, ProjectRestrictions, assemble, project_restrictions,
+    unbound_libraries,
+};
 pub use filter::Filters;
 pub use index::{IndexConfig, VaultIndex};
 pub use note::{Diagnostic, Note, Tier};

@@ -804,6 +804,239 @@ fn a_schema_that_would_leak_through_the_baseline_is_refused() {
 }
 
 #[test]
+fn schemas_fail_closed_when_missing_or_misspelt() {
+    let world = World::new();
+    let root = world.example("novel");
+    let writer = novel_args("continuation", "9", &["--no-write"]);
+    // A type the recipe reads by name needs its schema.
+    let settings = root.join("meta/schemas/设定.yaml");
+    let kept = fs::read(&settings).unwrap();
+    fs::remove_file(&settings).unwrap();
+    let output = run(&world, &root, &writer);
+    common::fails(
+        &output,
+        1,
+        "source 'settings' reads type '设定', but no schema in meta/schemas defines it",
+    );
+    assert!(!stdout(&output).contains("谜底与真相"));
+    fs::write(&settings, kept).unwrap();
+    // A card of a type no schema defines shows no field, and says so.
+    fs::write(
+        root.join(format!("works/{WORK}/知识/人物/无名.md")),
+        "---\n类型: 无名类\n名称: 无名\n---\n## 身份\n\nUNSCHEMATIZED-7c1\n",
+    )
+    .unwrap();
+    let output = ok_status(&run(
+        &world,
+        &root,
+        &novel_args("extraction", "8", &["--no-write"]),
+    ));
+    assert!(!stdout(&output).contains("UNSCHEMATIZED-7c1"));
+    assert!(
+        stderr(&output).contains("no schema in meta/schemas defines type '无名类'")
+            || stdout(&output).contains("no schema in meta/schemas defines type '无名类'"),
+        "{}",
+        stderr(&output)
+    );
+    // A purpose no agent has is a misspelling, not a rule.
+    let person = root.join("meta/schemas/人物.yaml");
+    let text = fs::read_to_string(&person).unwrap();
+    fs::write(&person, text.replacen("planning", "planing", 1)).unwrap();
+    common::fails(
+        &run(&world, &root, &writer),
+        1,
+        "names purpose 'planing', which no agent of the recipe has",
+    );
+}
+
+#[test]
+fn a_candidate_read_field_by_field_is_refused() {
+    let world = World::new();
+    let root = world.example("novel");
+    for candidate in [
+        format!("works/{WORK}/设定.md"),
+        format!("works/{WORK}/大纲.md"),
+        format!("works/{WORK}/知识/人物/林砚.md"),
+        format!("./works/{WORK}/知识/人物/林砚.md"),
+        "knowledge/打斗范式/对峙蓄势.md".to_string(),
+    ] {
+        let output = run(
+            &world,
+            &root,
+            &novel_args(
+                "quality_gate",
+                "9",
+                &["--candidate", &candidate, "--no-write"],
+            ),
+        );
+        common::fails(&output, 2, "is read field by field under a schema");
+        assert!(stdout(&output).is_empty(), "{candidate}");
+    }
+}
+
+#[test]
+fn a_review_file_replaces_nothing_but_an_earlier_copy() {
+    let world = World::new();
+    let root = world.example("novel");
+    let recipe = root.join("meta/recipe.yaml");
+    let original = fs::read_to_string(&recipe).unwrap();
+    let line = original
+        .lines()
+        .find(|l| l.starts_with("review_file:"))
+        .unwrap()
+        .to_string();
+    fs::write(root.join(".ctxpack.yaml"), "").unwrap();
+    for (target, why) in [
+        (".ctxpack.yaml", "is a hidden file"),
+        (".git/hooks/pre-commit", "is a hidden file"),
+        ("meta/agents/writer.md", "is the recipe's folder"),
+        ("works/{work}/设定.md", "is a sections source"),
+        ("works/{work}/正文/第{unit:03}章.md", "is the unit's file"),
+        (
+            "works/{work}/正文/第008章.md",
+            "does not begin as this review copy does",
+        ),
+        ("notes.txt", "is not a Markdown file"),
+    ] {
+        fs::write(
+            &recipe,
+            original.replace(&line, &format!("review_file: \"{target}\"")),
+        )
+        .unwrap();
+        let before = snapshot(&root);
+        let output = run(&world, &root, &novel_args("continuation", "9", &[]));
+        common::fails(&output, 2, why);
+        assert_eq!(snapshot(&root), before, "{target} changed the project");
+    }
+    // An earlier copy is replaced.
+    fs::write(&recipe, &original).unwrap();
+    ok_status(&run(&world, &root, &novel_args("continuation", "9", &[])));
+    ok_status(&run(&world, &root, &novel_args("continuation", "9", &[])));
+}
+
+#[test]
+fn secrets_in_what_the_request_says_are_redacted() {
+    let world = World::new();
+    let root = world.example("novel");
+    let token = "ghp_R8x2kQ9mZ7vL3pN5tW1yB6cD4fG0hJ2sK8aE";
+    let intent = format!("写 password=Zq8#Lm2vXk9p {token}");
+    let comment = format!("token {token}");
+    let output = ok_status(&run(
+        &world,
+        &root,
+        &[
+            "--work",
+            WORK,
+            "--scenario",
+            "continuation",
+            "--chapter",
+            "9",
+            "--intent",
+            &intent,
+            "--comment",
+            &comment,
+            "--selection",
+            token,
+            "--no-write",
+        ],
+    ));
+    let out = stdout(&output);
+    assert!(
+        !out.contains(token) && !out.contains("Zq8#Lm2vXk9p"),
+        "{out}"
+    );
+    assert!(out.contains("[REDACTED:github_token]"), "{out}");
+}
+
+#[test]
+fn a_second_field_of_the_same_name_is_kept() {
+    let world = World::new();
+    let root = world.example("novel");
+    let settings = root.join(format!("works/{WORK}/设定.md"));
+    let mut text = fs::read_to_string(&settings).unwrap();
+    text.push_str("\n## 世界与规则\n\nDUP-WORLD-9d2\n");
+    fs::write(&settings, text).unwrap();
+    let card = root.join(format!("works/{WORK}/知识/人物/沈青.md"));
+    let text = fs::read_to_string(&card).unwrap();
+    fs::write(
+        &card,
+        text.replacen("---\n## ", "当前状态: FM-STATE-4b8\n---\n## ", 1),
+    )
+    .unwrap();
+    let output = ok_status(&run(
+        &world,
+        &root,
+        &novel_args("continuation", "9", &["--no-write"]),
+    ));
+    let out = stdout(&output);
+    assert!(
+        out.contains("DUP-WORLD-9d2"),
+        "the second section was dropped"
+    );
+    assert!(
+        out.contains("FM-STATE-4b8"),
+        "the frontmatter field was dropped"
+    );
+    assert!(
+        out.contains("收到巡灯司密令"),
+        "the section named like the frontmatter key was dropped"
+    );
+}
+
+#[test]
+fn the_vault_tools_over_a_project_show_only_what_every_purpose_may_see() {
+    let world = World::new();
+    let root = world.example("novel");
+    let index = world.path().join("index");
+    let vault_cmd = |args: &[&str]| {
+        world
+            .cmd()
+            .args(args)
+            .arg("--vault")
+            .arg(&root)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap()
+    };
+    // Fields only some purposes see: 创作备忘 (no purpose), 谜底与真相
+    // (not the writer), the outline's future volume.
+    for query in ["顾砚", "谜底", "周衍", "青灯照骨"] {
+        let output = ok_status(&vault_cmd(&[
+            "pack", query, "--no-log", "--budget", "20000",
+        ]));
+        // The header repeats the topic; the pages below it are checked.
+        let pages = stdout(&output)
+            .lines()
+            .filter(|line| !line.starts_with("# Context Pack:"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for hidden in ["顾家遗孤顾砚", "周衍", "韩彰", "第三卷"] {
+            assert!(!pages.contains(hidden), "pack {query} shows {hidden}");
+        }
+        let output = ok_status(&vault_cmd(&["search", query, "--format", "json"]));
+        assert!(!stdout(&output).contains("顾家遗孤"), "search {query}");
+    }
+    // The fields every purpose sees stay.
+    let output = ok_status(&vault_cmd(&[
+        "pack",
+        "--note",
+        &format!("works/{WORK}/知识/人物/沈青.md"),
+        "--no-log",
+    ]));
+    assert!(stdout(&output).contains("巡灯司"), "{}", stdout(&output));
+    let audit = ok_status(&vault_cmd(&["audit"]));
+    assert!(stdout(&audit).contains("private section '创作备忘' cut"));
+    // The assembler still shows each purpose its own fields.
+    let planner = ok_status(&run(
+        &world,
+        &root,
+        &novel_args("planning", "9", &["--no-write"]),
+    ));
+    assert!(stdout(&planner).contains("谜底与真相"));
+}
+
+#[test]
 fn the_engine_serves_a_software_project_from_its_own_recipe() {
     let world = World::new();
     let root = world.example("software");
@@ -1356,7 +1589,7 @@ fn serving_a_project_whose_recipe_is_broken_is_refused() {
         .output()
         .unwrap();
     common::fails(&output, 2, "meta/recipe.yaml");
-    assert!(stderr(&output).contains("nothing is served until the recipe is fixed"));
+    assert!(stderr(&output).contains("nothing is served until that is fixed"));
 }
 
 #[test]
@@ -1449,23 +1682,15 @@ fn candidates_and_slots_pass_the_same_gate_as_every_read() {
         );
         assert!(!stdout(&output).contains(LEAK), "{candidate}");
         assert!(!stderr(&output).contains(LEAK), "{candidate}");
-        // A private note is refused as it is read (exit 1), any other path
-        // as a usage error before anything is read.
-        let (code, expected) = if candidate.ends_with(".MD") {
-            (1, "is private under the privacy policy; not read")
-        } else {
-            (2, "is not a note the project lists")
-        };
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "{candidate}: {}",
-            stderr(&output)
-        );
-        assert!(
-            stderr(&output).contains(expected),
-            "{candidate}: {}",
-            stderr(&output)
+        // A private note and any other path the project does not list get
+        // one answer, before anything is read: no oracle for what exists.
+        common::fails(
+            &output,
+            2,
+            &format!(
+                "no candidate {candidate} to review: it does not exist, or is not a note the \
+                 project may read"
+            ),
         );
     }
     // A slot naming a file the walk skips: its text never reaches the pack.

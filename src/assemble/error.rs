@@ -59,6 +59,18 @@ pub(crate) enum ProjectError {
     },
     /// Two schemas in `dir` define one type.
     DuplicateType { dir: String, type_name: String },
+    /// The recipe reads a type (at `place`) that no schema in `dir` defines.
+    NoSchema {
+        dir: String,
+        type_name: String,
+        place: String,
+    },
+    /// A schema names a purpose no agent of the recipe has.
+    UnknownPurpose {
+        path: String,
+        field: String,
+        purpose: String,
+    },
     /// A field the shared baseline would show to a purpose that may not
     /// see it.
     BaselineLeak {
@@ -143,6 +155,25 @@ impl fmt::Display for ProjectError {
             ProjectError::DuplicateType { dir, type_name } => {
                 write!(f, "two schemas in {dir} define type '{type_name}'")
             }
+            ProjectError::NoSchema {
+                dir,
+                type_name,
+                place,
+            } => write!(
+                f,
+                "{place} reads type '{type_name}', but no schema in {dir} defines it: which of \
+                 its fields may be seen is unknown (write one with `type: {type_name}`; \
+                 `default: true` shows every field)"
+            ),
+            ProjectError::UnknownPurpose {
+                path,
+                field,
+                purpose,
+            } => write!(
+                f,
+                "bad schema {path}: field '{field}' names purpose '{purpose}', which no agent of \
+                 the recipe has (a misspelt purpose would hide the field without a word)"
+            ),
             ProjectError::BaselineLeak {
                 type_name,
                 field,

@@ -27,7 +27,7 @@ use self::doc::{Doc, Outline};
 pub(crate) use self::error::ProjectError;
 use self::layout::{Form, MeasureCache, Segment};
 use self::project::{Bindings, Project, ReadError};
-use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement};
+use self::recipe::{Keep, Layer, Placeholders, RECIPE_FILE, Recipe, Requirement, SourceKind};
 use self::schema::Schemas;
 use self::sources::{Context, Gathered, Hidden, Item, Reason};
 use crate::pack::style::Style;
@@ -91,8 +91,8 @@ impl std::fmt::Display for AssembleError {
             AssembleError::Usage(m) | AssembleError::Project(m) => f.write_str(m),
             AssembleError::Unservable { root, problem } => write!(
                 f,
-                "{} cannot be served: {problem}; which libraries no work binds is unknown, so \
-                 nothing is served until the recipe is fixed",
+                "{} cannot be served: {problem}; which libraries no work binds and which fields \
+                 its schemas hide are unknown, so nothing is served until that is fixed",
                 root.display()
             ),
         }
@@ -194,7 +194,8 @@ struct Frame {
 pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, AssembleError> {
     let mut project = Project::open(root).map_err(usage)?;
     project.set_policy(
-        crate::privacy::Policy::load(project.root()).map_err(|err| usage(err.to_string()))?,
+        crate::privacy::Policy::load_for_assembly(project.root())
+            .map_err(|err| usage(err.to_string()))?,
     );
     assemble_project(&mut project, request, Review::InProject).map(|(assembly, _)| assembly)
 }
@@ -436,10 +437,26 @@ fn assemble_project(
         )));
     }
     if let Some(candidate) = &request.candidate {
-        project.check_listed(candidate).map_err(usage)?;
+        // One answer whether the file is missing, hidden, skipped or
+        // private: an agent learns nothing of what it may not read.
+        let readable = project.check_listed(candidate).is_ok()
+            && matches!(
+                project.read_optional(candidate),
+                Ok(Some(_)) | Err(ReadError::Unreadable { .. })
+            );
+        if !readable {
+            return Err(usage(format!(
+                "no candidate {candidate} to review: it does not exist, or is not a note the \
+                 project may read"
+            )));
+        }
     }
 
     let schemas = Schemas::load(project, &recipe.schemas_dir).map_err(project_error)?;
+    schemas
+        .check_named(&recipe.schemas_dir, recipe.named_types())
+        .and_then(|()| schemas.check_purposes(&recipe.purposes()))
+        .map_err(project_error)?;
     let baseline_agent = recipe.agent(&recipe.baseline.agent);
     let purposes: Vec<&str> = recipe
         .agents
@@ -451,6 +468,10 @@ fn assemble_project(
         .map_err(project_error)?;
 
     let outline_path = expand(&recipe.outline.file)?;
+    let read = read_by_recipe(&recipe, &expand, &outline_path)?;
+    if let Some(candidate) = &request.candidate {
+        refuse_governed_candidate(project, &read, candidate)?;
+    }
     let outline_text = project
         .read_optional(&outline_path)
         .map_err(project_error)?
@@ -590,7 +611,7 @@ fn assemble_project(
     if !agent
         .sources
         .iter()
-        .any(|s| matches!(recipe.sources[s].kind, recipe::SourceKind::Library { .. }))
+        .any(|s| matches!(recipe.sources[s].kind, SourceKind::Library { .. }))
     {
         for library in &bindings.libraries {
             omitted.push(Omitted {
@@ -654,6 +675,7 @@ fn assemble_project(
     let review_file = match (&recipe.review_file, request.write_review, review) {
         (Some(template), true, Review::InProject) => {
             let path = expand(template)?;
+            check_review_path(project, &read, &path, &fitted.text)?;
             write_review(project, &path, &fitted.text).map_err(project_error)?;
             if !project.is_git_ignored(&path) {
                 warnings.push(format!(
@@ -666,6 +688,7 @@ fn assemble_project(
             // The same checks as in a project: the copy stays inside `dir`.
             let path = expand(template)?;
             let folder = Project::open(dir).map_err(usage)?;
+            check_review_path(&folder, &[], &path, &fitted.text)?;
             write_review(&folder, &path, &fitted.text).map_err(project_error)?;
             Some(path)
         }
@@ -775,6 +798,7 @@ fn check_revision(
 
 fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRequest) -> String {
     let labels = &recipe.labels;
+    let redacted = |text: &str| context.project.redacted(text);
     let mut out = format!("# {}\n\n## {}\n\n", labels.volatile, labels.object);
     out.push_str(&format!(
         "- {}{}{}\n",
@@ -783,8 +807,10 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
     out.push_str(&format!("- {}\n", context.unit_heading(request.unit)));
     if let Some(selection) = &request.selection {
         out.push_str(&format!(
-            "- {}{}{selection}\n",
-            labels.selection, labels.colon
+            "- {}{}{}\n",
+            labels.selection,
+            labels.colon,
+            redacted(selection)
         ));
     }
     if let Some(revision) = &request.expected_revision {
@@ -800,12 +826,238 @@ fn volatile_segment(recipe: &Recipe, context: &Context<'_>, request: &AssembleRe
     if !request.comments.is_empty() {
         out.push_str(&format!("## {}\n\n", labels.comments));
         for comment in &request.comments {
-            out.push_str(&format!("- {comment}\n"));
+            out.push_str(&format!("- {}\n", redacted(comment)));
         }
         out.push('\n');
     }
-    out.push_str(&format!("## {}\n\n{}\n", labels.intent, request.intent));
+    out.push_str(&format!(
+        "## {}\n\n{}\n",
+        labels.intent,
+        redacted(&request.intent)
+    ));
     out
+}
+
+/// The files and folders the recipe reads for this unit, each with what it
+/// is and whether it is read field by field under a schema.
+fn read_by_recipe(
+    recipe: &Recipe,
+    expand: &dyn Fn(&str) -> Result<String, AssembleError>,
+    outline_path: &str,
+) -> Result<Vec<(String, &'static str, bool)>, AssembleError> {
+    let mut read = vec![
+        (outline_path.to_string(), "the outline", true),
+        (recipe.libraries_dir.clone(), "the libraries folder", true),
+        ("meta".to_string(), "the recipe's folder", false),
+        (recipe.schemas_dir.clone(), "the schemas folder", false),
+        (expand(&recipe.bindings)?, "the bindings file", false),
+        (expand(&recipe.unit.file)?, "the unit's file", false),
+    ];
+    for spec in recipe.sources.values() {
+        match &spec.kind {
+            SourceKind::Sections { path, .. } => {
+                read.push((expand(path)?, "a sections source", true))
+            }
+            SourceKind::Cards { dir, .. } | SourceKind::CardIndex { dir, .. } => {
+                read.push((expand(dir)?, "a cards folder", true));
+            }
+            SourceKind::File { path, .. } => read.push((expand(path)?, "a file source", false)),
+            _ => {}
+        }
+    }
+    Ok(read)
+}
+
+/// What `rel` is among `read` (canonical paths compared, so a symlink or
+/// `./` leads to the same answer), if anything.
+fn among<'a>(
+    project: &Project,
+    rel: &str,
+    read: &'a [(String, &'static str, bool)],
+) -> Option<&'a (String, &'static str, bool)> {
+    let real = project.resolve(rel).ok()?;
+    read.iter().find(|(path, _, _)| {
+        project
+            .resolve(path)
+            .is_ok_and(|governed| real.starts_with(&governed))
+    })
+}
+
+/// Refuses a `--candidate` that the recipe reads field by field (the
+/// outline, a `sections` source, a card or a library): a candidate is shown
+/// whole, so it would hand an agent the fields its purpose may not see.
+fn refuse_governed_candidate(
+    project: &Project,
+    read: &[(String, &'static str, bool)],
+    candidate: &str,
+) -> Result<(), AssembleError> {
+    let governed: Vec<_> = read
+        .iter()
+        .filter(|(_, _, schema)| *schema)
+        .cloned()
+        .collect();
+    match among(project, candidate, &governed) {
+        Some((path, what, _)) => Err(usage(format!(
+            "--candidate {candidate} is read field by field under a schema ({what}: {path}); a \
+             candidate is shown whole, so it may not be one"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a review copy path that would replace something not a review
+/// copy: a file the recipe reads, a hidden file (`.git/…`, `.obsidian/…`,
+/// the policy), anything but a Markdown note, or an existing file whose
+/// first line is not the pack's (an earlier copy begins as this one does).
+fn check_review_path(
+    project: &Project,
+    read: &[(String, &'static str, bool)],
+    rel: &str,
+    text: &str,
+) -> Result<(), AssembleError> {
+    let refuse = |why: String| {
+        Err(usage(format!(
+            "review_file {rel} {why}; the review copy is written only where it replaces nothing \
+             but an earlier copy"
+        )))
+    };
+    if rel.split('/').any(|part| part.starts_with('.')) {
+        return refuse("is a hidden file or lies in a hidden folder".into());
+    }
+    if !project::is_markdown(rel) {
+        return refuse("is not a Markdown file (`.md`)".into());
+    }
+    if let Some((path, what, _)) = among(project, rel, read) {
+        return refuse(format!("is {what} or lies in it ({path})"));
+    }
+    if let Ok(real) = project.resolve(rel)
+        && let Ok(existing) = std::fs::read(&real)
+    {
+        let first_line = |bytes: &[u8]| -> Vec<u8> {
+            bytes
+                .split(|&b| b == b'\n')
+                .next()
+                .unwrap_or_default()
+                .to_vec()
+        };
+        if first_line(&existing) != first_line(text.as_bytes()) {
+            return refuse(
+                "exists and does not begin as this review copy does (delete it if it is an \
+                 earlier copy in another style)"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What the vault tools (search, pack, `get_note`, `serve`) over a writing
+/// project must not show, since its schemas hide it from some purpose:
+/// they serve no purpose, so they show only what every purpose may see.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProjectRestrictions {
+    /// `##` sections (card fields, settings sections) some purpose may not
+    /// see: cut from every note, as `## Private` is.
+    pub headings: Vec<String>,
+    /// Frontmatter keys some purpose may not see: a note with one is
+    /// private.
+    pub keys: Vec<String>,
+    /// `(key, type)`: cards of a type whose unlisted fields some purpose
+    /// may not see are private whole.
+    pub types: Vec<(String, String)>,
+    /// Files private whole (gitignore patterns): an outline whose parts
+    /// some purpose may not see (they are not sections by name), a settings
+    /// file whose unlisted sections are hidden, and the review copies (each
+    /// holds what its own purpose may see).
+    pub files: Vec<String>,
+}
+
+impl ProjectRestrictions {
+    pub fn is_empty(&self) -> bool {
+        *self == ProjectRestrictions::default()
+    }
+}
+
+/// The [`ProjectRestrictions`] of the writing project at `root`; none when
+/// it has no recipe. Fails closed: a recipe or schema that cannot be read
+/// is an error (what it hides is then unknown).
+pub fn project_restrictions(root: &Path) -> Result<ProjectRestrictions, AssembleError> {
+    let Ok(mut project) = Project::open(root) else {
+        return Ok(ProjectRestrictions::default());
+    };
+    project.set_policy(
+        crate::privacy::Policy::load_for_assembly(root).map_err(|err| usage(err.to_string()))?,
+    );
+    let refuse = |problem: String| AssembleError::Unservable {
+        root: root.to_path_buf(),
+        problem,
+    };
+    let text = match project.read_optional(RECIPE_FILE) {
+        Ok(None) => return Ok(ProjectRestrictions::default()),
+        Ok(Some(text)) => text,
+        Err(err) => return Err(refuse(format!("cannot read its recipe: {err}"))),
+    };
+    let recipe = Recipe::parse(&text).map_err(|err| refuse(format!("{RECIPE_FILE}: {err}")))?;
+    let schemas =
+        Schemas::load(&project, &recipe.schemas_dir).map_err(|err| refuse(err.to_string()))?;
+    let restricted = |rule: &schema::AiContext| *rule != schema::AiContext::All(true);
+    // A path template as a pattern: any placeholder matches any name.
+    let pattern = |template: &str| {
+        let mut out = String::from("/");
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            out.push('*');
+            rest = rest[open..]
+                .find('}')
+                .map_or("", |close| &rest[open + close + 1..]);
+        }
+        out.push_str(rest);
+        out
+    };
+    let mut out = ProjectRestrictions::default();
+    let mut whole_files = BTreeSet::new();
+    for schema in schemas.by_type.values() {
+        for (field, rule) in &schema.rules {
+            if restricted(&rule.ai_context) {
+                out.headings.push(field.clone());
+                out.keys.push(field.clone());
+            }
+        }
+        if restricted(&schema.default) {
+            out.types
+                .push((recipe.cards.type_key.clone(), schema.type_name.clone()));
+        }
+    }
+    let outline = schemas.by_type.get(&recipe.outline.schema);
+    if outline.is_none_or(|s| {
+        restricted(&s.default) || s.rules.iter().any(|(_, r)| restricted(&r.ai_context))
+    }) {
+        whole_files.insert(pattern(&recipe.outline.file));
+    }
+    for spec in recipe.sources.values() {
+        if let SourceKind::Sections { path, schema } = &spec.kind
+            && schemas
+                .by_type
+                .get(schema)
+                .is_none_or(|s| restricted(&s.default))
+        {
+            whole_files.insert(pattern(path));
+        }
+    }
+    if (!out.headings.is_empty() || !out.types.is_empty() || !whole_files.is_empty())
+        && let Some(review) = &recipe.review_file
+    {
+        whole_files.insert(pattern(review));
+    }
+    out.files = whole_files.into_iter().collect();
+    out.headings.sort();
+    out.headings.dedup();
+    out.keys.sort();
+    out.keys.dedup();
+    out.types.sort();
+    out.types.dedup();
+    Ok(out)
 }
 
 /// Whether `root` holds a writing project: its recipe is there to read,
@@ -961,11 +1213,17 @@ fn fit(
             let room = capacity.saturating_sub(fixed + reserve + needed);
             if !baseline.fit(room, labels, tokenizer, &mut cache) {
                 let l0 = fixed + needed + baseline.measure(labels, tokenizer, &mut cache);
+                // What was measured against the budget: the never-cut parts,
+                // the baseline at its smallest, and the room kept for the
+                // report of what is left out.
                 return Err(usage(format!(
-                    "the parts never cut (outline entry, contract, object under review, intent, \
-                     identity and instruction) need about {} tokens; the budget is {}",
+                    "the budget is {}, and this pack needs more than about {} tokens: {} for the \
+                     parts never cut (outline entry, contract, object under review, intent, \
+                     identity and instruction) and {} for the report of what is left out",
+                    request.budget,
+                    tokenizer.tokens(l0 + reserve),
                     tokenizer.tokens(l0),
-                    request.budget
+                    tokenizer.tokens(reserve),
                 )));
             }
             increment.forms.fill(Form::Full);

@@ -156,6 +156,13 @@ impl Project {
         self.policy = policy;
     }
 
+    /// `text` with every secret the policy finds replaced by its
+    /// placeholder (for what the request itself says: an intent or a
+    /// comment is printed as given, but never a secret pasted into it).
+    pub(crate) fn redacted(&self, text: &str) -> String {
+        self.policy.redact(text).0
+    }
+
     /// The secrets redacted in the files read so far, by path and line.
     pub(crate) fn redactions(&self) -> Vec<(String, crate::privacy::Redaction)> {
         let mut redacted = self.redacted.lock().map(|r| r.clone()).unwrap_or_default();

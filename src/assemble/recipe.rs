@@ -618,6 +618,42 @@ impl Recipe {
     pub fn agent(&self, name: &str) -> &AgentSpec {
         &self.agents[name]
     }
+
+    /// The types whose fields the recipe reads by name, each with where it
+    /// names it: the outline's, a `sections` source's and a `cards`
+    /// source's cast and linked types.
+    pub(crate) fn named_types(&self) -> Vec<(&str, String)> {
+        let mut named = vec![(self.outline.schema.as_str(), "the outline".to_string())];
+        for (id, spec) in &self.sources {
+            match &spec.kind {
+                SourceKind::Sections { schema, .. } => {
+                    named.push((schema.as_str(), format!("source '{id}'")));
+                }
+                SourceKind::Cards {
+                    cast_types,
+                    linked_types,
+                    ..
+                } => named.extend(
+                    cast_types
+                        .iter()
+                        .chain(linked_types)
+                        .map(|t| (t.as_str(), format!("source '{id}'"))),
+                ),
+                _ => {}
+            }
+        }
+        named
+    }
+
+    /// Every purpose an agent or scenario of the recipe has.
+    pub(crate) fn purposes(&self) -> std::collections::BTreeSet<&str> {
+        self.agents
+            .values()
+            .flat_map(|a| a.purposes.iter().chain([&a.visibility]))
+            .chain(self.scenarios.values().map(|s| &s.purpose))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// The values a path template may use.

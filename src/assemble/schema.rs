@@ -14,6 +14,10 @@ use super::project::Project;
 pub(crate) enum AiContext {
     All(bool),
     Only(Vec<String>),
+    /// The field's type has no schema: whether it may be seen is unknown,
+    /// so no purpose sees it (never read from a schema file).
+    #[serde(skip)]
+    NoSchema,
 }
 
 impl AiContext {
@@ -21,6 +25,7 @@ impl AiContext {
         match self {
             AiContext::All(all) => *all,
             AiContext::Only(purposes) => purposes.iter().any(|p| p == purpose),
+            AiContext::NoSchema => false,
         }
     }
 }
@@ -30,6 +35,7 @@ impl fmt::Display for AiContext {
         match self {
             AiContext::All(all) => write!(f, "aiContext: {all}"),
             AiContext::Only(purposes) => write!(f, "aiContext: [{}]", purposes.join(", ")),
+            AiContext::NoSchema => f.write_str("no schema for its type"),
         }
     }
 }
@@ -56,6 +62,9 @@ pub(crate) struct Schema {
     pub fields: yaml_serde::Mapping,
     #[serde(skip)]
     pub rules: Vec<(String, FieldRule)>,
+    /// The file it was read from.
+    #[serde(skip)]
+    pub path: String,
 }
 
 fn visible() -> AiContext {
@@ -105,6 +114,7 @@ impl Schemas {
                 })?;
                 schema.rules.push((name.to_string(), rule));
             }
+            schema.path = entry.path.clone();
             if by_type.contains_key(&schema.type_name) {
                 return Err(ProjectError::DuplicateType {
                     dir: dir.to_string(),
@@ -116,12 +126,60 @@ impl Schemas {
         Ok(Schemas { by_type })
     }
 
-    /// The rule for `field` of `type_name`; types without a schema show
-    /// every field.
+    /// The rule for `field` of `type_name`. A type without a schema shows
+    /// no field (fail closed: a schema file deleted or misnamed must not
+    /// show what it hid).
     pub(crate) fn rule(&self, type_name: &str, field: &str) -> AiContext {
         self.by_type
             .get(type_name)
-            .map_or(AiContext::All(true), |schema| schema.rule(field).clone())
+            .map_or(AiContext::NoSchema, |schema| schema.rule(field).clone())
+    }
+
+    /// Refuses a recipe that names a type (`what` says where) with no
+    /// schema in `dir`: every field of it would be hidden.
+    pub(crate) fn check_named<'a>(
+        &self,
+        dir: &str,
+        named: impl IntoIterator<Item = (&'a str, String)>,
+    ) -> Result<(), ProjectError> {
+        for (type_name, place) in named {
+            if !self.by_type.contains_key(type_name) {
+                return Err(ProjectError::NoSchema {
+                    dir: dir.to_string(),
+                    type_name: type_name.to_string(),
+                    place,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a rule that lists a purpose not in `purposes`: a misspelt
+    /// purpose would hide its field from everyone without a word.
+    pub(crate) fn check_purposes(
+        &self,
+        purposes: &std::collections::BTreeSet<&str>,
+    ) -> Result<(), ProjectError> {
+        for schema in self.by_type.values() {
+            let rules = schema
+                .rules
+                .iter()
+                .map(|(name, rule)| (name.as_str(), &rule.ai_context))
+                .chain([("default", &schema.default)]);
+            for (field, rule) in rules {
+                let AiContext::Only(listed) = rule else {
+                    continue;
+                };
+                if let Some(purpose) = listed.iter().find(|p| !purposes.contains(p.as_str())) {
+                    return Err(ProjectError::UnknownPurpose {
+                        path: schema.path.clone(),
+                        field: field.to_string(),
+                        purpose: purpose.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Refuses rules under which the shared baseline (seen by everyone)

@@ -583,6 +583,15 @@ impl Context<'_> {
     }
 
     fn push_card(&self, sink: &mut Sink<'_, '_>, card: &Card, only: Option<&[String]>) {
+        if !self.schemas.by_type.contains_key(&card.type_name) {
+            let warning = format!(
+                "no schema in {} defines type '{}' ({}): its fields are hidden",
+                self.recipe.schemas_dir, card.type_name, card.path
+            );
+            if !sink.out.warnings.contains(&warning) {
+                sink.out.warnings.push(warning);
+            }
+        }
         let group = format!("{} · {}", card.type_name, card.name);
         for (field, text, rule) in self.card_fields(card, only) {
             let key = format!("{}#{field}", card.path);
@@ -1046,11 +1055,23 @@ impl Sink<'_, '_> {
         position: i64,
     ) {
         let text = text.trim().to_string();
-        if text.is_empty() || self.out.items.iter().any(|i| i.key == key) {
+        if text.is_empty() {
             return;
         }
+        // The same item reached twice is added once; a second field of the
+        // same name (two `## 当前状态` sections, or a frontmatter key named
+        // like a section) is kept under its own key, never dropped unseen.
+        let mut unique = key.to_string();
+        let mut occurrence = 1;
+        while let Some(existing) = self.out.items.iter().find(|i| i.key == unique) {
+            if existing.text == text {
+                return;
+            }
+            occurrence += 1;
+            unique = format!("{key}#{occurrence}");
+        }
         self.out.items.push(Item {
-            key: key.to_string(),
+            key: unique,
             layer: self.spec.layer,
             source: self.id.to_string(),
             source_title: self.spec.title.clone(),

@@ -174,15 +174,15 @@ pub(crate) fn vault_map(
 
     let mut tag_counts: BTreeMap<String, (String, usize)> = BTreeMap::new();
     for &note in &notes {
-        let mut seen: Vec<String> = Vec::new();
+        // A set, not a list: a note may hold many thousands of tags.
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         for tag in &vault.metas[note].tags {
             let key = crate::text::fold(tag);
-            if seen.contains(&key) {
+            if !seen.insert(key.clone()) {
                 continue;
             }
-            let entry = tag_counts.entry(key.clone()).or_insert((tag.clone(), 0));
+            let entry = tag_counts.entry(key).or_insert((tag.clone(), 0));
             entry.1 += 1;
-            seen.push(key);
         }
     }
     let mut tags: Vec<MapTag> = tag_counts

@@ -111,6 +111,15 @@ impl Policy {
             None => (text, note, problems),
         };
         note.redactions = redactions;
+        // A title taken from the file name is shown as the note's name in
+        // every list; a secret typed into a file name is redacted there as
+        // in the text (the path itself stays the note's address).
+        if note.meta.title_source == crate::note::TitleSource::FileName {
+            let (title, found) = self.redact(&note.meta.title);
+            if !found.is_empty() {
+                note.meta.title = title;
+            }
+        }
         self.date_daily(&mut note);
         Some(Prepared {
             text,
@@ -312,28 +321,37 @@ impl Policy {
     /// it has none.
     fn cut_private_sections(&self, text: &str, note: &Note) -> Option<String> {
         // Markdown headings and HTML ones (`<h2>Private</h2>`) alike.
-        let mut headings: Vec<(u8, &str, std::ops::Range<usize>)> = note
+        // Each heading, and whether it may end a private section: only an
+        // ATX heading at the start of a line (or an HTML one) does. A
+        // heading inside a quote, list, callout or footnote, or a line that
+        // a `---` under it makes a heading, is part of the section (fail
+        // closed: a quoted mail or a rule must not end it).
+        let mut headings: Vec<(u8, &str, std::ops::Range<usize>, bool)> = note
             .headings
             .iter()
-            .map(|h| (h.level, h.text.as_str(), h.range.clone()))
+            .map(|h| {
+                let closes = starts_a_line(&note.body, h.range.start)
+                    && note.body[h.range.start..].starts_with('#');
+                (h.level, h.text.as_str(), h.range.clone(), closes)
+            })
             .collect();
         for block in &note.blocks {
             if block.kind == crate::parse::markdown::BlockKind::Html
                 && let Some((level, text)) = html_heading(&note.body[block.range.clone()])
             {
-                headings.push((level, text, block.range.clone()));
+                headings.push((level, text, block.range.clone(), true));
             }
         }
-        headings.sort_by_key(|(_, _, range)| range.start);
+        headings.sort_by_key(|(_, _, range, _)| range.start);
         let cut: Vec<std::ops::Range<usize>> = headings
             .iter()
             .enumerate()
-            .filter(|(_, (_, text, _))| self.is_private_heading(text))
-            .map(|(index, (level, _, range))| {
+            .filter(|(_, (_, text, _, _))| self.is_private_heading(text))
+            .map(|(index, (level, _, range, _))| {
                 let end = headings[index + 1..]
                     .iter()
-                    .find(|(next, _, _)| next <= level)
-                    .map_or(note.body.len(), |(_, _, next)| next.start);
+                    .find(|(next, _, _, closes)| *closes && next <= level)
+                    .map_or(note.body.len(), |(_, _, next, _)| next.start);
                 range.start..end
             })
             .collect();
@@ -353,6 +371,11 @@ impl Policy {
         out.push_str(&note.body[cursor..]);
         Some(out)
     }
+}
+
+/// Whether `at` is the first byte of a line of `text`.
+fn starts_a_line(text: &str, at: usize) -> bool {
+    at == 0 || text.as_bytes().get(at - 1) == Some(&b'\n')
 }
 
 /// The level and text of an HTML block that is one heading element
@@ -558,6 +581,25 @@ mod tests {
                    <h2>Private</h2>\n\ncut three\n\n## Public\n\nkept\n";
         let prepared = policy.prepare("t.md", raw, None).unwrap();
         assert_eq!(prepared.text, "# T\n\nshown\n\n## Public\n\nkept\n");
+    }
+
+    #[test]
+    fn only_a_heading_that_starts_a_line_ends_a_private_section() {
+        let policy = Policy::default();
+        for inside in [
+            "> ## Public\n> in a quote\n\nafter the quote",
+            "- ## Public\n  in a list",
+            "> [!note]\n> ## Public\n> in a callout",
+            "[^1]: ## Public\n    in a footnote",
+            "a line a rule makes a heading\n---\nafter the rule",
+        ] {
+            let raw = format!("# T\n\nshown\n\n## Private\n\n{inside}\n\n## Next\n\nkept\n");
+            let prepared = policy.prepare("t.md", &raw, None).unwrap();
+            assert_eq!(
+                prepared.text, "# T\n\nshown\n\n## Next\n\nkept\n",
+                "{inside}"
+            );
+        }
     }
 
     #[test]

@@ -188,6 +188,9 @@ pub struct Policy {
     /// What the vault's `.obsidian` settings say (empty unless read by
     /// [`Policy::load`]).
     obsidian: ObsidianSettings,
+    /// Frontmatter keys that make a note private whatever their value: a
+    /// writing project's fields hidden from some purpose.
+    restricted_keys: Vec<String>,
     fingerprint: String,
 }
 
@@ -220,12 +223,57 @@ impl Policy {
     }
 
     /// The policy of the vault at `root` (canonical) with what its
-    /// `.obsidian` settings say under the policy's `obsidian:` rules.
+    /// `.obsidian` settings say under the policy's `obsidian:` rules, and,
+    /// in a writing project, what its schemas hide from some purpose (see
+    /// [`crate::assemble::ProjectRestrictions`]): the vault's tools serve
+    /// no purpose, so they show only what every purpose may see.
     pub fn load(root: &Path) -> Result<Policy, PolicyError> {
+        let policy = Policy::load_for_assembly(root)?;
+        let restrictions = crate::assemble::project_restrictions(root)
+            .map_err(|err| PolicyError(err.to_string()))?;
+        if restrictions.is_empty() {
+            return Ok(policy);
+        }
+        let mut file = policy.file.clone();
+        file.private.headings.extend(restrictions.headings);
+        file.private.folders.extend(restrictions.files);
+        for (key, type_name) in restrictions.types {
+            file.private
+                .fields
+                .entry(key)
+                .or_default()
+                .push(yaml_serde::Value::String(type_name));
+        }
+        let mut restricted = Policy::from_file(file)?;
+        restricted.set_restricted_keys(restrictions.keys);
+        restricted.set_obsidian(policy.obsidian.clone());
+        Ok(restricted)
+    }
+
+    /// [`Policy::load`] without a writing project's restrictions: what the
+    /// assembler reads under, since it shows each purpose its own fields.
+    pub fn load_for_assembly(root: &Path) -> Result<Policy, PolicyError> {
         let mut policy = Policy::load_file(root)?;
         let settings = ObsidianSettings::read(root, &policy.file.obsidian);
         policy.set_obsidian(settings);
         Ok(policy)
+    }
+
+    /// Makes a note with any of `keys` in its frontmatter (with a value)
+    /// private; they are part of the fingerprint.
+    fn set_restricted_keys(&mut self, mut keys: Vec<String>) {
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            return;
+        }
+        let text = format!(
+            "{}\nrestricted keys: {}",
+            self.fingerprint,
+            keys.join("\u{1f}")
+        );
+        self.fingerprint = blake3::hash(text.as_bytes()).to_hex()[..16].to_string();
+        self.restricted_keys = keys;
     }
 
     /// What the vault's `.obsidian` settings say.
@@ -301,6 +349,7 @@ impl Policy {
             headings,
             tags,
             obsidian: ObsidianSettings::default(),
+            restricted_keys: Vec::new(),
             fingerprint,
         })
     }
@@ -427,6 +476,17 @@ impl Policy {
 
     /// The policy field among `fields` that makes a note private.
     fn fields_reason(&self, fields: &yaml_serde::Mapping) -> Option<String> {
+        for (k, v) in fields {
+            if let Some(k) = k.as_str()
+                && !v.is_null()
+                && self.is_restricted_key(k)
+            {
+                return Some(format!(
+                    "frontmatter '{}', a field the project's schemas hide from some purpose",
+                    k.trim()
+                ));
+            }
+        }
         for (key, values) in &self.file.private.fields {
             for (k, v) in fields {
                 if k.as_str()
@@ -455,6 +515,11 @@ impl Policy {
             } else {
                 continue;
             };
+            if self.is_restricted_key(&key) && !value.trim().is_empty() {
+                return Some(format!(
+                    "frontmatter '{key}', a field the project's schemas hide from some purpose"
+                ));
+            }
             let value = value.split(" #").next().unwrap_or(value);
             let tokens = value
                 .split(['[', ']', '{', '}', ','])
@@ -479,6 +544,12 @@ impl Policy {
             }
         }
         None
+    }
+
+    fn is_restricted_key(&self, key: &str) -> bool {
+        self.restricted_keys
+            .iter()
+            .any(|restricted| restricted.eq_ignore_ascii_case(key.trim()))
     }
 
     /// Whether `tag` (with or without `#`) is a private tag or nested in one.

@@ -150,8 +150,12 @@ pub(crate) fn sync_store(
 ) -> Result<UpdateReport> {
     use crate::store::postgres::sync::{ProjectPart, SyncOptions, sync, sync_project};
     let mut options = SyncOptions::new(target.vault.clone(), Arc::clone(&policy));
-    let Some((entries, libraries)) =
-        crate::assemble::project_image(root, &policy).map_err(|problem| {
+    // The project's tree is read as the assembler reads it: each purpose
+    // is shown its own fields from it (the vault's rows are synced under
+    // `policy`, which hides what some purpose may not see).
+    let assembly_policy = Policy::load_for_assembly(root)?;
+    let Some((entries, libraries)) = crate::assemble::project_image(root, &assembly_policy)
+        .map_err(|problem| {
             anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(
                 "{} cannot be synced as a writing project: {problem}",
                 root.display()

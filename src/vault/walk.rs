@@ -20,6 +20,10 @@ pub(crate) const SKIPPED_FILES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", "GEMINI.m
 pub(crate) const ROLE_FILES: [&str; 3] = ["index.md", "hot.md", "log.md"];
 /// A file with its own ignore patterns (gitignore syntax), in any folder.
 pub(crate) const IGNORE_FILE: &str = ".okignore";
+/// How many folders deep the walk goes.
+const MAX_FOLDER_DEPTH: usize = 100;
+/// What becomes of a folder whose `.okignore` cannot be used.
+const FOLDER_NOT_READ: &str = "nothing in its folder is read (fail closed)";
 /// An `.okignore` larger than this is not read.
 const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -294,6 +298,16 @@ impl Walker<'_> {
         mut ignores: Vec<Arc<Gitignore>>,
     ) -> Visited {
         let mut here = Visited::default();
+        // Each level is a frame of the walk's recursion (on rayon's
+        // threads, whose stacks are small): a folder nested deeper than any
+        // vault keeps its notes is not entered.
+        if rel_dir.matches('/').count() >= MAX_FOLDER_DEPTH {
+            here.problems.push((
+                rel_dir,
+                format!("folder nested more than {MAX_FOLDER_DEPTH} levels deep; not read"),
+            ));
+            return here;
+        }
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) => {
@@ -305,23 +319,41 @@ impl Walker<'_> {
         let okignore = dir.join(IGNORE_FILE);
         if fs::symlink_metadata(&okignore).is_ok() {
             let rel_okignore = join(&rel_dir, IGNORE_FILE);
+            // An `.okignore` that cannot be read, or has a pattern that
+            // does not parse, hides what it was written to hide: nothing
+            // in its folder is listed (fail closed).
+            let mut failed = false;
             match self.read_ignore_file(&okignore) {
                 Ok(text) => {
                     let mut builder = GitignoreBuilder::new(&dir);
+                    // As git reads it: a byte order mark is not a pattern.
+                    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
                     for line in text.lines() {
                         if let Err(err) = builder.add_line(None, line) {
-                            here.problems
-                                .push((rel_okignore.clone(), format!("bad pattern: {err}")));
+                            failed = true;
+                            here.problems.push((
+                                rel_okignore.clone(),
+                                format!("bad pattern: {err}; {FOLDER_NOT_READ}"),
+                            ));
                         }
                     }
                     match builder.build() {
                         Ok(matcher) => ignores.push(Arc::new(matcher)),
-                        Err(err) => here
-                            .problems
-                            .push((rel_okignore, format!("ignored: {err}"))),
+                        Err(err) => {
+                            failed = true;
+                            here.problems
+                                .push((rel_okignore, format!("{err}; {FOLDER_NOT_READ}")));
+                        }
                     }
                 }
-                Err(message) => here.problems.push((rel_okignore, message)),
+                Err(message) => {
+                    failed = true;
+                    here.problems
+                        .push((rel_okignore, format!("{message}; {FOLDER_NOT_READ}")));
+                }
+            }
+            if failed {
+                return here;
             }
         }
         // Entries in the order of the paths they lead to (a folder's name
@@ -446,13 +478,13 @@ impl Walker<'_> {
     /// An `.okignore` is read like a note: a regular file inside the vault,
     /// never through a symlink leading out, never a FIFO.
     fn read_ignore_file(&self, path: &Path) -> Result<String, String> {
-        let real = fs::canonicalize(path).map_err(|err| format!("cannot read: {err}; ignored"))?;
+        let real = fs::canonicalize(path).map_err(|err| format!("cannot read: {err}"))?;
         if !real.starts_with(self.root) {
-            return Err("symlink leads outside the vault; ignored".into());
+            return Err("symlink leads outside the vault".into());
         }
         safe_fs::read_text(&real, MAX_IGNORE_FILE_BYTES)
             .map(|(text, _)| text)
-            .map_err(|err| format!("{err}; ignored"))
+            .map_err(|err| err.to_string())
     }
 }
 
