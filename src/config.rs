@@ -184,20 +184,27 @@ fn resolve_source(
         return Err(ConfigError(format!(
             "{} does not set {VAULT_KEY}; {}",
             file.display(),
-            how_to_set()
+            how_to_set(env)
         )));
     }
     Err(ConfigError(format!(
         "no vault configured; {}",
-        how_to_set()
+        how_to_set(env)
     )))
 }
 
-fn how_to_set() -> String {
+fn how_to_set(env: &Environment) -> String {
+    let global_config_path = || {
+        env.global_dir().map_or_else(
+            || "${XDG_CONFIG_HOME:-~/.config}/obsidian-wiki/config".to_string(),
+            |dir| dir.join("config").display().to_string(),
+        )
+    };
     format!(
         "pass --vault PATH, set {CTXPACK_VAULT_KEY} (or {VAULT_KEY}) in the environment, or put \
          {VAULT_KEY}=/path/to/vault in a .env file in this folder or a parent, or in \
-         ~/.config/obsidian-wiki/config"
+         {}",
+        global_config_path()
     )
 }
 

@@ -58,6 +58,29 @@ pub(crate) fn is_cjk(ch: char) -> bool {
     )
 }
 
+/// `text` with its control characters other than line breaks and tabs
+/// written as escapes (`\u{1b}`), so that printing it cannot move a
+/// terminal's cursor or change its colours.
+pub(crate) fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if c.is_control() && c != '\n' && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// Finds `needle` in `haystack` (both already folded) as a whole word: the
 /// characters around a match must not be letters or digits, except next to
 /// CJK characters, where words have no delimiters. The code searches

@@ -843,7 +843,7 @@ fn private_cards_and_broken_recipes_fail_closed() {
         .args(["--vault-id", "novel"])
         .output()
         .unwrap();
-    common::fails(&output, 2, "cannot be synced as a writing project");
+    common::fails(&output, 2, "cannot be read as a writing project");
     // Refused before the store was touched: not even its schema.
     let tables =
         broken.rows("SELECT count(*)::text FROM pg_tables WHERE tablename LIKE 'ctxpack%'");

@@ -240,7 +240,8 @@ fn assemble_is_offered_over_a_writing_project() {
 }
 
 /// The server stamps packs from `SOURCE_DATE_EPOCH`, as `pack` does; a
-/// value that is no time stops it before it serves.
+/// value that is no time stops it before it serves, as the configuration
+/// error it is for `pack` (exit 2).
 #[test]
 fn a_bad_source_date_epoch_is_refused_at_start() {
     let world = World::new();
@@ -255,7 +256,7 @@ fn a_bad_source_date_epoch_is_refused_at_start() {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "ctxpack: error: SOURCE_DATE_EPOCH 'soon' is not a number of seconds\n"

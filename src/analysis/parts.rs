@@ -32,8 +32,8 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// Changes whenever the texts indexed for a note, or what is read of it,
 /// change (1: property values; 2: dates under more keys and in words; 3:
 /// `<<` merge keys merged, which may make a note private; 4: a private
-/// section ends only at a heading that starts a line with `#`, and a
-/// title taken from a file name is redacted): it
+/// section ends only at a heading that starts a line with `#`, more
+/// headings name one, and a title taken from a file name is redacted): it
 /// is part of the policy's fingerprint, so every store re-analyses its
 /// notes when a new version reads them otherwise.
 pub(crate) const PARTS_VERSION: u32 = 4;

@@ -584,6 +584,41 @@ mod tests {
     }
 
     #[test]
+    fn a_frontmatter_list_of_mappings_is_scanned_for_privacy() {
+        let policy = Policy::default();
+        for raw in [
+            "---\n- private: true\n---\nbody\n",
+            "---\n- title: x\n- tags: [private]\n---\nbody\n",
+        ] {
+            assert!(policy.prepare("l.md", raw, None).is_none(), "{raw}");
+        }
+        assert!(
+            policy
+                .prepare("l.md", "---\n- a\n- b\n---\nbody\n", None)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_private_heading_is_known_however_it_is_decorated() {
+        let policy = Policy::default();
+        for heading in [
+            "## Private:",
+            "## Private #diary",
+            "## [[Private|Notes]]",
+            "## Private\u{200b}",
+            "## **Private**",
+        ] {
+            let raw = format!("# T\n\nshown\n\n{heading}\n\ncut\n\n## Next\n\nkept\n");
+            let prepared = policy.prepare("t.md", &raw, None).unwrap();
+            assert_eq!(
+                prepared.text, "# T\n\nshown\n\n## Next\n\nkept\n",
+                "{heading}"
+            );
+        }
+    }
+
+    #[test]
     fn only_a_heading_that_starts_a_line_ends_a_private_section() {
         let policy = Policy::default();
         for inside in [

@@ -229,8 +229,15 @@ impl Policy {
     /// no purpose, so they show only what every purpose may see.
     pub fn load(root: &Path) -> Result<Policy, PolicyError> {
         let policy = Policy::load_for_assembly(root)?;
-        let restrictions = crate::assemble::project_restrictions(root)
-            .map_err(|err| PolicyError(err.to_string()))?;
+        let restrictions = crate::assemble::project_restrictions(root).map_err(|err| match err {
+            crate::assemble::AssembleError::Unservable { root, problem } => PolicyError(format!(
+                "{} cannot be read as a writing project: {problem}; which fields its schemas \
+                 hide and which libraries no work binds are unknown, so nothing is read until \
+                 that is fixed",
+                root.display()
+            )),
+            other => PolicyError(other.to_string()),
+        })?;
         if restrictions.is_empty() {
             return Ok(policy);
         }
@@ -507,6 +514,19 @@ impl Policy {
         let mut key = String::new();
         for line in yaml.lines() {
             let line = line.trim();
+            // A list item may itself be `key: value` (a frontmatter that is
+            // a list of mappings): read as the key it names.
+            let line = match line.strip_prefix('-') {
+                Some(item)
+                    if item.split_once(':').is_some_and(|(name, _)| {
+                        let name = name.trim().trim_matches(['"', '\'']);
+                        !name.is_empty() && !name.contains([' ', '[', '{', '/'])
+                    }) =>
+                {
+                    item.trim()
+                }
+                _ => line,
+            };
             let value = if let Some(item) = line.strip_prefix('-') {
                 item
             } else if let Some((name, value)) = line.split_once(':') {
@@ -568,10 +588,11 @@ impl Policy {
     /// id (`^id`), link brackets (`[[Private]]`, `[[x|Private]]`), inline
     /// tags or emphasis.
     pub fn is_private_heading(&self, heading: &str) -> bool {
+        // Read as shown, and (fail closed) as a link's target: `## [[Private|x]]`.
         !self.headings.is_empty()
-            && self
-                .headings
-                .contains(&crate::text::fold(&heading_words(heading)))
+            && [heading_words(heading, false), heading_words(heading, true)]
+                .iter()
+                .any(|words| self.headings.contains(&crate::text::fold(words)))
     }
 }
 
@@ -579,9 +600,10 @@ impl Policy {
 pub(crate) const UNREADABLE_FRONTMATTER: &str =
     "a frontmatter that cannot be read (it expands past the YAML bound); treated as private";
 
-/// A heading's words as shown: no block id, link brackets, tags or
-/// emphasis marks.
-fn heading_words(heading: &str) -> String {
+/// A heading's words as shown (or, with `targets`, with each link's
+/// target for its text): no block id, link brackets, tags, emphasis marks,
+/// inline `#tags`, invisible characters or a closing colon.
+fn heading_words(heading: &str, targets: bool) -> String {
     let mut text = heading.trim();
     if let Some((before, id)) = text.rsplit_once(" ^")
         && !id.is_empty()
@@ -600,13 +622,30 @@ fn heading_words(heading: &str) -> String {
             break;
         };
         let link = &inner[..close];
-        shown.push_str(link.rsplit_once('|').map_or(link, |(_, alias)| alias));
+        shown.push_str(match link.split_once('|') {
+            Some((target, _)) if targets => target,
+            Some((_, alias)) => alias,
+            None => link,
+        });
         rest = &inner[close + 2..];
     }
     shown.push_str(rest);
-    let shown = shown.replace(['*', '_', '`', '='], "");
+    let shown = shown.replace(
+        [
+            '*', '_', '`', '=', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
+        ],
+        "",
+    );
     let shown = strip_tags(&shown);
-    shown.trim().to_string()
+    let words: Vec<&str> = shown
+        .split_whitespace()
+        .filter(|word| !(word.len() > 1 && word.starts_with('#')))
+        .collect();
+    words
+        .join(" ")
+        .trim_end_matches([':', '：', '.', '。'])
+        .trim()
+        .to_string()
 }
 
 /// `text` without `<…>` tags.

@@ -126,6 +126,9 @@ impl Session {
             .into_iter()
             .find(|path| self.vault.is_listed(path))
             .ok_or_else(|| SessionError::no_note(path))?;
+        if !self.still_listed(&relative) {
+            return Err(SessionError::no_note(path));
+        }
         let Some(prepared) = self.vault.read_prepared(&relative) else {
             return Err(SessionError::no_note(path));
         };
@@ -135,6 +138,27 @@ impl Session {
             _ => prepared.text,
         };
         Ok((relative, text))
+    }
+
+    /// Whether `relative` is still a note the vault lists under the rules
+    /// on disk now: a long-lived session (`serve`) learns of a new
+    /// `.okignore`, policy or Obsidian exclusion from its watcher a moment
+    /// later, and a note read in that moment must not be one they hide.
+    /// Walks only the folders on the way to it. A vault read from a store
+    /// has no folder to check.
+    fn still_listed(&self, relative: &str) -> bool {
+        if self.vault.is_sourced() {
+            return true;
+        }
+        let Ok(policy) = crate::privacy::Policy::load(&self.root) else {
+            return false;
+        };
+        if policy.fingerprint() != self.vault.policy().fingerprint() {
+            return false;
+        }
+        let scope = crate::vault::walk::Scope::new(vec![relative.to_string()]);
+        crate::vault::walk::walk_scope(&self.root, self.vault.hidden(), &scope)
+            .is_none_or(|walked| walked.files.iter().any(|found| found.rel_path == relative))
     }
 
     /// The text of `request`: the note, its section under a heading, or a
@@ -410,6 +434,25 @@ mod tests {
             get_note(&session, &note("paxos.md", None, None)),
             Ok("# Paxos\n\nballots\n".to_string())
         );
+    }
+
+    #[test]
+    fn a_note_hidden_since_the_session_opened_is_not_read() {
+        let (dir, session) = session();
+        let paxos = note("paxos.md", None, None);
+        assert!(get_note(&session, &paxos).is_ok());
+        // Before a watcher could tell the session: an `.okignore`, then a
+        // policy that changes what is private.
+        std::fs::write(dir.path().join(".okignore"), "paxos.md\n").unwrap();
+        assert_eq!(get_note(&session, &paxos), Err(no_note("paxos.md")));
+        std::fs::remove_file(dir.path().join(".okignore")).unwrap();
+        assert!(get_note(&session, &paxos).is_ok());
+        std::fs::write(
+            dir.path().join(".ctxpack.yaml"),
+            "private:\n  headings: [Log]\n",
+        )
+        .unwrap();
+        assert_eq!(get_note(&session, &paxos), Err(no_note("paxos.md")));
     }
 
     fn topic_request(graph_depth: usize, recent: bool) -> PackRequest {

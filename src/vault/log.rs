@@ -48,7 +48,17 @@ fn write_line(root: &Path, line: &str, create: bool) -> io::Result<()> {
         .append(true)
         .create(create)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)?;
+        .open(&path)
+        .map_err(|err| {
+            if err.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "log.md is a symlink; ctxpack writes only to a regular file, never through a link",
+                )
+            } else {
+                err
+            }
+        })?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -501,6 +501,16 @@ impl Vault {
     }
 
     /// Folders this vault does not read (see [`VaultOptions::hidden`]).
+    pub fn hidden(&self) -> &[String] {
+        &self.hidden
+    }
+
+    /// Whether the notes' texts come from a store, not the vault's folder.
+    pub fn is_sourced(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// Folders this vault does not read (see [`VaultOptions::hidden`]).
     pub fn set_hidden(&mut self, hidden: Vec<String>) {
         self.hidden = hidden;
     }
