@@ -984,6 +984,40 @@ fn a_second_field_of_the_same_name_is_kept() {
 }
 
 #[test]
+fn a_card_that_leads_nowhere_readable_is_reported() {
+    let world = World::new();
+    let root = world.example("novel");
+    let outside = world.path().join("outside.md");
+    fs::write(
+        &outside,
+        "---\n类型: 人物\n名称: 外人\n---\n## 身份\n\nOUTSIDE-5e2\n",
+    )
+    .unwrap();
+    let cards = root.join(format!("works/{WORK}/知识/人物"));
+    std::os::unix::fs::symlink(&outside, cards.join("外人.md")).unwrap();
+    std::os::unix::fs::symlink(world.path().join("missing.md"), cards.join("断.md")).unwrap();
+    let output = ok_status(&run(
+        &world,
+        &root,
+        &novel_args("extraction", "8", &["--no-write"]),
+    ));
+    let out = stdout(&output);
+    assert!(!out.contains("OUTSIDE-5e2"));
+    assert!(
+        out.contains(&format!(
+            "unreadable · works/{WORK}/知识/人物/外人.md: leads outside the project root; not read"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "unreadable · works/{WORK}/知识/人物/断.md: a symlink that leads nowhere; not read"
+        )),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_vault_tools_over_a_project_show_only_what_every_purpose_may_see() {
     let world = World::new();
     let root = world.example("novel");

@@ -638,6 +638,18 @@ fn assemble_project(
             });
         }
     }
+    // Every entry a listing left out because it leads nowhere readable.
+    for (path, why) in project.skipped() {
+        if !omitted.iter().any(|o| o.source == path) {
+            omitted.push(Omitted {
+                source: path,
+                reason: Reason::Unreadable,
+                count: None,
+                detail: why.to_string(),
+                items: Vec::new(),
+            });
+        }
+    }
     let mut warnings: Vec<String> = baseline.warnings.clone();
     for warning in &own.warnings {
         if !warnings.contains(warning) {
@@ -982,6 +994,11 @@ impl ProjectRestrictions {
 /// it has no recipe. Fails closed: a recipe or schema that cannot be read
 /// is an error (what it hides is then unknown).
 pub fn project_restrictions(root: &Path) -> Result<ProjectRestrictions, AssembleError> {
+    // Most vaults are no project: one `lstat` says so, before anything is
+    // opened or loaded (every command loads the policy).
+    if std::fs::symlink_metadata(root.join(RECIPE_FILE)).is_err() {
+        return Ok(ProjectRestrictions::default());
+    }
     let Ok(mut project) = Project::open(root) else {
         return Ok(ProjectRestrictions::default());
     };

@@ -24,6 +24,9 @@ pub(crate) struct Project {
     closed: Vec<(PathBuf, String)>,
     /// Paths refused because they lead into a closed library, with it.
     refused: Mutex<Vec<(String, String)>>,
+    /// Entries a listing left out because they lead nowhere readable: a
+    /// symlink out of the root, or one that resolves to nothing (path, why).
+    skipped: Mutex<Vec<(String, &'static str)>>,
     /// What every Markdown file read goes through.
     policy: crate::privacy::Policy,
     /// Secrets taken out of the files read: (path, redaction).
@@ -94,6 +97,7 @@ impl Project {
             touched: Mutex::new(Vec::new()),
             closed: Vec::new(),
             refused: Mutex::new(Vec::new()),
+            skipped: Mutex::new(Vec::new()),
             policy: crate::privacy::Policy::default(),
             redacted: Mutex::new(Vec::new()),
             listed: std::sync::OnceLock::new(),
@@ -110,6 +114,7 @@ impl Project {
             touched: Mutex::new(Vec::new()),
             closed: Vec::new(),
             refused: Mutex::new(Vec::new()),
+            skipped: Mutex::new(Vec::new()),
             policy: crate::privacy::Policy::default(),
             redacted: Mutex::new(Vec::new()),
             listed: std::sync::OnceLock::new(),
@@ -169,6 +174,14 @@ impl Project {
         redacted.sort();
         redacted.dedup();
         redacted
+    }
+
+    /// What listings left out because it leads nowhere readable, sorted.
+    pub(crate) fn skipped(&self) -> Vec<(String, &'static str)> {
+        let mut skipped = self.skipped.lock().map(|s| s.clone()).unwrap_or_default();
+        skipped.sort();
+        skipped.dedup();
+        skipped
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -495,10 +508,20 @@ impl Project {
                 continue;
             }
             let rel_child = format!("{rel}/{name}");
+            let skip = |why: &'static str| {
+                if let Ok(mut skipped) = self.skipped.lock() {
+                    skipped.push((rel_child.clone(), why));
+                }
+            };
             let Some((real, is_dir)) = child else {
+                skip("a symlink that leads nowhere; not read");
                 continue;
             };
-            if !real.starts_with(&self.root) || self.resolve(&rel_child).is_err() {
+            if !real.starts_with(&self.root) {
+                skip("leads outside the project root; not read");
+                continue;
+            }
+            if self.resolve(&rel_child).is_err() {
                 continue;
             }
             entries.push(Entry {

@@ -784,8 +784,13 @@ impl Context<'_> {
                 continue;
             }
             if !self.project.is_folder(&dir) {
+                let why = match self.project.resolve(&dir) {
+                    Err(ReadError::Refused(_)) => "leads outside the project root; not opened",
+                    Ok(_) => "is not a folder",
+                    Err(_) => "does not exist",
+                };
                 sink.out.warnings.push(format!(
-                    "library '{library}' is bound in {} but {dir} does not exist",
+                    "library '{library}' is bound in {} but {dir} {why}",
                     self.bindings_path
                 ));
                 continue;
