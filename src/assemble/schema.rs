@@ -72,6 +72,14 @@ fn visible() -> AiContext {
 }
 
 impl Schema {
+    /// Each listed field's rule, then the default's (as `(default)`).
+    fn every_rule(&self) -> impl Iterator<Item = (&str, &AiContext)> {
+        self.rules
+            .iter()
+            .map(|(name, rule)| (name.as_str(), &rule.ai_context))
+            .chain([("(default)", &self.default)])
+    }
+
     pub(crate) fn rule(&self, field: &str) -> &AiContext {
         self.rules
             .iter()
@@ -161,12 +169,7 @@ impl Schemas {
         purposes: &std::collections::BTreeSet<&str>,
     ) -> Result<(), ProjectError> {
         for schema in self.by_type.values() {
-            let rules = schema
-                .rules
-                .iter()
-                .map(|(name, rule)| (name.as_str(), &rule.ai_context))
-                .chain([("default", &schema.default)]);
-            for (field, rule) in rules {
+            for (field, rule) in schema.every_rule() {
                 let AiContext::Only(listed) = rule else {
                     continue;
                 };
@@ -190,12 +193,7 @@ impl Schemas {
         purposes: &[&str],
     ) -> Result<(), ProjectError> {
         for schema in self.by_type.values() {
-            let rules = schema
-                .rules
-                .iter()
-                .map(|(name, rule)| (name.as_str(), &rule.ai_context))
-                .chain([("(default)", &schema.default)]);
-            for (field, rule) in rules {
+            for (field, rule) in schema.every_rule() {
                 if !rule.allows(baseline) {
                     continue;
                 }
