@@ -194,7 +194,7 @@ struct Frame {
 pub fn assemble(root: &Path, request: &AssembleRequest) -> Result<Assembly, AssembleError> {
     let mut project = Project::open(root).map_err(usage)?;
     project.set_policy(
-        crate::privacy::Policy::load_for_assembly(project.root())
+        crate::privacy::Policy::load_without_project(project.root())
             .map_err(|err| usage(err.to_string()))?,
     );
     assemble_project(&mut project, request, Review::InProject).map(|(assembly, _)| assembly)
@@ -1003,7 +1003,7 @@ pub fn project_restrictions(root: &Path) -> Result<ProjectRestrictions, Assemble
         return Ok(ProjectRestrictions::default());
     };
     project.set_policy(
-        crate::privacy::Policy::load_for_assembly(root).map_err(|err| usage(err.to_string()))?,
+        crate::privacy::Policy::load_without_project(root).map_err(|err| usage(err.to_string()))?,
     );
     let refuse = |problem: String| AssembleError::Unservable {
         root: root.to_path_buf(),

@@ -228,7 +228,7 @@ impl Policy {
     /// [`crate::assemble::ProjectRestrictions`]): the vault's tools serve
     /// no purpose, so they show only what every purpose may see.
     pub fn load(root: &Path) -> Result<Policy, PolicyError> {
-        let policy = Policy::load_for_assembly(root)?;
+        let policy = Policy::load_without_project(root)?;
         let restrictions = crate::assemble::project_restrictions(root).map_err(|err| match err {
             crate::assemble::AssembleError::Unservable { root, problem } => PolicyError(format!(
                 "{} cannot be read as a writing project: {problem}; which fields its schemas \
@@ -258,8 +258,9 @@ impl Policy {
     }
 
     /// [`Policy::load`] without a writing project's restrictions: what the
-    /// assembler reads under, since it shows each purpose its own fields.
-    pub fn load_for_assembly(root: &Path) -> Result<Policy, PolicyError> {
+    /// assembler reads under, since it shows each purpose its own fields,
+    /// and all the walk needs (the Obsidian settings).
+    pub fn load_without_project(root: &Path) -> Result<Policy, PolicyError> {
         let mut policy = Policy::load_file(root)?;
         let settings = ObsidianSettings::read(root, &policy.file.obsidian);
         policy.set_obsidian(settings);

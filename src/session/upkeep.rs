@@ -153,7 +153,7 @@ pub(crate) fn sync_store(
     // The project's tree is read as the assembler reads it: each purpose
     // is shown its own fields from it (the vault's rows are synced under
     // `policy`, which hides what some purpose may not see).
-    let assembly_policy = Policy::load_for_assembly(root)?;
+    let assembly_policy = Policy::load_without_project(root)?;
     let Some((entries, libraries)) = crate::assemble::project_image(root, &assembly_policy)
         .map_err(|problem| {
             anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(

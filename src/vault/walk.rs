@@ -230,7 +230,7 @@ impl Listing {
         // Obsidian's templates and Excluded files, under the vault's
         // policy (a policy that does not load stops the run elsewhere;
         // here its defaults apply).
-        let settings = crate::privacy::Policy::load(root)
+        let settings = crate::privacy::Policy::load_without_project(root)
             .map(|policy| policy.obsidian().clone())
             .unwrap_or_else(|_| super::obsidian::ObsidianSettings::read(root, &Default::default()));
         let walker = Walker {
