@@ -244,6 +244,9 @@ pub(crate) fn serve_http(
                             if let Some(refused) = check_bearer(token.as_deref(), &request) {
                                 return refused;
                             }
+                            if request.method() == axum::http::Method::DELETE {
+                                return end_session(&sessions, request, next).await;
+                            }
                             let opens_session = request.method() == axum::http::Method::POST
                                 && !request.headers().contains_key("mcp-session-id");
                             if !opens_session {
@@ -330,6 +333,44 @@ async fn read_body(
         )
             .into_response()),
     }
+}
+
+/// A DELETE ends the session it names, as the protocol says: 204 when it
+/// was open, 404 when no such session is (rmcp answers 202 either way, and
+/// clients take 202 for a failed termination).
+async fn end_session(
+    sessions: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let Some(id) = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
+    else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "a DELETE names the session it ends (Mcp-Session-Id)",
+        )
+            .into_response();
+    };
+    let open = sessions
+        .sessions
+        .read()
+        .await
+        .keys()
+        .any(|session| session.as_ref() == id.as_str());
+    if !open {
+        return (StatusCode::NOT_FOUND, "no such session").into_response();
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// Refuses a request that would open a session past the limit.

@@ -138,6 +138,30 @@ impl Server {
         (status, head.to_string(), messages(body))
     }
 
+    /// Sends a DELETE for `session`: the status.
+    fn delete(&self, session: Option<&str>) -> u16 {
+        let mut request = format!(
+            "DELETE /mcp HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+            self.port
+        );
+        if let Some(session) = session {
+            request.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        request.push_str("\r\n");
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        String::from_utf8_lossy(&response)
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Opens an MCP session: its id.
     fn open_session(&self) -> String {
         let (status, head, _) = self.post(
@@ -421,6 +445,28 @@ fn a_pack_handle_is_bound_to_its_session() {
         as_unknown(&refused["error"].to_string()),
         never["error"].to_string()
     );
+}
+
+/// A DELETE ends its session (204, as clients expect) and a session that
+/// is not open is not found (404), where the transport answered 202 to both.
+#[test]
+fn a_delete_ends_the_session_it_names() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let server = Server::start_over(&world, &vault, &["--http", "127.0.0.1:0"]);
+    let (mine, theirs) = (server.open_session(), server.open_session());
+    assert_eq!(server.delete(Some("not-a-session")), 404);
+    assert_eq!(server.delete(None), 400);
+    assert_eq!(server.delete(Some(&mine)), 204);
+    assert_eq!(server.delete(Some(&mine)), 404);
+    let (status, head, _) = server.post(
+        Some(&mine),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(status, 404, "{head}");
+    // The other session goes on.
+    let listed = server.request(&theirs, "tools/list", json!({}));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
 }
 
 /// The token can come from `CTXPACK_TOKEN`, kept out of the process list,
