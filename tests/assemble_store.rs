@@ -279,6 +279,8 @@ fn plant_secret_library(root: &Path) {
         std::os::unix::fs::symlink(target, root.join(link)).unwrap();
     };
     link("言情范式", "knowledge/alias");
+    // From inside a bound library into the unbound one.
+    link("../言情范式/密卷.md", "knowledge/打斗范式/借来的.md");
     link(
         "../../../../knowledge/言情范式/密卷.md",
         &format!("works/{WORK}/知识/人物/内鬼.md"),
@@ -407,6 +409,14 @@ fn the_gate_holds_from_the_store_as_in_the_folder() {
             "works/青灯录/正文/第006章.md",
         ] {
             assert!(refused.contains(route), "{agent}: {route} in {refused:?}");
+        }
+        // The writer's L3 lists the bound library, and the store's rows say
+        // where its link leads as the folder does.
+        if agent == "writer" {
+            assert!(
+                refused.contains("knowledge/打斗范式/借来的.md"),
+                "{refused:?}"
+            );
         }
         let mut folder_args = args.to_vec();
         folder_args.push("--no-write");

@@ -179,8 +179,10 @@ impl ProjectSnapshot {
     }
 
     /// The rows that lie in or lead into libraries, all of whose names are
-    /// in `open` (a library reached under a name not in `open` stays in
-    /// the database), without content as above.
+    /// in `open`, without content as above. A row in open libraries that
+    /// leads into one not open comes with its target cut to that library's
+    /// folder and no content, as a row outside the libraries does: the
+    /// gate refuses it and the report names it, as over the folder.
     pub fn in_libraries(&self, open: &[String]) -> Result<Vec<ProjectEntry>> {
         self.rows(Some(open.to_vec()))
     }
@@ -207,11 +209,16 @@ impl ProjectSnapshot {
                 Some(open) => {
                     client
                         .query(
-                            "SELECT path, kind, target, listed, inside, reaches, library, \
-                             CASE WHEN content IS NOT NULL THEN '\\x'::bytea END \
+                            "SELECT path, kind, \
+                             CASE WHEN reaches <@ $2::text[] THEN target ELSE library END, \
+                             listed, inside, reaches, library, \
+                             CASE WHEN content IS NOT NULL AND reaches <@ $2::text[] \
+                             THEN '\\x'::bytea END \
                              FROM ctxpack_project_entries \
                              WHERE vault = $1 AND cardinality(reaches) > 0 \
-                             AND reaches <@ $2::text[] AND inside <@ $2::text[] ORDER BY path",
+                             AND inside <@ $2::text[] \
+                             AND (reaches <@ $2::text[] OR cardinality(inside) > 0) \
+                             ORDER BY path",
                             &[&vault, open],
                         )
                         .await?
