@@ -999,22 +999,13 @@ pub fn project_restrictions(root: &Path) -> Result<ProjectRestrictions, Assemble
     if std::fs::symlink_metadata(root.join(RECIPE_FILE)).is_err() {
         return Ok(ProjectRestrictions::default());
     }
-    let Ok(mut project) = Project::open(root) else {
+    let Some((project, recipe)) = served_project(root)? else {
         return Ok(ProjectRestrictions::default());
     };
-    project.set_policy(
-        crate::privacy::Policy::load_without_project(root).map_err(|err| usage(err.to_string()))?,
-    );
     let refuse = |problem: String| AssembleError::Unservable {
         root: root.to_path_buf(),
         problem,
     };
-    let text = match project.read_optional(RECIPE_FILE) {
-        Ok(None) => return Ok(ProjectRestrictions::default()),
-        Ok(Some(text)) => text,
-        Err(err) => return Err(refuse(format!("cannot read its recipe: {err}"))),
-    };
-    let recipe = Recipe::parse(&text).map_err(|err| refuse(format!("{RECIPE_FILE}: {err}")))?;
     let schemas =
         Schemas::load(&project, &recipe.schemas_dir).map_err(|err| refuse(err.to_string()))?;
     let restricted = |rule: &schema::AiContext| *rule != schema::AiContext::All(true);
@@ -1084,6 +1075,28 @@ pub(crate) fn has_recipe(root: &Path) -> bool {
         .is_ok_and(|project| matches!(project.read_optional(RECIPE_FILE), Ok(Some(_))))
 }
 
+/// The writing project at `root` and its recipe, for what the vault's tools
+/// must hide (only its YAML is read, which no privacy policy governs);
+/// `None` when `root` has no recipe. Fails closed: a recipe that exists but
+/// cannot be read or parsed is an error, since what it binds and hides is
+/// then unknown.
+fn served_project(root: &Path) -> Result<Option<(Project, Recipe)>, AssembleError> {
+    let Ok(project) = Project::open(root) else {
+        return Ok(None);
+    };
+    let refuse = |problem: String| AssembleError::Unservable {
+        root: root.to_path_buf(),
+        problem,
+    };
+    let text = match project.read_optional(RECIPE_FILE) {
+        Ok(None) => return Ok(None),
+        Ok(Some(text)) => text,
+        Err(err) => return Err(refuse(format!("cannot read its recipe: {err}"))),
+    };
+    let recipe = Recipe::parse(&text).map_err(|err| refuse(format!("{RECIPE_FILE}: {err}")))?;
+    Ok(Some((project, recipe)))
+}
+
 /// The library folders (relative to `root`) that no work of the writing
 /// project at `root` binds: no agent may read them, so the vault tools
 /// served over the project do not see them either. Empty when `root` has
@@ -1091,19 +1104,9 @@ pub(crate) fn has_recipe(root: &Path) -> bool {
 /// parsed is an error (which folder holds the libraries is then unknown);
 /// when a work's bindings cannot be read, every library folder is listed.
 pub fn unbound_libraries(root: &Path) -> Result<Vec<String>, AssembleError> {
-    let Ok(project) = Project::open(root) else {
+    let Some((project, recipe)) = served_project(root)? else {
         return Ok(Vec::new());
     };
-    let refuse = |problem: String| AssembleError::Unservable {
-        root: root.to_path_buf(),
-        problem,
-    };
-    let text = match project.read_optional(RECIPE_FILE) {
-        Ok(None) => return Ok(Vec::new()),
-        Ok(Some(text)) => text,
-        Err(err) => return Err(refuse(format!("cannot read its recipe: {err}"))),
-    };
-    let recipe = Recipe::parse(&text).map_err(|err| refuse(format!("{RECIPE_FILE}: {err}")))?;
     let libraries = project
         .library_folders(&recipe.libraries_dir)
         .unwrap_or_default();
