@@ -65,7 +65,7 @@ pub(crate) fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditRep
     let mut files: Vec<FileAudit> = notes
         .par_iter()
         .filter_map(|found| {
-            let (text, _) = walk::read_text(&found.read_path, MAX_FILE_BYTES).ok()?;
+            let (text, _) = walk::read_text(&found.read_path(root), MAX_FILE_BYTES).ok()?;
             let mut audited = audit_text(policy, &found.rel_path, &text);
             if let Some(target) = found
                 .target
@@ -86,7 +86,7 @@ pub(crate) fn audit(root: &Path, policy: &Policy, hidden: &[String]) -> AuditRep
             .par_iter()
             .filter(|f| walk::is_base(&f.rel_path) && !policy.is_private_path(&f.rel_path))
             .filter_map(|found| {
-                let (text, _) = walk::read_text(&found.read_path, MAX_FILE_BYTES).ok()?;
+                let (text, _) = walk::read_text(&found.read_path(root), MAX_FILE_BYTES).ok()?;
                 let mut file = FileAudit::new(&found.rel_path);
                 file.redactions = audited_secrets(policy, &text);
                 (!file.redactions.is_empty()).then_some(file)
@@ -147,7 +147,7 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
             .frontmatter_reason(raw)
             .or_else(|| policy.private_reason(&note))
     };
-    let line_of = |text: &str, offset: usize| text[..offset].matches('\n').count() as u32 + 1;
+    let line_of = |text: &str, offset: usize| Lines::of(text).line(offset);
     // Secrets are looked for as the notes' reading does: once comments are
     // out (a secret split by one reads whole).
     file.redactions = audited_secrets(policy, &policy.strip_comments(raw));
@@ -156,16 +156,18 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
         let body = frontmatter::split(text).body;
         let body_line = line_of(text, text.len() - body.len()) - 1;
         let rules = &policy.file.strip;
+        let body_lines = Lines::of(body);
         file.comments = comments::find(body, rules.obsidian_comments, rules.html_comments)
             .into_iter()
-            .map(|range| body_line + line_of(body, range.start))
+            .map(|range| body_line + body_lines.line(range.start))
             .collect();
+        let note_lines = Lines::of(&note.body);
         file.private_sections = note
             .headings
             .iter()
             .filter(|heading| policy.is_private_heading(&heading.text))
             .map(|heading| AuditedSection {
-                line: body_line + line_of(&note.body, heading.range.start),
+                line: body_line + note_lines.line(heading.range.start),
                 heading: heading.text.clone(),
             })
             .collect();
@@ -180,7 +182,8 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
 /// The secrets `policy` redacts in `raw`, as the notes' reading finds them
 /// (through inline markup too), each with its line and masked.
 fn audited_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
-    let line_of = |offset: usize| raw[..offset].matches('\n').count() as u32 + 1;
+    let lines = Lines::of(raw);
+    let line_of = |offset: usize| lines.line(offset);
     policy
         .findings_through_markup(raw)
         .into_iter()
@@ -228,6 +231,21 @@ pub(crate) fn render(report: &AuditReport) -> String {
         report.private_sections
     ));
     out
+}
+
+/// Where a text's lines start, to number many offsets in it (counting the
+/// line breaks before each one was quadratic in a note of many comments).
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn of(text: &str) -> Lines {
+        Lines(memchr::memchr_iter(b'\n', text.as_bytes()).collect())
+    }
+
+    /// The 1-based line of the byte at `offset`.
+    fn line(&self, offset: usize) -> u32 {
+        self.0.partition_point(|&newline| newline < offset) as u32 + 1
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use crate::note::Diagnostic;
 use crate::privacy::Policy;
 use crate::vault::walk;
+use std::path::Path;
 
 /// One Markdown file as last seen.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,6 +49,7 @@ pub(crate) fn walk_diagnostics(
 }
 
 pub(crate) fn read_and_parse(
+    root: &Path,
     item: &Pending,
     max_bytes: u64,
     policy: &Policy,
@@ -90,7 +92,7 @@ pub(crate) fn read_and_parse(
         entry.hash = *hasher.finalize().as_bytes();
         return (entry, None);
     }
-    match walk::read_text(&item.found.read_path, max_bytes) {
+    match walk::read_text(&item.found.read_path(root), max_bytes) {
         Ok((text, mtime)) => {
             // The policy is part of what a note's content is: under another
             // policy the same file reads differently (and is re-embedded).

@@ -99,9 +99,49 @@ pub struct Catalog {
 struct Files {
     decoded: OnceLock<Vec<FileEntry>>,
     encoded: Option<(Blob, Range<usize>)>,
+    /// Each file's path (a range of the blob), size and time, read from
+    /// the encoded list ahead of a comparison: the comparison a walk waits
+    /// for is then a scan of this list.
+    stats: OnceLock<Option<Vec<FileStat>>>,
+}
+
+/// A file's path as a range of the catalog blob, its size and its time.
+#[derive(Clone)]
+struct FileStat {
+    path: Range<usize>,
+    size: u64,
+    mtime_ns: i128,
 }
 
 impl Files {
+    /// The paths and stats of the encoded list (`None` when the list is
+    /// decoded already, or cannot be read: the comparison reads it then).
+    fn stats(&self) -> Option<&[FileStat]> {
+        self.stats
+            .get_or_init(|| {
+                if self.decoded.get().is_some() {
+                    return None;
+                }
+                let (blob, range) = self.encoded.as_ref()?;
+                let bytes = blob.get(range.clone())?;
+                let start = bytes.as_ptr() as usize - blob.as_ptr() as usize;
+                let (count, mut rest) = postcard::take_from_bytes::<u64>(bytes).ok()?;
+                let mut stats = Vec::with_capacity(usize::try_from(count).ok()?.min(1 << 24));
+                for _ in 0..count {
+                    let (file, after) = postcard::take_from_bytes::<FileStatRef<'_>>(rest).ok()?;
+                    let at = file.path.as_ptr() as usize - bytes.as_ptr() as usize + start;
+                    stats.push(FileStat {
+                        path: at..at + file.path.len(),
+                        size: file.size,
+                        mtime_ns: file.mtime_ns,
+                    });
+                    rest = after;
+                }
+                Some(stats)
+            })
+            .as_deref()
+    }
+
     fn get(&self) -> &[FileEntry] {
         self.decoded.get_or_init(|| {
             // The blob's hash matched when it was loaded, so this decodes;
@@ -135,8 +175,9 @@ impl Freshness {
             return false;
         }
         let files = &walked.files;
-        if files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
+        if files.iter().is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
             return self.files.unchanged(
+                files.len(),
                 files
                     .iter()
                     .map(|found| (found.rel_path.as_str(), found.stat)),
@@ -145,6 +186,7 @@ impl Freshness {
         let mut sorted: Vec<&crate::vault::walk::Found> = files.iter().collect();
         sorted.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
         self.files.unchanged(
+            sorted.len(),
             sorted
                 .into_iter()
                 .map(|found| (found.rel_path.as_str(), found.stat)),
@@ -153,6 +195,12 @@ impl Freshness {
 
     pub(crate) fn file_count(&self) -> usize {
         self.file_count
+    }
+
+    /// Reads the file list's paths and stats now, so that [`Self::holds`]
+    /// is a scan (called beside the walk, whose end it would delay).
+    pub(crate) fn prepare(&self) {
+        let _ = self.files.stats();
     }
 }
 
@@ -178,29 +226,37 @@ impl Files {
     /// update's cost.
     fn unchanged<'w>(
         &self,
-        walked: impl ExactSizeIterator<Item = (&'w str, Option<(u64, i128)>)>,
+        count: usize,
+        walked: impl Iterator<Item = (&'w str, Option<(u64, i128)>)>,
     ) -> bool {
         let same = |path: &str, size: u64, mtime: i128, walked: (&str, Option<(u64, i128)>)| {
             walked.0 == path && walked.1 == Some((size, mtime))
         };
         if let Some(files) = self.decoded.get() {
-            return files.len() == walked.len()
+            return files.len() == count
                 && files
                     .iter()
                     .zip(walked)
                     .all(|(file, found)| same(&file.path, file.size, file.mtime_ns, found));
         }
         let Some((blob, range)) = &self.encoded else {
-            return walked.len() == 0;
+            return count == 0;
         };
+        if let Some(stats) = self.stats() {
+            return stats.len() == count
+                && stats.iter().zip(walked).all(|(file, found)| {
+                    blob.get(file.path.clone()) == Some(found.0.as_bytes())
+                        && found.1 == Some((file.size, file.mtime_ns))
+                });
+        }
         // A sequence is its length, then its items: read one at a time.
-        let Some(Ok((count, mut rest))) = blob
+        let Some(Ok((encoded_count, mut rest))) = blob
             .get(range.clone())
             .map(postcard::take_from_bytes::<u64>)
         else {
             return false;
         };
-        if usize::try_from(count) != Ok(walked.len()) {
+        if usize::try_from(encoded_count) != Ok(count) {
             return false;
         }
         for found in walked {
@@ -270,6 +326,7 @@ impl Catalog {
             files: Files {
                 decoded: OnceLock::from(files),
                 encoded: None,
+                stats: OnceLock::new(),
             },
             metas,
             match_keys,
@@ -303,8 +360,9 @@ impl Catalog {
         }
     }
 
-    pub fn files_unchanged(&self, walked: &[crate::vault::walk::Found]) -> bool {
+    pub(crate) fn files_unchanged(&self, walked: &crate::vault::walk::FoundFiles) -> bool {
         self.files.unchanged(
+            walked.len(),
             walked
                 .iter()
                 .map(|found| (found.rel_path.as_str(), found.stat)),
@@ -418,6 +476,7 @@ impl Catalog {
             files: Files {
                 decoded: OnceLock::new(),
                 encoded: Some((Arc::clone(&blob), parts[0].clone())),
+                stats: OnceLock::new(),
             },
             metas: Arc::new(metas),
             match_keys: Arc::new(match_keys),
@@ -708,10 +767,16 @@ mod tests {
         let in_place = Files {
             decoded: OnceLock::new(),
             encoded: Some((Arc::clone(&blob), 0..len)),
+            stats: OnceLock::new(),
         };
+        // The same bytes with their paths and stats read ahead, as a
+        // speculating open does beside the walk.
+        let read_ahead = in_place.clone();
+        assert_eq!(read_ahead.stats().map(<[FileStat]>::len), Some(3));
         let decoded = Files {
             decoded: OnceLock::from(entries.clone()),
             encoded: None,
+            stats: OnceLock::new(),
         };
         let walked = |files: &[(&'static str, Option<(u64, i128)>)]| files.to_vec();
         let same = walked(&[
@@ -733,21 +798,22 @@ mod tests {
             (same[..2].to_vec(), false),
         ];
         for (walk, expected) in cases {
-            assert_eq!(
-                in_place.unchanged(walk.iter().copied()),
-                expected,
-                "{walk:?}"
-            );
-            assert_eq!(
-                decoded.unchanged(walk.iter().copied()),
-                expected,
-                "{walk:?}"
-            );
+            for files in [&in_place, &read_ahead, &decoded] {
+                assert_eq!(
+                    files.unchanged(walk.len(), walk.iter().copied()),
+                    expected,
+                    "{walk:?}"
+                );
+            }
         }
         let cut = Files {
             decoded: OnceLock::new(),
             encoded: Some((blob, 0..len - 1)),
+            stats: OnceLock::new(),
         };
-        assert!(!cut.unchanged(same.iter().copied()));
+        assert!(!cut.unchanged(same.len(), same.iter().copied()));
+        // A list that cannot be read ahead is compared as it is read.
+        assert!(cut.stats().is_none());
+        assert!(!cut.unchanged(same.len(), same.iter().copied()));
     }
 }

@@ -486,7 +486,9 @@ impl VaultIndex {
                 };
                 let freshness = index.catalog.freshness();
                 let catalog_hash = index.catalog_hash.clone();
-                Some((freshness, catalog_hash, run(index)))
+                let ran = run(index);
+                freshness.prepare();
+                Some((freshness, catalog_hash, ran))
             },
             || Detected::find(root, config, stored.as_ref()),
         );
@@ -731,20 +733,20 @@ impl VaultIndex {
             return None;
         }
         let mut walked = walk::walk_scope(&self.root, &config.hidden, &scope)?;
+        let mut files = std::mem::take(&mut walked.files).into_vec();
         for file in catalog.files() {
             if scope.covers(&file.path) {
                 continue;
             }
             // Out of scope, a file is as it was: its stat is the catalog's.
-            let read_as = file.link_target.as_deref().unwrap_or(&file.path);
-            walked.files.push(walk::Found {
+            files.push(walk::Found {
                 rel_path: file.path.clone(),
-                read_path: self.root.join(read_as),
                 target: file.link_target.clone(),
                 stat: Some((file.size, file.mtime_ns)),
             });
         }
-        walked.files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        walked.files = files.into();
         walked.problems.extend(
             catalog
                 .walk_problems
@@ -834,7 +836,7 @@ impl VaultIndex {
             })
             .collect();
         let listed = work.len();
-        let indexed = index_files(&writer, fields, work, config, &mut state)?;
+        let indexed = index_files(root, &writer, fields, work, config, &mut state)?;
         finish(root, &config.dir, &mut writer, state)?;
         Ok(UpdateReport {
             added: listed - indexed.vanished_new,
@@ -857,10 +859,7 @@ impl VaultIndex {
         walked: walk::WalkResult,
     ) -> Result<UpdateReport> {
         let walk_problems = walk_diagnostics(walked.problems, &config.policy);
-        let mut found_files = walked.files;
-        if !found_files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
-            found_files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
-        }
+        let found_files = walked.files.sorted();
         let mut report = UpdateReport::default();
         if walk_problems == self.catalog.walk_problems && self.catalog.files_unchanged(&found_files)
         {
@@ -946,7 +945,14 @@ impl VaultIndex {
             }
         }
         // A file touched but rewritten with identical content is not a change.
-        let indexed = index_files(&writer, self.fields, pending, config, &mut state)?;
+        let indexed = index_files(
+            &self.root,
+            &writer,
+            self.fields,
+            pending,
+            config,
+            &mut state,
+        )?;
         report.changed -= indexed.identical + indexed.vanished_known;
         report.unchanged += indexed.identical;
         report.added -= indexed.vanished_new;
@@ -1461,7 +1467,7 @@ mod tests {
             let (index, fields) = memory_index();
             let writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
             let mut state = IndexState::default();
-            let indexed = index_files(&writer, fields, work, &config, &mut state).unwrap();
+            let indexed = index_files(&root, &writer, fields, work, &config, &mut state).unwrap();
             fs::rename(root.join("b.txt"), root.join("b.md")).unwrap();
             let (new, known) = if previous_hash.is_some() {
                 (0, 1)
@@ -1504,7 +1510,15 @@ mod tests {
                 ..IndexState::default()
             };
             let config = IndexConfig::new(dir.clone());
-            index_files(&writer, fields, pending(&root, None), &config, &mut state).unwrap();
+            index_files(
+                &root,
+                &writer,
+                fields,
+                pending(&root, None),
+                &config,
+                &mut state,
+            )
+            .unwrap();
             fs::rename(&root, world.path().join(format!("moved-{replace}"))).unwrap();
             if replace {
                 fs::create_dir(&root).unwrap();
@@ -1890,6 +1904,7 @@ struct Indexed {
 /// of the catalog with a diagnostic, so the next update does not believe
 /// it was indexed.
 fn index_files(
+    root: &Path,
     writer: &IndexWriter,
     fields: Fields,
     work: Vec<Pending>,
@@ -1921,7 +1936,8 @@ fn index_files(
         batch
             .par_iter()
             .map(|item| {
-                let (entry, prepared) = read_and_parse(item, config.max_file_bytes, &config.policy);
+                let (entry, prepared) =
+                    read_and_parse(root, item, config.max_file_bytes, &config.policy);
                 Parsed::new(fields, item, entry, prepared.map(|p| p.note))
             })
             .collect()
@@ -1941,7 +1957,7 @@ fn index_files(
                 note,
                 same,
             } = parsed;
-            if note.is_none() && !entry.problems.is_empty() && vanished(&item.found) {
+            if note.is_none() && !entry.problems.is_empty() && vanished(root, &item.found) {
                 if item.previous_hash.is_some() {
                     writer.delete_term(Term::from_field_text(fields.path, &item.found.rel_path));
                     indexed.vanished_known += 1;
@@ -2022,8 +2038,8 @@ impl Parsed {
 }
 
 /// Whether the file the walk found is no longer there to read.
-fn vanished(found: &walk::Found) -> bool {
-    fs::symlink_metadata(&found.read_path)
+fn vanished(root: &Path, found: &walk::Found) -> bool {
+    fs::symlink_metadata(found.read_path(root))
         .is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
 }
 

@@ -124,7 +124,7 @@ impl Vault {
 
         let read: Vec<(Option<Note>, Vec<Diagnostic>)> = note_files
             .par_iter()
-            .map(|found| read_note(found, options.max_file_bytes, &options.policy))
+            .map(|found| read_note(&root, found, options.max_file_bytes, &options.policy))
             .collect();
         let mut notes = Vec::with_capacity(read.len());
         for (note, problems) in read {
@@ -137,7 +137,8 @@ impl Vault {
             if found.rel_path == log::LOG_FILE {
                 continue;
             }
-            let (role_note, problems) = read_note(&found, options.max_file_bytes, &options.policy);
+            let (role_note, problems) =
+                read_note(&root, &found, options.max_file_bytes, &options.policy);
             diagnostics.extend(problems);
             roles.extend(role_note);
         }
@@ -593,6 +594,7 @@ impl Vault {
 }
 
 fn read_note(
+    root: &Path,
     found: &walk::Found,
     max_bytes: u64,
     policy: &Policy,
@@ -610,7 +612,7 @@ fn read_note(
     if target_private || policy.is_private_path(&found.rel_path) {
         return (None, Vec::new());
     }
-    match walk::read_text(&found.read_path, max_bytes) {
+    match walk::read_text(&found.read_path(root), max_bytes) {
         Ok((text, mtime)) => {
             let mtime = mtime.map(DateTime::<Utc>::from);
             match policy.prepare(&found.rel_path, &text, mtime) {

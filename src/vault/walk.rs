@@ -32,8 +32,6 @@ const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 pub struct Found {
     /// Relative, `/`-separated.
     pub rel_path: String,
-    /// Where to read it: the file itself, or the in-vault target of a symlink.
-    pub read_path: PathBuf,
     /// For a symlink, its target's relative path (a policy that makes the
     /// target private makes every link to it private too).
     pub target: Option<String>,
@@ -41,9 +39,87 @@ pub struct Found {
     pub stat: Option<(u64, i128)>,
 }
 
+impl Found {
+    /// Where to read it, under the vault's `root`: the file itself, or the
+    /// in-vault target of a symlink (a path kept per file was an allocation
+    /// per note on every walk, for the few files a call reads).
+    pub(crate) fn read_path(&self, root: &Path) -> PathBuf {
+        root.join(self.target.as_deref().unwrap_or(&self.rel_path))
+    }
+}
+
 pub(crate) struct WalkResult {
-    pub files: Vec<Found>,
+    pub files: FoundFiles,
     pub problems: Vec<(String, String)>,
+}
+
+/// The files a walk found, in path order, in the runs the folders gave
+/// (joining them into one list copied every file once more: on a 10k-note
+/// vault, a megabyte of fresh memory on the way of every call that only
+/// compares the walk with the index).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FoundFiles {
+    runs: Vec<Vec<Found>>,
+}
+
+impl FoundFiles {
+    pub(crate) fn len(&self) -> usize {
+        self.runs.iter().map(Vec::len).sum()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Found> + Clone {
+        self.runs.iter().flatten()
+    }
+
+    pub(crate) fn par_iter(&self) -> impl ParallelIterator<Item = &Found> {
+        self.runs.par_iter().flat_map(|run| run.par_iter())
+    }
+
+    /// The files in one list.
+    pub(crate) fn into_vec(mut self) -> Vec<Found> {
+        self.runs.retain(|run| !run.is_empty());
+        if self.runs.len() <= 1 {
+            return self.runs.pop().unwrap_or_default();
+        }
+        let mut files = Vec::with_capacity(self.len());
+        for run in self.runs {
+            files.extend(run);
+        }
+        files
+    }
+
+    /// The files sorted by path (a walk lists them so; a list put
+    /// together otherwise may not be).
+    pub(crate) fn sorted(self) -> FoundFiles {
+        if self.iter().is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
+            return self;
+        }
+        let mut files = self.into_vec();
+        files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        files.into()
+    }
+}
+
+impl From<Vec<Found>> for FoundFiles {
+    fn from(files: Vec<Found>) -> FoundFiles {
+        FoundFiles { runs: vec![files] }
+    }
+}
+
+impl IntoIterator for FoundFiles {
+    type Item = Found;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<Found>>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.runs.into_iter().flatten()
+    }
+}
+
+impl<'a> IntoIterator for &'a FoundFiles {
+    type Item = &'a Found;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<Found>>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.runs.iter().flatten()
+    }
 }
 
 /// The extension of Obsidian Bases files: listed, but only ever read as
@@ -172,11 +248,16 @@ pub(crate) fn walk_scope(root: &Path, hidden: &[String], scope: &Scope) -> Optio
 /// Resolves symlinks against the listed files, stats everything in
 /// parallel and sorts.
 fn finish_walk(
-    mut files: Vec<Found>,
+    files: FoundFiles,
     mut problems: Vec<(String, String)>,
     links: Vec<(String, String, PathBuf)>,
     hidden: &[String],
 ) -> WalkResult {
+    problems.sort();
+    if links.is_empty() {
+        // Folders are listed in path order.
+        return WalkResult { files, problems };
+    }
     // A symlink is read only when its target is itself a file the walk
     // lists: never a hidden, skipped, ignored or non-Markdown file.
     let mut listed: Vec<&str> = files.iter().map(|f| f.rel_path.as_str()).collect();
@@ -187,12 +268,14 @@ fn finish_walk(
         // file (or the other way round) would read data as a note.
         let same_kind = extension_of(&rel_path).eq_ignore_ascii_case(extension_of(&target_rel));
         if same_kind && listed.binary_search(&target_rel.as_str()).is_ok() {
-            linked.push(Found {
-                rel_path,
-                read_path: target,
-                target: Some(target_rel),
-                stat: None,
-            });
+            linked.push((
+                Found {
+                    rel_path,
+                    target: Some(target_rel),
+                    stat: None,
+                },
+                target,
+            ));
         } else if !is_hidden(&target_rel, hidden) {
             problems.push((
                 rel_path,
@@ -200,24 +283,27 @@ fn finish_walk(
             ));
         }
     }
+    drop(listed);
     // Regular files were stat-ed as they were listed; links are stat-ed
     // through to their targets.
-    for found in &mut linked {
-        found.stat = stat(&found.read_path);
-    }
-    files.extend(linked);
-    // Folders are listed in path order, so only links need placing.
-    if !files.is_sorted_by(|a, b| a.rel_path <= b.rel_path) {
-        files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
-    }
+    let mut files = files.into_vec();
+    files.extend(linked.into_iter().map(|(mut found, target)| {
+        found.stat = stat(&target);
+        found
+    }));
+    // Only links need placing.
+    files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
     problems.sort();
-    WalkResult { files, problems }
+    WalkResult {
+        files: files.into(),
+        problems,
+    }
 }
 
 /// What a walk found in one folder and below it.
 #[derive(Default)]
 struct Listing {
-    files: Vec<Found>,
+    files: FoundFiles,
     /// Symlinks to Markdown names: relative path, the target's relative
     /// path and the canonical target.
     links: Vec<(String, String, PathBuf)>,
@@ -246,7 +332,7 @@ impl Listing {
         } = walker.visit_dir(root.to_path_buf(), String::new(), Vec::new());
         problems.extend(settings.problems.iter().cloned());
         Listing {
-            files: flatten(runs),
+            files: FoundFiles { runs },
             links,
             problems,
         }
@@ -262,19 +348,6 @@ struct Visited {
     runs: Vec<Vec<Found>>,
     links: Vec<(String, String, PathBuf)>,
     problems: Vec<(String, String)>,
-}
-
-/// The runs joined (the one copy of the walk's files).
-fn flatten(mut runs: Vec<Vec<Found>>) -> Vec<Found> {
-    runs.retain(|run| !run.is_empty());
-    if runs.len() <= 1 {
-        return runs.pop().unwrap_or_default();
-    }
-    let mut files = Vec::with_capacity(runs.iter().map(Vec::len).sum());
-    for run in runs {
-        files.extend(run);
-    }
-    files
 }
 
 struct Walker<'a> {
@@ -363,10 +436,9 @@ impl Walker<'_> {
             .filter_map(|entry| Some((entry.file_name(), entry.file_type().ok()?)))
             .collect();
         entries.sort_unstable_by(path_order);
-        // This folder's files (and their names, for the stat) and, for each
-        // subfolder in path order, how many of them come before it.
+        // This folder's files and, for each subfolder in path order, how
+        // many of them come before it.
         let mut files: Vec<Found> = Vec::with_capacity(entries.len());
-        let mut names: Vec<std::ffi::OsString> = Vec::with_capacity(entries.len());
         let mut folders: Vec<(PathBuf, String, usize)> = Vec::new();
         for (file_name, file_type) in entries {
             let Some(name) = file_name.to_str() else {
@@ -389,8 +461,8 @@ impl Walker<'_> {
             if name.starts_with('.') || (rel_dir.is_empty() && name == "log.md") {
                 continue;
             }
-            let path = child_path(&dir, name);
             if file_type.is_dir() {
+                let path = child_path(&dir, name);
                 let rel_path = join(&rel_dir, name);
                 if self.scope.is_none_or(|scope| scope.enters(&rel_path))
                     && !SKIPPED_DIRS.contains(&name)
@@ -403,7 +475,7 @@ impl Walker<'_> {
             }
             if !is_listed_kind(name)
                 || SKIPPED_FILES.contains(&name)
-                || is_ignored(&ignores, &path, false)
+                || (!ignores.is_empty() && is_ignored(&ignores, &child_path(&dir, name), false))
             {
                 continue;
             }
@@ -414,7 +486,7 @@ impl Walker<'_> {
                 continue;
             }
             if file_type.is_symlink() {
-                match fs::canonicalize(&path) {
+                match fs::canonicalize(child_path(&dir, name)) {
                     Ok(target) if target.starts_with(self.root) => {
                         let inside = target.strip_prefix(self.root).unwrap_or(&target);
                         here.links.push((
@@ -439,15 +511,13 @@ impl Walker<'_> {
             }
             files.push(Found {
                 rel_path,
-                read_path: path,
                 target: None,
                 stat: None,
             });
-            names.push(file_name);
         }
         let before: Vec<usize> = folders.iter().map(|(_, _, at)| *at).collect();
         let (_, below) = rayon::join(
-            || stat_files(&dir, &mut files, &names),
+            || stat_files(&dir, &mut files),
             || {
                 folders
                     .into_par_iter()
@@ -455,7 +525,6 @@ impl Walker<'_> {
                     .collect::<Vec<Visited>>()
             },
         );
-        drop(names);
         // This folder's files cut where its subfolders go (from the end, so
         // each cut moves only the files after it), then interleaved.
         let mut own: Vec<Vec<Found>> = Vec::with_capacity(before.len() + 1);
@@ -491,16 +560,16 @@ impl Walker<'_> {
 /// Stats the regular files just listed, by name in their folder (in
 /// parallel, since on a large vault the stat calls are most of the cost
 /// of a no-op update).
-fn stat_files(dir: &Path, files: &mut [Found], names: &[std::ffi::OsString]) {
+fn stat_files(dir: &Path, files: &mut [Found]) {
     if files.is_empty() {
         return;
     }
     let folder = FolderStat::open(dir);
-    files
-        .par_iter_mut()
-        .zip(names)
-        .with_min_len(512)
-        .for_each(|(found, name)| found.stat = folder.stat(dir, name));
+    files.par_iter_mut().with_min_len(512).for_each(|found| {
+        // The name is the path's last part (listed files are named in UTF-8).
+        let name = found.rel_path.rsplit('/').next().unwrap_or_default();
+        found.stat = folder.stat(dir, std::ffi::OsStr::new(name));
+    });
 }
 
 /// `dir/name` in one allocation of the right size (`Path::join` copies the
@@ -685,7 +754,12 @@ mod tests {
         );
         // Stat-ed by name in the folder, as the standard library stats a path.
         for found in &listing.files {
-            assert_eq!(found.stat, stat(&found.read_path), "{}", found.rel_path);
+            assert_eq!(
+                found.stat,
+                stat(&found.read_path(&root)),
+                "{}",
+                found.rel_path
+            );
         }
     }
 

@@ -101,12 +101,13 @@ struct Parsed {
 
 impl Parsed {
     fn read(
+        root: &Path,
         analyzer: &mut TextAnalyzer,
         item: &Pending,
         max_bytes: u64,
         policy: &Policy,
     ) -> Parsed {
-        let (entry, prepared) = read_and_parse(item, max_bytes, policy);
+        let (entry, prepared) = read_and_parse(root, item, max_bytes, policy);
         let note = prepared.map(|prepared| {
             let terms = NoteTerms::of(analyzer, &prepared.note);
             let links: Vec<StoredLink> = raw_links(&prepared.note)
@@ -372,12 +373,13 @@ async fn sync_in(
     let (sender, receiver) = std::sync::mpsc::sync_channel::<(Vec<Parsed>, BatchShares)>(1);
     let policy = Arc::clone(&options.policy);
     let max_bytes = options.max_file_bytes;
+    let reading_root = root.to_path_buf();
     let reader = std::thread::spawn(move || {
         for chunk in pending.chunks(PIPELINE_CHUNK) {
             let mut parsed: Vec<Parsed> = chunk
                 .par_iter()
                 .map_init(crate::analysis::analyzer::analyzer, |analyzer, item| {
-                    Parsed::read(analyzer, item, max_bytes, &policy)
+                    Parsed::read(&reading_root, analyzer, item, max_bytes, &policy)
                 })
                 .collect();
             let shares = gather_shares(&mut parsed);
