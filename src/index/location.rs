@@ -70,8 +70,10 @@ impl std::error::Error for IndexDirError {}
 
 /// `path` made absolute with symlinks and `..` resolved, also when its
 /// last components do not exist yet: the deepest existing ancestor is
-/// canonicalized and the rest appended (a component that does not exist
-/// is no symlink, so `..` after it is taken lexically).
+/// canonicalized and the rest appended one component at a time. A
+/// component that does not exist is no symlink, so `..` after it is taken
+/// lexically (as creating the folders makes it); one that exists (reached
+/// through such a `..`) is resolved again, since it may be a symlink.
 pub(crate) fn resolved(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
@@ -102,7 +104,12 @@ pub(crate) fn resolved(path: &Path) -> PathBuf {
                 out.pop();
             }
             Some(std::path::Component::CurDir) | None => {}
-            Some(_) => out.push(name),
+            Some(_) => {
+                out.push(name);
+                if let Ok(canonical) = out.canonicalize() {
+                    out = canonical;
+                }
+            }
         }
     }
     out
@@ -201,6 +208,10 @@ mod tests {
         assert!(refused(vault.join("sub/new/index")).contains("is inside the vault"));
         assert!(refused(base.join("link/.index")).contains("is inside the vault"));
         assert!(refused(base.join("elsewhere/../vault/x")).contains("is inside the vault"));
+        // Past a folder that does not exist, `..` then a symlink: creating
+        // the folders would follow the link into the vault.
+        assert!(refused(base.join("missing/../link/x")).contains("is inside the vault"));
+        assert!(refused(base.join("a/b/../../link")).contains("is the vault"));
         assert!(refused(base.clone()).contains("contains the vault"));
         assert_eq!(check_outside(&vault, &base.join("index")), Ok(()));
         assert_eq!(check_outside(&vault, &base.join("vault2/index")), Ok(()));

@@ -16,11 +16,19 @@ pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
     }
     let mut out = String::with_capacity(body.len());
     let mut cursor = 0;
+    // Whether the output's last line holds only blanks so far: kept as the
+    // text is copied (looking back along the line for each comment was
+    // quadratic in a long line of comments).
+    let mut line_blank = true;
     for range in comments {
-        out.push_str(&body[cursor..range.start]);
+        let kept = &body[cursor..range.start];
+        out.push_str(kept);
+        line_blank = match kept.rfind('\n') {
+            Some(newline) => kept[newline + 1..].trim().is_empty(),
+            None => line_blank && kept.trim().is_empty(),
+        };
         // A comment alone on its lines leaves no blank lines behind.
-        let line_start = out.rfind('\n').map_or(0, |i| i + 1);
-        cursor = if out[line_start..].trim().is_empty() && body[range.end..].starts_with('\n') {
+        cursor = if line_blank && body[range.end..].starts_with('\n') {
             range.end + 1
         } else {
             range.end
