@@ -33,10 +33,12 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// change (1: property values; 2: dates under more keys and in words; 3:
 /// `<<` merge keys merged, which may make a note private; 4: a private
 /// section ends only at a heading that starts a line with `#`, more
-/// headings name one, and a title taken from a file name is redacted): it
-/// is part of the policy's fingerprint, so every store re-analyses its
-/// notes when a new version reads them otherwise.
-pub(crate) const PARTS_VERSION: u32 = 4;
+/// headings name one, and a title taken from a file name is redacted; 5:
+/// tags wrapped in marks or inline HTML, bracketed inline fields, and
+/// numbers with a zero fraction read as their value): it is part of the
+/// policy's fingerprint, so every store re-analyses its notes when a new
+/// version reads them otherwise.
+pub(crate) const PARTS_VERSION: u32 = 5;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

@@ -377,6 +377,19 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| text.to_string())
 }
 
+/// Whether a `#` after `c` can start a tag: after a blank, or after the
+/// marks that wrap one without joining it (`**#tag**`, `==#tag==`,
+/// `<mark>#tag</mark>`, `(#tag)`, `,#tag`), as Obsidian reads them. Not
+/// after a word (`C#`), a `#` (a heading's marks), `&` (`&#35;`), or the
+/// `/`, `:`, `.` of a path or address.
+fn starts_a_tag(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '*' | '=' | '~' | '>' | '(' | '[' | '{' | ',' | ';' | '|' | '!' | '?'
+        )
+}
+
 fn is_tag_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '-' || c == '/'
 }
@@ -387,10 +400,7 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
     // Folded as `eq_ignore_ascii_case` compares, so a tag is one lookup.
     let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     for (pos, _) in body.match_indices('#') {
-        let preceded_ok = body[..pos]
-            .chars()
-            .next_back()
-            .is_none_or(char::is_whitespace);
+        let preceded_ok = body[..pos].chars().next_back().is_none_or(starts_a_tag);
         if !preceded_ok || is_excluded(pos, excluded) {
             continue;
         }
@@ -453,6 +463,17 @@ mod tests {
         let body = "# Heading\n\nText #rust and #ai/llm, not#this, #123 or \
                     http://x.org/#frag.\n\n`#code` and %% #hidden %% and #分布式\n";
         assert_eq!(analyze(body).inline_tags, vec!["rust", "ai/llm", "分布式"]);
+    }
+
+    #[test]
+    fn tags_wrapped_in_marks_or_inline_html_are_tags() {
+        let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~, (#e),#f and [#g].
+                    Not C#h, &#35;i, x.org/#j, a:#k or ##l.
+";
+        assert_eq!(
+            analyze(body).inline_tags,
+            vec!["a", "b", "c", "d", "e", "f", "g"]
+        );
     }
 
     #[test]
@@ -531,10 +552,7 @@ mod tests {
     fn reference_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
         let mut tags: Vec<String> = Vec::new();
         for (pos, _) in body.match_indices('#') {
-            let preceded_ok = body[..pos]
-                .chars()
-                .next_back()
-                .is_none_or(char::is_whitespace);
+            let preceded_ok = body[..pos].chars().next_back().is_none_or(starts_a_tag);
             if !preceded_ok || is_excluded(pos, excluded) {
                 continue;
             }

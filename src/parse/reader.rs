@@ -381,23 +381,52 @@ pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, S
         if idx > 0 && code[idx - 1].contains(&at) {
             continue;
         }
+        if !line.contains("::") {
+            continue;
+        }
         let content = line.trim();
         let content = ["- ", "* ", "+ "]
             .iter()
             .find_map(|marker| content.strip_prefix(marker))
             .unwrap_or(content);
-        let Some((key, value)) = content.split_once("::") else {
+        if let Some((key, value)) = content.split_once("::")
+            && let Some(key) = field_key(key)
+            && !value.trim().is_empty()
+        {
+            fields.push((key.to_string(), value.trim().to_string()));
+        }
+        fields.extend(bracketed_fields(line));
+    }
+    fields
+}
+
+/// A field's key as Dataview reads it (emphasis around it dropped:
+/// `**private**:: true`), if it is one.
+fn field_key(key: &str) -> Option<&str> {
+    let key = key.trim().trim_matches(['*', '_']).trim();
+    let valid = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '));
+    valid.then_some(key)
+}
+
+/// Fields written inside a line, `[key:: value]` or `(key:: value)`.
+fn bracketed_fields(line: &str) -> Vec<(String, String)> {
+    let mut fields = Vec::new();
+    for (at, open) in line.match_indices(['[', '(']) {
+        let close = if open == "[" { ']' } else { ')' };
+        let inner = &line[at + 1..];
+        let Some(end) = inner.find(close) else {
             continue;
         };
-        let key = key.trim();
-        let valid = key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_')
-            && key
-                .chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '));
-        if valid && !value.trim().is_empty() {
+        if let Some((key, value)) = inner[..end].split_once("::")
+            && let Some(key) = field_key(key)
+            && !value.trim().is_empty()
+        {
             fields.push((key.to_string(), value.trim().to_string()));
         }
     }
@@ -491,6 +520,22 @@ mod tests {
                 ("rating".to_string(), "4".to_string()),
                 ("author".to_string(), "[[Ann]]".to_string())
             ]
+        );
+    }
+
+    #[test]
+    fn inline_fields_in_brackets_or_with_an_emphasised_key() {
+        let body = "Status [state:: blocked] and (owner:: Bob), [[link]] (no field).
+                    **private**:: true
+";
+        let pairs: Vec<(&str, &str)> =
+            vec![("state", "blocked"), ("owner", "Bob"), ("private", "true")];
+        assert_eq!(
+            inline_fields(body, &[]),
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
         );
     }
 }

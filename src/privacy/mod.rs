@@ -600,6 +600,27 @@ mod tests {
     }
 
     #[test]
+    fn private_spelt_as_a_number_a_bracketed_field_or_a_wrapped_tag_is_private() {
+        let policy = Policy::default();
+        for raw in [
+            "---\nprivate: 1.0\n---\nbody\n",
+            "Status [private:: true] here.\n",
+            "Status (private:: yes) here.\n",
+            "**private**:: true\n",
+            "Filed under <mark>#private</mark> for now.\n",
+            "Filed under **#private**.\n",
+        ] {
+            assert!(policy.prepare("n.md", raw, None).is_none(), "{raw}");
+        }
+        for raw in [
+            "---\nprivate: 0.0\n---\nbody\n",
+            "See C#private and x.org/#private.\n",
+        ] {
+            assert!(policy.prepare("n.md", raw, None).is_some(), "{raw}");
+        }
+    }
+
+    #[test]
     fn a_private_heading_is_known_however_it_is_decorated() {
         let policy = Policy::default();
         for heading in [

@@ -699,6 +699,8 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
             yaml_serde::Value::Number(n) => n.to_string(),
             _ => return None,
         };
+        // A number reads as its value: `1.0` is `1` (and so `true`).
+        let text = integral_number(&text).unwrap_or(text);
         Some(match text.as_str() {
             "yes" | "y" | "on" | "1" => "true".to_string(),
             "no" | "n" | "off" | "0" => "false".to_string(),
@@ -713,6 +715,14 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
             _ => false,
         },
     }
+}
+
+/// `text` as an integer when it is a number with no fraction (`3.0`,
+/// `+3`, `3e0`): the digits a policy's value is compared by.
+fn integral_number(text: &str) -> Option<String> {
+    let number: f64 = text.parse().ok()?;
+    (number.is_finite() && number.fract() == 0.0 && number.abs() < 1e15)
+        .then(|| format!("{}", number as i64))
 }
 
 #[cfg(test)]

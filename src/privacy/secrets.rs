@@ -110,7 +110,7 @@ const fn any_case(
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub(crate) const DETECTORS_VERSION: u32 = 4;
+pub(crate) const DETECTORS_VERSION: u32 = 5;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -2027,6 +2027,11 @@ fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> b
 
 fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
     let value = &text[range.clone()];
+    // Shorter than the entropy test below can judge, a value under a key
+    // that names a secret is read as a password would be.
+    if value.len() < 16 && key_names_a_secret(text, range.start) && password_like(text, range) {
+        return true;
+    }
     value.len() >= 16
         && !value.contains(char::is_whitespace)
         && has_letter_and_digit(value)
@@ -2034,6 +2039,52 @@ fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
         && !is_placeholder(value)
         && !is_reference(text, range)
         && !is_identifier_words(value)
+}
+
+/// Whether the key before `start` ends in a word that says its value is a
+/// secret (`secret`, `api_token`, `api_key`, `credentials`…), not only a
+/// key of some kind (`key`, `auth`, `salt`, `tokenizer`, whose values are
+/// more often words or names).
+fn key_names_a_secret(text: &str, start: usize) -> bool {
+    let key: String = text_before(text, start, 64)
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let key = key.strip_suffix('s').unwrap_or(&key);
+    [
+        "secret",
+        "token",
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "signingkey",
+        "encryptionkey",
+        "masterkey",
+        "authkey",
+        "credential",
+    ]
+    .iter()
+    .any(|word| key.ends_with(word))
+}
+
+/// A value under a key that names a secret, read as a password is: eight
+/// characters or more, letters with digits or signs, not a name, a
+/// placeholder or a reference (`Lc6^oI47aSd*Ww4` is one; `o200k_base`,
+/// `ERC-20` and `see below` are not).
+fn password_like(text: &str, range: &Range<usize>) -> bool {
+    let value = &text[range.clone()];
+    value.chars().count() >= 8
+        && value.chars().any(char::is_alphabetic)
+        && value.chars().any(|c| !c.is_alphabetic())
+        && !is_identifier_words(value)
+        && !is_placeholder(value)
+        && password_value_ok(text, range, false)
 }
 
 /// `snake_case`, `kebab-case` or dotted names whose parts are words or small numbers, like `o200k_base` or `my-app-2024`.
@@ -2716,6 +2767,11 @@ mod tests {
         ("password_statement", "密码：", "Hx7k29pq", ""),
         ("password_statement", "数据库口令是 ", "ZQ83mfw2", ""),
         ("password_statement", "密钥: ", "w8Fq2LmZ9", ""),
+        // Shorter than a key's entropy test judges, under a key that
+        // names a secret.
+        ("secret_assignment", "secret: ", "Lc6^oI47aSd*Ww4", ""),
+        ("secret_assignment", "api_key: ", "Kq2!mZ84xWv#Lp", ""),
+        ("secret_assignment", "client_token=", "Rm2#eD39fG", ""),
         (
             "secret_assignment",
             "api_key = \"",
@@ -2886,6 +2942,11 @@ mod tests {
             "PASSWORD=changeme",
             "token = os.environ[\"API_TOKEN\"]",
             "tokenizer: o200k_base",
+            "token: ERC-20 on mainnet",
+            "secret: see the team vault",
+            "api_key: YOUR_API_KEY_HERE",
+            "key: Cmaj7 chord",
+            "tokens: 1500 per call",
             "max_tokens: 4096",
             "The p-value was 0.001 (95% CI 0.12-0.45, n = 1024).",
             "pk_live_51Hb2qQ7kBCvZnZQP5GwI1pMCIuHLt5Et9pFBY2CK08Z8CPWT is the publishable key.",

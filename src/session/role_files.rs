@@ -41,6 +41,7 @@ pub(super) fn without_unlisted_links(vault: &Vault, prepared: &Prepared) -> Stri
                 .is_some_and(|meta| vault.is_listed(&meta.path))
         })
         .map(|(link, offset)| link.range.start + offset..link.range.end + offset)
+        .chain(unlisted_raw_targets(vault, from, text))
         .collect();
     if unlisted.is_empty() {
         return prepared.text.clone();
@@ -58,6 +59,67 @@ pub(super) fn without_unlisted_links(vault: &Vault, prepared: &Prepared) -> Stri
         start = end;
     }
     kept
+}
+
+/// The places in `text` naming a file the parser reads no link in, and
+/// which is not a listed note: a Markdown image's target (`![](a.md)`, an
+/// embed where wikilinks are off), an HTML `href` or `src`, and a link
+/// reference definition (`[j]: a.md`). Each target is resolved as a
+/// Markdown link to it would be; web addresses are left alone.
+fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        for target in raw_targets(line) {
+            if target.contains("://") || target.starts_with("mailto:") || target.starts_with('#') {
+                continue;
+            }
+            let link_text = format!("[x](<{target}>)");
+            let listed = crate::parse::markdown::analyze(&link_text)
+                .links
+                .first()
+                .and_then(|link| vault.resolve(from, link))
+                .and_then(|idx| vault.metas.get(idx))
+                .is_some_and(|meta| vault.is_listed(&meta.path));
+            if !listed {
+                found.push(start..start + line.len());
+                break;
+            }
+        }
+        start += line.len();
+    }
+    found
+}
+
+/// The raw file targets on one line (see [`unlisted_raw_targets`]).
+fn raw_targets(line: &str) -> Vec<&str> {
+    let mut targets = Vec::new();
+    let trimmed = line.trim_start();
+    if trimmed.starts_with('[')
+        && let Some((label, rest)) = trimmed[1..].split_once("]:")
+        && !label.is_empty()
+        && let Some(target) = rest.split_whitespace().next()
+    {
+        targets.push(target.trim_start_matches('<').trim_end_matches('>'));
+    }
+    for (at, _) in line.match_indices("](") {
+        let rest = &line[at + 2..];
+        let end = rest.find([')', ' ']).unwrap_or(rest.len());
+        targets.push(rest[..end].trim_start_matches('<').trim_end_matches('>'));
+    }
+    for attribute in ["href=", "src="] {
+        for (at, _) in line.match_indices(attribute) {
+            let rest = &line[at + attribute.len()..];
+            let (quote, rest) = match rest.chars().next() {
+                Some(q @ ('"' | '\'')) => (q, &rest[1..]),
+                _ => (' ', rest),
+            };
+            let end = rest.find([quote, '>']).unwrap_or(rest.len());
+            targets.push(&rest[..end]);
+        }
+    }
+    targets.retain(|target| !target.trim().is_empty());
+    targets
 }
 
 #[cfg(test)]
@@ -87,6 +149,19 @@ mod tests {
             without_unlisted_links(&vault, &prepared),
             "---\n---\n# Index\n\n- [[raft]] the log\n- [Paxos](paxos.md) older\n\
              - [[#Index]] here\n- [site](https://example.org) outside\nplain words\n"
+        );
+        // Names a parser reads no link in are looked up all the same.
+        let raw = policy
+            .prepare(
+                "index.md",
+                "- ![](plans/secret-plan.md) dates\n- <a href=\"plans/secret-plan.md\">Plan</a>\n\
+                 [j]: plans/secret-plan.md\n- ![](raft.md) kept\n<a href=\"https://x.org\">web</a>\n",
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            without_unlisted_links(&vault, &raw),
+            "- ![](raft.md) kept\n<a href=\"https://x.org\">web</a>\n"
         );
         // Nothing to drop: the text as it was.
         let plain = policy
