@@ -62,6 +62,8 @@ pub enum SummarySource {
     FirstParagraph,
     /// Neither exists.
     None,
+    /// No paragraph either: the names of the note's sections.
+    Sections,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

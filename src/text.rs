@@ -324,6 +324,22 @@ pub(crate) fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// The first sentence of `text`, at most `max_chars` characters.
+pub(crate) fn first_sentence(text: &str, max_chars: usize) -> String {
+    let markup = markup_spans(text);
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '。' | '！' | '？')
+                || (matches!(c, '.' | '!' | '?')
+                    && !in_markup(&markup, i)
+                    && text[i + 1..].starts_with(' ')
+                    && i + 1 >= 40.min(text.len()))
+        })
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    truncate_chars(&text[..end], max_chars)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -300,10 +300,10 @@ fn the_map_names_folders_hubs_tags_and_latest_activity_never_a_private_note() {
         out,
         "# Vault Map\n\
          # Generated: 2026-06-01T00:00:00Z\n\
-         # Budget: 8000 tokens | Actual: 261 tokens | Notes: 7 | Folders: 3\n\
+         # Budget: 8000 tokens | Actual: 260 tokens | Notes: 7 | Folders: 3\n\
          # Methodology: 4 chars/token estimate\n\
          \n## Folders\n\
-         - clips/ (1 notes)\n\
+         - clips/ (1 note)\n\
          - concepts/ (4 notes): Ideas of distributed consensus.\n\
          - projects/ (2 notes)\n\
          \n## Hubs\n\

@@ -34,8 +34,9 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// `<<` merge keys merged, which may make a note private; 4: a private
 /// section ends only at a heading that starts a line with `#`, more
 /// headings name one, and a title taken from a file name is redacted; 5:
-/// tags wrapped in marks or inline HTML, bracketed inline fields, and
-/// numbers with a zero fraction read as their value): it is part of the
+/// tags wrapped in marks or inline HTML, bracketed inline fields, numbers
+/// with a zero fraction read as their value, summaries of notes without a
+/// lead, and daily notes named with ordinal days): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
 pub(crate) const PARTS_VERSION: u32 = 5;

@@ -322,7 +322,13 @@ fn render(
         for &i in &kept {
             let piece = &pieces[i];
             match previous {
-                None if in_block.start != i => text.push_str(&format!("{OMITTED} ")),
+                None if in_block.start != i => {
+                    // On a line of its own when what it stands for ends a
+                    // line: `[…] > quoted` is no longer a quote.
+                    let gap = &out.text[pieces[in_block.start].range.start..piece.range.start];
+                    let next = if gap.contains('\n') { "\n" } else { " " };
+                    text.push_str(&format!("{OMITTED}{next}"));
+                }
                 Some(prev) if prev + 1 != i => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
                     let next = if gap.contains('\n') { "\n" } else { " " };

@@ -515,7 +515,8 @@ fn markdown(map: &Printed, plain: bool) -> String {
         section(&mut body, "Folders");
         for folder in map.folders {
             let indent = "  ".repeat(depth(&folder.path).saturating_sub(1));
-            let _ = write!(body, "{indent}- {} ({} notes)", folder.path, folder.notes);
+            let noun = if folder.notes == 1 { "note" } else { "notes" };
+            let _ = write!(body, "{indent}- {} ({} {noun})", folder.path, folder.notes);
             if !folder.description.is_empty() {
                 let _ = write!(body, ": {}", folder.description);
             }

@@ -265,6 +265,10 @@ pub struct PackedPage {
     pub title: String,
     pub tier: Tier,
     pub tags: Vec<String>,
+    /// The note's aliases, shown beside its tags (none for a page with a
+    /// `title:` field, whose block keeps the seed's lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
     pub summary: String,
     pub summary_source: SummarySource,
     pub score: f64,
@@ -1449,7 +1453,7 @@ impl<'a> Packer<'a> {
     fn summary(&self, note: &crate::note::NoteMeta) -> String {
         if self.options.relevance.is_some() && note.summary_source == SummarySource::FirstParagraph
         {
-            first_sentence(&note.summary, SHORT_SUMMARY_CHARS)
+            crate::text::first_sentence(&note.summary, SHORT_SUMMARY_CHARS)
         } else {
             note.summary.clone()
         }
@@ -1627,6 +1631,7 @@ impl<'a> Packer<'a> {
             title: note.title.clone(),
             tier: note.tier,
             tags: note.tags.clone(),
+            aliases: render::shown_aliases(note).to_vec(),
             summary: note.summary.clone(),
             summary_source: note.summary_source,
             score: chosen.candidate.score,
@@ -1821,22 +1826,6 @@ fn recent_dailies(
             explanation: None,
         })
         .collect()
-}
-
-/// The first sentence of `text`, at most `max_chars` characters.
-fn first_sentence(text: &str, max_chars: usize) -> String {
-    let markup = crate::text::markup_spans(text);
-    let end = text
-        .char_indices()
-        .find(|&(i, c)| {
-            matches!(c, '。' | '！' | '？')
-                || (matches!(c, '.' | '!' | '?')
-                    && !crate::text::in_markup(&markup, i)
-                    && text[i + 1..].starts_with(' ')
-                    && i + 1 >= 40.min(text.len()))
-        })
-        .map_or(text.len(), |(i, c)| i + c.len_utf8());
-    crate::text::truncate_chars(&text[..end], max_chars)
 }
 
 /// The value `x` with `f(x) == x`, found by iteration from `f(0)`; if the

@@ -142,8 +142,19 @@ pub(crate) fn backlink_line(name: &str, title: &str, context: &str) -> String {
     }
 }
 
-/// The rest of a page block: tags, summary and the body, if any, ending
-/// in a blank line.
+/// The aliases a page block shows: a note's other names tell why it
+/// answers a query by one of them. A page with a `title:` field (an
+/// obsidian-wiki page) keeps the seed's two lines.
+pub(crate) fn shown_aliases(note: &NoteMeta) -> &[String] {
+    if note.title_source == TitleSource::Frontmatter {
+        &[]
+    } else {
+        &note.aliases
+    }
+}
+
+/// The rest of a page block: tags, aliases, summary and the body, if any,
+/// ending in a blank line.
 pub(crate) fn page_rest(
     note: &NoteMeta,
     summary: &str,
@@ -165,6 +176,10 @@ pub(crate) fn page_rest(
     let mut rest = String::new();
     if wiki_page || !note.tags.is_empty() {
         rest.push_str(&format!("tags: {tags}\n"));
+    }
+    let aliases = shown_aliases(note);
+    if !aliases.is_empty() {
+        rest.push_str(&format!("aliases: {}\n", aliases.join(", ")));
     }
     if wiki_page || !summary.is_empty() {
         let summary = if summary.is_empty() {

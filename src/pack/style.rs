@@ -311,6 +311,13 @@ fn xml(pack: &Pack, actual: usize) -> String {
         let _ = writeln!(out, "<title>{}</title>", xml_escape(&page.title));
         let _ = writeln!(out, "<tier>{}</tier>", xml_escape(&page.shown.label));
         let _ = writeln!(out, "<tags>{}</tags>", xml_escape(&page.tags.join(", ")));
+        if !page.aliases.is_empty() {
+            let _ = writeln!(
+                out,
+                "<aliases>{}</aliases>",
+                xml_escape(&page.aliases.join(", "))
+            );
+        }
         let _ = writeln!(
             out,
             "<summary>{}</summary>",
@@ -367,6 +374,9 @@ fn plain(pack: &Pack, actual: usize) -> String {
         let _ = writeln!(out, "Tier: {}", page.shown.label);
         if !page.tags.is_empty() {
             let _ = writeln!(out, "Tags: {}", page.tags.join(", "));
+        }
+        if !page.aliases.is_empty() {
+            let _ = writeln!(out, "Aliases: {}", page.aliases.join(", "));
         }
         if !page.shown.summary.is_empty() {
             let _ = writeln!(out, "Summary: {}", page.shown.summary);
@@ -435,6 +445,8 @@ struct JsonDocument<'a> {
     title: &'a str,
     tier: &'a str,
     tags: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    aliases: &'a [String],
     summary: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<String>,
@@ -464,6 +476,7 @@ fn json(pack: &Pack, actual: usize) -> String {
                 title: &page.title,
                 tier: &page.shown.label,
                 tags: &page.tags,
+                aliases: &page.aliases,
                 summary: fenced(pack, &page.shown.summary),
                 content: page.shown.body.as_deref().map(|body| fenced(pack, body)),
                 backlinks: &page.backlinks,

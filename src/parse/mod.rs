@@ -96,30 +96,54 @@ pub(crate) fn parse_note_with_fields(
     let (summary, summary_source) =
         match field_text("summary").or_else(|| field_text("description")) {
             Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-            // The first paragraph of the note's lead that a reader sees words
-            // in: badges, images without alt text and embeds alone do not
-            // count, nor does a lead-in to what follows ("To delete an image:").
-            // Text under a later heading (a remark under "## Quotes") speaks
-            // for its section, not for the note.
-            None => match analysis
-                .blocks
-                .iter()
-                .take_while(|b| {
-                    b.kind != markdown::BlockKind::Heading
-                        || b.heading
-                            .and_then(|h| analysis.headings.get(h))
-                            .is_some_and(|h| h.level == 1)
-                })
-                .filter(|b| b.kind == markdown::BlockKind::Paragraph)
-                .map(|b| reader::reader_text(&body[b.range.clone()]))
-                .find(|text| has_prose(text) && !is_lead_in(text))
-            {
-                Some(text) => (
-                    truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
-                    SummarySource::FirstParagraph,
-                ),
-                None => (String::new(), SummarySource::None),
-            },
+            // The note's first paragraph that a reader sees words in:
+            // badges, images without alt text and embeds alone do not count,
+            // nor does a lead-in to what follows ("To delete an image:"). A
+            // note with no lead (`# Title`, then sections) is summarised by
+            // its first section's words, and a note of sections with no
+            // paragraph at all (link lists, tables) by its sections' names:
+            // an entry with no words said nothing of the note.
+            None => {
+                // The lead ends at the first heading under the title.
+                let lead_end = analysis
+                    .blocks
+                    .iter()
+                    .position(|b| {
+                        b.kind == markdown::BlockKind::Heading
+                            && b.heading
+                                .and_then(|h| analysis.headings.get(h))
+                                .is_none_or(|h| h.level > 1)
+                    })
+                    .unwrap_or(analysis.blocks.len());
+                let first_paragraph = analysis
+                    .blocks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.kind == markdown::BlockKind::Paragraph)
+                    .map(|(at, b)| (at, reader::reader_text(&body[b.range.clone()])))
+                    .find(|(_, text)| has_prose(text) && !is_lead_in(text));
+                match first_paragraph {
+                    Some((at, text)) if at < lead_end => (
+                        truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
+                        SummarySource::FirstParagraph,
+                    ),
+                    // A section's words speak for the note only briefly.
+                    Some((_, text)) => (
+                        crate::text::first_sentence(
+                            &collapse_whitespace(&text),
+                            crate::pack::SHORT_SUMMARY_CHARS,
+                        ),
+                        SummarySource::FirstParagraph,
+                    ),
+                    None => match section_names(&analysis.headings) {
+                        Some(names) => (
+                            truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
+                            SummarySource::Sections,
+                        ),
+                        None => (String::new(), SummarySource::None),
+                    },
+                }
+            }
         };
 
     let mut dated = |names: &[&str]| -> Option<DateTime<Utc>> {
@@ -216,6 +240,19 @@ fn daily_date(path: &str) -> Option<String> {
 
 /// True when a paragraph only introduces what follows it: it ends in a
 /// colon (`方式 1：`, `Run this:`).
+/// `Sections: A · B · C`, the names of a note's sections under its title
+/// (none when it has no such heading).
+fn section_names(headings: &[markdown::Heading]) -> Option<String> {
+    let top = headings.iter().map(|h| h.level).filter(|&l| l > 1).min()?;
+    let names: Vec<String> = headings
+        .iter()
+        .filter(|h| h.level == top)
+        .map(|h| reader::reader_text(&h.text))
+        .filter(|name| !name.trim().is_empty())
+        .collect();
+    (!names.is_empty()).then(|| format!("Sections: {}", names.join(" · ")))
+}
+
 fn is_lead_in(paragraph: &str) -> bool {
     paragraph.trim_end().ends_with([':', '：'])
 }
@@ -451,8 +488,19 @@ mod tests {
             summary("# Title\n\n方式 1：\n\nThe real lead.\n\n## Later\n\nLater text.\n"),
             "The real lead."
         );
-        // Text under a later heading is not the note's summary.
-        assert_eq!(summary("## Quotes\n\nA remark.\n"), "");
+        // With no lead, the first section speaks for the note, briefly;
+        // with no paragraph at all, the sections' names do.
+        assert_eq!(summary("## Quotes\n\nA remark.\n"), "A remark.");
+        assert_eq!(
+            summary(
+                "# T\n\n## Overview\n\nBeta widgets help with gardening in spring. They also prune roses.\n"
+            ),
+            "Beta widgets help with gardening in spring."
+        );
+        assert_eq!(
+            summary("# T\n\n## Agent\n\n- [[a]]\n\n## Related\n\n- [[b]]\n"),
+            "Sections: Agent · Related"
+        );
         assert_eq!(summary("Run this:\n\n```\nx\n```\n"), "");
     }
 

@@ -165,6 +165,16 @@ impl ObsidianSettings {
             } else {
                 format!("dailies {} in {}/", daily.format, daily.folder)
             };
+            if chrono_format(&daily.format).is_none() {
+                settings.problems.push((
+                    DAILY_FILE.to_string(),
+                    format!(
+                        "the date format '{}' cannot name one day (a week or a time in it, or a \
+                         token not known); daily notes are dated by their properties or file time",
+                        daily.format
+                    ),
+                ));
+            }
             settings.read.push((DAILY_FILE.to_string(), shown));
             settings.daily = Some(daily);
         }
@@ -199,7 +209,13 @@ impl ObsidianSettings {
                 .strip_prefix('/')?
         };
         let format = chrono_format(&daily.format)?;
-        chrono::NaiveDate::parse_from_str(name, &format)
+        // An ordinal day (`Do`: 1st, 22nd) is read as its number.
+        let name = if daily.format.contains("Do") {
+            without_ordinal_suffixes(name)
+        } else {
+            name.to_string()
+        };
+        chrono::NaiveDate::parse_from_str(&name, &format)
             .ok()
             .map(|date| date.format("%Y-%m-%d").to_string())
     }
@@ -281,11 +297,9 @@ fn chrono_format(moment: &str) -> Option<String> {
             continue;
         }
         if let Some((token, chrono)) = TOKENS.iter().find(|(token, _)| rest.starts_with(token)) {
-            // An ordinal day (`Do`: 1st, 2nd) is the number and two letters.
+            // An ordinal day (`Do`) is read once its letters are dropped
+            // (see `without_ordinal_suffixes`).
             out.push_str(chrono);
-            if *token == "Do" {
-                return None;
-            }
             rest = &rest[token.len()..];
             continue;
         }
@@ -296,6 +310,28 @@ fn chrono_format(moment: &str) -> Option<String> {
         rest = &rest[c.len_utf8()..];
     }
     Some(out)
+}
+
+/// `name` with the letters of ordinal numbers dropped (`March 7th` →
+/// `March 7`).
+fn without_ordinal_suffixes(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+        if c.is_ascii_digit() && !rest.starts_with(|d: char| d.is_ascii_digit()) {
+            let suffix = rest.get(..2).map(str::to_ascii_lowercase);
+            let ends_word = rest[2.min(rest.len())..]
+                .chars()
+                .next()
+                .is_none_or(|after| !after.is_alphabetic());
+            if matches!(suffix.as_deref(), Some("st" | "nd" | "rd" | "th")) && ends_word {
+                rest = &rest[2..];
+            }
+        }
+    }
+    out
 }
 
 /// A folder setting as a relative path without slashes at either end;
@@ -397,7 +433,22 @@ mod tests {
         );
         assert_eq!(daily("D", "gggg-[W]ww").daily_date("D/2026-W19.md"), None);
         assert_eq!(chrono_format("YYYY-MM-DD").as_deref(), Some("%Y-%m-%d"));
-        assert_eq!(chrono_format("Do MMMM YYYY"), None);
+        let ordinal = daily("Journal", "dddd, MMMM Do YYYY");
+        for (name, date) in [
+            ("Thursday, March 7th 2024", "2024-03-07"),
+            ("Friday, March 1st 2024", "2024-03-01"),
+            ("Friday, March 22nd 2024", "2024-03-22"),
+            ("Saturday, August 23rd 2025", "2025-08-23"),
+        ] {
+            assert_eq!(
+                ordinal.daily_date(&format!("Journal/{name}.md")).as_deref(),
+                Some(date)
+            );
+        }
+        assert_eq!(
+            without_ordinal_suffixes("1st, 2nd 3rd 4th 5the"),
+            "1, 2 3 4 5the"
+        );
         assert_eq!(
             ObsidianSettings::default().daily_date("2026-05-14.md"),
             None
