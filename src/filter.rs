@@ -383,7 +383,17 @@ impl NoteProperties {
                 continue;
             }
             let mut values = Vec::new();
-            crate::parse::properties::collect(value, 0, &mut values);
+            if matches!(key.as_str(), "tags" | "tag") {
+                // As the note's tags are read: a string holds several
+                // (`tags: alpha, beta`), and a `#` is not part of one.
+                values = crate::parse::frontmatter::list(value, &[',', ' '])
+                    .into_iter()
+                    .map(|tag| tag.trim_start_matches('#').to_string())
+                    .filter(|tag| !tag.is_empty())
+                    .collect();
+            } else {
+                crate::parse::properties::collect(value, 0, &mut values);
+            }
             if values.is_empty() {
                 continue;
             }
@@ -1244,6 +1254,25 @@ mod tests {
         );
         assert!(table.has_key("topics"));
         assert!(!table.has_key("missing"));
+        // Tags are read as the note's tags are: a string holds several.
+        let vault = crate::vault::Vault::from_texts(
+            "/v".into(),
+            &[
+                (
+                    "a.md".into(),
+                    "---\ntags: alpha, beta gamma\n---\nx\n".into(),
+                ),
+                ("b.md".into(), "---\ntag: [alpha, '#beta']\n---\nx\n".into()),
+            ],
+        );
+        assert_eq!(
+            NoteProperties::of(&vault.note(0)).values("tags"),
+            ["alpha", "beta", "gamma"]
+        );
+        assert_eq!(
+            NoteProperties::of(&vault.note(1)).values("tag"),
+            ["alpha", "beta"]
+        );
     }
 
     #[test]

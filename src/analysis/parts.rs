@@ -36,7 +36,8 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// headings name one, and a title taken from a file name is redacted; 5:
 /// tags wrapped in marks or inline HTML, bracketed inline fields, numbers
 /// with a zero fraction read as their value, summaries of notes without a
-/// lead, and daily notes named with ordinal days): it is part of the
+/// lead, daily notes named with ordinal days, and a `tags:` string's tags
+/// as filter values): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
 pub(crate) const PARTS_VERSION: u32 = 5;

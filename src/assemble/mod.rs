@@ -933,6 +933,9 @@ fn check_review_path(
              but an earlier copy"
         )))
     };
+    if rel.starts_with('/') || rel.split('/').any(|part| part == "..") {
+        return refuse("leads out of the project (an absolute path or `..`)".into());
+    }
     if rel.split('/').any(|part| part.starts_with('.')) {
         return refuse("is a hidden file or lies in a hidden folder".into());
     }

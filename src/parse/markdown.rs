@@ -467,9 +467,8 @@ mod tests {
 
     #[test]
     fn tags_wrapped_in_marks_or_inline_html_are_tags() {
-        let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~, (#e),#f and [#g].
-                    Not C#h, &#35;i, x.org/#j, a:#k or ##l.
-";
+        let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~, (#e),#f and [#g].\n\
+                    Not C#h, &#35;i, x.org/#j, a:#k or ##l.\n";
         assert_eq!(
             analyze(body).inline_tags,
             vec!["a", "b", "c", "d", "e", "f", "g"]

@@ -525,9 +525,8 @@ mod tests {
 
     #[test]
     fn inline_fields_in_brackets_or_with_an_emphasised_key() {
-        let body = "Status [state:: blocked] and (owner:: Bob), [[link]] (no field).
-                    **private**:: true
-";
+        let body = "Status [state:: blocked] and (owner:: Bob), [[link]] (no field).\n\
+                    **private**:: true\n";
         let pairs: Vec<(&str, &str)> =
             vec![("state", "blocked"), ("owner", "Bob"), ("private", "true")];
         assert_eq!(
