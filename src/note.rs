@@ -64,6 +64,8 @@ pub enum SummarySource {
     None,
     /// No paragraph either: the names of the note's sections.
     Sections,
+    /// No lead: the first sentence of the first section's words.
+    Section,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1167,13 +1167,14 @@ mod tests {
         );
         // A first heading other than the title stays in the path; a heading
         // with nothing under it is embedded unless a deeper one follows. With
-        // no lead, the first section's words are the note's summary.
+        // no lead and no sentence under a section, the sections' names are
+        // the note's summary.
         let chunks = chunks_of("# Consensus\n\n## Open\n\n## Log\n\n### Entries\n\nappended\n");
         assert_eq!(chunks_of("# Raft\n\nOne line.\n"), ["raft\nOne line."]);
         assert_eq!(
             chunks,
             [
-                "raft · Consensus\nappended",
+                "raft · Consensus\nSections: Open · Log",
                 "raft > Consensus > Open",
                 "raft > Consensus > Log > Entries\nappended",
             ]

@@ -269,6 +269,25 @@ fn links_in<'n>(note: &'n Note, block: &Block) -> impl Iterator<Item = &'n Link>
         .filter(move |l| l.range.end <= range.end)
 }
 
+/// The text on the line of `range` before it and after it.
+fn line_around<'t>(text: &'t str, range: &std::ops::Range<usize>) -> (&'t str, &'t str) {
+    let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[range.end..]
+        .find('\n')
+        .map_or(text.len(), |i| range.end + i);
+    (&text[start..range.start], &text[range.end..end])
+}
+
+/// Whether the text before an embed on its line only opens the line (blanks,
+/// a list marker, a quote's `>`): the embed then stands alone.
+fn is_line_lead(before: &str) -> bool {
+    before.split_whitespace().all(|mark| {
+        let number = mark.trim_end_matches(['.', ')']);
+        matches!(mark, "-" | "*" | "+" | ">")
+            || (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// True when a line of `text` ends with the block id `^id`.
 fn has_block_id(text: &str, id: &str) -> bool {
     let marker = format!("^{id}");
@@ -709,8 +728,28 @@ fn rewrite_links(
                 && let Some(shown) = embeds.expand(vault, note, link)
             {
                 out.push_str(&note.body[cursor..link.range.start]);
-                out.push_str(&shown);
                 cursor = link.range.end;
+                let (before, after) = line_around(&note.body, &link.range);
+                let expanded = !shown.contains("_(embed not expanded:");
+                if expanded && (!is_line_lead(before) || !after.trim().is_empty()) {
+                    // An embed among words is shown as Obsidian shows it, as
+                    // a block of its own: the paragraph breaks around it
+                    // (spliced in, its heading and paragraphs ran into the
+                    // sentence).
+                    let kept = out.trim_end_matches([' ', '\t']).len();
+                    out.truncate(kept);
+                    if !is_line_lead(before) {
+                        out.push_str("\n\n");
+                    }
+                    out.push_str(shown.trim());
+                    if !after.trim().is_empty() {
+                        out.push_str("\n\n");
+                        let rest = &note.body[cursor..];
+                        cursor += rest.len() - rest.trim_start_matches([' ', '\t']).len();
+                    }
+                } else {
+                    out.push_str(&shown);
+                }
             }
             continue;
         }

@@ -379,15 +379,12 @@ fn percent_decode(text: &str) -> String {
 
 /// Whether a `#` after `c` can start a tag: after a blank, or after the
 /// marks that wrap one without joining it (`**#tag**`, `==#tag==`,
-/// `<mark>#tag</mark>`, `(#tag)`, `,#tag`), as Obsidian reads them. Not
-/// after a word (`C#`), a `#` (a heading's marks), `&` (`&#35;`), or the
-/// `/`, `:`, `.` of a path or address.
+/// `<mark>#tag</mark>`, `,#tag`), as Obsidian reads them. Not after a word
+/// (`C#`), a `#` (a heading's marks), `&` (`&#35;`), the `/`, `:`, `.` of a
+/// path or address, nor an opening bracket (`[Install](#install)`, an
+/// anchor; `{#id}`, a heading's id).
 fn starts_a_tag(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '*' | '=' | '~' | '>' | '(' | '[' | '{' | ',' | ';' | '|' | '!' | '?'
-        )
+    c.is_whitespace() || matches!(c, '*' | '=' | '~' | '>' | ',' | ';' | '|' | '!' | '?')
 }
 
 fn is_tag_char(c: char) -> bool {
@@ -467,12 +464,9 @@ mod tests {
 
     #[test]
     fn tags_wrapped_in_marks_or_inline_html_are_tags() {
-        let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~, (#e),#f and [#g].\n\
-                    Not C#h, &#35;i, x.org/#j, a:#k or ##l.\n";
-        assert_eq!(
-            analyze(body).inline_tags,
-            vec!["a", "b", "c", "d", "e", "f", "g"]
-        );
+        let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~ and,#f.\n\
+                    Not C#h, &#35;i, x.org/#j, a:#k, ##l, [Anchor](#m) or {#n}.\n";
+        assert_eq!(analyze(body).inline_tags, vec!["a", "b", "c", "d", "f"]);
     }
 
     #[test]

@@ -93,58 +93,61 @@ pub(crate) fn parse_note_with_fields(
         }),
     };
 
-    let (summary, summary_source) =
-        match field_text("summary").or_else(|| field_text("description")) {
-            Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-            // The note's first paragraph that a reader sees words in:
-            // badges, images without alt text and embeds alone do not count,
-            // nor does a lead-in to what follows ("To delete an image:"). A
-            // note with no lead (`# Title`, then sections) is summarised by
-            // its first section's words, and a note of sections with no
-            // paragraph at all (link lists, tables) by its sections' names:
-            // an entry with no words said nothing of the note.
-            None => {
-                // The lead ends at the first heading under the title.
-                let lead_end = analysis
-                    .blocks
-                    .iter()
-                    .position(|b| {
-                        b.kind == markdown::BlockKind::Heading
-                            && b.heading
-                                .and_then(|h| analysis.headings.get(h))
-                                .is_none_or(|h| h.level > 1)
-                    })
-                    .unwrap_or(analysis.blocks.len());
-                let first_paragraph = analysis
-                    .blocks
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| b.kind == markdown::BlockKind::Paragraph)
-                    .map(|(at, b)| (at, reader::reader_text(&body[b.range.clone()])))
-                    .find(|(_, text)| has_prose(text) && !is_lead_in(text));
-                match first_paragraph {
-                    Some((at, text)) if at < lead_end => (
-                        truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
-                        SummarySource::FirstParagraph,
+    let (summary, summary_source) = match field_text("summary")
+        .or_else(|| field_text("description"))
+    {
+        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+        // The note's first paragraph that a reader sees words in:
+        // badges, images without alt text and embeds alone do not count,
+        // nor does a lead-in to what follows ("To delete an image:"). A
+        // note with no lead (`# Title`, then sections) is summarised by
+        // its first section's words, and a note of sections with no
+        // paragraph at all (link lists, tables) by its sections' names:
+        // an entry with no words said nothing of the note.
+        None => {
+            // The lead ends at the first heading under the title.
+            let lead_end = analysis
+                .blocks
+                .iter()
+                .position(|b| {
+                    b.kind == markdown::BlockKind::Heading
+                        && b.heading
+                            .and_then(|h| analysis.headings.get(h))
+                            .is_none_or(|h| h.level > 1)
+                })
+                .unwrap_or(analysis.blocks.len());
+            let first_paragraph = analysis
+                .blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.kind == markdown::BlockKind::Paragraph)
+                .map(|(at, b)| (at, reader::reader_text(&body[b.range.clone()])))
+                .find(|(at, text)| {
+                    has_prose(text) && !is_lead_in(text) && (*at < lead_end || says_something(text))
+                });
+            match first_paragraph {
+                Some((at, text)) if at < lead_end => (
+                    truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
+                    SummarySource::FirstParagraph,
+                ),
+                // A section's words speak for the note only briefly.
+                Some((_, text)) => (
+                    crate::text::first_sentence(
+                        &collapse_whitespace(&text),
+                        crate::pack::SHORT_SUMMARY_CHARS,
                     ),
-                    // A section's words speak for the note only briefly.
-                    Some((_, text)) => (
-                        crate::text::first_sentence(
-                            &collapse_whitespace(&text),
-                            crate::pack::SHORT_SUMMARY_CHARS,
-                        ),
-                        SummarySource::FirstParagraph,
+                    SummarySource::Section,
+                ),
+                None => match section_names(&analysis.headings) {
+                    Some(names) => (
+                        truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
+                        SummarySource::Sections,
                     ),
-                    None => match section_names(&analysis.headings) {
-                        Some(names) => (
-                            truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
-                            SummarySource::Sections,
-                        ),
-                        None => (String::new(), SummarySource::None),
-                    },
-                }
+                    None => (String::new(), SummarySource::None),
+                },
             }
-        };
+        }
+    };
 
     let mut dated = |names: &[&str]| -> Option<DateTime<Utc>> {
         names.iter().find_map(|name| {
@@ -240,8 +243,16 @@ fn daily_date(path: &str) -> Option<String> {
 
 /// True when a paragraph only introduces what follows it: it ends in a
 /// colon (`方式 1：`, `Run this:`).
+/// Whether a paragraph under a section can speak for a note with no lead:
+/// a sentence, not a label (`本地安装`) or a lone link.
+fn says_something(text: &str) -> bool {
+    let text = text.trim();
+    let lone_link = text.starts_with('[') && text.ends_with(')') && text.matches("](").count() == 1;
+    text.chars().count() >= 12 && !lone_link
+}
+
 /// `Sections: A · B · C`, the names of a note's sections under its title
-/// (none when it has no such heading).
+/// (none when it has fewer than two: one name says little).
 fn section_names(headings: &[markdown::Heading]) -> Option<String> {
     let top = headings.iter().map(|h| h.level).filter(|&l| l > 1).min()?;
     let names: Vec<String> = headings
@@ -250,7 +261,7 @@ fn section_names(headings: &[markdown::Heading]) -> Option<String> {
         .map(|h| reader::reader_text(&h.text))
         .filter(|name| !name.trim().is_empty())
         .collect();
-    (!names.is_empty()).then(|| format!("Sections: {}", names.join(" · ")))
+    (names.len() >= 2).then(|| format!("Sections: {}", names.join(" · ")))
 }
 
 fn is_lead_in(paragraph: &str) -> bool {
@@ -490,7 +501,16 @@ mod tests {
         );
         // With no lead, the first section speaks for the note, briefly;
         // with no paragraph at all, the sections' names do.
-        assert_eq!(summary("## Quotes\n\nA remark.\n"), "A remark.");
+        assert_eq!(
+            summary("## Quotes\n\nA remark worth keeping.\n"),
+            "A remark worth keeping."
+        );
+        // Not a label or a lone link, and not one section's name.
+        assert_eq!(summary("# T\n\n## Install\n\n本地安装\n"), "");
+        assert_eq!(
+            summary("# T\n\n## Plugins\n\n[Common plugins](Editors.md#plugins)\n"),
+            ""
+        );
         assert_eq!(
             summary(
                 "# T\n\n## Overview\n\nBeta widgets help with gardening in spring. They also prune roses.\n"

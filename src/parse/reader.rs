@@ -395,7 +395,12 @@ pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, S
         {
             fields.push((key.to_string(), value.trim().to_string()));
         }
-        fields.extend(bracketed_fields(line));
+        let in_code = |offset: usize| {
+            let pos = at + offset;
+            let idx = code.partition_point(|r| r.start <= pos);
+            idx > 0 && code[idx - 1].contains(&pos)
+        };
+        fields.extend(bracketed_fields(line, in_code));
     }
     fields
 }
@@ -414,10 +419,14 @@ fn field_key(key: &str) -> Option<&str> {
     valid.then_some(key)
 }
 
-/// Fields written inside a line, `[key:: value]` or `(key:: value)`.
-fn bracketed_fields(line: &str) -> Vec<(String, String)> {
+/// Fields written inside a line, `[key:: value]` or `(key:: value)`, not
+/// in code (`in_code` tells by the byte's offset in the line).
+fn bracketed_fields(line: &str, in_code: impl Fn(usize) -> bool) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     for (at, open) in line.match_indices(['[', '(']) {
+        if in_code(at) {
+            continue;
+        }
         let close = if open == "[" { ']' } else { ')' };
         let inner = &line[at + 1..];
         let Some(end) = inner.find(close) else {
@@ -526,11 +535,14 @@ mod tests {
     #[test]
     fn inline_fields_in_brackets_or_with_an_emphasised_key() {
         let body = "Status [state:: blocked] and (owner:: Bob), [[link]] (no field).\n\
-                    **private**:: true\n";
+                    **private**:: true\n\
+                    Use `[private:: true]` to hide a note.\n";
         let pairs: Vec<(&str, &str)> =
             vec![("state", "blocked"), ("owner", "Bob"), ("private", "true")];
+        let code_at = body.find('`').unwrap();
+        let code = vec![code_at..code_at + "`[private:: true]`".len()];
         assert_eq!(
-            inline_fields(body, &[]),
+            inline_fields(body, &code),
             pairs
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -615,6 +615,8 @@ mod tests {
         for raw in [
             "---\nprivate: 0.0\n---\nbody\n",
             "See C#private and x.org/#private.\n",
+            "* [Install](#install)\n* [Private](#private)\n\n## Private\n\nmine\n",
+            "Use `[private:: true]` to hide a note.\n",
         ] {
             assert!(policy.prepare("n.md", raw, None).is_some(), "{raw}");
         }

@@ -2074,14 +2074,22 @@ fn key_names_a_secret(text: &str, start: usize) -> bool {
 }
 
 /// A value under a key that names a secret, read as a password is: eight
-/// characters or more, letters with digits or signs, not a name, a
-/// placeholder or a reference (`Lc6^oI47aSd*Ww4` is one; `o200k_base`,
-/// `ERC-20` and `see below` are not).
+/// characters or more, letters with signs (`Lc6^oI47aSd*Ww4`), or both
+/// cases with digits and no separator (`Secret123`); not a name, a
+/// placeholder or a reference (`o200k_base`, `page2_cursor`, `USDC-ERC20`,
+/// `postgres-creds1` and `see below` are not).
 fn password_like(text: &str, range: &Range<usize>) -> bool {
     let value = &text[range.clone()];
+    let sign = value
+        .chars()
+        .any(|c| c.is_ascii_punctuation() && !matches!(c, '_' | '-' | '.'));
+    let mixed = value.chars().any(|c| c.is_ascii_uppercase())
+        && value.chars().any(|c| c.is_ascii_lowercase())
+        && value.chars().any(|c| c.is_ascii_digit())
+        && !value.contains(['_', '-', '.']);
     value.chars().count() >= 8
         && value.chars().any(char::is_alphabetic)
-        && value.chars().any(|c| !c.is_alphabetic())
+        && (sign || mixed)
         && !is_identifier_words(value)
         && !is_placeholder(value)
         && password_value_ok(text, range, false)
@@ -2947,6 +2955,10 @@ mod tests {
             "api_key: YOUR_API_KEY_HERE",
             "key: Cmaj7 chord",
             "tokens: 1500 per call",
+            "token: cl100k_base",
+            "next_token: page2_cursor",
+            "existingSecret: postgres-creds1",
+            "token: USDC-ERC20",
             "max_tokens: 4096",
             "The p-value was 0.001 (95% CI 0.12-0.45, n = 1024).",
             "pk_live_51Hb2qQ7kBCvZnZQP5GwI1pMCIuHLt5Et9pFBY2CK08Z8CPWT is the publishable key.",

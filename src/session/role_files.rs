@@ -107,15 +107,34 @@ fn raw_targets(line: &str) -> Vec<&str> {
         let end = rest.find([')', ' ']).unwrap_or(rest.len());
         targets.push(rest[..end].trim_start_matches('<').trim_end_matches('>'));
     }
-    for attribute in ["href=", "src="] {
-        for (at, _) in line.match_indices(attribute) {
-            let rest = &line[at + attribute.len()..];
-            let (quote, rest) = match rest.chars().next() {
-                Some(q @ ('"' | '\'')) => (q, &rest[1..]),
-                _ => (' ', rest),
+    // HTML attributes naming a file, in any case, with blanks around `=`
+    // (`srcset` lists several: each first word is a file).
+    let lower = line.to_ascii_lowercase();
+    for attribute in ["href", "src", "srcset", "data", "poster", "action", "cite"] {
+        for (at, _) in lower.match_indices(attribute) {
+            let named_alone = lower[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '-');
+            let rest = line[at + attribute.len()..].trim_start();
+            let Some(rest) = rest.strip_prefix('=').filter(|_| named_alone) else {
+                continue;
             };
-            let end = rest.find([quote, '>']).unwrap_or(rest.len());
-            targets.push(&rest[..end]);
+            let rest = rest.trim_start();
+            let (quote, rest) = match rest.chars().next() {
+                Some(q @ ('"' | '\'')) => (Some(q), &rest[1..]),
+                _ => (None, rest),
+            };
+            let end = match quote {
+                Some(q) => rest.find([q, '>']),
+                None => rest.find([' ', '\t', '>']),
+            }
+            .unwrap_or(rest.len());
+            for candidate in rest[..end].split(',') {
+                if let Some(file) = candidate.split_whitespace().next() {
+                    targets.push(file);
+                }
+            }
         }
     }
     targets.retain(|target| !target.trim().is_empty());
@@ -155,7 +174,9 @@ mod tests {
             .prepare(
                 "index.md",
                 "- ![](plans/secret-plan.md) dates\n- <a href=\"plans/secret-plan.md\">Plan</a>\n\
-                 [j]: plans/secret-plan.md\n- ![](raft.md) kept\n<a href=\"https://x.org\">web</a>\n",
+                 [j]: plans/secret-plan.md\n- ![](raft.md) kept\n<a href=\"https://x.org\">web</a>\n\
+                 <A HREF = \"plans/secret-plan.md\">p</A>\n<img srcset=\"raft.md 1x, plans/secret-plan.md 2x\">\n\
+                 <object data=plans/secret-plan.md></object>\n",
                 None,
             )
             .unwrap();
