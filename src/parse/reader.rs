@@ -540,7 +540,10 @@ mod tests {
         let pairs: Vec<(&str, &str)> =
             vec![("state", "blocked"), ("owner", "Bob"), ("private", "true")];
         let code_at = body.find('`').unwrap();
-        let code = vec![code_at..code_at + "`[private:: true]`".len()];
+        let code = [std::ops::Range {
+            start: code_at,
+            end: code_at + "`[private:: true]`".len(),
+        }];
         assert_eq!(
             inline_fields(body, &code),
             pairs
