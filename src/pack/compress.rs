@@ -730,12 +730,14 @@ fn rewrite_links(
                 out.push_str(&note.body[cursor..link.range.start]);
                 cursor = link.range.end;
                 let (before, after) = line_around(&note.body, &link.range);
-                let expanded = !shown.contains("_(embed not expanded:");
-                if expanded && (!is_line_lead(before) || !after.trim().is_empty()) {
-                    // An embed among words is shown as Obsidian shows it, as
-                    // a block of its own: the paragraph breaks around it
-                    // (spliced in, its heading and paragraphs ran into the
-                    // sentence).
+                // One line (a block, a sentence) reads well in its sentence.
+                let blocks =
+                    !shown.contains("_(embed not expanded:") && shown.trim().contains('\n');
+                if blocks && (!is_line_lead(before) || !after.trim().is_empty()) {
+                    // An embed of paragraphs among words is shown as Obsidian
+                    // shows it, as a block of its own: the paragraph breaks
+                    // around it (spliced in, its heading and paragraphs ran
+                    // into the sentence).
                     let kept = out.trim_end_matches([' ', '\t']).len();
                     out.truncate(kept);
                     if !is_line_lead(before) {
