@@ -126,7 +126,10 @@ impl Files {
                 let bytes = blob.get(range.clone())?;
                 let start = bytes.as_ptr() as usize - blob.as_ptr() as usize;
                 let (count, mut rest) = postcard::take_from_bytes::<u64>(bytes).ok()?;
-                let mut stats = Vec::with_capacity(usize::try_from(count).ok()?.min(1 << 24));
+                // Every entry holds at least its 32-byte hash: a count the
+                // bytes cannot hold reserves no more than they could.
+                let mut stats =
+                    Vec::with_capacity(usize::try_from(count).ok()?.min(bytes.len() / 32));
                 for _ in 0..count {
                     let (file, after) = postcard::take_from_bytes::<FileStatRef<'_>>(rest).ok()?;
                     let at = file.path.as_ptr() as usize - bytes.as_ptr() as usize + start;
