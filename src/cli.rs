@@ -1634,7 +1634,14 @@ fn render_search(results: &SearchResults, explain: bool, color: bool) -> String 
         out.push_str(&format!("query: {parsed}\n"));
     }
     if results.hits.is_empty() {
-        out.push_str(&format!("No notes match '{}'.\n", results.query));
+        if results.filtered {
+            out.push_str(&format!(
+                "No note the filter lets through matches '{}'.\n",
+                results.query
+            ));
+        } else {
+            out.push_str(&format!("No notes match '{}'.\n", results.query));
+        }
         return out;
     }
     for hit in &results.hits {

@@ -138,6 +138,11 @@ pub(crate) fn resolve(
             resolved.source
         )));
     }
+    // Before anything counts tokens: a vocabulary prepared in a cache
+    // folder set inside this vault would be a write in it.
+    if let Ok(root) = resolved.vault.canonicalize() {
+        crate::tokens::never_cache_inside(&root);
+    }
     Ok(resolved)
 }
 

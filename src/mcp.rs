@@ -555,6 +555,24 @@ fn tool_error(message: impl std::fmt::Display) -> CallToolResult {
     CallToolResult::error(vec![Content::text(message.to_string())])
 }
 
+/// What the note after a pack's part costs at most (its offsets written
+/// with the most digits they can have).
+fn continuation_cost(
+    handle: &str,
+    total_bytes: usize,
+    total_tokens: usize,
+    tokenizer: Tokenizer,
+) -> usize {
+    let widest = packs::Continuation {
+        pack_handle: handle,
+        total_bytes,
+        total_tokens,
+        next_offset: Some(total_bytes),
+        hint: packs::READ_ON,
+    };
+    tokenizer.count(&serde_json::to_string_pretty(&widest).unwrap_or_default())
+}
+
 fn json_result<T: serde::Serialize>(value: &T) -> CallToolResult {
     match serde_json::to_string_pretty(value) {
         Ok(text) => CallToolResult::success(vec![Content::text(text)]),
@@ -1320,11 +1338,20 @@ impl State {
             return CallToolResult::success(vec![Content::text(text)]);
         }
         let total_bytes = text.len();
-        let (first, next) = match packs::part_at(&text, 0, tokenizer, limit) {
+        let handle = self
+            .packs
+            .put_with_notes(text.clone(), tokenizer, owner, notes);
+        // The part and the note saying how to read on share the bound.
+        let room = limit.saturating_sub(continuation_cost(
+            &handle,
+            total_bytes,
+            total_tokens,
+            tokenizer,
+        ));
+        let (first, next) = match packs::part_at(&text, 0, tokenizer, room) {
             Ok((first, next)) => (first.to_string(), next),
             Err(message) => return tool_error(message),
         };
-        let handle = self.packs.put_with_notes(text, tokenizer, owner, notes);
         let continuation = packs::Continuation {
             pack_handle: &handle,
             total_bytes,
@@ -1349,7 +1376,14 @@ impl State {
             Err(message) => return tool_error(message),
         };
         let limit = self.options.limits.max_result_tokens;
-        let (part, next) = match packs::part_at(&text, args.offset, tokenizer, limit) {
+        let total_tokens = tokenizer.count(&text);
+        let room = limit.saturating_sub(continuation_cost(
+            &args.pack_handle,
+            text.len(),
+            total_tokens,
+            tokenizer,
+        ));
+        let (part, next) = match packs::part_at(&text, args.offset, tokenizer, room) {
             Ok(found) => found,
             Err(message) => return tool_error(message),
         };
@@ -1360,7 +1394,7 @@ impl State {
         let continuation = packs::Continuation {
             pack_handle: &args.pack_handle,
             total_bytes: text.len(),
-            total_tokens: tokenizer.count(&text),
+            total_tokens,
             next_offset: (!done).then_some(next),
             hint: if done { packs::DONE } else { packs::READ_ON },
         };

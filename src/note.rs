@@ -66,6 +66,8 @@ pub enum SummarySource {
     Sections,
     /// No lead: the first sentence of the first section's words.
     Section,
+    /// No paragraph before it: a list's first items (`A · B · C`).
+    List,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

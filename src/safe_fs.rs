@@ -114,12 +114,13 @@ pub(crate) fn read_bytes(
 /// Reads the regular file at `path` as UTF-8 text of at most `max_bytes`,
 /// refusing binary files (a NUL byte anywhere) and invalid UTF-8.
 pub(crate) fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Metadata), ReadError> {
-    let (bytes, meta) = read_bytes(path, max_bytes)?;
+    let (mut bytes, meta) = read_bytes(path, max_bytes)?;
     if memchr::memchr(0, &bytes).is_some() {
         return Err(ReadError(
             "binary file (contains NUL bytes); skipped".into(),
         ));
     }
+    lone_carriage_returns_end_lines(&mut bytes);
     let text = String::from_utf8(bytes).map_err(|err| {
         ReadError(format!(
             "invalid UTF-8 at byte {}; skipped",
@@ -127,6 +128,22 @@ pub(crate) fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Meta
         ))
     })?;
     Ok((text, meta))
+}
+
+/// A carriage return not followed by a line feed (classic Mac OS line
+/// endings) becomes a line feed. CommonMark and YAML end a line there too,
+/// but the readers that go line by line (the frontmatter's fences, inline
+/// fields, private sections) would read the whole file as one line and
+/// miss `private: true` (fail open). Same length: no offset moves.
+fn lone_carriage_returns_end_lines(bytes: &mut [u8]) {
+    let mut from = 0;
+    while let Some(found) = memchr::memchr(b'\r', &bytes[from..]) {
+        let at = from + found;
+        if bytes.get(at + 1) != Some(&b'\n') {
+            bytes[at] = b'\n';
+        }
+        from = at + 1;
+    }
 }
 
 fn describe(err: &io::Error) -> String {
@@ -247,6 +264,11 @@ mod tests {
         )
         .unwrap();
         assert!(read_text(&path, 100_000).unwrap_err().0.contains("NUL"));
+        fs::write(&path, "---\rprivate: true\r---\rBody\r\nCRLF kept\r\rlast").unwrap();
+        assert_eq!(
+            read_text(&path, 100).unwrap().0,
+            "---\nprivate: true\n---\nBody\r\nCRLF kept\n\nlast"
+        );
         assert!(
             read_text(dir.path(), 10)
                 .unwrap_err()

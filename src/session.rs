@@ -190,6 +190,7 @@ impl Place {
             .canonicalize()
             .with_context(|| format!("cannot open vault {}", root.display()))?;
         let policy = Arc::new(Policy::load(&root)?);
+        crate::tokens::never_cache_inside(&root);
         let index_dir = location::index_dir(&root, choice.dir.as_deref());
         // The folder a view's index sits in must not overlap the vault either.
         if let Some(dir) = &index_dir {
@@ -693,6 +694,7 @@ impl Session {
             rerank: self.rerank_status.clone(),
             warnings: self.filter_warnings(&request.filter),
             parsed: syntax.constrains().then(|| redact(syntax.describe())),
+            filtered: request.is_filtered(),
         }
     }
 
@@ -706,6 +708,7 @@ impl Session {
     ) -> (String, Vec<Range<usize>>) {
         let note = self.vault.note(note);
         let mut analyzer = analyzer::analyzer();
+        // The sentence matching most terms, with how many it matches.
         let mut best_sentence = |text: &str| {
             let mut best: Option<(usize, String)> = None;
             for sentence in crate::text::sentences(text) {
@@ -722,7 +725,7 @@ impl Session {
                     best = Some((matched, sentence));
                 }
             }
-            best.map(|(_, sentence)| sentence)
+            best
         };
         // A section can be its heading alone (the heading matched, its
         // text is in the subsections below): the body is read instead.
@@ -730,7 +733,29 @@ impl Session {
         let best = section
             .and_then(|s| sections.get(s))
             .and_then(|s| best_sentence(&note.body[s.range.clone()]))
+            .filter(|(matched, _)| *matched > 0)
             .or_else(|| best_sentence(&note.body));
+        // A note found by a property (`director: Ridley Scott`) shows that
+        // property when no sentence of its body has a query term.
+        let best = match best {
+            Some((matched, sentence)) if matched > 0 => Some(sentence),
+            unmatched => note
+                .properties
+                .iter()
+                .map(|(key, value)| {
+                    format!("{key}: {}", crate::parse::properties::links_as_names(value))
+                })
+                .map(|line| {
+                    let found = analyzer::terms(&mut analyzer, &line);
+                    (terms.iter().filter(|t| found.contains(t)).count(), line)
+                })
+                .filter(|(matched, _)| *matched > 0)
+                // The first of the best (`max_by_key` keeps the last).
+                .rev()
+                .max_by_key(|(matched, _)| *matched)
+                .map(|(_, line)| line)
+                .or(unmatched.map(|(_, sentence)| sentence)),
+        };
         let snippet = best
             .map(|s| crate::text::truncate_chars(&s, 240))
             .unwrap_or_else(|| crate::text::truncate_chars(&note.meta.summary, 240));
@@ -1456,6 +1481,12 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
+    /// Whether a filter limits which notes may answer (an empty answer
+    /// then says so, instead of blaming the query).
+    pub fn is_filtered(&self) -> bool {
+        self.folder.is_some() || self.tag.is_some() || !self.filter.is_empty()
+    }
+
     fn accepts(&self, path: &str, tags: &[String]) -> bool {
         let folder_ok = self.folder.as_deref().is_none_or(|folder| {
             let folder = folder.trim_matches('/');
@@ -1495,6 +1526,9 @@ pub struct SearchResults {
     /// The query's phrases and exclusions as read, when it has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parsed: Option<String>,
+    /// A filter limited which notes could answer.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub filtered: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -1252,3 +1252,70 @@ fn a_bad_source_date_epoch_is_a_usage_error() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// A note found by a property shows that property as its snippet, and a
+/// search a filter emptied says the filter did it.
+#[test]
+fn search_shows_the_property_it_matched_and_blames_a_filter() {
+    let world = World::new();
+    let vault = world.vault(
+        "films",
+        &[
+            (
+                "Blade Runner.md",
+                "---\ncategories: \"[[Movies]]\"\ndirector: \"[[Ridley Scott]]\"\n---\nRewatched the Final Cut.\n",
+            ),
+            ("Out of Control.md", "---\ncategories: \"[[Books]]\"\n---\nSwarm systems.\n"),
+        ],
+    );
+    let search = |args: &[&str]| {
+        ok(&world
+            .cmd()
+            .arg("search")
+            .args(args)
+            .arg("--vault")
+            .arg(&vault)
+            .output()
+            .unwrap())
+    };
+    let found = search(&["Ridley Scott"]);
+    assert!(found.contains("\n     director: Ridley Scott\n"), "{found}");
+    assert_eq!(
+        search(&["swarm", "--where", "categories=Movies"]),
+        "No note the filter lets through matches 'swarm'.\n"
+    );
+    let json = search(&["swarm", "--where", "categories=Movies", "--format", "json"]);
+    assert!(json.contains("\"filtered\": true"), "{json}");
+    assert_eq!(search(&["zebra"]), "No notes match 'zebra'.\n");
+}
+
+/// A template or recipe that is a device is refused, not read without
+/// end; a cache folder set inside the vault gets no prepared vocabulary.
+#[test]
+fn local_files_are_read_bounded_and_the_vault_is_never_a_cache() {
+    let world = World::new();
+    let vault = world.vault("v", &[("a.md", "# A\n\nzebra crossing\n")]);
+    let output = world.pack(&vault, &["zebra", "--template", "/dev/zero"]);
+    common::fails(&output, 2, "cannot read template /dev/zero: a device");
+    let output = world
+        .cmd()
+        .args([
+            "pack",
+            "zebra",
+            "--no-log",
+            "--tokenizer",
+            "o200k",
+            "--vault",
+        ])
+        .arg(&vault)
+        .arg("--index-dir")
+        .arg(world.path().join("index"))
+        .env("XDG_CACHE_HOME", vault.join(".cache"))
+        .output()
+        .unwrap();
+    ok(&output);
+    assert!(
+        !vault.join(".cache").exists(),
+        "a cache was written in the vault"
+    );
+}

@@ -1048,3 +1048,132 @@ proptest! {
         }
     }
 }
+
+/// The fourth hostile round's spellings: old Mac line endings around a
+/// private flag, a comment or display math making a `#` line look like a
+/// heading inside a private section, a private heading spelt with a soft
+/// hyphen or a character reference, a policy heading written with its
+/// `##`, secrets split by invisible characters or references, and
+/// `obsidian://` and `file://` addresses of a private note in `hot.md`.
+/// Each leaked before its fix.
+#[test]
+fn hidden_spellings_of_private_text_stay_hidden() {
+    let world = World::new();
+    let secret_tail = "DNxril3RavGD5MfvJ7NScUyk";
+    let split = |joint: &str| format!("sk_live_DNxril3Rav{joint}GD5MfvJ7NScUyk");
+    let keys = format!(
+        "# Keys\n\nstripe one {}\n\nstripe two {}\n\nstripe three {}\n\nstripe four sk&#95;live_{secret_tail}\n",
+        split("\u{200b}"),
+        split("\u{ad}"),
+        split("&#8203;"),
+    );
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                ".ctxpack.yaml",
+                "private:\n  folders: [\"journal/\"]\n  headings: [\"## Hidden Stuff\"]\n",
+            ),
+            (
+                "mac.md",
+                "---\rprivate: true\r---\rzebra MARKER_CR_FRONTMATTER\r",
+            ),
+            (
+                "mac-field.md",
+                "zebra note.\rprivate:: true\rMARKER_CR_FIELD\r",
+            ),
+            (
+                "comment.md",
+                "zebra intro.\n\n## Private\n\nx\n%% todo %%# Later\n\nMARKER_AFTER_COMMENT\n",
+            ),
+            (
+                "math.md",
+                "zebra intro.\n\n## Private\n\nx\n$$\n# x\n$$\n\nMARKER_AFTER_MATH\n",
+            ),
+            (
+                "soft.md",
+                "zebra intro.\n\n## Pri\u{ad}vate\n\nMARKER_SOFT_HYPHEN\n",
+            ),
+            (
+                "ref.md",
+                "zebra intro.\n\n<h2>&#80;rivate</h2>\n\nMARKER_HTML_REFERENCE\n",
+            ),
+            (
+                "policy.md",
+                "zebra intro.\n\n## Hidden Stuff\n\nMARKER_POLICY_HEADING\n",
+            ),
+            ("keys.md", keys.as_str()),
+            ("open.md", "# Open\n\nzebra in the open\n"),
+            ("journal/Secret Diary.md", "Diary.\n"),
+            (
+                "hot.md",
+                "- [[open]] public\n\
+                 - [D](obsidian://open?vault=v&file=journal%2FSecret%20Diary) MARKER_OBSIDIAN_URL\n\
+                 - [O](obsidian://open?vault=v&file=open) public by address\n",
+            ),
+        ],
+    );
+    let file_line = format!(
+        "- [F](file://{}/journal/Secret%20Diary.md) MARKER_FILE_URL\n",
+        vault.canonicalize().unwrap().display()
+    );
+    let hot = std::fs::read_to_string(vault.join("hot.md")).unwrap() + &file_line;
+    std::fs::write(vault.join("hot.md"), hot).unwrap();
+    let markers = [
+        "MARKER_CR_FRONTMATTER",
+        "MARKER_CR_FIELD",
+        "MARKER_AFTER_COMMENT",
+        "MARKER_AFTER_MATH",
+        "MARKER_SOFT_HYPHEN",
+        "MARKER_HTML_REFERENCE",
+        "MARKER_POLICY_HEADING",
+        "MARKER_OBSIDIAN_URL",
+        "MARKER_FILE_URL",
+        secret_tail,
+    ];
+    let assert_hidden = |what: &str, text: &str| {
+        for marker in markers {
+            assert!(!text.contains(marker), "{what}: {marker} leaked:\n{text}");
+        }
+    };
+    for args in [
+        &["pack", "zebra", "--budget", "100000", "--no-log"][..],
+        &["pack", "stripe", "--budget", "100000", "--no-log"],
+        &["search", "zebra", "--limit", "50"],
+        &[
+            "search",
+            "MARKER_AFTER_COMMENT MARKER_AFTER_MATH MARKER_SOFT_HYPHEN",
+        ],
+    ] {
+        let printed = run(&world, &vault, args);
+        assert_hidden(&format!("{args:?}"), &printed);
+    }
+    let stripe = run(
+        &world,
+        &vault,
+        &["pack", "stripe", "--budget", "100000", "--no-log"],
+    );
+    assert_eq!(
+        stripe.matches("[REDACTED:stripe_secret_key]").count(),
+        4,
+        "{stripe}"
+    );
+    let audit = run(&world, &vault, &["audit"]);
+    assert!(audit.contains("mac.md: private"), "{audit}");
+    assert!(audit.contains("mac-field.md: private"), "{audit}");
+    let mut client = Client::start(&world, &vault);
+    for path in [
+        "hot",
+        "comment.md",
+        "math.md",
+        "soft.md",
+        "ref.md",
+        "policy.md",
+        "keys.md",
+    ] {
+        let (_, text) = client.call("get_note", json!({"path": path}));
+        assert_hidden(&format!("get_note {path}"), &text);
+    }
+    let (_, hot) = client.call("get_note", json!({"path": "hot"}));
+    assert!(hot.contains("public by address"), "{hot}");
+}

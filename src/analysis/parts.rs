@@ -37,10 +37,11 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// tags wrapped in marks or inline HTML, bracketed inline fields, numbers
 /// with a zero fraction read as their value, summaries of notes without a
 /// lead, daily notes named with ordinal days, and a `tags:` string's tags
-/// as filter values): it is part of the
+/// as filter values; 6: summaries from lists, an image's alt text that
+/// only names its file not read, `clipped:` dates): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
-pub(crate) const PARTS_VERSION: u32 = 5;
+pub(crate) const PARTS_VERSION: u32 = 6;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

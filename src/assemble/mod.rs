@@ -761,12 +761,20 @@ fn assemble_project(
     .map(|assembly| (assembly, context.ranked_from()))
 }
 
+/// A recipe larger than this is not read.
+const RECIPE_MAX_BYTES: u64 = 1024 * 1024;
+
 fn load_recipe(project: &Project, request: &AssembleRequest) -> Result<Recipe, AssembleError> {
     let (label, text) = match &request.recipe {
         Some(path) => (
             path.display().to_string(),
-            std::fs::read_to_string(path)
-                .map_err(|err| usage(format!("cannot read recipe {}: {err}", path.display())))?,
+            // Bounded, and only a regular file (a device would be read
+            // without end).
+            crate::safe_fs::read_text(path, RECIPE_MAX_BYTES)
+                .map(|(text, _)| text)
+                .map_err(|err| {
+                    usage(format!("cannot read recipe {}: {}", path.display(), err.reason()))
+                })?,
         ),
         None => (
             RECIPE_FILE.to_string(),

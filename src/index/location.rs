@@ -126,6 +126,12 @@ pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError
         "is inside the vault"
     } else if root.starts_with(&resolved_dir) {
         "contains the vault"
+    } else if std::fs::metadata(&resolved_dir).is_ok_and(|meta| !meta.is_dir()) {
+        return Err(IndexDirError(format!(
+            "the index folder {} is a file, not a folder; choose a folder \
+             (--index-dir or CTXPACK_INDEX_DIR)",
+            dir.display()
+        )));
     } else {
         return Ok(());
     };
@@ -206,6 +212,8 @@ mod tests {
         let refused = |dir: PathBuf| check_outside(&vault, &dir).unwrap_err().0;
         assert!(refused(vault.clone()).contains("is the vault"));
         assert!(refused(vault.join("sub/new/index")).contains("is inside the vault"));
+        std::fs::write(base.join("a-file"), "x").unwrap();
+        assert!(refused(base.join("a-file")).contains("is a file, not a folder"));
         assert!(refused(base.join("link/.index")).contains("is inside the vault"));
         assert!(refused(base.join("elsewhere/../vault/x")).contains("is inside the vault"));
         // Past a folder that does not exist, `..` then a symlink: creating

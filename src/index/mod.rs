@@ -78,6 +78,9 @@ const WRITER_MEMORY: usize = 256 * 1024 * 1024;
 /// Sets [`IndexConfig::threads`] (a number of threads; for tests and
 /// measurements).
 pub(crate) const THREADS_VAR: &str = "CTXPACK_INDEX_THREADS";
+/// The most threads [`THREADS_VAR`] may ask for: each is a stack and a
+/// share of the work, and thousands took seconds to start for nothing.
+const MAX_INDEX_THREADS: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 struct Fields {
@@ -155,8 +158,9 @@ impl IndexConfig {
             policy: Arc::new(Policy::default()),
             threads: std::env::var(THREADS_VAR)
                 .ok()
-                .and_then(|n| n.parse().ok())
-                .filter(|&n| n > 0),
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .map(|n| n.min(MAX_INDEX_THREADS)),
         }
     }
 
@@ -859,13 +863,17 @@ impl VaultIndex {
         walked: walk::WalkResult,
     ) -> Result<UpdateReport> {
         let walk_problems = walk_diagnostics(walked.problems, &config.policy);
-        let found_files = walked.files.sorted();
         let mut report = UpdateReport::default();
-        if walk_problems == self.catalog.walk_problems && self.catalog.files_unchanged(&found_files)
+        // The catalog's files are in path order, and the check pairs them
+        // one by one: files it finds unchanged are in order, and need no
+        // sorting first.
+        if walk_problems == self.catalog.walk_problems
+            && self.catalog.files_unchanged(&walked.files)
         {
-            report.unchanged = found_files.len();
+            report.unchanged = walked.files.len();
             return Ok(report);
         }
+        let found_files = walked.files.sorted();
         let mut pending = Vec::new();
         let mut kept: Vec<&FileEntry> = Vec::new();
         let mut removed: Vec<&FileEntry> = Vec::new();

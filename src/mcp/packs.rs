@@ -285,14 +285,19 @@ pub(crate) fn grep(
             offset: starts[from],
             text: lines[from..to].concat(),
         };
-        let mut cost = tokenizer.count(&found.text) + MATCH_OVERHEAD_TOKENS;
+        // Counted as the result prints it: JSON escapes every line break.
+        let cost_of = |found: &GrepMatch| {
+            tokenizer.count(&serde_json::to_string(found).unwrap_or_default())
+                + MATCH_OVERHEAD_TOKENS
+        };
+        let mut cost = cost_of(&found);
         if cost > max_tokens.saturating_sub(used) {
             // Too large with its context: the matching line alone, cut to
             // what is left (an offset to read the rest from stays valid).
-            let left = max_tokens.saturating_sub(used + MATCH_OVERHEAD_TOKENS);
+            let left = max_tokens.saturating_sub(used + 2 * MATCH_OVERHEAD_TOKENS);
             found.offset = starts[i];
             found.text = cut_to_tokens(line, tokenizer, left);
-            cost = tokenizer.count(&found.text) + MATCH_OVERHEAD_TOKENS;
+            cost = cost_of(&found);
             if found.text.is_empty() || cost > max_tokens.saturating_sub(used) {
                 truncated = true;
                 break;
@@ -301,7 +306,16 @@ pub(crate) fn grep(
         used += cost;
         matches.push(found);
     }
-    Ok(GrepResult { matches, truncated })
+    let mut result = GrepResult { matches, truncated };
+    // The bound holds for the result as sent (pretty JSON, as every tool
+    // result is): the last matches go until it fits.
+    while !result.matches.is_empty()
+        && tokenizer.count(&serde_json::to_string_pretty(&result).unwrap_or_default()) > max_tokens
+    {
+        result.matches.pop();
+        result.truncated = true;
+    }
+    Ok(result)
 }
 
 /// The longest start of `text`, cut at a character, that counts at most
@@ -410,15 +424,15 @@ mod tests {
         let limit = 300;
         let found = grep(&text, ".", MAX_CONTEXT_LINES, Tokenizer::Chars4, limit).unwrap();
         assert!(found.truncated);
-        let cost: usize = found
-            .matches
-            .iter()
-            .map(|m| Tokenizer::Chars4.count(&m.text) + MATCH_OVERHEAD_TOKENS)
-            .sum();
-        assert!(cost <= limit, "{cost}");
+        // As the result is sent: pretty JSON, line breaks escaped.
+        let sent = |found: &GrepResult| {
+            Tokenizer::Chars4.count(&serde_json::to_string_pretty(found).unwrap())
+        };
+        assert!(sent(&found) <= limit, "{}", sent(&found));
         assert!(!found.matches.is_empty());
         // One match whose context alone passes the bound keeps its line.
-        let found = grep(&text, "line 200 ", MAX_CONTEXT_LINES, Tokenizer::Chars4, 40).unwrap();
+        let found = grep(&text, "line 200 ", MAX_CONTEXT_LINES, Tokenizer::Chars4, 60).unwrap();
+        assert!(sent(&found) <= 60, "{}", sent(&found));
         assert_eq!(found.matches.len(), 1);
         assert_eq!(
             found.matches[0].text,
@@ -427,8 +441,9 @@ mod tests {
         assert_eq!(&text[found.matches[0].offset..][..9], "line 200 ");
         // A line longer than the bound is cut at a character.
         let long = format!("{}raft\n", "分布式".repeat(100));
-        let found = grep(&long, "raft", 0, Tokenizer::Chars4, 30).unwrap();
-        // 30 tokens, 16 of them the match's keys: 14 characters.
-        assert_eq!(found.matches[0].text, "分布式".repeat(4) + "分布");
+        let found = grep(&long, "raft", 0, Tokenizer::Chars4, 60).unwrap();
+        assert!(sent(&found) <= 60, "{}", sent(&found));
+        assert!(found.matches[0].text.starts_with("分布式分布式"));
+        assert!(long.starts_with(&found.matches[0].text));
     }
 }

@@ -1361,12 +1361,17 @@ impl<'a> Packer<'a> {
             let summary = self.summary(note);
             // A summary cut from a longer first paragraph would repeat the
             // body's opening: keep the short line then.
-            let whole_summary = if note.summary_source == SummarySource::FirstParagraph
-                && note.summary.ends_with('…')
-            {
-                summary.clone()
-            } else {
-                note.summary.clone()
+            let whole_summary = match note.summary_source {
+                SummarySource::FirstParagraph if note.summary.ends_with('…') => summary.clone(),
+                // Read from the body, which then follows whole: the line
+                // would say it twice (pages with a `title:` keep the
+                // seed's summary line).
+                SummarySource::Section | SummarySource::List | SummarySource::Sections
+                    if note.title_source != crate::note::TitleSource::Frontmatter =>
+                {
+                    String::new()
+                }
+                _ => note.summary.clone(),
             };
             let summary_rest = self.measure(&render::page_rest(note, &summary, None, &[]));
             let extra_with = |line: &str, text: Option<&str>| {

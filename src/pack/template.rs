@@ -146,10 +146,27 @@ pub struct PackTemplate {
 impl PackTemplate {
     /// Reads and parses the template at `path`.
     pub fn load(path: &Path) -> Result<PackTemplate, TemplateError> {
-        let source = std::fs::read_to_string(path).map_err(|source| TemplateError::Read {
+        // A regular file, read no further than the limit: a device or a
+        // FIFO given as the template would be read without end. (Looked up
+        // first, so a missing file keeps its own error.)
+        let meta = std::fs::metadata(path).map_err(|source| TemplateError::Read {
             path: path.to_path_buf(),
             source,
         })?;
+        if meta.is_file() && meta.len() > MAX_TEMPLATE_BYTES as u64 {
+            return Err(TemplateError::TooLarge {
+                name: path.display().to_string(),
+                bytes: usize::try_from(meta.len()).unwrap_or(usize::MAX),
+                limit: MAX_TEMPLATE_BYTES,
+            });
+        }
+        let (source, _) =
+            crate::safe_fs::read_text(path, MAX_TEMPLATE_BYTES as u64).map_err(|err| {
+                TemplateError::Read {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, err.reason()),
+                }
+            })?;
         PackTemplate::parse(&path.display().to_string(), source)
     }
 

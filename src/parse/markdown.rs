@@ -357,7 +357,7 @@ fn markdown_note_link(dest: &str, range: Range<usize>) -> Option<Link> {
     })
 }
 
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -93,61 +93,86 @@ pub(crate) fn parse_note_with_fields(
         }),
     };
 
-    let (summary, summary_source) = match field_text("summary")
-        .or_else(|| field_text("description"))
-    {
-        Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
-        // The note's first paragraph that a reader sees words in:
-        // badges, images without alt text and embeds alone do not count,
-        // nor does a lead-in to what follows ("To delete an image:"). A
-        // note with no lead (`# Title`, then sections) is summarised by
-        // its first section's words, and a note of sections with no
-        // paragraph at all (link lists, tables) by its sections' names:
-        // an entry with no words said nothing of the note.
-        None => {
-            // The lead ends at the first heading under the title.
-            let lead_end = analysis
-                .blocks
-                .iter()
-                .position(|b| {
-                    b.kind == markdown::BlockKind::Heading
-                        && b.heading
-                            .and_then(|h| analysis.headings.get(h))
-                            .is_none_or(|h| h.level > 1)
-                })
-                .unwrap_or(analysis.blocks.len());
-            let first_paragraph = analysis
-                .blocks
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.kind == markdown::BlockKind::Paragraph)
-                .map(|(at, b)| (at, reader::reader_text(&body[b.range.clone()])))
-                .find(|(at, text)| {
-                    has_prose(text) && !is_lead_in(text) && (*at < lead_end || says_something(text))
-                });
-            match first_paragraph {
-                Some((at, text)) if at < lead_end => (
-                    truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
-                    SummarySource::FirstParagraph,
-                ),
-                // A section's words speak for the note only briefly.
-                Some((_, text)) => (
-                    crate::text::first_sentence(
-                        &collapse_whitespace(&text),
-                        crate::pack::SHORT_SUMMARY_CHARS,
+    let (summary, summary_source) =
+        match field_text("summary").or_else(|| field_text("description")) {
+            Some(summary) => (collapse_whitespace(&summary), SummarySource::Frontmatter),
+            // The note's first paragraph that a reader sees words in:
+            // badges, images without alt text and embeds alone do not count,
+            // nor does a lead-in to what follows ("To delete an image:"). A
+            // note with no lead (`# Title`, then sections) is summarised by
+            // its first section's words, and a note of sections with no
+            // paragraph at all (link lists, tables) by its sections' names:
+            // an entry with no words said nothing of the note.
+            None => {
+                // The lead ends at the first heading under the title.
+                let lead_end = analysis
+                    .blocks
+                    .iter()
+                    .position(|b| {
+                        b.kind == markdown::BlockKind::Heading
+                            && b.heading
+                                .and_then(|h| analysis.headings.get(h))
+                                .is_none_or(|h| h.level > 1)
+                    })
+                    .unwrap_or(analysis.blocks.len());
+                // What the note opens with, in its lead.
+                let lead_paragraph = analysis.blocks[..lead_end]
+                    .iter()
+                    .filter(|b| b.kind == markdown::BlockKind::Paragraph)
+                    .map(|b| reader::reader_text(&body[b.range.clone()]))
+                    .find(|text| has_prose(text) && !is_lead_in(text) && !is_lone_link(text));
+                // Else the first words any block says: a section's paragraph,
+                // or a list's items (a daily note, meeting notes).
+                let first_words = || {
+                    analysis.blocks.iter().find_map(|b| {
+                        let text = &body[b.range.clone()];
+                        match b.kind {
+                            markdown::BlockKind::Paragraph => {
+                                let text = reader::reader_text(text);
+                                (has_prose(&text) && !is_lead_in(&text) && says_something(&text))
+                                    .then(|| {
+                                        let text = collapse_whitespace(&text);
+                                        let first = crate::text::first_sentence(
+                                            &text,
+                                            crate::pack::SHORT_SUMMARY_CHARS,
+                                        );
+                                        (first, SummarySource::Section)
+                                    })
+                            }
+                            markdown::BlockKind::List => {
+                                list_summary(text, true).map(|items| (items, SummarySource::List))
+                            }
+                            _ => None,
+                        }
+                    })
+                };
+                // Else a list of short items (`Milk`, `Eggs`).
+                let short_items = || {
+                    analysis
+                        .blocks
+                        .iter()
+                        .filter(|b| b.kind == markdown::BlockKind::List)
+                        .find_map(|b| list_summary(&body[b.range.clone()], false))
+                        .map(|items| (items, SummarySource::List))
+                };
+                match lead_paragraph {
+                    Some(text) => (
+                        truncate_chars(&collapse_whitespace(&text), SUMMARY_FALLBACK_CHARS),
+                        SummarySource::FirstParagraph,
                     ),
-                    SummarySource::Section,
-                ),
-                None => match section_names(&analysis.headings) {
-                    Some(names) => (
-                        truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
-                        SummarySource::Sections,
-                    ),
-                    None => (String::new(), SummarySource::None),
-                },
+                    None => match first_words().or_else(short_items) {
+                        Some(found) => found,
+                        None => match section_names(&analysis.headings) {
+                            Some(names) => (
+                                truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
+                                SummarySource::Sections,
+                            ),
+                            None => (String::new(), SummarySource::None),
+                        },
+                    },
+                }
             }
-        }
-    };
+        };
 
     let mut dated = |names: &[&str]| -> Option<DateTime<Utc>> {
         names.iter().find_map(|name| {
@@ -246,9 +271,96 @@ fn daily_date(path: &str) -> Option<String> {
 /// Whether a paragraph under a section can speak for a note with no lead:
 /// a sentence, not a label (`本地安装`) or a lone link.
 fn says_something(text: &str) -> bool {
-    let text = text.trim();
-    let lone_link = text.starts_with('[') && text.ends_with(')') && text.matches("](").count() == 1;
-    text.chars().count() >= 12 && !lone_link
+    text.trim().chars().count() >= 12 && !is_lone_link(text)
+}
+
+/// Whether a paragraph or list item is one link and nothing else (a
+/// bookmark, a contents entry): its words are another page's title.
+fn is_lone_link(text: &str) -> bool {
+    let text = text
+        .trim()
+        .trim_end_matches(['.', ',', ';', '。', '，', '；']);
+    let markdown_link =
+        text.starts_with('[') && text.ends_with(')') && text.matches("](").count() == 1;
+    let wiki_link =
+        text.starts_with("[[") && text.ends_with("]]") && text.matches("[[").count() == 1;
+    markdown_link || wiki_link
+}
+
+/// A list's top-level items that have words, joined (`A · B · C`) up to a
+/// short summary's length; none when no item has words (a list of links,
+/// of images), or, when `sentence` is asked for, when no item says
+/// something on its own.
+fn list_summary(list: &str, sentence: bool) -> Option<String> {
+    let mut items: Vec<String> = Vec::new();
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let base = list
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .map_or(0, indent);
+    for line in list.lines() {
+        let trimmed = line.trim_start();
+        match list_item_text(trimmed) {
+            Some(item) if indent(line) <= base => items.push(item.to_string()),
+            // A nested item, or an item's next line.
+            _ => {
+                if let Some(last) = items.last_mut()
+                    && indent(line) > base
+                    && list_item_text(trimmed).is_none()
+                {
+                    last.push(' ');
+                    last.push_str(trimmed);
+                }
+            }
+        }
+    }
+    let items: Vec<String> = items
+        .iter()
+        .map(|item| collapse_whitespace(&reader::reader_text(item)))
+        .filter(|item| has_prose(item) && !is_lone_link(item))
+        .collect();
+    // One short item (`Milk`) says little; one sentence or a few items do.
+    let enough = if sentence {
+        items.iter().any(|item| says_something(item))
+    } else {
+        items.len() >= 2
+    };
+    if !enough {
+        return None;
+    }
+    let limit = crate::pack::SHORT_SUMMARY_CHARS;
+    let mut summary = crate::text::first_sentence(&items[0], limit);
+    for item in &items[1..] {
+        if summary.ends_with('…') || summary.chars().count() + 3 + item.chars().count() > limit {
+            break;
+        }
+        summary.push_str(" · ");
+        summary.push_str(item);
+    }
+    Some(summary)
+}
+
+/// The text of a list item's first line (`- x`, `* x`, `+ x`, `1. x`,
+/// `1) x`, a task's box left out), or `None` for a line that starts none.
+fn list_item_text(line: &str) -> Option<&str> {
+    let rest = if let Some(rest) = line.strip_prefix(['-', '*', '+']) {
+        rest
+    } else {
+        let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        line[digits..].strip_prefix(['.', ')'])?
+    };
+    if !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let rest = ["[ ] ", "[x] ", "[X] "]
+        .iter()
+        .find_map(|task| rest.strip_prefix(task))
+        .unwrap_or(rest);
+    Some(rest)
 }
 
 /// `Sections: A · B · C`, the names of a note's sections under its title
@@ -302,7 +414,15 @@ const UPDATED_KEYS: &[&str] = &[
     "date",
 ];
 /// The properties a note's creation is read from, when no change is given.
-const CREATED_KEYS: &[&str] = &["created", "date created", "created at", "creation date"];
+const CREATED_KEYS: &[&str] = &[
+    "created",
+    "date created",
+    "created at",
+    "creation date",
+    // Web Clipper templates: the day the page was clipped into the vault.
+    "clipped",
+    "date clipped",
+];
 
 /// The names of the week's days, which some date formats lead with.
 const WEEKDAYS: [&str; 7] = [
@@ -638,6 +758,75 @@ mod tests {
         let (note, _) = parse_note("x.md", text, None);
         assert_eq!(note.meta.summary, "The plugin syncs notes.");
         assert_eq!(note.meta.summary_source, SummarySource::FirstParagraph);
+    }
+
+    /// A note of bullets (a daily note, meeting notes) is summarised by its
+    /// first items; a contents list of links, a lone link and an image
+    /// named by its file say nothing of the note.
+    #[test]
+    fn summaries_come_from_lists_never_from_links_or_file_names() {
+        let summary = |text: &str| {
+            let (note, _) = parse_note("x.md", text, None);
+            (note.meta.summary, note.meta.summary_source)
+        };
+        assert_eq!(
+            summary(
+                "![[Daily.base]]\n\n## Notes\n\n- Met Steph about the garden project.\n  - nested detail\n- Fixed the tap.\n"
+            ),
+            (
+                "Met Steph about the garden project. · Fixed the tap.".to_string(),
+                SummarySource::List
+            )
+        );
+        assert_eq!(
+            summary("- [ ] Raised beds along the fence\n- [x] Budget around 400 euros\n"),
+            (
+                "Raised beds along the fence · Budget around 400 euros".to_string(),
+                SummarySource::List
+            )
+        );
+        // Short items count only when nothing else says a word.
+        assert_eq!(
+            summary("- Milk\n- Eggs\n"),
+            ("Milk · Eggs".to_string(), SummarySource::List)
+        );
+        assert_eq!(
+            summary(
+                "## 目录\n\n* [JDK](#jdk)\n* [Maven](#maven)\n\n## JDK\n\nThe JDK is installed from the vendor's archive.\n"
+            ),
+            (
+                "The JDK is installed from the vendor's archive.".to_string(),
+                SummarySource::Section
+            )
+        );
+        assert_eq!(
+            summary("[Python简史 - Vamei](https://example.org/p)\n\n## A\n\nx\n\n## B\n"),
+            ("Sections: A · B".to_string(), SummarySource::Sections)
+        );
+        assert_eq!(
+            summary(
+                "![image-20191102214024405](x.assets/image-20191102214024405.png)\n\nThe operator ++ increments.\n"
+            ),
+            (
+                "The operator ++ increments.".to_string(),
+                SummarySource::FirstParagraph
+            )
+        );
+    }
+
+    #[test]
+    fn a_clipped_date_dates_a_clipping() {
+        let (note, problems) = parse_note("c.md", "---\nclipped: 2023-11-18\n---\nText.\n", None);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(note.meta.updated_source, UpdatedSource::Created);
+        assert_eq!(
+            note.meta.updated,
+            Some(
+                chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 11, 18, 0, 0, 0)
+                    .unwrap()
+                    .timestamp()
+            )
+        );
     }
 
     #[test]

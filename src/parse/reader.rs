@@ -61,7 +61,7 @@ pub(crate) fn reader_text(text: &str) -> String {
             Event::End(TagEnd::Image) => {
                 let Some(image) = frames.pop() else { continue };
                 let alt = image.text.trim().to_string();
-                let shown = if is_badge(&image.url) {
+                let shown = if is_badge(&image.url) || names_its_file(&alt, &image.url) {
                     String::new()
                 } else {
                     alt
@@ -105,6 +105,20 @@ pub(crate) fn reader_text(text: &str) -> String {
     }
     edits.extend(line_edits(text, &code));
     apply(text, edits)
+}
+
+/// Whether an image's alt text is only its file's name (what editors
+/// such as Typora write when an image is pasted): the reader sees a
+/// picture, not `image-20191102214024405`.
+fn names_its_file(alt: &str, url: &str) -> bool {
+    let path = url.split(['?', '#']).next().unwrap_or_default();
+    let file = path.rsplit(['/', '\\']).next().unwrap_or_default();
+    let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+    !alt.is_empty()
+        && (alt.eq_ignore_ascii_case(file)
+            || alt.eq_ignore_ascii_case(stem)
+            || alt.eq_ignore_ascii_case(&file.replace("%20", " "))
+            || alt.eq_ignore_ascii_case(&stem.replace("%20", " ")))
 }
 
 /// An image or link being read.

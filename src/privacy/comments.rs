@@ -33,6 +33,17 @@ pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
         } else {
             range.end
         };
+        // A line that only starts with `#` once its comment is gone
+        // (`%%note%%# Later`) was never a heading: Obsidian shows it as
+        // text. Left bare it would read as one, and end a private section
+        // early (fail open); escaped, it stays text.
+        if line_blank
+            && body[cursor..]
+                .trim_start_matches([' ', '\t'])
+                .starts_with('#')
+        {
+            out.push('\\');
+        }
     }
     out.push_str(&body[cursor.min(body.len())..]);
     Cow::Owned(out)
@@ -116,6 +127,13 @@ mod tests {
             "open "
         );
         assert_eq!(strip("共识 %%秘密%% 算法", true, true), "共识  算法");
+        // What a comment leaves at the start of a line is not a heading.
+        assert_eq!(strip("a\n%%x%%# Later\n", true, true), "a\n\\# Later\n");
+        assert_eq!(
+            strip("a\n<!--\nx\n--> # Later\n", true, true),
+            "a\n\\ # Later\n"
+        );
+        assert_eq!(strip("# Kept %%x%%\n", true, true), "# Kept \n");
     }
 
     #[test]

@@ -326,12 +326,16 @@ impl Policy {
         // heading inside a quote, list, callout or footnote, or a line that
         // a `---` under it makes a heading, is part of the section (fail
         // closed: a quoted mail or a rule must not end it).
+        // A `#` line inside display math (`$$`) is math, not a heading.
+        let math = display_math(&note.body);
+        let in_math = |at: usize| math.iter().any(|range| range.contains(&at));
         let mut headings: Vec<(u8, &str, std::ops::Range<usize>, bool)> = note
             .headings
             .iter()
             .map(|h| {
                 let closes = starts_a_line(&note.body, h.range.start)
-                    && note.body[h.range.start..].starts_with('#');
+                    && note.body[h.range.start..].starts_with('#')
+                    && !in_math(h.range.start);
                 (h.level, h.text.as_str(), h.range.clone(), closes)
             })
             .collect();
@@ -373,6 +377,41 @@ impl Policy {
     }
 }
 
+/// The byte ranges of display math blocks: from a line starting with `$$`
+/// to the next line holding `$$` (or the end: unclosed, the rest is math,
+/// which for a private section is the closed side).
+fn display_math(body: &str) -> Vec<std::ops::Range<usize>> {
+    let mut blocks = Vec::new();
+    if !body.contains("$$") {
+        return blocks;
+    }
+    let mut open: Option<usize> = None;
+    let mut at = 0;
+    for line in body.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        match open {
+            None => {
+                if let Some(rest) = trimmed.strip_prefix("$$")
+                    && !rest.contains("$$")
+                {
+                    open = Some(at);
+                }
+            }
+            Some(start) => {
+                if line.contains("$$") {
+                    blocks.push(start..at + line.len());
+                    open = None;
+                }
+            }
+        }
+        at += line.len();
+    }
+    if let Some(start) = open {
+        blocks.push(start..body.len());
+    }
+    blocks
+}
+
 /// Whether `at` is the first byte of a line of `text`.
 fn starts_a_line(text: &str, at: usize) -> bool {
     at == 0 || text.as_bytes().get(at - 1) == Some(&b'\n')
@@ -390,6 +429,57 @@ fn html_heading(block: &str) -> Option<(u8, &str)> {
     let inner = &rest[open_end + 1..];
     let close = inner.to_ascii_lowercase().rfind(&format!("</h{level}>"))?;
     Some((level, inner[..close].trim()))
+}
+
+/// Characters that show nothing and join the text around them: a token
+/// split by one is shown, and copied, whole.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}' | '\u{34f}' | '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}'
+    )
+}
+
+/// The patterns that may hide a character from the secret detectors: the
+/// invisible characters, and character references (`&#95;`, `&shy;`).
+static HIDING: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> =
+    std::sync::LazyLock::new(|| {
+        let mut patterns: Vec<String> = [
+            '\u{ad}', '\u{34f}', '\u{180e}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}',
+            '\u{2061}', '\u{2062}', '\u{2063}', '\u{2064}', '\u{feff}',
+        ]
+        .iter()
+        .map(char::to_string)
+        .collect();
+        patterns.push("&".into());
+        aho_corasick::AhoCorasick::new(patterns).ok()
+    });
+
+/// Whether `text` has an invisible character or a character reference.
+fn hides_characters(text: &str) -> bool {
+    match HIDING.as_ref() {
+        Some(patterns) => patterns.find_iter(text).any(|found| {
+            !text[found.start()..].starts_with('&') || reference_at(text, found.start()).is_some()
+        }),
+        None => text.contains(is_invisible) || text.contains('&'),
+    }
+}
+
+/// The character reference at `at` (`&#95;`, `&#x5F;`, `&lowbar;`): its
+/// length and what it shows.
+fn reference_at(text: &str, at: usize) -> Option<(usize, String)> {
+    let rest = text.get(at..)?.strip_prefix('&')?;
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
+        .filter(|&len| len > 0 && len <= 32 && rest[len..].starts_with(';'))?;
+    let reference = &text[at..at + name_len + 2];
+    let shown: String = pulldown_cmark::Parser::new(reference)
+        .filter_map(|event| match event {
+            pulldown_cmark::Event::Text(text) => Some(text.into_string()),
+            _ => None,
+        })
+        .collect();
+    (shown != reference).then_some((reference.len(), shown))
 }
 
 /// A text with its inline HTML tags taken out, and where each of its bytes
@@ -424,16 +514,18 @@ impl MarkupView {
         let escape_at = |at: usize| {
             bytes[at] == b'\\' && bytes.get(at + 1).is_some_and(u8::is_ascii_punctuation)
         };
-        let joins = memchr::memchr_iter(b'<', bytes).any(|at| {
-            tag_at(at).is_some_and(|len| {
-                at > 0
-                    && !bytes[at - 1].is_ascii_whitespace()
-                    && bytes
-                        .get(at + len)
-                        .is_some_and(|b| !b.is_ascii_whitespace())
+        let joins = hides_characters(original)
+            || memchr::memchr_iter(b'<', bytes).any(|at| {
+                tag_at(at).is_some_and(|len| {
+                    at > 0
+                        && !bytes[at - 1].is_ascii_whitespace()
+                        && bytes
+                            .get(at + len)
+                            .is_some_and(|b| !b.is_ascii_whitespace())
+                })
             })
-        }) || memchr::memchr_iter(b'\\', bytes)
-            .any(|at| escape_at(at) && at > 0 && !bytes[at - 1].is_ascii_whitespace());
+            || memchr::memchr_iter(b'\\', bytes)
+                .any(|at| escape_at(at) && at > 0 && !bytes[at - 1].is_ascii_whitespace());
         if !joins {
             return None;
         }
@@ -452,7 +544,23 @@ impl MarkupView {
                 at += 1;
                 continue;
             }
+            if let Some((len, shown)) = reference_at(original, at) {
+                // Shown as what it shows (nothing, for an invisible
+                // character), which stands for the whole reference.
+                let shown: String = shown.chars().filter(|c| !is_invisible(*c)).collect();
+                if !shown.is_empty() {
+                    text.push_str(&shown);
+                    origin.resize(text.len(), at);
+                    origin[text.len() - 1] = at + len - 1;
+                }
+                at += len;
+                continue;
+            }
             let len = original[at..].chars().next().map_or(1, char::len_utf8);
+            if original[at..].chars().next().is_some_and(is_invisible) {
+                at += len;
+                continue;
+            }
             text.push_str(&original[at..at + len]);
             origin.extend(at..at + len);
             at += len;
@@ -460,7 +568,8 @@ impl MarkupView {
         Some(MarkupView { text, origin })
     }
 
-    /// The original range of `range` in the view (tags inside it included).
+    /// The original range of `range` in the view (tags, invisible
+    /// characters and references inside it included).
     fn original(&self, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
         self.origin[range.start]..self.origin[range.end - 1] + 1
     }

@@ -330,11 +330,13 @@ impl Policy {
                     .map_err(|err| format!("private folder patterns: {err}"))?,
             )
         };
+        // `## Private` names the heading `Private`, as the tags' `#` is
+        // read as no part of the tag.
         let headings = file
             .private
             .headings
             .iter()
-            .map(|h| crate::text::fold(h))
+            .map(|h| crate::text::fold(h.trim().trim_start_matches('#').trim()))
             .collect();
         let tags = file
             .private
@@ -605,7 +607,10 @@ pub(crate) const UNREADABLE_FRONTMATTER: &str =
 /// target for its text): no block id, link brackets, tags, emphasis marks,
 /// inline `#tags`, invisible characters or a closing colon.
 fn heading_words(heading: &str, targets: bool) -> String {
-    let mut text = heading.trim();
+    // Character references decoded (`&#80;rivate`, `Priva&shy;te`), as a
+    // reader sees them: an HTML heading's text comes as written.
+    let decoded = decoded_references(heading);
+    let mut text = decoded.trim();
     if let Some((before, id)) = text.rsplit_once(" ^")
         && !id.is_empty()
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
@@ -634,6 +639,7 @@ fn heading_words(heading: &str, targets: bool) -> String {
     let shown = shown.replace(
         [
             '*', '_', '`', '=', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
+            '\u{ad}', '\u{34f}', '\u{180e}', '\u{2061}', '\u{2062}', '\u{2063}', '\u{2064}',
         ],
         "",
     );
@@ -647,6 +653,45 @@ fn heading_words(heading: &str, targets: bool) -> String {
         .trim_end_matches([':', '：', '.', '。'])
         .trim()
         .to_string()
+}
+
+/// `text` with its HTML character references decoded (pulldown-cmark
+/// knows them all); the text as written when it has none.
+fn decoded_references(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('&') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    // Only the references: each `&…;` run read on its own, so no other
+    // Markdown in the text is interpreted.
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let tail = &rest[amp..];
+        let end = tail[1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
+            .map(|at| at + 1)
+            .filter(|&at| tail[at..].starts_with(';'));
+        match end {
+            Some(at) => {
+                let reference = &tail[..=at];
+                let shown: String = pulldown_cmark::Parser::new(reference)
+                    .filter_map(|event| match event {
+                        pulldown_cmark::Event::Text(text) => Some(text.into_string()),
+                        _ => None,
+                    })
+                    .collect();
+                out.push_str(&shown);
+                rest = &tail[at + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// `text` without `<…>` tags.
@@ -845,6 +890,10 @@ mod tests {
             "[[notes/x|Private]]",
             "**Private**",
             "<span id=\"p\">Private</span>",
+            "Pri\u{ad}vate",
+            "&#80;rivate",
+            "Priva&shy;te",
+            "<b>&#x50;rivate</b>",
         ] {
             assert!(policy.is_private_heading(heading), "{heading}");
         }

@@ -199,8 +199,17 @@ pub(crate) fn fuse(lists: Vec<RankedList>, method: Method) -> BTreeMap<usize, Fu
                 (lo.min(h.score), hi.max(h.score))
             });
         let weight = list.weight;
+        // Hits an arm scored alike share the best of their ranks: the
+        // order an arm breaks its ties in (the frontmatter pass's, by path)
+        // says nothing of relevance, and reciprocal rank would weigh it as
+        // if it did (23 notes tagged `java` spread over ranks 1 to 23).
+        let mut tie: Option<(f64, usize)> = None;
         for (position, hit) in list.hits.into_iter().enumerate() {
-            let rank = position + 1;
+            let rank = match tie {
+                Some((score, rank)) if score == hit.score => rank,
+                _ => position + 1,
+            };
+            tie = Some((hit.score, rank));
             let contribution = match method {
                 Method::Rrf { k } => weight / (k + rank as f64),
                 Method::Score if high > low => weight * (hit.score - low) / (high - low),
@@ -538,12 +547,38 @@ mod tests {
         assert_eq!(arms, [("one", 2, 8.0), ("two", 1, 3.0)]);
     }
 
+    /// An arm's ties share the best rank among them (the order it broke
+    /// them in is no evidence); the next score takes its own position.
+    #[test]
+    fn tied_scores_share_the_best_of_their_ranks() {
+        let fused = fuse(
+            vec![list(
+                "tags",
+                1.0,
+                &[(0, 5.0), (1, 3.0), (2, 3.0), (3, 3.0), (4, 1.0)],
+            )],
+            Method::Rrf { k: 60.0 },
+        );
+        let ranks: Vec<(usize, usize)> = fused
+            .iter()
+            .map(|(note, f)| (*note, f.arms[0].rank))
+            .collect();
+        assert_eq!(ranks, [(0, 1), (1, 2), (2, 2), (3, 2), (4, 5)]);
+        assert_eq!(fused[&3].score, 1.0 / 62.0);
+        // Rankings of rankings keep their positions.
+        let packs = fuse(
+            vec![list("query", 1.0, &[(0, 1.0), (1, 1.0)])],
+            Method::Rankings { k: 60.0 },
+        );
+        assert_eq!(packs[&1].score, 1.0 / 62.0);
+    }
+
     #[test]
     fn fused_rankings_add_the_one_after_the_position() {
         // At k = 0.001 the fourth hit's (k + 3) + 1 and k + 4 round apart:
         // rankings of rankings keep the packs' summation order.
         let k = 0.001;
-        let notes = [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0)];
+        let notes = [(0, 4.0), (1, 3.0), (2, 2.0), (3, 1.0)];
         let packs = fuse(vec![list("query", 1.0, &notes)], Method::Rankings { k });
         let arms = fuse(vec![list("query", 1.0, &notes)], Method::Rrf { k });
         assert_eq!(
@@ -633,13 +668,13 @@ mod tests {
     fn rank_runs_arms_then_reports_the_unavailable_then_rescores_in_order() {
         let vault = vault();
         let signals = vec![
-            Signal::arm(Listed::new("first", &[(0, 1.0), (1, 1.0)])),
+            Signal::arm(Listed::new("first", &[(0, 2.0), (1, 1.0)])),
             Signal::arm(Failing("broken")),
             Signal::Unavailable {
                 name: "late",
                 message: "not configured".into(),
             },
-            Signal::arm(Listed::new("second", &[(1, 1.0), (2, 1.0), (3, 1.0)])),
+            Signal::arm(Listed::new("second", &[(1, 3.0), (2, 2.0), (3, 1.0)])),
             Signal::rescorer(Boost(2)),
         ];
         let options = RankOptions::new(DateTime::UNIX_EPOCH);

@@ -71,6 +71,16 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
     let mut start = 0;
     for line in text.split_inclusive('\n') {
         for target in raw_targets(line) {
+            if let Some(named) = note_in_address(vault, target) {
+                let listed = [named.clone(), format!("{named}.md")]
+                    .iter()
+                    .any(|path| vault.is_listed(path));
+                if !listed {
+                    found.push(start..start + line.len());
+                    break;
+                }
+                continue;
+            }
             if target.contains("://") || target.starts_with("mailto:") || target.starts_with('#') {
                 continue;
             }
@@ -89,6 +99,38 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
         start += line.len();
     }
     found
+}
+
+/// The vault path an address names a note by: Obsidian's
+/// `obsidian://open?vault=…&file=…` (or `&path=…`, an absolute path), and
+/// a `file://` address inside the vault. `None` for any other address, or
+/// one leading outside the vault.
+fn note_in_address(vault: &Vault, target: &str) -> Option<String> {
+    let decode = crate::parse::markdown::percent_decode;
+    let inside = |absolute: &str| -> Option<String> {
+        let path = crate::index::location::resolved(std::path::Path::new(absolute));
+        let relative = path.strip_prefix(&vault.root).ok()?;
+        Some(relative.to_string_lossy().replace('\\', "/"))
+    };
+    let lower = target.to_ascii_lowercase();
+    if lower.starts_with("obsidian://") {
+        let query = target.split_once('?').map_or("", |(_, query)| query);
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = decode(&value.replace('+', " "));
+            match key.to_ascii_lowercase().as_str() {
+                "file" => return Some(value.trim_start_matches('/').to_string()),
+                // An absolute path: the vault's note, or nothing of ours.
+                "path" => return Some(inside(&value).unwrap_or_default()),
+                _ => {}
+            }
+        }
+        return None;
+    }
+    let path = lower
+        .starts_with("file://")
+        .then(|| &target["file://".len()..])?;
+    inside(&decode(path))
 }
 
 /// The raw file targets on one line (see [`unlisted_raw_targets`]).

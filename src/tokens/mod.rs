@@ -217,13 +217,35 @@ fn load(name: &str, patterns: &[(&str, bool)], compact: &[u8]) -> PreparedBpe {
 }
 
 /// Where the prepared form of vocabulary `name` is kept: beside the
-/// indexes, in the user's cache (none without one).
+/// indexes, in the user's cache (none without one, or when that cache lies
+/// inside a vault this process opened: ctxpack never writes in a vault).
 fn prepared_path(name: &str) -> Option<PathBuf> {
     let root = crate::xdg::Base::Cache.ctxpack()?;
+    let resolved = crate::index::location::resolved(&root);
+    let vaults = OPENED_VAULTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if vaults.iter().any(|vault| resolved.starts_with(vault)) {
+        return None;
+    }
     Some(
         root.join("tokenizers")
             .join(format!("{name}-{}.bin", prepared::FORMAT)),
     )
+}
+
+/// The vaults (canonical roots) this process opened.
+static OPENED_VAULTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps the prepared vocabularies out of the vault at `root` (a cache
+/// folder set inside it, or a vault that is the home folder).
+pub(crate) fn never_cache_inside(root: &std::path::Path) {
+    let mut vaults = OPENED_VAULTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !vaults.iter().any(|vault| vault == root) {
+        vaults.push(root.to_path_buf());
+    }
 }
 
 /// True when `left` may be measured apart from whatever follows it: it ends
