@@ -739,12 +739,7 @@ impl Session {
         // property when no sentence of its body has a query term.
         let best = match best {
             Some((matched, sentence)) if matched > 0 => Some(sentence),
-            unmatched => note
-                .properties
-                .iter()
-                .map(|(key, value)| {
-                    format!("{key}: {}", crate::parse::properties::links_as_names(value))
-                })
+            unmatched => crate::pack::compress::shown_property_lines(&self.vault, &note)
                 .map(|line| {
                     let found = analyzer::terms(&mut analyzer, &line);
                     (terms.iter().filter(|t| found.contains(t)).count(), line)

@@ -1062,18 +1062,25 @@ fn hidden_spellings_of_private_text_stay_hidden() {
     let secret_tail = "DNxril3RavGD5MfvJ7NScUyk";
     let split = |joint: &str| format!("sk_live_DNxril3Rav{joint}GD5MfvJ7NScUyk");
     let keys = format!(
-        "# Keys\n\nstripe one {}\n\nstripe two {}\n\nstripe three {}\n\nstripe four sk&#95;live_{secret_tail}\n",
+        "# Keys\n\nstripe one {}\n\nstripe two {}\n\nstripe three {}\n\n\
+         stripe four sk&#95;live_{secret_tail}\n\nstripe five {}\n\nstripe six {}\n",
         split("\u{200b}"),
         split("\u{ad}"),
         split("&#8203;"),
+        split("\u{200e}"),
+        split("\u{e0020}\u{fe0f}"),
     );
+    let policy = "private:\n  folders: [\"journal/\"]\n  headings: [\"## Hidden Stuff\"]\n  \
+                  fields:\n    clearance: [secret]\n";
+    let hot = "- [[open]] public\n\
+               - [D](obsidian://open?vault=v&file=journal%2FSecret%20Diary) MARKER_OBSIDIAN_URL\n\
+               - [O](obsidian://open?vault=v&file=open) public by address\n\
+               - <obsidian://open?vault=v&file=journal%2FSecret%20Diary> MARKER_AUTOLINK\n\
+               - obsidian://vault/v/journal/Secret%20Diary MARKER_SHORTHAND\n";
     let vault = world.vault(
         "vault",
         &[
-            (
-                ".ctxpack.yaml",
-                "private:\n  folders: [\"journal/\"]\n  headings: [\"## Hidden Stuff\"]\n",
-            ),
+            (".ctxpack.yaml", policy),
             (
                 "mac.md",
                 "---\rprivate: true\r---\rzebra MARKER_CR_FRONTMATTER\r",
@@ -1102,15 +1109,27 @@ fn hidden_spellings_of_private_text_stay_hidden() {
                 "policy.md",
                 "zebra intro.\n\n## Hidden Stuff\n\nMARKER_POLICY_HEADING\n",
             ),
+            // A comment alone on its line leaves the next line's tag and
+            // heading as they are (a first fix made them text).
+            (
+                "tagged.md",
+                "zebra diary MARKER_TAG_AFTER_COMMENT.\n\n%% tags below %%\n#private\n",
+            ),
+            (
+                "toc.md",
+                "zebra intro.\n\n<!-- toc -->\n## Private\n\nMARKER_SECTION_AFTER_COMMENT\n",
+            ),
+            // A field the policy reads is no search snippet (a pack's
+            // property lines leave it out too; `get_note` shows the note
+            // as written).
+            (
+                "cleared.md",
+                "---\nclearance: MARKER_POLICY_FIELD\n---\nzebra body.\n",
+            ),
             ("keys.md", keys.as_str()),
             ("open.md", "# Open\n\nzebra in the open\n"),
             ("journal/Secret Diary.md", "Diary.\n"),
-            (
-                "hot.md",
-                "- [[open]] public\n\
-                 - [D](obsidian://open?vault=v&file=journal%2FSecret%20Diary) MARKER_OBSIDIAN_URL\n\
-                 - [O](obsidian://open?vault=v&file=open) public by address\n",
-            ),
+            ("hot.md", hot),
         ],
     );
     let file_line = format!(
@@ -1129,6 +1148,11 @@ fn hidden_spellings_of_private_text_stay_hidden() {
         "MARKER_POLICY_HEADING",
         "MARKER_OBSIDIAN_URL",
         "MARKER_FILE_URL",
+        "MARKER_AUTOLINK",
+        "MARKER_SHORTHAND",
+        "MARKER_TAG_AFTER_COMMENT",
+        "MARKER_SECTION_AFTER_COMMENT",
+        "MARKER_POLICY_FIELD",
         secret_tail,
     ];
     let assert_hidden = |what: &str, text: &str| {
@@ -1144,6 +1168,11 @@ fn hidden_spellings_of_private_text_stay_hidden() {
             "search",
             "MARKER_AFTER_COMMENT MARKER_AFTER_MATH MARKER_SOFT_HYPHEN",
         ],
+        &["search", "MARKER_POLICY_FIELD"],
+        &[
+            "search",
+            "MARKER_TAG_AFTER_COMMENT MARKER_SECTION_AFTER_COMMENT",
+        ],
     ] {
         let printed = run(&world, &vault, args);
         assert_hidden(&format!("{args:?}"), &printed);
@@ -1153,14 +1182,12 @@ fn hidden_spellings_of_private_text_stay_hidden() {
         &vault,
         &["pack", "stripe", "--budget", "100000", "--no-log"],
     );
-    assert_eq!(
-        stripe.matches("[REDACTED:stripe_secret_key]").count(),
-        4,
-        "{stripe}"
-    );
+    let redacted = stripe.matches("[REDACTED:stripe_secret_key]").count();
+    assert_eq!(redacted, 6, "{stripe}");
     let audit = run(&world, &vault, &["audit"]);
     assert!(audit.contains("mac.md: private"), "{audit}");
     assert!(audit.contains("mac-field.md: private"), "{audit}");
+    assert!(audit.contains("tagged.md: private"), "{audit}");
     let mut client = Client::start(&world, &vault);
     for path in [
         "hot",
@@ -1170,6 +1197,7 @@ fn hidden_spellings_of_private_text_stay_hidden() {
         "ref.md",
         "policy.md",
         "keys.md",
+        "toc.md",
     ] {
         let (_, text) = client.call("get_note", json!({"path": path}));
         assert_hidden(&format!("get_note {path}"), &text);

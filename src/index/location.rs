@@ -126,11 +126,18 @@ pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError
         "is inside the vault"
     } else if root.starts_with(&resolved_dir) {
         "contains the vault"
-    } else if std::fs::metadata(&resolved_dir).is_ok_and(|meta| !meta.is_dir()) {
+    } else if let Some(file) = resolved_dir
+        .ancestors()
+        .find_map(|path| std::fs::metadata(path).ok().map(|meta| (path, meta)))
+        .filter(|(_, meta)| !meta.is_dir())
+    {
+        // The folder, or the deepest part of its path that exists, is a
+        // file: no folder can be made there.
         return Err(IndexDirError(format!(
-            "the index folder {} is a file, not a folder; choose a folder \
-             (--index-dir or CTXPACK_INDEX_DIR)",
-            dir.display()
+            "the index folder {} cannot be made: {} is a file, not a folder; choose a \
+             folder (--index-dir or CTXPACK_INDEX_DIR)",
+            dir.display(),
+            file.0.display()
         )));
     } else {
         return Ok(());
@@ -214,6 +221,7 @@ mod tests {
         assert!(refused(vault.join("sub/new/index")).contains("is inside the vault"));
         std::fs::write(base.join("a-file"), "x").unwrap();
         assert!(refused(base.join("a-file")).contains("is a file, not a folder"));
+        assert!(refused(base.join("a-file/below")).contains("is a file, not a folder"));
         assert!(refused(base.join("link/.index")).contains("is inside the vault"));
         assert!(refused(base.join("elsewhere/../vault/x")).contains("is inside the vault"));
         // Past a folder that does not exist, `..` then a symlink: creating

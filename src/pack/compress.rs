@@ -570,16 +570,22 @@ fn only_anchor_links(mut text: &str) -> bool {
 /// pages (which have one) keep the seed's exact pages, their fields being
 /// the summary block's. Fields the privacy policy reads are never shown.
 fn properties_block(vault: &Vault, note: &Note) -> Option<OutBlock> {
-    if note.meta.title_source == TitleSource::Frontmatter {
-        return None;
-    }
-    let lines: Vec<String> = note
-        .properties
-        .iter()
-        .filter(|(key, _)| !vault.policy().is_policy_field(key))
-        .map(|(key, value)| format!("{key}: {value}"))
-        .collect();
+    let lines: Vec<String> = shown_property_lines(vault, note).collect();
     (!lines.is_empty()).then(|| OutBlock::content(lines.join("\n")))
+}
+
+/// The `key: value` lines of the properties a page shows (none for a page
+/// with a `title:` field; never a field the privacy policy reads): for the
+/// pack's properties block and a search's snippet alike.
+pub(crate) fn shown_property_lines<'a>(
+    vault: &'a Vault,
+    note: &'a Note,
+) -> impl DoubleEndedIterator<Item = String> + 'a {
+    let shown = note.meta.title_source != TitleSource::Frontmatter;
+    note.properties
+        .iter()
+        .filter(move |(key, _)| shown && !vault.policy().is_policy_field(key))
+        .map(|(key, value)| format!("{key}: {value}"))
 }
 
 /// Indices of the blocks a mode starts from, in document order.

@@ -1363,10 +1363,11 @@ impl<'a> Packer<'a> {
             // body's opening: keep the short line then.
             let whole_summary = match note.summary_source {
                 SummarySource::FirstParagraph if note.summary.ends_with('…') => summary.clone(),
-                // Read from the body, which then follows whole: the line
-                // would say it twice (pages with a `title:` keep the
-                // seed's summary line).
-                SummarySource::Section | SummarySource::List | SummarySource::Sections
+                // Read from the body's words, which then follow whole: the
+                // line would say them twice (pages with a `title:` keep the
+                // seed's summary line; section names stay, as a body of
+                // empty sections shows none of them).
+                SummarySource::Section | SummarySource::List
                     if note.title_source != crate::note::TitleSource::Frontmatter =>
                 {
                     String::new()

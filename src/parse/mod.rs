@@ -119,15 +119,16 @@ pub(crate) fn parse_note_with_fields(
                 let lead_paragraph = analysis.blocks[..lead_end]
                     .iter()
                     .filter(|b| b.kind == markdown::BlockKind::Paragraph)
+                    .filter(|b| !is_links_only(&body[b.range.clone()]))
                     .map(|b| reader::reader_text(&body[b.range.clone()]))
-                    .find(|text| has_prose(text) && !is_lead_in(text) && !is_lone_link(text));
+                    .find(|text| has_prose(text) && !is_lead_in(text));
                 // Else the first words any block says: a section's paragraph,
                 // or a list's items (a daily note, meeting notes).
                 let first_words = || {
                     analysis.blocks.iter().find_map(|b| {
                         let text = &body[b.range.clone()];
                         match b.kind {
-                            markdown::BlockKind::Paragraph => {
+                            markdown::BlockKind::Paragraph if !is_links_only(text) => {
                                 let text = reader::reader_text(text);
                                 (has_prose(&text) && !is_lead_in(&text) && says_something(&text))
                                     .then(|| {
@@ -271,20 +272,48 @@ fn daily_date(path: &str) -> Option<String> {
 /// Whether a paragraph under a section can speak for a note with no lead:
 /// a sentence, not a label (`本地安装`) or a lone link.
 fn says_something(text: &str) -> bool {
-    text.trim().chars().count() >= 12 && !is_lone_link(text)
+    text.trim().chars().count() >= 12
 }
 
-/// Whether a paragraph or list item is one link and nothing else (a
-/// bookmark, a contents entry): its words are another page's title.
-fn is_lone_link(text: &str) -> bool {
-    let text = text
-        .trim()
-        .trim_end_matches(['.', ',', ';', '。', '，', '；']);
-    let markdown_link =
-        text.starts_with('[') && text.ends_with(')') && text.matches("](").count() == 1;
-    let wiki_link =
-        text.starts_with("[[") && text.ends_with("]]") && text.matches("[[").count() == 1;
-    markdown_link || wiki_link
+/// Whether a paragraph or list item, as written, is links and nothing
+/// else (a bookmark, a contents entry, `[A](#a) [B](#b)`): its words are
+/// other pages' titles. Read before the reader's view, which shows a long
+/// link by its label alone.
+fn is_links_only(raw: &str) -> bool {
+    // A block id after the links (`[网络](#network) ^dee618`) is no word.
+    let raw = match raw.trim_end().rsplit_once(" ^") {
+        Some((before, id))
+            if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            before
+        }
+        _ => raw,
+    };
+    let mut rest = raw;
+    let mut outside = String::new();
+    let mut links = 0;
+    while let Some(open) = rest.find('[') {
+        outside.push_str(&rest[..open]);
+        let from = &rest[open..];
+        let end = match from.strip_prefix("[[") {
+            Some(inner) => inner.find("]]").map(|end| 2 + end + 2),
+            None => from
+                .find("](")
+                .and_then(|mid| from[mid + 2..].find(')').map(|end| mid + 2 + end + 1)),
+        };
+        match end {
+            Some(end) => {
+                links += 1;
+                rest = &from[end..];
+            }
+            None => {
+                rest = from;
+                break;
+            }
+        }
+    }
+    outside.push_str(rest);
+    links > 0 && !outside.chars().any(char::is_alphanumeric)
 }
 
 /// A list's top-level items that have words, joined (`A · B · C`) up to a
@@ -298,17 +327,24 @@ fn list_summary(list: &str, sentence: bool) -> Option<String> {
         .lines()
         .find(|line| !line.trim().is_empty())
         .map_or(0, indent);
+    // Whether the lines read last belong to a top-level item (not to an
+    // item nested under it, whose next lines are its own).
+    let mut in_top_item = false;
     for line in list.lines() {
         let trimmed = line.trim_start();
         match list_item_text(trimmed) {
-            Some(item) if indent(line) <= base => items.push(item.to_string()),
-            // A nested item, or an item's next line.
-            _ => {
-                if let Some(last) = items.last_mut()
+            Some(item) if indent(line) <= base => {
+                items.push(item.to_string());
+                in_top_item = true;
+            }
+            Some(_) => in_top_item = false,
+            // An item's next line.
+            None => {
+                if in_top_item
                     && indent(line) > base
-                    && list_item_text(trimmed).is_none()
+                    && let Some(last) = items.last_mut()
                 {
-                    last.push(' ');
+                    last.push('\n');
                     last.push_str(trimmed);
                 }
             }
@@ -316,8 +352,10 @@ fn list_summary(list: &str, sentence: bool) -> Option<String> {
     }
     let items: Vec<String> = items
         .iter()
+        // Not links alone, nor an item holding code (a command to run).
+        .filter(|item| !is_links_only(item) && !item.contains("```") && !item.contains("~~~"))
         .map(|item| collapse_whitespace(&reader::reader_text(item)))
-        .filter(|item| has_prose(item) && !is_lone_link(item))
+        .filter(|item| has_prose(item) && !is_lead_in(item))
         .collect();
     // One short item (`Milk`) says little; one sentence or a few items do.
     let enough = if sentence {
@@ -329,7 +367,14 @@ fn list_summary(list: &str, sentence: bool) -> Option<String> {
         return None;
     }
     let limit = crate::pack::SHORT_SUMMARY_CHARS;
-    let mut summary = crate::text::first_sentence(&items[0], limit);
+    // The first item's first sentence, unless that says too little alone
+    // (`什么？`): then the item, cut.
+    let first = crate::text::first_sentence(&items[0], limit);
+    let mut summary = if says_something(&first) || first == items[0] {
+        first
+    } else {
+        truncate_chars(&items[0], limit)
+    };
     for item in &items[1..] {
         if summary.ends_with('…') || summary.chars().count() + 3 + item.chars().count() > limit {
             break;
@@ -802,6 +847,31 @@ mod tests {
         assert_eq!(
             summary("[Python简史 - Vamei](https://example.org/p)\n\n## A\n\nx\n\n## B\n"),
             ("Sections: A · B".to_string(), SummarySource::Sections)
+        );
+        // Links alone, however long their addresses, are passed over; so
+        // are contents entries, lead-in labels and items holding code.
+        assert_eq!(
+            summary(
+                "## Links\n\n- [A very interesting article on gardens](https://example.com/articles/2024/a-very-interesting-article)\n- [Another one](https://example.com/articles/2024/another-very-interesting-one)\n\n## More\n"
+            ),
+            (
+                "Sections: Links · More".to_string(),
+                SummarySource::Sections
+            )
+        );
+        assert_eq!(
+            summary(
+                "- [JDK 安装与配置](#jdk) [Maven 的安装步骤](#maven)\n- [网络](#network) ^dee618\n- **向暂存区添加新修改**:\n- Run the installer:\n  ```bash\n  ./install.sh\n  ```\n\n## A\n\n## B\n"
+            ),
+            ("Sections: A · B".to_string(), SummarySource::Sections)
+        );
+        // A nested item's next line is its own, not its parent's.
+        assert_eq!(
+            summary("- Planned the Kyoto itinerary for spring.\n  - Fushimi Inari\n    at dawn\n"),
+            (
+                "Planned the Kyoto itinerary for spring.".to_string(),
+                SummarySource::List
+            )
         );
         assert_eq!(
             summary(

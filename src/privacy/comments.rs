@@ -33,20 +33,30 @@ pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
         } else {
             range.end
         };
-        // A line that only starts with `#` once its comment is gone
-        // (`%%note%%# Later`) was never a heading: Obsidian shows it as
-        // text. Left bare it would read as one, and end a private section
-        // early (fail open); escaped, it stays text.
-        if line_blank
-            && body[cursor..]
-                .trim_start_matches([' ', '\t'])
-                .starts_with('#')
-        {
+        // A line that only starts a heading once the comment before it on
+        // that line is gone (`%%note%%# Later`) was never a heading:
+        // Obsidian shows it as text. Left bare it would read as one, and
+        // end a private section early (fail open); escaped, it stays text.
+        // (A tag there, `%%x%%#private`, is left as it is: read as a tag,
+        // the note stays private.)
+        if line_blank && cursor == range.end && starts_a_heading(&body[cursor..]) {
             out.push('\\');
         }
     }
     out.push_str(&body[cursor.min(body.len())..]);
     Cow::Owned(out)
+}
+
+/// Whether `rest` opens with an ATX heading marker: blanks, one to six
+/// `#`, then a blank or the line's end.
+fn starts_a_heading(rest: &str) -> bool {
+    let rest = rest.trim_start_matches([' ', '\t']);
+    let hashes = rest.len() - rest.trim_start_matches('#').len();
+    (1..=6).contains(&hashes)
+        && rest[hashes..]
+            .chars()
+            .next()
+            .is_none_or(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
 }
 
 /// The byte ranges of the comments in `body` (outside code), in order.
@@ -127,13 +137,29 @@ mod tests {
             "open "
         );
         assert_eq!(strip("共识 %%秘密%% 算法", true, true), "共识  算法");
-        // What a comment leaves at the start of a line is not a heading.
+        // What a comment leaves at the start of its line is not a heading.
         assert_eq!(strip("a\n%%x%%# Later\n", true, true), "a\n\\# Later\n");
         assert_eq!(
             strip("a\n<!--\nx\n--> # Later\n", true, true),
             "a\n\\ # Later\n"
         );
         assert_eq!(strip("# Kept %%x%%\n", true, true), "# Kept \n");
+        // A heading or tag on the next line keeps what it is.
+        assert_eq!(
+            strip("a\n%% tags %%\n#private\n", true, true),
+            "a\n#private\n"
+        );
+        assert_eq!(
+            strip("a\n<!-- toc -->\n## Private\n", true, true),
+            "a\n## Private\n"
+        );
+        assert_eq!(strip("<!-- c -->\n# India\n", true, true), "# India\n");
+        // A tag after a comment on its line stays a tag.
+        assert_eq!(strip("%%x%%#private\n", true, true), "#private\n");
+        assert_eq!(
+            strip("%%todo%% #mike words\n", true, true),
+            " #mike words\n"
+        );
     }
 
     #[test]

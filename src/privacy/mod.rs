@@ -327,7 +327,13 @@ impl Policy {
         // a `---` under it makes a heading, is part of the section (fail
         // closed: a quoted mail or a rule must not end it).
         // A `#` line inside display math (`$$`) is math, not a heading.
-        let math = display_math(&note.body);
+        let code: Vec<std::ops::Range<usize>> = note
+            .blocks
+            .iter()
+            .filter(|b| b.kind == crate::parse::markdown::BlockKind::Code)
+            .map(|b| b.range.clone())
+            .collect();
+        let math = display_math(&note.body, &code);
         let in_math = |at: usize| math.iter().any(|range| range.contains(&at));
         let mut headings: Vec<(u8, &str, std::ops::Range<usize>, bool)> = note
             .headings
@@ -379,8 +385,9 @@ impl Policy {
 
 /// The byte ranges of display math blocks: from a line starting with `$$`
 /// to the next line holding `$$` (or the end: unclosed, the rest is math,
-/// which for a private section is the closed side).
-fn display_math(body: &str) -> Vec<std::ops::Range<usize>> {
+/// which for a private section is the closed side). Lines inside `code`
+/// blocks neither open nor close one.
+fn display_math(body: &str, code: &[std::ops::Range<usize>]) -> Vec<std::ops::Range<usize>> {
     let mut blocks = Vec::new();
     if !body.contains("$$") {
         return blocks;
@@ -389,6 +396,10 @@ fn display_math(body: &str) -> Vec<std::ops::Range<usize>> {
     let mut at = 0;
     for line in body.split_inclusive('\n') {
         let trimmed = line.trim_start();
+        if code.iter().any(|range| range.contains(&at)) {
+            at += line.len();
+            continue;
+        }
         match open {
             None => {
                 if let Some(rest) = trimmed.strip_prefix("$$")
@@ -431,35 +442,53 @@ fn html_heading(block: &str) -> Option<(u8, &str)> {
     Some((level, inner[..close].trim()))
 }
 
-/// Characters that show nothing and join the text around them: a token
-/// split by one is shown, and copied, whole.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{ad}' | '\u{34f}' | '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}'
-    )
+/// Characters that show nothing (or a blank that does not break a word)
+/// and join the text around them: a token split by one is shown, and
+/// copied, whole. Format and bidi controls, joiners, variation selectors,
+/// tag characters and the Hangul fillers.
+const INVISIBLE: &[(char, char)] = &[
+    ('\u{ad}', '\u{ad}'),
+    ('\u{34f}', '\u{34f}'),
+    ('\u{61c}', '\u{61c}'),
+    ('\u{115f}', '\u{1160}'),
+    ('\u{17b4}', '\u{17b5}'),
+    ('\u{180b}', '\u{180f}'),
+    ('\u{200b}', '\u{200f}'),
+    ('\u{202a}', '\u{202e}'),
+    ('\u{2060}', '\u{206f}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{fe00}', '\u{fe0f}'),
+    ('\u{feff}', '\u{feff}'),
+    ('\u{ffa0}', '\u{ffa0}'),
+    ('\u{1bca0}', '\u{1bca3}'),
+    ('\u{e0000}', '\u{e0fff}'),
+];
+
+pub(super) fn is_invisible(c: char) -> bool {
+    INVISIBLE
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&c))
 }
 
-/// The patterns that may hide a character from the secret detectors: the
-/// invisible characters, and character references (`&#95;`, `&shy;`).
-static HIDING: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> =
-    std::sync::LazyLock::new(|| {
-        let mut patterns: Vec<String> = [
-            '\u{ad}', '\u{34f}', '\u{180e}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}',
-            '\u{2061}', '\u{2062}', '\u{2063}', '\u{2064}', '\u{feff}',
-        ]
+/// An invisible character, or what may be a character reference
+/// (`&#95;`, `&shy;`): where a token may hide from the detectors.
+static HIDING: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+    let class: String = INVISIBLE
         .iter()
-        .map(char::to_string)
+        .map(|&(first, last)| format!("\\x{{{:x}}}-\\x{{{:x}}}", first as u32, last as u32))
         .collect();
-        patterns.push("&".into());
-        aho_corasick::AhoCorasick::new(patterns).ok()
-    });
+    regex::Regex::new(&format!("[{class}]|&[#A-Za-z0-9]{{1,32}};")).ok()
+});
 
 /// Whether `text` has an invisible character or a character reference.
 fn hides_characters(text: &str) -> bool {
+    // Most text is ASCII without `&`: two fast scans say so.
+    if text.is_ascii() && memchr::memchr(b'&', text.as_bytes()).is_none() {
+        return false;
+    }
     match HIDING.as_ref() {
-        Some(patterns) => patterns.find_iter(text).any(|found| {
-            !text[found.start()..].starts_with('&') || reference_at(text, found.start()).is_some()
+        Some(pattern) => pattern.find_iter(text).any(|found| {
+            !found.as_str().starts_with('&') || reference_at(text, found.start()).is_some()
         }),
         None => text.contains(is_invisible) || text.contains('&'),
     }
@@ -467,7 +496,7 @@ fn hides_characters(text: &str) -> bool {
 
 /// The character reference at `at` (`&#95;`, `&#x5F;`, `&lowbar;`): its
 /// length and what it shows.
-fn reference_at(text: &str, at: usize) -> Option<(usize, String)> {
+pub(super) fn reference_at(text: &str, at: usize) -> Option<(usize, String)> {
     let rest = text.get(at..)?.strip_prefix('&')?;
     let name_len = rest
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))

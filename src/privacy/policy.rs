@@ -636,13 +636,10 @@ fn heading_words(heading: &str, targets: bool) -> String {
         rest = &inner[close + 2..];
     }
     shown.push_str(rest);
-    let shown = shown.replace(
-        [
-            '*', '_', '`', '=', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
-            '\u{ad}', '\u{34f}', '\u{180e}', '\u{2061}', '\u{2062}', '\u{2063}', '\u{2064}',
-        ],
-        "",
-    );
+    let shown: String = shown
+        .chars()
+        .filter(|&c| !matches!(c, '*' | '_' | '`' | '=') && !super::is_invisible(c))
+        .collect();
     let shown = strip_tags(&shown);
     let words: Vec<&str> = shown
         .split_whitespace()
@@ -655,42 +652,30 @@ fn heading_words(heading: &str, targets: bool) -> String {
         .to_string()
 }
 
-/// `text` with its HTML character references decoded (pulldown-cmark
-/// knows them all); the text as written when it has none.
+/// `text` with its HTML character references decoded (as
+/// [`super::reference_at`] reads one); the text as written when it has
+/// none.
 fn decoded_references(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('&') {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    // Only the references: each `&…;` run read on its own, so no other
-    // Markdown in the text is interpreted.
-    while let Some(amp) = rest.find('&') {
-        out.push_str(&rest[..amp]);
-        let tail = &rest[amp..];
-        let end = tail[1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
-            .map(|at| at + 1)
-            .filter(|&at| tail[at..].starts_with(';'));
-        match end {
-            Some(at) => {
-                let reference = &tail[..=at];
-                let shown: String = pulldown_cmark::Parser::new(reference)
-                    .filter_map(|event| match event {
-                        pulldown_cmark::Event::Text(text) => Some(text.into_string()),
-                        _ => None,
-                    })
-                    .collect();
+    let mut at = 0;
+    while let Some(found) = text[at..].find('&') {
+        let amp = at + found;
+        out.push_str(&text[at..amp]);
+        match super::reference_at(text, amp) {
+            Some((len, shown)) => {
                 out.push_str(&shown);
-                rest = &tail[at + 1..];
+                at = amp + len;
             }
             None => {
                 out.push('&');
-                rest = &tail[1..];
+                at = amp + 1;
             }
         }
     }
-    out.push_str(rest);
+    out.push_str(&text[at..]);
     std::borrow::Cow::Owned(out)
 }
 

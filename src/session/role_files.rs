@@ -70,7 +70,7 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
     let mut found = Vec::new();
     let mut start = 0;
     for line in text.split_inclusive('\n') {
-        for target in raw_targets(line) {
+        for target in raw_targets(line).into_iter().chain(addresses(line)) {
             if let Some(named) = note_in_address(vault, target) {
                 let listed = [named.clone(), format!("{named}.md")]
                     .iter()
@@ -114,23 +114,57 @@ fn note_in_address(vault: &Vault, target: &str) -> Option<String> {
     };
     let lower = target.to_ascii_lowercase();
     if lower.starts_with("obsidian://") {
-        let query = target.split_once('?').map_or("", |(_, query)| query);
+        let rest = &target["obsidian://".len()..];
+        // `obsidian://vault/NAME/PATH`, the shorthand form.
+        if rest.to_ascii_lowercase().starts_with("vault/") {
+            let path = rest["vault/".len()..]
+                .split_once('/')
+                .map_or("", |(_, path)| path);
+            return Some(decode(path));
+        }
+        let query = rest.split_once('?').map_or("", |(_, query)| query);
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let value = decode(&value.replace('+', " "));
             match key.to_ascii_lowercase().as_str() {
-                "file" => return Some(value.trim_start_matches('/').to_string()),
+                // `open?file=`, Advanced URI's `filepath=`.
+                "file" | "filepath" => return Some(value.trim_start_matches('/').to_string()),
                 // An absolute path: the vault's note, or nothing of ours.
                 "path" => return Some(inside(&value).unwrap_or_default()),
                 _ => {}
             }
         }
-        return None;
+        // Any other Obsidian address may name a note in a way not read
+        // here: the line goes (fail closed).
+        return Some(String::new());
     }
     let path = lower
         .starts_with("file://")
         .then(|| &target["file://".len()..])?;
+    let path = match path.strip_prefix("localhost") {
+        Some(rest) if rest.starts_with('/') => rest,
+        _ => path,
+    };
     inside(&decode(path))
+}
+
+/// The `obsidian://` and `file://` addresses written anywhere on a line
+/// (in a link, an autolink `<…>` or bare).
+fn addresses(line: &str) -> Vec<&str> {
+    let lower = line.to_ascii_lowercase();
+    let mut found = Vec::new();
+    for scheme in ["obsidian://", "file://"] {
+        for (at, _) in lower.match_indices(scheme) {
+            let rest = &line[at..];
+            let end = rest
+                .find(|c: char| {
+                    c.is_whitespace() || matches!(c, '<' | '>' | '(' | ')' | '"' | '\'' | ']')
+                })
+                .unwrap_or(rest.len());
+            found.push(&rest[..end]);
+        }
+    }
+    found
 }
 
 /// The raw file targets on one line (see [`unlisted_raw_targets`]).
