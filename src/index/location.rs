@@ -117,8 +117,8 @@ pub(crate) fn resolved(path: &Path) -> PathBuf {
 
 /// Refuses an index folder equal to the vault, inside it, or holding it:
 /// ctxpack writes and deletes in its index folder, and never in a vault.
-pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError> {
-    let root = resolved(root);
+pub(crate) fn check_outside(given_root: &Path, dir: &Path) -> Result<(), IndexDirError> {
+    let root = resolved(given_root);
     let resolved_dir = resolved(dir);
     let relation = if resolved_dir == root {
         "is the vault"
@@ -129,10 +129,12 @@ pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError
     } else if let Some(file) = resolved_dir
         .ancestors()
         .find_map(|path| std::fs::metadata(path).ok().map(|meta| (path, meta)))
-        .filter(|(_, meta)| !meta.is_dir())
+        .filter(|(_, meta)| !meta.is_dir() && is_chosen(given_root, dir))
     {
         // The folder, or the deepest part of its path that exists, is a
-        // file: no folder can be made there.
+        // file: no folder can be made there. A folder the user chose is
+        // then a mistake to say (exit 2); the cache folder ctxpack picks
+        // itself being unusable only means working without an index.
         return Err(IndexDirError(format!(
             "the index folder {} cannot be made: {} is a file, not a folder; choose a \
              folder (--index-dir or CTXPACK_INDEX_DIR)",
@@ -148,6 +150,14 @@ pub(crate) fn check_outside(root: &Path, dir: &Path) -> Result<(), IndexDirError
         dir.display(),
         root.display()
     )))
+}
+
+/// Whether `dir` is an index folder the user chose (`--index-dir`,
+/// `CTXPACK_INDEX_DIR`), not the one in the cache folder.
+fn is_chosen(root: &Path, dir: &Path) -> bool {
+    crate::xdg::Base::Cache
+        .ctxpack()
+        .is_none_or(|cache| cache.join(vault_id(root)) != dir)
 }
 
 /// Makes `dir` the index folder of the vault at `root`: refused when it
