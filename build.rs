@@ -1,4 +1,4 @@
-//! Two jobs done before ctxpack compiles:
+//! Three jobs done before ctxpack compiles:
 //!
 //! - The o200k and cl100k vocabularies in a compact form (each token's
 //!   length, then their bytes, deflated: 1.4 MB for both), which
@@ -28,6 +28,7 @@ const TEST_VARIABLES: [(&str, &str); 7] = [
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    link_without_pie();
     for (variable, cfg) in TEST_VARIABLES {
         println!("cargo::rustc-check-cfg=cfg({cfg})");
         println!("cargo::rerun-if-env-changed={variable}");
@@ -40,6 +41,20 @@ fn main() {
     let out = Path::new(&out);
     write_vocabulary(&out.join("o200k.vocab"), bpe_openai::o200k_base);
     write_vocabulary(&out.join("cl100k.vocab"), bpe_openai::cl100k_base);
+}
+
+/// A position-independent executable is relocated by the dynamic loader
+/// at every start: 54,000 pointers in ctxpack's tables and vtables, written
+/// into 1.1 MB of copy-on-write pages. A CLI call without a watcher pays
+/// that on every agent turn (0.75 ms of a 2.4 ms `--version`, 270 of its
+/// 540 page faults; docs/benchmarks.md). Linked at a fixed address, the
+/// executable needs no relocation; the libraries, heap, stacks and
+/// mappings keep their random addresses, only ctxpack's own code and
+/// statics lose theirs. Only the binaries: tests and benches keep PIE.
+fn link_without_pie() {
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo::rustc-link-arg-bins=-no-pie");
+    }
 }
 
 /// Writes the tokens of a vocabulary by id (their rank): the count as a

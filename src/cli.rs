@@ -1802,7 +1802,9 @@ fn run_index(cli: &Cli, args: &IndexArgs, name: Option<&str>) -> Result<(), Fail
         )));
     }
     println!(
-        "{}: {} notes, {} sections ({}) in {:.2}s",
+        // Files, not notes: role files (`index.md`), Bases and canvases are
+        // read but are not notes.
+        "{}: {} notes, {} sections (files: {}) in {:.2}s",
         config.dir.display(),
         notes,
         sections,

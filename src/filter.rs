@@ -641,6 +641,25 @@ impl PropertyTable {
     }
 }
 
+/// Whether a note dated `date` lies at or after `since`. A date written
+/// without a time (`created: 2026-12-06`, a daily note's name) is read as
+/// midnight UTC and stands for its whole day: it is inside a window that
+/// opens during that day, so `--since 1d` at 23:00 keeps yesterday's
+/// daily note. The catalog keeps no precision, so any date at exactly
+/// midnight UTC counts as a day (a file time that falls on it widens the
+/// window by less than a day, never narrows it). The store's SQL says the
+/// same with [`day_of`].
+pub(crate) fn is_since(date: i64, since: i64) -> bool {
+    date >= since || (date.rem_euclid(SECONDS_A_DAY) == 0 && date >= day_of(since))
+}
+
+/// The midnight (UTC) that starts the day holding `at`.
+pub(crate) fn day_of(at: i64) -> i64 {
+    at - at.rem_euclid(SECONDS_A_DAY)
+}
+
+const SECONDS_A_DAY: i64 = 86_400;
+
 /// A checked filter: the predicate a request applies to every note.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NoteFilter {
@@ -926,7 +945,7 @@ impl NoteFilter {
             let Some(date) = meta.date() else {
                 return false;
             };
-            if self.since.is_some_and(|since| date < since)
+            if self.since.is_some_and(|since| !is_since(date, since))
                 || self.until.is_some_and(|until| date > until)
             {
                 return false;
@@ -938,10 +957,13 @@ impl NoteFilter {
     /// What the filter names that the vault does not have: a folder no
     /// note is under, a tag no note has, a key no note has. Said as a
     /// warning, so that a typo is not read as "no notes match".
+    /// `left_out` says why a folder holds no note on purpose (Obsidian's
+    /// templates folder, say), so that the warning does not call it missing.
     pub fn warnings(
         &self,
         metas: &crate::note_tables::MetaTable,
         has_key: Option<&dyn Fn(&str) -> bool>,
+        left_out: &dyn Fn(&str) -> Option<&'static str>,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
         for (kind, folders) in [
@@ -950,7 +972,10 @@ impl NoteFilter {
         ] {
             for folder in folders.iter().filter(|f| !f.is_empty()) {
                 if !metas.iter().any(|m| under_folder(&m.path, folder)) {
-                    warnings.push(format!("no folder '{folder}' in the vault ({kind})"));
+                    warnings.push(match left_out(folder) {
+                        Some(why) => format!("folder '{folder}' is {why} ({kind})"),
+                        None => format!("no folder '{folder}' in the vault ({kind})"),
+                    });
                 }
             }
         }
@@ -970,7 +995,7 @@ impl NoteFilter {
                 if !named.contains(&condition.key.as_str()) && !has_key(&condition.key) {
                     named.push(&condition.key);
                     warnings.push(format!(
-                        "no note has the property '{}' (--where / where)",
+                        "no note has a value for the property '{}' (--where / where)",
                         condition.written
                     ));
                 }
@@ -1149,6 +1174,32 @@ mod tests {
         };
         let resolved = day.resolve(now()).unwrap();
         assert_eq!(resolved.until.unwrap() - resolved.since.unwrap(), 86_399);
+    }
+
+    #[test]
+    fn a_day_without_a_time_is_in_a_window_that_opens_that_day() {
+        let day = |text: &str| crate::parse::parse_datetime(text).unwrap().timestamp();
+        let yesterday = day("2026-12-06");
+        // `--since 1d` at 23:25 on the 7th opens at 23:25 on the 6th.
+        let since = day("2026-12-06T23:25:00Z");
+        assert!(
+            is_since(yesterday, since),
+            "yesterday's daily note left out"
+        );
+        assert!(!is_since(day("2026-12-05"), since));
+        // A time of day is compared as it is.
+        assert!(!is_since(day("2026-12-06T23:00:00Z"), since));
+        assert!(is_since(day("2026-12-06T23:25:00Z"), since));
+        assert_eq!(day_of(since), yesterday);
+        assert_eq!(day_of(-1), -86_400);
+        let mut meta = meta("daily/2026-12-06.md", &[], Some("2026-12-06"));
+        let filter = NoteFilter {
+            since: Some(since),
+            ..NoteFilter::default()
+        };
+        assert!(filter.accepts_meta(&meta));
+        meta.updated = Some(day("2026-12-05"));
+        assert!(!filter.accepts_meta(&meta));
     }
 
     #[test]

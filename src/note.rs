@@ -217,6 +217,20 @@ impl Note {
         sections
     }
 
+    /// The body span of heading `idx`'s section with its subsections: up
+    /// to the next heading of the same or a higher level, as Obsidian reads
+    /// a link or an embed to a heading.
+    pub fn heading_span(&self, idx: usize) -> std::ops::Range<usize> {
+        let Some(heading) = self.headings.get(idx) else {
+            return self.body.len()..self.body.len();
+        };
+        let end = self.headings[idx + 1..]
+            .iter()
+            .find(|next| next.level <= heading.level)
+            .map_or(self.body.len(), |next| next.range.start);
+        heading.range.start..end.max(heading.range.start)
+    }
+
     /// The first level-1 heading when it says something other than the
     /// title: searchable (as a heading), never the title itself.
     pub fn heading_title(&self) -> Option<&str> {

@@ -712,7 +712,9 @@ impl Session {
         let mut best_sentence = |text: &str| {
             let mut best: Option<(usize, String)> = None;
             for sentence in crate::text::sentences(text) {
-                if sentence.trim_start().starts_with('#') {
+                // Headings, and links alone (a contents entry, an embed, a
+                // bookmark): other pages' names, not what this one says.
+                if sentence.trim_start().starts_with('#') || crate::parse::is_links_only(sentence) {
                     continue;
                 }
                 let sentence = collapse_whitespace(sentence);
@@ -751,7 +753,12 @@ impl Session {
                 .map(|(_, line)| line)
                 .or(unmatched.map(|(_, sentence)| sentence)),
         };
+        // As a reader sees it: links as their words, no block ids.
         let snippet = best
+            .map(|s| {
+                let shown = crate::parse::reader::reader_text(&s);
+                collapse_whitespace(&crate::parse::reader::links_as_words(&shown))
+            })
             .map(|s| crate::text::truncate_chars(&s, 240))
             .unwrap_or_else(|| crate::text::truncate_chars(&note.meta.summary, 240));
         let highlights = highlight(&mut analyzer, &snippet, terms);
@@ -1187,7 +1194,21 @@ impl Session {
             .take(SIMILAR_TERMS)
             .map(|(_, term)| counts[*term].1.as_str())
             .collect();
-        let mut query = title.to_string();
+        // A date or number in the title (`2023-09-12 Meeting with Steph`)
+        // matches every note dated that day, not the topic: left out, as
+        // the body's numbers are, unless the title is nothing else.
+        let worded: Vec<&str> = title
+            .split_whitespace()
+            .filter(|word| {
+                word.chars()
+                    .any(|c| !(c.is_ascii_digit() || c.is_ascii_punctuation()))
+            })
+            .collect();
+        let mut query = if worded.is_empty() {
+            title.to_string()
+        } else {
+            worded.join(" ")
+        };
         for word in words {
             query.push(' ');
             query.push_str(word);

@@ -1055,6 +1055,22 @@ fn the_allocator_keeps_freed_memory_from_the_start() {
     );
 }
 
+/// The executable is linked at a fixed address on Linux (build.rs: no
+/// relocation at start): its ELF type is `ET_EXEC`, not the `ET_DYN` of
+/// a position-independent executable.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_executable_needs_no_relocation_at_start() {
+    let elf = std::fs::read(env!("CARGO_BIN_EXE_ctxpack")).unwrap();
+    assert_eq!(&elf[..4], b"\x7fELF");
+    const ET_EXEC: u16 = 2;
+    assert_eq!(
+        u16::from_le_bytes([elf[16], elf[17]]),
+        ET_EXEC,
+        "ctxpack was linked as a PIE"
+    );
+}
+
 // ---------------------------------------------------------------- --help
 
 /// The long options of one `--help` page, each with its description

@@ -389,17 +389,40 @@ fn what_the_vault_lacks_is_a_warning_not_silence() {
         "ctxpack: warning: no folder 'projcts' in the vault (--folder / folders)",
         "ctxpack: warning: no note has the tag 'wrk' (--tag / tags)",
         "ctxpack: warning: no note has the tag 'nope' (--exclude-tag / exclude_tags)",
-        "ctxpack: warning: no note has the property 'stauts' (--where / where)",
+        "ctxpack: warning: no note has a value for the property 'stauts' (--where / where)",
     ] {
         assert!(err.contains(warning), "{warning}\n{err}");
     }
+    // A folder left out on purpose is named as such, not as missing.
+    write(
+        &vault.join(".obsidian/templates.json"),
+        br#"{"folder": "Templates"}"#,
+    );
+    write(
+        &vault.join("Templates/Meeting.md"),
+        b"# Meeting\n\nraft agenda\n",
+    );
+    let out = run(
+        &world,
+        &vault,
+        &["search", "raft", "--folder", "Templates/"],
+    );
+    assert!(
+        stderr(&out).contains(
+            "ctxpack: warning: folder 'Templates' is Obsidian's templates folder, which is not \
+             searched or packed (`obsidian: templates: false` in .ctxpack.yaml reads it) \
+             (--folder / folders)"
+        ),
+        "{}",
+        stderr(&out)
+    );
     let pack = run(
         &world,
         &vault,
         &["pack", "raft", "--no-log", "--where", "stauts"],
     );
     assert!(
-        stderr(&pack).contains("no note has the property 'stauts'"),
+        stderr(&pack).contains("no note has a value for the property 'stauts'"),
         "{}",
         stderr(&pack)
     );

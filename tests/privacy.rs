@@ -858,7 +858,7 @@ fn changing_when_packs_log_keeps_the_index() {
         assert_eq!(code, Some(0), "{printed}");
         assert!(!printed.contains("rebuilt"), "{policy:?}: {printed}");
         assert!(
-            printed.contains("(0 added, 0 changed, 0 removed, 1 unchanged)"),
+            printed.contains("(files: 0 added, 0 changed, 0 removed, 1 unchanged)"),
             "{policy:?}: {printed}"
         );
     }
@@ -1204,4 +1204,110 @@ fn hidden_spellings_of_private_text_stay_hidden() {
     }
     let (_, hot) = client.call("get_note", json!({"path": "hot"}));
     assert!(hot.contains("public by address"), "{hot}");
+}
+
+/// What a fifth round of hostile notes found: a flag that reads as
+/// neither yes nor no, tags wrapped in brackets, quotes or underscores, a
+/// secret split by Markdown's inline marks, and `hot.md` lines naming a
+/// private note outside any link. Each leaked before its fix.
+#[test]
+fn flags_tags_marks_and_bare_names_fail_closed() {
+    let world = World::new();
+    let (left, right) = ("ghp_u8jzPde0IgxLd6Gn", "cfBAepfJBd0Kh8024xXH");
+    let marks = ["**", "*", "==", "~~", "`"]
+        .iter()
+        .map(|mark| format!("walrus {left}{mark}{right}{mark} end"))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let mut files: Vec<(String, String)> = [
+        "private: maybe",
+        "private: 2",
+        "private: {value: true}",
+        "ai: never",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, front)| {
+        (
+            format!("flag{i}.md"),
+            format!("---\n{front}\n---\nwalrus MARKER_FLAG_{i}\n"),
+        )
+    })
+    .collect();
+    files.push((
+        "broken.md".into(),
+        "---\n[private: true\n---\nwalrus MARKER_BROKEN\n".into(),
+    ));
+    for (i, tag) in [
+        "(#private)",
+        "_#private_",
+        "__#private__",
+        "[#private]",
+        "\"#private\"",
+    ]
+    .iter()
+    .enumerate()
+    {
+        files.push((
+            format!("tag{i}.md"),
+            format!("walrus MARKER_TAG_{i}\n\n{tag}\n"),
+        ));
+    }
+    files.push(("marks.md".into(), marks));
+    files.push((
+        "journal/diary.md".into(),
+        "---\nprivate: true\n---\nDiary.\n".into(),
+    ));
+    files.push((
+        "hot.md".into(),
+        "# Hot\n- walrus public line\n- `[[journal/diary]]` MARKER_HOT_CODE\n\
+         - journal/diary.md MARKER_HOT_BARE\n- <journal/diary.md> MARKER_HOT_ANGLE\n"
+            .into(),
+    ));
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    let vault = world.vault("vault", &borrowed);
+    let leaked = |what: &str, text: &str| {
+        for marker in [
+            "MARKER_FLAG",
+            "MARKER_BROKEN",
+            "MARKER_TAG",
+            "MARKER_HOT",
+            right,
+        ] {
+            assert!(!text.contains(marker), "{what}: {marker} leaked:\n{text}");
+        }
+    };
+    for args in [
+        &["pack", "walrus", "--budget", "100000", "--no-log"][..],
+        &["search", "walrus", "--limit", "50"],
+    ] {
+        leaked(&format!("{args:?}"), &run(&world, &vault, args));
+    }
+    let walrus = run(
+        &world,
+        &vault,
+        &["pack", "walrus", "--budget", "100000", "--no-log"],
+    );
+    assert_eq!(
+        walrus.matches("[REDACTED:github_token]").count(),
+        5,
+        "{walrus}"
+    );
+    let audit = run(&world, &vault, &["audit"]);
+    assert!(
+        audit.contains(
+            "flag0.md: private (frontmatter 'private' has a value that reads as neither yes nor no"
+        ),
+        "{audit}"
+    );
+    let mut client = Client::start(&world, &vault);
+    for path in ["hot", "marks.md"] {
+        let (_, text) = client.call("get_note", json!({"path": path}));
+        leaked(&format!("get_note {path}"), &text);
+    }
+    let (_, hot) = client.call("get_note", json!({"path": "hot"}));
+    assert!(hot.contains("walrus public line"), "{hot}");
 }

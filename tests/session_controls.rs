@@ -70,7 +70,7 @@ fn pins_open_the_pack_in_order_before_the_ranked_pages() {
     assert_eq!(
         heads[..3],
         [
-            "## [[projects/style]] (pinned, ~56 tokens)",
+            "## [[projects/style]] (pinned, ~43 tokens)",
             "## [[projects/charter]] (pinned, ~31 tokens)",
             "## [[concepts/paxos]] (supporting, ~52 tokens)",
         ],
@@ -331,6 +331,33 @@ fn the_map_names_folders_hubs_tags_and_latest_activity_never_a_private_note() {
         stderr(&bad),
         "ctxpack: error: --map takes no topic, --note, --recent, --subquery, --dailies, \
          --graph-depth, --pin, --exclude-note or filter\n"
+    );
+}
+
+/// The vault's front page (`README.md` at the root) opens the map's
+/// folders, as the root `/` holding every note.
+#[test]
+fn the_map_opens_with_the_vaults_front_page() {
+    let world = World::new();
+    let vault = world.vault(
+        "front",
+        &[
+            (
+                "Readme.md",
+                "A bottom-up vault: notes first, folders later.\n",
+            ),
+            ("Notes/a.md", "Alpha.\n"),
+            ("Notes/b.md", "Beta.\n"),
+        ],
+    );
+    let out = ok(&world.pack(&vault, &["--map"]));
+    assert!(
+        out.contains(
+            "Folders: 1\n# Methodology: 4 chars/token estimate\n\n## Folders\n\
+             - / (3 notes): A bottom-up vault: notes first, folders later.\n\
+             - Notes/ (2 notes)\n"
+        ),
+        "{out}"
     );
 }
 

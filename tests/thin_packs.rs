@@ -77,6 +77,41 @@ fn a_note_of_properties_alone_is_packed_with_what_they_link_to_and_one_shared_wo
     }
 }
 
+/// A title's date names the day, it does not describe the note: a meeting
+/// note's likeness is sought by its words, not among every note created
+/// that day.
+#[test]
+fn a_date_in_a_title_is_no_likeness() {
+    let world = World::new();
+    let mut notes = BOOKS.to_vec();
+    notes.push((
+        "Notes/2023-09-12 Meeting with Steph.md",
+        "---\ncreated: 2023-09-12\n---\nDiscussed the book [[Out of Control]] on the topic of [[Emergence]].\n",
+    ));
+    notes.push((
+        "Recipes/Tart.md",
+        "---\ncreated: 2023-09-12\nlast: 2023-09-12\n---\nBrown butter, nectarines and a short crust, baked on 2023-09-12.\n",
+    ));
+    let vault = world.vault("books", &notes);
+    let pack: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &[
+            "--note",
+            "Notes/2023-09-12 Meeting with Steph.md",
+            "--format",
+            "json",
+        ],
+    )))
+    .unwrap();
+    let query = pack["graph"]["similar_query"].as_str().unwrap();
+    assert!(query.starts_with("Meeting with Steph"), "{query}");
+    assert!(
+        !pages(&pack).contains(&"Recipes/Tart.md".to_string()),
+        "{:?}",
+        pages(&pack)
+    );
+}
+
 #[test]
 fn a_thin_pack_with_linked_notes_left_out_says_how_to_get_more() {
     let world = World::new();

@@ -33,4 +33,4 @@ pub(crate) use parts::{
 };
 pub(crate) use read::FileEntry;
 pub(crate) use read::{Pending, read_and_parse, walk_diagnostics};
-pub(crate) use terms::{query_terms, visit_terms};
+pub(crate) use terms::{QUESTION_WORDS, query_terms, visit_terms};

@@ -38,10 +38,13 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// with a zero fraction read as their value, summaries of notes without a
 /// lead, daily notes named with ordinal days, and a `tags:` string's tags
 /// as filter values; 6: summaries from lists, an image's alt text that
-/// only names its file not read, `clipped:` dates): it is part of the
+/// only names its file not read, `clipped:` dates; 7: Markdown links to
+/// the vault's own notes are not link lines, a summary's links read as
+/// words, tags after brackets, quotes and underscores, and a yes-or-no
+/// flag that reads as neither makes a note private): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
-pub(crate) const PARTS_VERSION: u32 = 6;
+pub(crate) const PARTS_VERSION: u32 = 7;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

@@ -51,7 +51,7 @@ pub(crate) enum ReadError {
     /// `path` leads (maybe through a symlink) into `library`, which the
     /// bindings do not bind; it was not opened.
     NotAuthorized { path: String, library: String },
-    /// The path itself is refused (it leaves the project root).
+    /// The path itself is refused (empty, absolute, or with a `..` part).
     Refused(String),
     /// The file exists but is not readable text.
     Unreadable { path: String, why: String },
@@ -241,15 +241,34 @@ impl Project {
     /// symlink).
     fn canonical(&self, rel: &str) -> Result<PathBuf, ReadError> {
         let path = Path::new(rel);
-        if rel.is_empty()
-            || path.is_absolute()
-            || path
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
+        if rel.is_empty() {
+            return Err(ReadError::Refused("an empty path names no file".into()));
+        }
+        if path.is_absolute() {
             return Err(ReadError::Refused(format!(
-                "path '{rel}' leaves the project root"
+                "path '{rel}' is absolute: give it relative to the project root"
             )));
+        }
+        // A path is read as written, never normalised: each `..` is
+        // refused, and the message says whether it would have left the root.
+        if path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            let mut depth = 0usize;
+            let leaves = path.components().any(|c| match c {
+                Component::Normal(_) => {
+                    depth += 1;
+                    false
+                }
+                Component::CurDir => false,
+                _ => depth.checked_sub(1).map(|d| depth = d).is_none(),
+            });
+            return Err(ReadError::Refused(if leaves {
+                format!("path '{rel}' leaves the project root")
+            } else {
+                format!("path '{rel}' has a '..' part: write it without one")
+            }));
         }
         let joined = self.root.join(path);
         // A path that does not exist (yet) is judged by its nearest existing
@@ -763,6 +782,22 @@ mod tests {
         assert!(project.resolve("../a.md").is_err());
         assert!(project.resolve("/etc/passwd").is_err());
         assert!(project.resolve("sub/../../a.md").is_err());
+        // Each refusal says why: `sub/../a.md` stays inside but is refused
+        // as written, not for leaving the root.
+        let why = |rel: &str| project.read(rel).unwrap_err().to_string();
+        assert!(
+            why("../a.md").contains("leaves the project root"),
+            "{}",
+            why("../a.md")
+        );
+        assert!(why("sub/../../a.md").contains("leaves the project root"));
+        assert!(
+            why("sub/../a.md").contains("has a '..' part"),
+            "{}",
+            why("sub/../a.md")
+        );
+        assert!(why("/etc/passwd").contains("is absolute"));
+        assert!(why("").contains("empty path"));
         assert_eq!(project.read("a.md").unwrap(), "x");
         assert_eq!(project.touched(), ["a.md"]);
     }

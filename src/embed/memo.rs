@@ -85,6 +85,14 @@ impl Embedder for QueryMemo {
         self.inner.try_embed_many(texts)
     }
 
+    fn try_embed_many_within(
+        &self,
+        texts: &[&str],
+        deadline: std::time::Duration,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.inner.try_embed_many_within(texts, deadline)
+    }
+
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         if let Some(vector) = self.remembered(text) {
             return Ok(vector);

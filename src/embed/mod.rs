@@ -72,10 +72,72 @@ pub trait Embedder: Send + Sync {
     fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         Ok(self.embed_many(texts))
     }
+    /// As `try_embed_many`, giving up after `deadline` for the whole call
+    /// (retries included) when waiting on something outside the process
+    /// may take longer: someone is waiting for a search. A local model's
+    /// time is bounded by how many texts it is given.
+    fn try_embed_many_within(
+        &self,
+        texts: &[&str],
+        deadline: std::time::Duration,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        let _ = deadline;
+        self.try_embed_many(texts)
+    }
     /// A query's embedding, or why it cannot be had now (see
     /// `try_embed_many`).
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         Ok(self.embed_query(text))
+    }
+}
+
+/// `inner` with every passage call bounded by `deadline`: what embeds
+/// while someone waits (a search's vectors opened, chunks on the fly,
+/// excerpts) uses it, so a server that hangs costs the call at most that
+/// long, and the search goes on without the semantic arm.
+pub(crate) struct Within<'a> {
+    pub inner: &'a dyn Embedder,
+    pub deadline: std::time::Duration,
+}
+
+impl Embedder for Within<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn fingerprint(&self) -> &str {
+        self.inner.fingerprint()
+    }
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+    fn default_weight(&self) -> f64 {
+        self.inner.default_weight()
+    }
+    fn default_fusion(&self) -> Fusion {
+        self.inner.default_fusion()
+    }
+    fn embed(&self, text: &str) -> Vec<f32> {
+        self.inner.embed(text)
+    }
+    fn embed_query(&self, text: &str) -> Vec<f32> {
+        self.inner.embed_query(text)
+    }
+    fn embed_many(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        self.inner.embed_many(texts)
+    }
+    fn try_embed_many(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.inner.try_embed_many_within(texts, self.deadline)
+    }
+    fn try_embed_many_within(
+        &self,
+        texts: &[&str],
+        deadline: std::time::Duration,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.inner
+            .try_embed_many_within(texts, deadline.min(self.deadline))
+    }
+    fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
+        self.inner.try_embed_query(text)
     }
 }
 

@@ -323,6 +323,14 @@ impl Embedder for RemoteModel {
         self.call(self.prepared(texts, &self.passage_prefix), None)
     }
 
+    fn try_embed_many_within(
+        &self,
+        texts: &[&str],
+        deadline: Duration,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.call(self.prepared(texts, &self.passage_prefix), Some(deadline))
+    }
+
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         let mut vectors = self.call(
             self.prepared(&[text], &self.query_prefix),

@@ -130,6 +130,11 @@ pub(crate) const ON_THE_FLY: OnTheFly = OnTheFly {
     time: std::time::Duration::from_millis(300),
 };
 
+/// The least a served model is given for one batch on the fly: enough for
+/// a round trip on a local network, and still a bound when the server
+/// hangs.
+const MIN_CALL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Chunks embedded on the fly together: two, one a core (e5 runs one text
 /// on one thread), so the time bound is overrun by one small batch at most,
 /// and rarely: a batch predicted to overrun it is not started.
@@ -514,10 +519,16 @@ impl SemanticIndex {
         mode: EmbedMode,
         progress: &Progress,
     ) -> Result<SemanticIndex> {
-        let sync = || SemanticIndex::sync(dir, vault, catalog, embedder, format, progress);
         if mode == EmbedMode::Complete {
-            return sync();
+            return SemanticIndex::sync(dir, vault, catalog, embedder, format, progress);
         }
+        // Someone is waiting: the few chunks embedded now get the query's
+        // bound, whatever a served model's own timeout and retries.
+        let waiting = crate::embed::Within {
+            inner: embedder,
+            deadline: crate::embed::remote::QUERY_DEADLINE,
+        };
+        let sync = || SemanticIndex::sync(dir, vault, catalog, &waiting, format, progress);
         let fingerprint = embedder.fingerprint().to_string();
         let dims = embedder.dims();
         let (old_meta, old_vectors) = read(dir, &fingerprint, dims).unwrap_or_default();
@@ -730,7 +741,8 @@ impl SemanticIndex {
             let began = std::time::Instant::now();
             // A model that fails (a remote server down) leaves the rest
             // not yet embedded: zero vectors must never be journalled.
-            let Ok(vectors) = embedder.try_embed_many(&texts) else {
+            let left = bound.time.saturating_sub(started.elapsed());
+            let Ok(vectors) = embedder.try_embed_many_within(&texts, left.max(MIN_CALL)) else {
                 break;
             };
             spent += began.elapsed();

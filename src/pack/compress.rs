@@ -453,7 +453,7 @@ pub(crate) fn compress(
         if !summary_skipped
             && block.kind == BlockKind::Paragraph
             && note.meta.summary_source == SummarySource::FirstParagraph
-            && collapse_whitespace(&reader_text(text)) == summary_line
+            && collapse_whitespace(&crate::parse::reader::links_as_words(text)) == summary_line
         {
             summary_skipped = true;
             continue;
@@ -620,18 +620,13 @@ fn select_blocks(note: &Note, mode: BodyMode) -> Vec<usize> {
 
 /// The block index where the section opened by heading block `start` ends.
 fn section_end(note: &Note, start: usize) -> usize {
-    let level = heading_level(note, &note.blocks[start]).unwrap_or(0);
-    note.blocks[start + 1..]
-        .iter()
-        .position(|b| heading_level(note, b).is_some_and(|l| l <= level))
-        .map_or(note.blocks.len(), |offset| start + 1 + offset)
-}
-
-fn heading_level(note: &Note, block: &Block) -> Option<u8> {
-    block
-        .heading
-        .and_then(|h| note.headings.get(h))
-        .map(|h| h.level)
+    match note.blocks[start].heading {
+        Some(heading) => {
+            let end = note.heading_span(heading).end;
+            start + note.blocks[start..].partition_point(|b| b.range.start < end)
+        }
+        None => note.blocks.len(),
+    }
 }
 
 fn is_dedup_kind(kind: BlockKind) -> bool {
@@ -726,8 +721,38 @@ fn rewrite_links(
 ) -> String {
     let mut out = String::new();
     let mut cursor = block.range.start;
-    for link in links_in(note, block).filter(|l| matches!(l.kind, LinkKind::Wiki | LinkKind::Embed))
-    {
+    for link in links_in(note, block) {
+        if link.kind == LinkKind::Markdown {
+            // A Markdown link to one of the vault's notes reads as the pack's
+            // other links do: `[[path|label]]` the first time, its label
+            // after; a relative path means nothing outside the vault.
+            if block.kind == BlockKind::Code {
+                continue;
+            }
+            let Some(target) = vault.resolve(&note.meta.path, link) else {
+                continue;
+            };
+            let written = &note.body[link.range.clone()];
+            let label = written
+                .strip_prefix('[')
+                .and_then(|rest| rest.rfind("](").map(|close| rest[..close].trim()))
+                .unwrap_or_default();
+            let key = link_key(vault, note, link);
+            out.push_str(&note.body[cursor..link.range.start]);
+            cursor = link.range.end;
+            if state.shown_links.contains(&key) || local_shown.contains(&key) {
+                out.push_str(if label.is_empty() {
+                    &vault.metas[target].title
+                } else {
+                    label
+                });
+            } else {
+                local_shown.insert(key.clone());
+                links.push(key);
+                out.push_str(&wikilink_to(vault, target, link.heading.as_deref(), label));
+            }
+            continue;
+        }
         if link.kind == LinkKind::Embed {
             // Code blocks show embeds as written.
             if block.kind != BlockKind::Code
@@ -819,6 +844,29 @@ impl OutBlock {
     }
 }
 
+/// `[[path#heading|label]]` for note `target`, as the pack writes a link:
+/// the path without `.md`, the label left out when it says the same.
+fn wikilink_to(vault: &Vault, target: usize, heading: Option<&str>, label: &str) -> String {
+    let path = &vault.metas[target].path;
+    let mut link = format!("[[{}", path.strip_suffix(".md").unwrap_or(path));
+    if let Some(heading) = heading {
+        link.push('#');
+        link.push_str(heading);
+    }
+    let shown = link[2..].to_string();
+    let named = |name: &str| fold(name) == fold(label);
+    if !label.is_empty()
+        && !named(&shown)
+        && !named(&vault.metas[target].title)
+        && !named(shown.rsplit('/').next().unwrap_or(&shown))
+    {
+        link.push('|');
+        link.push_str(label);
+    }
+    link.push_str("]]");
+    link
+}
+
 /// The plain text for a link already shown: its alias, else the title of
 /// the page it names (and the heading), else the target as written.
 fn shown_as_text(vault: &Vault, note: &Note, link: &Link) -> String {
@@ -899,11 +947,48 @@ mod tests {
     }
 
     #[test]
+    fn markdown_links_to_notes_read_as_the_packs_links() {
+        let vault = Vault::from_texts(
+            "/v".into(),
+            &[
+                (
+                    "Hardware/Keyboard.md".to_string(),
+                    "See [机械键盘](Mech_Note.md) and [the JDK](../Java/Java_Note.md#jdk), \
+                     again [机械键盘](Mech_Note.md), [gone](Nowhere.md), [site](https://x.org) \
+                     and `[code](Mech_Note.md)`.\n"
+                        .to_string(),
+                ),
+                (
+                    "Hardware/Mech_Note.md".to_string(),
+                    "Switches.\n".to_string(),
+                ),
+                (
+                    "Java/Java_Note.md".to_string(),
+                    "# Java\n\n## JDK\n\nKit.\n".to_string(),
+                ),
+            ],
+        );
+        let idx = vault
+            .metas
+            .iter()
+            .position(|m| m.path == "Hardware/Keyboard.md")
+            .unwrap();
+        let text = compress(&vault, idx, BodyMode::Full, &PackState::default(), "")
+            .unwrap()
+            .text;
+        assert_eq!(
+            text,
+            "See [[Hardware/Mech_Note|机械键盘]] and [[Java/Java_Note#jdk|the JDK]], again 机械键盘, \
+             [gone](Nowhere.md), [site](https://x.org) and `[code](Mech_Note.md)`."
+        );
+    }
+
+    #[test]
     fn tables_of_contents_are_left_out_with_their_empty_heading() {
         let body = "## 目录\n\n* [Docker 介绍](#dk_introduction)\n  * [安装](#install) [配置](#config)\n\n## Use\n\n- [a link](https://x.org)\n- [anchor](#a)\n\nText.\n";
         assert_eq!(
             compressed(body),
-            "## Use\n\n- [a link](https://x.org)\n- [anchor](#a)\n\nText."
+            "## Use\n\n- [a link](https://x.org)\n- anchor\n\nText."
         );
         assert!(is_anchor_list("1. [one](#one)\n2) [two](#two)"));
         assert!(!is_anchor_list("- [one](#one)"));

@@ -126,6 +126,19 @@ pub(crate) fn vault_map(
             notes,
         })
         .collect();
+    // The vault's own front page (`README.md`, `Home.md` at the root), as
+    // the root folder `/` holding every note: what a newcomer reads first.
+    let front_page = ["index.md", "README.md", "Readme.md", "readme.md", "Home.md"]
+        .iter()
+        .filter(|path| listed(path))
+        .find_map(|path| vault.metas.search_path(path).ok());
+    if let Some(note) = front_page {
+        folders.push(MapFolder {
+            description: one_line(&vault.metas[note].summary),
+            path: "/".to_string(),
+            notes: notes.len(),
+        });
+    }
     // The folders most worth naming first: shallow, then large.
     folders.sort_by(|a, b| {
         depth(&a.path)
@@ -133,7 +146,7 @@ pub(crate) fn vault_map(
             .then(b.notes.cmp(&a.notes))
             .then_with(|| a.path.cmp(&b.path))
     });
-    let folder_count = folders.len();
+    let folder_count = folders.iter().filter(|folder| folder.path != "/").count();
     folders.truncate(MAX_FOLDERS);
 
     let (hubs, hubs_unavailable) = match graph {

@@ -1547,10 +1547,11 @@ impl<'a> Packer<'a> {
         let mut rests: Vec<String> = Vec::with_capacity(chosen.len());
         for (i, page) in chosen.iter().enumerate() {
             let note = &self.vault.metas[page.candidate.note];
+            let body = page.body.as_ref().map(|b| b.text.as_str());
             let mut rest = render::page_rest(
                 note,
-                &page.summary,
-                page.body.as_ref().map(|b| b.text.as_str()),
+                render::shown_summary(note, &page.summary, body),
+                body,
                 &page.backlinks,
             );
             if i + 1 == chosen.len() {

@@ -207,6 +207,30 @@ pub(crate) fn page_rest(
     rest
 }
 
+/// The summary line a page prints: none when its body opens with the
+/// summary (the body says it once; a wiki page keeps the seed's line).
+/// Applied when the pack is printed, after it was fitted with the line
+/// counted: leaving it out can only make the pack smaller.
+pub(crate) fn shown_summary<'a>(note: &NoteMeta, summary: &'a str, body: Option<&str>) -> &'a str {
+    let wiki_page = note.title_source == TitleSource::Frontmatter;
+    if !wiki_page && body.is_some_and(|body| opens_with(body, summary)) {
+        ""
+    } else {
+        summary
+    }
+}
+
+/// Whether one of the first paragraphs of `body` (after any property
+/// lines) opens with `summary`, a lead's first sentence or all of it.
+fn opens_with(body: &str, summary: &str) -> bool {
+    let summary = crate::text::collapse_whitespace(summary.trim_end_matches('…').trim());
+    !summary.is_empty()
+        && body
+            .split("\n\n")
+            .take(3)
+            .any(|paragraph| crate::text::collapse_whitespace(paragraph).starts_with(&summary))
+}
+
 /// The whole text of a pack without pages.
 pub(crate) fn empty(title: &str, message: &str) -> String {
     format!("# {title}\n\n{message}\n")
@@ -264,6 +288,22 @@ mod tests {
         assert_eq!(rest("wiki.md"), "tags: (none)\nsummary: (none)\n\n");
         assert_eq!(rest("plain.md"), "");
         assert_eq!(rest("summed.md"), "summary: Said.\n\n");
+        // A body that opens with the summary says it; the line goes.
+        let vault = crate::vault::Vault::from_texts(
+            "/v".into(),
+            &[(
+                "n.md".to_string(),
+                "It is 68. Bits of advice.\n".to_string(),
+            )],
+        );
+        let meta = &vault.metas[0];
+        let body = "year: 2023\n\nIt is 68. Bits of advice.";
+        assert_eq!(shown_summary(meta, "It is 68.", Some(body)), "");
+        assert_eq!(
+            shown_summary(meta, "It is 68.", Some("Other words.")),
+            "It is 68."
+        );
+        assert_eq!(shown_summary(meta, "It is 68.", None), "It is 68.");
     }
 
     /// The packer reserves the fence lines and the notice before the id is

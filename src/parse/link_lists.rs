@@ -8,9 +8,10 @@ use crate::note::{Block, BlockKind};
 
 /// The share, in percent, of a note's text (its paragraphs, lists, quotes,
 /// tables and code, by characters) that is on link lines: lines that are
-/// at least half Markdown links (`[title](https://…)`, `[title](a.md)`)
-/// or bare URLs. Wikilinks do not count: a list of them is an Obsidian map
-/// of the vault's own notes, not a list of pages elsewhere.
+/// at least half Markdown links to pages elsewhere (`[title](https://…)`)
+/// or bare URLs. Links to the vault's own notes do not count, wikilinks
+/// or Markdown (`[title](a.md)`): a list of them is a map of the vault,
+/// not a list of pages elsewhere.
 pub(crate) fn link_list_percent(body: &str, blocks: &[Block]) -> u8 {
     let (mut text, mut links) = (0usize, 0usize);
     for block in blocks {
@@ -89,7 +90,9 @@ fn link_chars(line: &str) -> (usize, usize) {
         {
             let label = line[at + 1..close].chars().count();
             visible += label;
-            linked += label;
+            if is_elsewhere(&line[close + 2..end]) {
+                linked += label;
+            }
             at = end + 1;
         } else if rest.starts_with("https://") || rest.starts_with("http://") {
             let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -104,6 +107,25 @@ fn link_chars(line: &str) -> (usize, usize) {
         }
     }
     (visible, linked)
+}
+
+/// Whether a Markdown link's target is a page elsewhere (`https://…`,
+/// `mailto:…`, `www.…`), not a file of the vault (`Keyboard_Note.md`,
+/// `../Java/Java_Note.md#jdk`): a list of links to the vault's own notes
+/// is a map of it, as a list of wikilinks is.
+fn is_elsewhere(target: &str) -> bool {
+    let target = target.trim_start_matches('<').trim_start();
+    let scheme = target
+        .find(':')
+        .map(|colon| &target[..colon])
+        .filter(|scheme| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        });
+    // A drive letter (`C:\…`) is a path, not a scheme.
+    scheme.is_some_and(|scheme| scheme.len() > 1) || target.starts_with("www.")
 }
 
 /// The first occurrence of a needle at or after a position that only moves
@@ -159,13 +181,20 @@ mod tests {
             percent("Docker 镜像是容器的模板。\n\n```\ndocker rmi x\n```\n"),
             0
         );
-        // Wikilinks, anchors and a link inside a sentence are not link lines.
+        // Wikilinks, anchors, Markdown links to the vault's notes and a
+        // link inside a sentence are not link lines.
         assert_eq!(
             percent(
-                "- [[Raft]]\n- [目录](#toc)\n\nSee [the paper](https://raft.github.io) for the proofs of safety and of membership changes.\n"
+                "- [[Raft]]\n- [目录](#toc)\n- [机械键盘](Keyboard_Mechanical_Note.md)\n- [Java](../Java/Java_Note.md#jdk)\n\nSee [the paper](https://raft.github.io) for the proofs of safety and of membership changes.\n"
             ),
             0
         );
+        assert_eq!(
+            percent("- [mail](mailto:a@example.org)\n- [site](www.example.org)\n"),
+            100
+        );
+        assert!(!is_elsewhere("C:\\notes\\a.md"));
+        assert!(is_elsewhere("<https://example.org>"));
     }
 
     #[test]

@@ -377,14 +377,58 @@ pub(crate) fn percent_decode(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| text.to_string())
 }
 
-/// Whether a `#` after `c` can start a tag: after a blank, or after the
-/// marks that wrap one without joining it (`**#tag**`, `==#tag==`,
-/// `<mark>#tag</mark>`, `,#tag`), as Obsidian reads them. Not after a word
-/// (`C#`), a `#` (a heading's marks), `&` (`&#35;`), the `/`, `:`, `.` of a
-/// path or address, nor an opening bracket (`[Install](#install)`, an
-/// anchor; `{#id}`, a heading's id).
-fn starts_a_tag(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '*' | '=' | '~' | '>' | ',' | ';' | '|' | '!' | '?')
+/// The tag of the characters `run` after the `#` at `pos`: without a
+/// trailing `/`, nor, when underscores opened it (`_#tag_`, `__#tag__`,
+/// italic or bold), the underscores that close it.
+fn tag_written<'b>(body: &str, pos: usize, run: &'b str) -> &'b str {
+    let tag = run.trim_end_matches('/');
+    if body[..pos].ends_with('_') {
+        tag.trim_end_matches('_').trim_end_matches('/')
+    } else {
+        tag
+    }
+}
+
+/// Whether the `#` at `pos` of `body` can start a tag: at the start, after
+/// a blank, or after the marks and brackets that wrap one without joining
+/// it (`**#tag**`, `_#tag_`, `==#tag==`, `<mark>#tag</mark>`, `(#tag)`,
+/// `[#tag]`, `"#tag"`, `,#tag`). Not after a word (`C#`), a `#` (a
+/// heading's marks), `&` (`&#35;`), the `/`, `:`, `.` of a path or address,
+/// nor in a link's target (`[Install](#install)`, an anchor). A heading's
+/// id (`{#id}`) reads as a tag too: a `#private` there keeps its note out,
+/// failing closed.
+fn can_start_tag(body: &str, pos: usize) -> bool {
+    let before = &body[..pos];
+    match before.chars().next_back() {
+        None => true,
+        Some('(') => !before[..before.len() - 1].ends_with(']'),
+        Some(c) => {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '*' | '_'
+                        | '='
+                        | '~'
+                        | '>'
+                        | ','
+                        | ';'
+                        | '|'
+                        | '!'
+                        | '?'
+                        | '['
+                        | '{'
+                        | '"'
+                        | '\''
+                        | '“'
+                        | '‘'
+                        | '「'
+                        | '『'
+                        | '（'
+                        | '【'
+                        | '—'
+                )
+        }
+    }
 }
 
 fn is_tag_char(c: char) -> bool {
@@ -397,7 +441,7 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
     // Folded as `eq_ignore_ascii_case` compares, so a tag is one lookup.
     let mut seen: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
     for (pos, _) in body.match_indices('#') {
-        let preceded_ok = body[..pos].chars().next_back().is_none_or(starts_a_tag);
+        let preceded_ok = can_start_tag(body, pos);
         if !preceded_ok || is_excluded(pos, excluded) {
             continue;
         }
@@ -407,7 +451,7 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
             .take_while(|&c| is_tag_char(c))
             .map(char::len_utf8)
             .sum();
-        let tag = rest[..len].trim_end_matches('/');
+        let tag = tag_written(body, pos, &rest[..len]);
         if tag.is_empty() || tag.chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
@@ -460,13 +504,25 @@ mod tests {
         let body = "# Heading\n\nText #rust and #ai/llm, not#this, #123 or \
                     http://x.org/#frag.\n\n`#code` and %% #hidden %% and #分布式\n";
         assert_eq!(analyze(body).inline_tags, vec!["rust", "ai/llm", "分布式"]);
+        // Wrapped in brackets, quotes or underscores, a tag is a tag; a
+        // link's anchor is not.
+        let body =
+            "(#p1) _#p2_ __#p3__ [#p4] \"#p5\" {#p6} '#p7' 「#p8」 see [x](#anchor) and ](#no)\n";
+        assert_eq!(
+            analyze(body).inline_tags,
+            vec!["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"]
+        );
     }
 
     #[test]
     fn tags_wrapped_in_marks_or_inline_html_are_tags() {
         let body = "Filed under <mark>#a</mark>, **#b**, ==#c==, ~~#d~~ and,#f.\n\
-                    Not C#h, &#35;i, x.org/#j, a:#k, ##l, [Anchor](#m) or {#n}.\n";
-        assert_eq!(analyze(body).inline_tags, vec!["a", "b", "c", "d", "f"]);
+                    Not C#h, &#35;i, x.org/#j, a:#k, ##l or [Anchor](#m); {#n}, a heading's id, \
+                    reads as a tag (failing closed).\n";
+        assert_eq!(
+            analyze(body).inline_tags,
+            vec!["a", "b", "c", "d", "f", "n"]
+        );
     }
 
     #[test]
@@ -545,7 +601,7 @@ mod tests {
     fn reference_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
         let mut tags: Vec<String> = Vec::new();
         for (pos, _) in body.match_indices('#') {
-            let preceded_ok = body[..pos].chars().next_back().is_none_or(starts_a_tag);
+            let preceded_ok = can_start_tag(body, pos);
             if !preceded_ok || is_excluded(pos, excluded) {
                 continue;
             }
@@ -555,7 +611,7 @@ mod tests {
                 .take_while(|&c| is_tag_char(c))
                 .map(char::len_utf8)
                 .sum();
-            let tag = rest[..len].trim_end_matches('/');
+            let tag = tag_written(body, pos, &rest[..len]);
             if tag.is_empty() || tag.chars().all(|c| c.is_ascii_digit()) {
                 continue;
             }

@@ -175,6 +175,8 @@ pub(crate) fn parse_note_with_fields(
             }
         };
 
+    let summary = reader::links_as_words(&summary);
+
     let mut dated = |names: &[&str]| -> Option<DateTime<Utc>> {
         names.iter().find_map(|name| {
             let (key, raw) = frontmatter::get_loosely(&fields, name)
@@ -279,7 +281,7 @@ fn says_something(text: &str) -> bool {
 /// else (a bookmark, a contents entry, `[A](#a) [B](#b)`): its words are
 /// other pages' titles. Read before the reader's view, which shows a long
 /// link by its label alone.
-fn is_links_only(raw: &str) -> bool {
+pub(crate) fn is_links_only(raw: &str) -> bool {
     // A block id after the links (`[网络](#network) ^dee618`) is no word.
     let raw = match raw.trim_end().rsplit_once(" ^") {
         Some((before, id))
@@ -659,6 +661,17 @@ mod tests {
         assert_eq!(
             summary("---\ndescription: What it is.\n---\nLead.\n"),
             "What it is."
+        );
+        // Shown alone, a summary's links are their words.
+        assert_eq!(
+            summary(
+                "An idea is [[Composability|composable]], see [[Raft#Log]], [JDK](../Java_Note.md#jdk) and [集合](#集合).\n"
+            ),
+            "An idea is composable, see [[Raft#Log]], JDK and 集合."
+        );
+        assert_eq!(
+            summary("---\nsummary: \"On [[Evergreen notes|evergreen]] notes\"\n---\n"),
+            "On evergreen notes"
         );
         assert_eq!(
             summary("# Title\n\n方式 1：\n\nThe real lead.\n\n## Later\n\nLater text.\n"),

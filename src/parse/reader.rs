@@ -79,6 +79,12 @@ pub(crate) fn reader_text(text: &str) -> String {
                 if let Some(parent) = frames.last_mut() {
                     parent.text.push_str(&visible);
                 }
+                // A link to a heading of the same note (`[集合](#集合)`)
+                // reads as its words: the anchor leads nowhere in a pack.
+                if link.url.starts_with('#') && !visible.is_empty() {
+                    edits.push((link.range, visible));
+                    continue;
+                }
                 let external = link.url.contains("://");
                 let bare = matches!(link.link_type, Some(LinkType::Autolink | LinkType::Email))
                     || visible == link.url;
@@ -93,6 +99,12 @@ pub(crate) fn reader_text(text: &str) -> String {
                 }
             }
             Event::Text(part) => {
+                // A character reference (`&#96;`, `&amp;`) shows its
+                // character, as Obsidian renders it.
+                let written = &text[range.clone()];
+                if written.starts_with('&') && written.ends_with(';') && written != &*part {
+                    edits.push((range, part.to_string()));
+                }
                 if let Some(frame) = frames.last_mut() {
                     frame.text.push_str(&part);
                 }
@@ -105,6 +117,43 @@ pub(crate) fn reader_text(text: &str) -> String {
     }
     edits.extend(line_edits(text, &code));
     apply(text, edits)
+}
+
+/// `text` (a summary: one line) with its links as a reader sees them: an
+/// aliased wikilink as its alias, a Markdown link or an anchor as its
+/// label. A summary is shown alone, where `[[Composability|composable]]`
+/// or `[JDK](../Java_Note.md#jdk)` is markup a reader never sees; a plain
+/// `[[Raft]]` stays, as the pack writes every link to a note.
+pub(crate) fn links_as_words(text: &str) -> String {
+    if !text.contains("[[") && !text.contains("](") {
+        return text.to_string();
+    }
+    let text = reader_text(text);
+    let analysis = crate::parse::markdown::analyze(&text);
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    for link in &analysis.links {
+        if link.range.start < cursor {
+            continue;
+        }
+        let written = &text[link.range.clone()];
+        let words = match (link.kind, &link.alias) {
+            (crate::note::LinkKind::Markdown, _) => written
+                .strip_prefix('[')
+                .and_then(|rest| {
+                    rest.rfind("](")
+                        .map(|close| rest[..close].trim().to_string())
+                })
+                .unwrap_or_else(|| link.display_text()),
+            (crate::note::LinkKind::Wiki, Some(alias)) => alias.clone(),
+            _ => written.to_string(),
+        };
+        out.push_str(&text[cursor..link.range.start]);
+        out.push_str(&words);
+        cursor = link.range.end;
+    }
+    out.push_str(&text[cursor..]);
+    out
 }
 
 /// Whether an image's alt text is only its file's name (what editors
@@ -490,7 +539,13 @@ mod tests {
         );
         let empty = "[](https://example.org/a/very/long/path/to/the/guide.html)";
         assert_eq!(reader_text(empty), empty);
+        // A link to a note is the pack's to write (`compress`); an anchor
+        // of the same note is its words.
         assert_eq!(reader_text("[notes](notes/a.md)"), "[notes](notes/a.md)");
+        assert_eq!(
+            reader_text("见 [集合](#集合) 与 [JUnit Platform](#JUnit%20Platform)。"),
+            "见 集合 与 JUnit Platform。"
+        );
     }
 
     #[test]
@@ -511,6 +566,10 @@ mod tests {
     #[test]
     fn block_ids_and_fold_markers_go_code_stays() {
         assert_eq!(reader_text("A claim. ^claim-1"), "A claim.");
+        assert_eq!(
+            reader_text("`'` 和&#96; 是跳转；PHP &amp; 我们 &nbsp;x `&amp;` &bogus;"),
+            "`'` 和` 是跳转；PHP & 我们 \u{a0}x `&amp;` &bogus;"
+        );
         assert_eq!(reader_text("- one ^a1\n- two"), "- one\n- two");
         assert_eq!(reader_text("x^2 stays"), "x^2 stays");
         assert_eq!(reader_text("`code ^abc`"), "`code ^abc`");

@@ -511,8 +511,9 @@ pub(super) fn reference_at(text: &str, at: usize) -> Option<(usize, String)> {
     (shown != reference).then_some((reference.len(), shown))
 }
 
-/// A text with its inline HTML tags taken out, and where each of its bytes
-/// came from.
+/// A text with its inline HTML tags, escapes, character references,
+/// invisible characters and the inline marks inside a word taken out, and
+/// where each of its bytes came from.
 struct MarkupView {
     text: String,
     /// For each byte of `text`, its offset in the original.
@@ -543,6 +544,20 @@ impl MarkupView {
         let escape_at = |at: usize| {
             bytes[at] == b'\\' && bytes.get(at + 1).is_some_and(u8::is_ascii_punctuation)
         };
+        // The length of a run of inline marks (`**`, `*`, `==`, `~~`, a
+        // backtick) at `at` between two word characters, as in
+        // `ghp_abc**def**`: the reading view shows one unbroken token. A
+        // lone `=` is an assignment, not a mark.
+        let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        let is_mark = |b: u8| matches!(b, b'*' | b'=' | b'~' | b'`');
+        let marks_at = |at: usize| -> Option<usize> {
+            if !is_mark(bytes[at]) || at == 0 || !is_word(bytes[at - 1]) {
+                return None;
+            }
+            let len = bytes[at..].iter().take_while(|&&b| is_mark(b)).count();
+            (&bytes[at..at + len] != b"=" && bytes.get(at + len).is_some_and(|&b| is_word(b)))
+                .then_some(len)
+        };
         let joins = hides_characters(original)
             || memchr::memchr_iter(b'<', bytes).any(|at| {
                 tag_at(at).is_some_and(|len| {
@@ -554,7 +569,10 @@ impl MarkupView {
                 })
             })
             || memchr::memchr_iter(b'\\', bytes)
-                .any(|at| escape_at(at) && at > 0 && !bytes[at - 1].is_ascii_whitespace());
+                .any(|at| escape_at(at) && at > 0 && !bytes[at - 1].is_ascii_whitespace())
+            || memchr::memchr3_iter(b'*', b'~', b'`', bytes)
+                .chain(memchr::memchr_iter(b'=', bytes))
+                .any(|at| marks_at(at).is_some());
         if !joins {
             return None;
         }
@@ -571,6 +589,10 @@ impl MarkupView {
                 text.push(char::from(bytes[at]));
                 origin.push(at);
                 at += 1;
+                continue;
+            }
+            if let Some(len) = marks_at(at) {
+                at += len;
                 continue;
             }
             if let Some((len, shown)) = reference_at(original, at) {

@@ -499,11 +499,21 @@ impl Policy {
         }
         for (key, values) in &self.file.private.fields {
             for (k, v) in fields {
-                if k.as_str()
+                if !k
+                    .as_str()
                     .is_some_and(|k| k.trim().eq_ignore_ascii_case(key.trim()))
-                    && values.iter().any(|wanted| same_value(v, wanted))
                 {
+                    continue;
+                }
+                if values.iter().any(|wanted| same_value(v, wanted)) {
                     return Some(format!("frontmatter '{key}'"));
+                }
+                // Fail closed: `private: maybe` cannot be told public.
+                if !v.is_null() && is_yes_or_no_rule(values) && !reads_yes_or_no(v) {
+                    return Some(format!(
+                        "frontmatter '{key}' has a value that reads as neither yes nor no; \
+                         treated as private"
+                    ));
                 }
             }
         }
@@ -533,7 +543,14 @@ impl Policy {
             let value = if let Some(item) = line.strip_prefix('-') {
                 item
             } else if let Some((name, value)) = line.split_once(':') {
-                key = name.trim().trim_matches(['"', '\'']).to_string();
+                // `[private: true` and `{private: true`: a flow mapping or
+                // list left open still names the key.
+                key = name
+                    .trim()
+                    .trim_start_matches(['[', '{'])
+                    .trim()
+                    .trim_matches(['"', '\''])
+                    .to_string();
                 value
             } else {
                 continue;
@@ -549,6 +566,21 @@ impl Policy {
                 .map(|token| token.trim().trim_matches(['"', '\'']).trim())
                 .filter(|token| !token.is_empty());
             let is_tags = key.eq_ignore_ascii_case("tags") || key.eq_ignore_ascii_case("tag");
+            let tokens: Vec<&str> = tokens.collect();
+            // Fail closed: a yes-or-no key whose value cannot be read as
+            // either (`private: {value: true`) cannot be told public.
+            if let Some((field, _)) = self.file.private.fields.iter().find(|(field, values)| {
+                field.trim().eq_ignore_ascii_case(&key) && is_yes_or_no_rule(values)
+            }) && !tokens.is_empty()
+                && !tokens
+                    .iter()
+                    .all(|token| reads_yes_or_no(&yaml_serde::Value::String(token.to_string())))
+            {
+                return Some(format!(
+                    "frontmatter '{field}' has a value that reads as neither yes nor no; \
+                     treated as private"
+                ));
+            }
             for token in tokens {
                 if is_tags
                     && let Some(tag) = token
@@ -720,30 +752,49 @@ fn leading_yaml_lines(text: &str) -> &str {
 /// and `1` alike (and their opposites); strings ignoring case; a list
 /// matches when one of its items does.
 fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
-    fn as_text(value: &yaml_serde::Value) -> Option<String> {
-        let text = match value {
-            yaml_serde::Value::Bool(b) => b.to_string(),
-            yaml_serde::Value::String(s) => {
-                s.trim().trim_matches(['"', '\'']).trim().to_lowercase()
-            }
-            yaml_serde::Value::Number(n) => n.to_string(),
-            _ => return None,
-        };
-        // A number reads as its value: `1.0` is `1` (and so `true`).
-        let text = integral_number(&text).unwrap_or(text);
-        Some(match text.as_str() {
-            "yes" | "y" | "on" | "1" => "true".to_string(),
-            "no" | "n" | "off" | "0" => "false".to_string(),
-            _ => text,
-        })
-    }
     match found {
         yaml_serde::Value::Sequence(items) => items.iter().any(|item| same_value(item, wanted)),
         yaml_serde::Value::Tagged(tagged) => same_value(&tagged.value, wanted),
-        _ => match (as_text(found), as_text(wanted)) {
+        _ => match (loose_text(found), loose_text(wanted)) {
             (Some(found), Some(wanted)) => found == wanted,
             _ => false,
         },
+    }
+}
+
+/// A scalar as a policy compares it: lower case, unquoted, a number by its
+/// value, and every spelling of yes or no as `true` or `false`.
+fn loose_text(value: &yaml_serde::Value) -> Option<String> {
+    let text = match value {
+        yaml_serde::Value::Bool(b) => b.to_string(),
+        yaml_serde::Value::String(s) => s.trim().trim_matches(['"', '\'']).trim().to_lowercase(),
+        yaml_serde::Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    // A number reads as its value: `1.0` is `1` (and so `true`).
+    let text = integral_number(&text).unwrap_or(text);
+    Some(match text.as_str() {
+        "yes" | "y" | "on" | "1" => "true".to_string(),
+        "no" | "n" | "off" | "0" => "false".to_string(),
+        _ => text,
+    })
+}
+
+/// Whether a rule's values are yes or no (`private: true`, `ai: false`):
+/// then a value that reads as neither cannot be told public.
+fn is_yes_or_no_rule(values: &[yaml_serde::Value]) -> bool {
+    values.iter().any(reads_yes_or_no)
+}
+
+/// Whether `value` reads as yes or no, every item of a list included (an
+/// empty list says neither).
+fn reads_yes_or_no(value: &yaml_serde::Value) -> bool {
+    match value {
+        yaml_serde::Value::Sequence(items) => {
+            !items.is_empty() && items.iter().all(reads_yes_or_no)
+        }
+        yaml_serde::Value::Tagged(tagged) => reads_yes_or_no(&tagged.value),
+        _ => loose_text(value).is_some_and(|text| text == "true" || text == "false"),
     }
 }
 
@@ -799,9 +850,31 @@ mod tests {
             assert!(policy.is_private(&note("a.md", &raw)), "{front}");
             assert!(policy.frontmatter_reason(&raw).is_some(), "{front}");
         }
+        // A yes-or-no flag that reads as neither cannot be told public.
+        for front in [
+            "private: maybe",
+            "private: ✓",
+            "private: 2",
+            "private: \"true!\"",
+            "private: {value: true}",
+            "private: []",
+            "private: [false, perhaps]",
+            "private: \"[[true]]\"",
+            "ai: never",
+        ] {
+            let raw = format!("---\n{front}\n---\nx");
+            assert!(policy.is_private(&note("a.md", &raw)), "{front}");
+            assert!(
+                policy
+                    .frontmatter_reason(&raw)
+                    .is_some_and(|why| why.contains("neither yes nor no")),
+                "{front}"
+            );
+        }
         for front in [
             "private: 0",
             "private: [false]",
+            "private:",
             "ai: 1",
             "visibility: public",
         ] {
@@ -837,6 +910,17 @@ mod tests {
             Some(format!("frontmatter 'ai'{broken}"))
         );
         assert_eq!(reason("summary: Note: two\nprivate: false\n"), None);
+        // A key inside a flow left open, and a value read as neither.
+        let neither = "frontmatter 'private' has a value that reads as neither yes nor no; \
+                       treated as private";
+        assert_eq!(
+            reason("[private: true\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(
+            reason("private: {value: true\n"),
+            Some(format!("{neither}{broken}"))
+        );
         // An unterminated block is body text, but its flag still counts.
         assert_eq!(
             policy.frontmatter_reason("---\ntitle: T\nprivate: true\n\n# Body\n"),

@@ -70,7 +70,11 @@ impl Query {
                 c.is_whitespace() || (c.is_ascii_punctuation() && c != '/' && c != '+' && c != '#')
             })
             .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
-            .filter(|w| !w.is_empty() && !STOP_WORDS.contains(w))
+            .filter(|w| {
+                !w.is_empty()
+                    && !STOP_WORDS.contains(w)
+                    && !crate::analysis::QUESTION_WORDS.contains(w)
+            })
             .map(str::to_string)
             .collect();
         if words.len() > 1 || words.first().is_some_and(|w| *w != phrase) {

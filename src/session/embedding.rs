@@ -324,7 +324,10 @@ fn passage_vectors(
     let missing: Vec<usize> = (0..texts.len()).filter(|&i| found[i].is_none()).collect();
     if !missing.is_empty() {
         let wanted: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
-        let embedded = embedder.try_embed_many(&wanted)?;
+        // An excerpt is chosen while someone waits: a served model gets
+        // the query's bound.
+        let embedded =
+            embedder.try_embed_many_within(&wanted, crate::embed::remote::QUERY_DEADLINE)?;
         if embedded.len() != wanted.len() || embedded.iter().any(|v| v.len() != embedder.dims()) {
             return Err(crate::embed::ModelError::Run(
                 "the model returned vectors of the wrong count or size".into(),

@@ -83,12 +83,17 @@ impl fmt::Display for SessionError {
             ),
             SessionError::NoNote(given) => f.write_str(&no_note(given)),
             SessionError::Pin(err) => write!(f, "{} pins: {err}", crate::privacy::POLICY_FILE),
-            SessionError::NoHeading { heading, note } => {
-                write!(f, "no heading '{heading}' in {note}")
-            }
+            // What the caller gave is quoted cut short: a 1 MB argument
+            // is no 1 MB error.
+            SessionError::NoHeading { heading, note } => write!(
+                f,
+                "no heading '{}' in {note}",
+                crate::text::truncate_chars(heading, 200)
+            ),
             SessionError::Lines(given) => write!(
                 f,
-                "lines must be 'FROM-TO' with 1 <= FROM <= TO, got '{given}'"
+                "lines must be 'FROM-TO', two line numbers with 1 <= FROM <= TO, got '{}'",
+                crate::text::truncate_chars(given, 200)
             ),
             SessionError::Shape(err) => err.fmt(f),
             SessionError::Policy(err) => err.fmt(f),

@@ -89,8 +89,10 @@ impl Session {
         if filter.is_empty() {
             return Vec::new();
         }
+        let obsidian = self.vault.policy().obsidian();
+        let left_out = |folder: &str| obsidian.leaves_out(folder);
         if !filter.needs_properties() {
-            return filter.warnings(&self.vault.metas, None);
+            return filter.warnings(&self.vault.metas, None, &left_out);
         }
         let keys: Vec<String> = filter.conditions.iter().map(|c| c.key.clone()).collect();
         if let Some(Ok(present)) = self
@@ -101,10 +103,15 @@ impl Session {
             return filter.warnings(
                 &self.vault.metas,
                 Some(&|key| present.iter().any(|k| k == key)),
+                &left_out,
             );
         }
         let props = self.property_table();
-        filter.warnings(&self.vault.metas, Some(&|key| props.has_key(key)))
+        filter.warnings(
+            &self.vault.metas,
+            Some(&|key| props.has_key(key)),
+            &left_out,
+        )
     }
 }
 

@@ -168,11 +168,11 @@ impl Session {
         if let Some(heading) = &request.heading {
             let (note, _) = crate::parse::parse_note(&relative, &text, None);
             let wanted = crate::text::fold(heading);
-            return match note.sections().into_iter().find(|s| {
-                s.heading
-                    .is_some_and(|h| crate::text::fold(&note.headings[h].text) == wanted)
-            }) {
-                Some(section) => Ok(note.body[section.range].trim_end().to_string()),
+            // With its subsections, as the pack embeds a heading.
+            return match (0..note.headings.len())
+                .find(|&h| crate::text::fold(&note.headings[h].text) == wanted)
+            {
+                Some(heading) => Ok(note.body[note.heading_span(heading)].trim_end().to_string()),
                 None => Err(SessionError::NoHeading {
                     heading: heading.clone(),
                     note: relative,
@@ -385,7 +385,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("raft.md"),
-            "---\ntitle: Raft\n---\n# Raft\n\nintro line\n\n## Leader Election\n\nvotes from a quorum\n\n## Log\n\nentries\n",
+            "---\ntitle: Raft\n---\n# Raft\n\nintro line\n\n## Leader Election\n\nvotes from a quorum\n\n### Terms\n\nterm numbers\n\n## Log\n\nentries\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("paxos.md"), "# Paxos\n\nballots\n").unwrap();
@@ -412,7 +412,15 @@ mod tests {
         let (_dir, session) = session();
         assert_eq!(
             get_note(&session, &note("raft.md", Some("leader election"), None)),
-            Ok("## Leader Election\n\nvotes from a quorum".to_string())
+            Ok(
+                "## Leader Election\n\nvotes from a quorum\n\n### Terms\n\nterm numbers"
+                    .to_string()
+            )
+        );
+        // A section runs to the next heading of its level or higher.
+        assert_eq!(
+            get_note(&session, &note("raft.md", Some("terms"), None)),
+            Ok("### Terms\n\nterm numbers".to_string())
         );
         assert_eq!(
             get_note(&session, &note("raft.md", None, Some("4-6"))),
@@ -422,9 +430,15 @@ mod tests {
             get_note(&session, &note("raft.md", Some("Nope"), None)),
             Err("no heading 'Nope' in raft.md".to_string())
         );
+        let long = "x".repeat(1_000_000);
+        let err = get_note(&session, &note("raft.md", Some(&long), None)).unwrap_err();
+        assert!(err.len() < 300, "{} bytes", err.len());
         assert_eq!(
             get_note(&session, &note("raft.md", None, Some("3-1"))),
-            Err("lines must be 'FROM-TO' with 1 <= FROM <= TO, got '3-1'".to_string())
+            Err(
+                "lines must be 'FROM-TO', two line numbers with 1 <= FROM <= TO, got '3-1'"
+                    .to_string()
+            )
         );
         assert_eq!(
             get_note(&session, &note("../raft.md", None, None)),

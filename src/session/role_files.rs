@@ -70,7 +70,24 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
     let mut found = Vec::new();
     let mut start = 0;
     for line in text.split_inclusive('\n') {
-        for target in raw_targets(line).into_iter().chain(addresses(line)) {
+        // A wikilink the parser does not read as one (in a code span, say)
+        // still names its note to whoever reads the line.
+        if written_wikilinks(line).any(|link| {
+            !link.target.is_empty()
+                && !vault
+                    .resolve(from, &link)
+                    .and_then(|idx| vault.metas.get(idx))
+                    .is_some_and(|meta| vault.is_listed(&meta.path))
+        }) {
+            found.push(start..start + line.len());
+            start += line.len();
+            continue;
+        }
+        for target in raw_targets(line)
+            .into_iter()
+            .chain(addresses(line))
+            .chain(bare_paths(line))
+        {
             if let Some(named) = note_in_address(vault, target) {
                 let listed = [named.clone(), format!("{named}.md")]
                     .iter()
@@ -167,6 +184,38 @@ fn addresses(line: &str) -> Vec<&str> {
     found
 }
 
+/// Every `[[…]]` written on `line`, wherever it stands (code spans
+/// included), as the links they would be.
+fn written_wikilinks(line: &str) -> impl Iterator<Item = crate::note::Link> + '_ {
+    line.match_indices("[[").filter_map(move |(at, _)| {
+        let inner = &line[at + 2..];
+        let close = inner.find("]]")?;
+        let written = format!("[[{}]]", &inner[..close]);
+        crate::parse::markdown::analyze(&written)
+            .links
+            .into_iter()
+            .next()
+    })
+}
+
+/// Words of `line` that name a Markdown file by path (`journal/diary.md`,
+/// `<journal/diary.md>`, `` `diary.md#Plans` ``), bare.
+fn bare_paths(line: &str) -> impl Iterator<Item = &str> {
+    line.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '<' | '>' | '(' | ')' | '[' | ']' | '`' | '"' | '\'' | ','
+            )
+    })
+    .map(|word| word.trim_end_matches(['.', ';', ':', '!', '?']))
+    .filter(|word| {
+        let lower = word.to_ascii_lowercase();
+        let path = lower.split('#').next().unwrap_or_default();
+        path.len() > 3 && path.ends_with(".md") && !lower.contains("://")
+    })
+}
+
 /// The raw file targets on one line (see [`unlisted_raw_targets`]).
 fn raw_targets(line: &str) -> Vec<&str> {
     let mut targets = Vec::new();
@@ -259,6 +308,20 @@ mod tests {
         assert_eq!(
             without_unlisted_links(&vault, &raw),
             "- ![](raft.md) kept\n<a href=\"https://x.org\">web</a>\n"
+        );
+        // Named outside any link: in a code span, bare, or in angle brackets.
+        let bare = policy
+            .prepare(
+                "hot.md",
+                "- `[[secret-plan]]` merger\n- plans/secret-plan.md merger\n\
+                 - <plans/secret-plan.md> merger\n- `raft.md` and [[raft]] kept\n\
+                 - see paxos.md. kept\n",
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            without_unlisted_links(&vault, &bare),
+            "- `raft.md` and [[raft]] kept\n- see paxos.md. kept\n"
         );
         // Nothing to drop: the text as it was.
         let plain = policy

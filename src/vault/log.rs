@@ -59,10 +59,20 @@ fn write_line(root: &Path, line: &str, create: bool) -> io::Result<()> {
                 err
             }
         })?;
-    if !file.metadata()?.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "log.md is not a regular file; nothing written",
+        ));
+    }
+    // A hard link shares its text with another name, maybe a private note
+    // or a file outside the vault: the line would land there too.
+    if std::os::unix::fs::MetadataExt::nlink(&metadata) > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "log.md is a hard link to another file; ctxpack writes only to a file of its own, \
+             nothing written",
         ));
     }
     lock_briefly(&file)?;
@@ -137,6 +147,19 @@ mod tests {
             LogMode::IfPresent
         );
         assert!(crate::privacy::Policy::parse("log: sometimes\n").is_err());
+    }
+
+    #[test]
+    fn a_hard_linked_log_is_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let diary = dir.path().join("diary.md");
+        std::fs::write(&diary, "private words\n").unwrap();
+        std::fs::hard_link(&diary, dir.path().join(LOG_FILE)).unwrap();
+        for mode in [LogMode::IfPresent, LogMode::Always] {
+            let err = append_as(dir.path(), "- [t] CONTEXT_PACK", mode).unwrap_err();
+            assert!(err.to_string().contains("hard link"), "{err}");
+        }
+        assert_eq!(std::fs::read_to_string(&diary).unwrap(), "private words\n");
     }
 
     #[test]

@@ -181,6 +181,28 @@ impl ObsidianSettings {
         settings
     }
 
+    /// Why `folder` (relative, no slashes at the ends) holds no note ctxpack
+    /// reads, when these settings leave it out on purpose: a message for a
+    /// filter that names it.
+    pub fn leaves_out(&self, folder: &str) -> Option<&'static str> {
+        let within = |dir: &str| folder == dir || folder.starts_with(&format!("{dir}/"));
+        if self.templates.iter().any(|dir| within(dir)) {
+            Some(
+                "Obsidian's templates folder, which is not searched or packed \
+                 (`obsidian: templates: false` in .ctxpack.yaml reads it)",
+            )
+        } else if self.excluded.iter().any(|prefix| {
+            within(prefix.trim_end_matches('/')) || folder.starts_with(prefix.as_str())
+        }) {
+            Some(
+                "in Obsidian's Excluded files, which are not searched or packed \
+                 (`obsidian: excluded_files: false` in .ctxpack.yaml reads them)",
+            )
+        } else {
+            None
+        }
+    }
+
     /// What the settings say that changes what an index holds, as text
     /// (empty when they say nothing).
     pub fn fingerprint_text(&self) -> String {

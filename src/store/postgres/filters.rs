@@ -104,8 +104,12 @@ fn statement(vault: i32, filter: &NoteFilter) -> (String, Vec<Param>) {
         text.push_str(&format!(" AND NOT {any}"));
     }
     if let Some(since) = filter.since {
+        // `crate::filter::is_since`: a date at midnight UTC is its whole day.
         let at = sql.bind(since);
-        text.push_str(&format!(" AND p.updated >= {at}"));
+        let day = sql.bind(crate::filter::day_of(since));
+        text.push_str(&format!(
+            " AND (p.updated >= {at} OR (p.updated % 86400 = 0 AND p.updated >= {day}))"
+        ));
     }
     if let Some(until) = filter.until {
         let at = sql.bind(until);
