@@ -972,11 +972,13 @@ pub fn run(args: Vec<OsString>) -> i32 {
     };
     let cli = invocation.options();
     let name = vault_name.as_deref();
-    if let Command::Pack(PackArgs { tokenizer, .. })
-    | Command::Assemble(AssembleArgs { tokenizer, .. })
-    | Command::Eval(EvalArgs { tokenizer, .. }) = &invocation.command
-    {
-        tokenizer.prefetch();
+    match &invocation.command {
+        Command::Pack(PackArgs { tokenizer, .. })
+        | Command::Assemble(AssembleArgs { tokenizer, .. }) => {
+            tokenizer.prefetch_once_a_vault_is_open();
+        }
+        Command::Eval(EvalArgs { tokenizer, .. }) => tokenizer.prefetch(),
+        _ => {}
     }
     let whole = crate::timings::phase("command");
     let result = match &invocation.command {

@@ -909,9 +909,23 @@ fn no_assemble_route_lets_the_vault_tools_serve_an_unbound_card() {
 /// A vault with one long note: packing it whole at the largest budget is
 /// the slowest call a client can make.
 fn long_note_vault(world: &World) -> std::path::PathBuf {
-    let sentence = "Raft elects a leader and the leader replicates the log to every follower. ";
-    let body: String = (0..2_000)
-        .map(|i| format!("## Part {i}\n\n{}\n\n", sentence.repeat(12)))
+    // Every sentence its own, so that none is a repeat the pack leaves out:
+    // packing it takes seconds (a pack of 2,000 copies of one paragraph
+    // was its summary alone, quick enough on a fast run to beat the
+    // timeout this vault is for).
+    let body: String = (0..200)
+        .map(|i| {
+            let sentences: Vec<String> = (0..12)
+                .map(|j| {
+                    format!(
+                        "Raft elects leader {i} in term {j} and the leader replicates log \
+                         entry {} to every follower.",
+                        i * 12 + j
+                    )
+                })
+                .collect();
+            format!("## Part {i}\n\n{}\n\n", sentences.join(" "))
+        })
         .collect();
     world.vault(
         "vault",

@@ -149,8 +149,9 @@ fn xml_survives_notes_that_look_like_its_markup() {
     );
     assert!(
         // The note's character references read as their characters
-        // (`&amp;` as `&`), escaped again by the XML writer.
-        content.contains("`<![CDATA[ raft ]]>` & < \u{fffd}\u{fffd} raft"),
+        // (`&amp;` as `&`; `&lt;`, which would become markup, as written),
+        // escaped again by the XML writer.
+        content.contains("`<![CDATA[ raft ]]>` & &lt; \u{fffd}\u{fffd} raft"),
         "{content}"
     );
     assert!(content.contains("<document index=\"9\"><source>x</source></document>"));

@@ -92,6 +92,9 @@ impl Project {
         if !root.is_dir() {
             return Err(ProjectError::NotAFolder(root));
         }
+        // Before anything counts tokens: a cache set inside the project
+        // would be a write in it.
+        crate::tokens::never_cache_inside(&root);
         Ok(Project {
             root,
             touched: Mutex::new(Vec::new()),

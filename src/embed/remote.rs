@@ -48,8 +48,21 @@ pub(crate) const BACKOFF: Duration = Duration::from_millis(250);
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// A query is embedded while someone waits for a search: the whole call,
 /// retries included, gets at most this long before the search goes on
-/// without the semantic arm.
-pub(crate) const QUERY_DEADLINE: Duration = Duration::from_secs(5);
+/// without the semantic arm ([`query_deadline`] reads an override).
+const QUERY_DEADLINE: Duration = Duration::from_secs(5);
+/// Overrides [`QUERY_DEADLINE`], in milliseconds (100 to 600,000): for a
+/// server known to be slow to answer, such as a large model on a CPU.
+pub(crate) const QUERY_WAIT_VAR: &str = "CTXPACK_QUERY_WAIT_MS";
+
+/// How long a search waits for a served model, in all.
+pub(crate) fn query_deadline() -> Duration {
+    std::env::var(QUERY_WAIT_VAR)
+        .ok()
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map_or(QUERY_DEADLINE, |ms| {
+            Duration::from_millis(ms.clamp(100, 600_000))
+        })
+}
 /// After a failed call, later calls fail at once with its reason for this
 /// long, so one search or index run does not wait on a dead server twice.
 pub(crate) const PAUSE: Duration = Duration::from_secs(30);
@@ -232,23 +245,30 @@ impl RemoteModel {
             )));
         }
         let client = Arc::clone(&self.client);
-        let result = block(async move {
-            match deadline {
+        let answered = block(async move {
+            Ok(match deadline {
                 Some(limit) => {
                     let url = client.url.clone();
-                    tokio::time::timeout(limit, client.embed_all(texts))
-                        .await
-                        .unwrap_or_else(|_| {
+                    match tokio::time::timeout(limit, client.embed_all(texts)).await {
+                        Ok(result) => (result, false),
+                        Err(_) => (
                             Err(ModelError::Remote(format!(
                                 "{url}: no answer within {} ms",
                                 limit.as_millis()
-                            )))
-                        })
+                            ))),
+                            true,
+                        ),
+                    }
                 }
-                None => client.embed_all(texts).await,
-            }
+                None => (client.embed_all(texts).await, false),
+            })
         });
-        if let (Err(why), Ok(mut failed)) = (&result, self.failed.lock()) {
+        let (result, cut_short) = answered.unwrap_or_else(|why| (Err(why), false));
+        // A bound shorter than a query's is ctxpack's own (a few chunks on
+        // the fly): running out of it says nothing of the server, which
+        // must not then be skipped for the next 30 s.
+        let own_bound = cut_short && deadline.is_some_and(|limit| limit < query_deadline());
+        if let (Err(why), Ok(mut failed), false) = (&result, self.failed.lock(), own_bound) {
             *failed = Some((Instant::now(), why.to_string()));
         }
         result
@@ -334,7 +354,7 @@ impl Embedder for RemoteModel {
     fn try_embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
         let mut vectors = self.call(
             self.prepared(&[text], &self.query_prefix),
-            Some(QUERY_DEADLINE),
+            Some(query_deadline()),
         )?;
         vectors
             .pop()

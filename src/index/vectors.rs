@@ -526,7 +526,7 @@ impl SemanticIndex {
         // bound, whatever a served model's own timeout and retries.
         let waiting = crate::embed::Within {
             inner: embedder,
-            deadline: crate::embed::remote::QUERY_DEADLINE,
+            deadline: crate::embed::remote::query_deadline(),
         };
         let sync = || SemanticIndex::sync(dir, vault, catalog, &waiting, format, progress);
         let fingerprint = embedder.fingerprint().to_string();

@@ -389,6 +389,17 @@ fn tag_written<'b>(body: &str, pos: usize, run: &'b str) -> &'b str {
     }
 }
 
+/// Whether `rest` (after a `#`) starts with a colour: 3, 4, 6 or 8 hex
+/// digits and then no more tag characters.
+fn is_colour(rest: &str) -> bool {
+    let digits = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+    matches!(digits, 3 | 4 | 6 | 8)
+        && rest[digits..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_tag_char(c))
+}
+
 /// Whether the `#` at `pos` of `body` can start a tag: at the start, after
 /// a blank, or after the marks and brackets that wrap one without joining
 /// it (`**#tag**`, `_#tag_`, `==#tag==`, `<mark>#tag</mark>`, `(#tag)`,
@@ -402,6 +413,10 @@ fn can_start_tag(body: &str, pos: usize) -> bool {
     match before.chars().next_back() {
         None => true,
         Some('(') => !before[..before.len() - 1].ends_with(']'),
+        // `{{#each}}`: a template's block, not a tag.
+        Some('{') if before.ends_with("{{") => false,
+        // `"#ff0000"`, `'#fff'`: a colour in quotes, not a tag.
+        Some('"' | '\'' | '{') if is_colour(&body[pos + 1..]) => false,
         Some(c) => {
             c.is_whitespace()
                 || matches!(
@@ -425,7 +440,11 @@ fn can_start_tag(body: &str, pos: usize) -> bool {
                         | '『'
                         | '（'
                         | '【'
+                        | '《'
+                        | '〈'
+                        | '«'
                         | '—'
+                        | '–'
                 )
         }
     }
@@ -506,11 +525,13 @@ mod tests {
         assert_eq!(analyze(body).inline_tags, vec!["rust", "ai/llm", "分布式"]);
         // Wrapped in brackets, quotes or underscores, a tag is a tag; a
         // link's anchor is not.
-        let body =
-            "(#p1) _#p2_ __#p3__ [#p4] \"#p5\" {#p6} '#p7' 「#p8」 see [x](#anchor) and ](#no)\n";
+        let body = "(#p1) _#p2_ __#p3__ [#p4] \"#p5\" {#p6} '#p7' 「#p8」 《#p9》 see [x](#anchor) \
+                    and ](#no)\ncolor: \"#ff0000\", '#fff', {{#each items}} and \"#private\"\n";
         assert_eq!(
             analyze(body).inline_tags,
-            vec!["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"]
+            vec![
+                "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "private"
+            ]
         );
     }
 

@@ -101,8 +101,14 @@ pub(crate) fn reader_text(text: &str) -> String {
             Event::Text(part) => {
                 // A character reference (`&#96;`, `&amp;`) shows its
                 // character, as Obsidian renders it.
+                // Not one that would become markup (`&lt;!--`, `&#91;&#91;`,
+                // `&#37;&#37;`, `&#35;tag`): shown as written.
                 let written = &text[range.clone()];
-                if written.starts_with('&') && written.ends_with(';') && written != &*part {
+                if written.starts_with('&')
+                    && written.ends_with(';')
+                    && written != &*part
+                    && !part.contains(['<', '>', '[', ']', '%', '#'])
+                {
                     edits.push((range, part.to_string()));
                 }
                 if let Some(frame) = frames.last_mut() {
@@ -569,6 +575,10 @@ mod tests {
         assert_eq!(
             reader_text("`'` 和&#96; 是跳转；PHP &amp; 我们 &nbsp;x `&amp;` &bogus;"),
             "`'` 和` 是跳转；PHP & 我们 \u{a0}x `&amp;` &bogus;"
+        );
+        assert_eq!(
+            reader_text("a &lt;!-- b &#91;&#91;x&#93;&#93; &#37;&#37; &#35;private"),
+            "a &lt;!-- b &#91;&#91;x&#93;&#93; &#37;&#37; &#35;private"
         );
         assert_eq!(reader_text("- one ^a1\n- two"), "- one\n- two");
         assert_eq!(reader_text("x^2 stays"), "x^2 stays");

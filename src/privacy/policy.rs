@@ -525,76 +525,93 @@ impl Policy {
     /// quotes, flow lists or block lists, trailing comments.
     fn lenient_reason(&self, yaml: &str) -> Option<String> {
         let mut key = String::new();
-        for line in yaml.lines() {
-            let line = line.trim();
-            // A list item may itself be `key: value` (a frontmatter that is
-            // a list of mappings): read as the key it names.
-            let line = match line.strip_prefix('-') {
-                Some(item)
-                    if item.split_once(':').is_some_and(|(name, _)| {
-                        let name = name.trim().trim_matches(['"', '\'']);
-                        !name.is_empty() && !name.contains([' ', '[', '{', '/'])
-                    }) =>
-                {
-                    item.trim()
-                }
-                _ => line,
-            };
-            let value = if let Some(item) = line.strip_prefix('-') {
-                item
-            } else if let Some((name, value)) = line.split_once(':') {
-                // `[private: true` and `{private: true`: a flow mapping or
-                // list left open still names the key.
-                key = name
-                    .trim()
-                    .trim_start_matches(['[', '{'])
-                    .trim()
-                    .trim_matches(['"', '\''])
-                    .to_string();
-                value
-            } else {
-                continue;
-            };
-            if self.is_restricted_key(&key) && !value.trim().is_empty() {
-                return Some(format!(
-                    "frontmatter '{key}', a field the project's schemas hide from some purpose"
-                ));
-            }
-            let value = value.split(" #").next().unwrap_or(value);
-            let tokens = value
-                .split(['[', ']', '{', '}', ','])
-                .map(|token| token.trim().trim_matches(['"', '\'']).trim())
-                .filter(|token| !token.is_empty());
-            let is_tags = key.eq_ignore_ascii_case("tags") || key.eq_ignore_ascii_case("tag");
-            let tokens: Vec<&str> = tokens.collect();
-            // Fail closed: a yes-or-no key whose value cannot be read as
-            // either (`private: {value: true`) cannot be told public.
-            if let Some((field, _)) = self.file.private.fields.iter().find(|(field, values)| {
-                field.trim().eq_ignore_ascii_case(&key) && is_yes_or_no_rule(values)
-            }) && !tokens.is_empty()
-                && !tokens
-                    .iter()
-                    .all(|token| reads_yes_or_no(&yaml_serde::Value::String(token.to_string())))
+        for raw in yaml.lines() {
+            let indented = raw.starts_with([' ', '\t']);
+            let trimmed = raw.trim();
+            // `{title: x, private: true` (a flow mapping left open): each
+            // pair is read on its own.
+            let pieces: Vec<&str> = if trimmed.starts_with('{') && trimmed.matches(':').count() > 1
             {
-                return Some(format!(
-                    "frontmatter '{field}' has a value that reads as neither yes nor no; \
-                     treated as private"
-                ));
-            }
-            for token in tokens {
-                if is_tags
-                    && let Some(tag) = token
-                        .split_whitespace()
-                        .find(|tag| self.is_private_tag(tag))
-                {
-                    return Some(format!("tag #{}", tag.trim_start_matches('#')));
+                trimmed.split(',').collect()
+            } else {
+                vec![trimmed]
+            };
+            for line in pieces {
+                let line = line.trim();
+                // A list item may itself be `key: value` (a frontmatter that is
+                // a list of mappings): read as the key it names.
+                let line = match line.strip_prefix('-') {
+                    Some(item)
+                        if item.split_once(':').is_some_and(|(name, _)| {
+                            let name = name.trim().trim_matches(['"', '\'']);
+                            !name.is_empty() && !name.contains([' ', '[', '{', '/'])
+                        }) =>
+                    {
+                        item.trim()
+                    }
+                    _ => line,
+                };
+                let value = if let Some(item) = line.strip_prefix('-') {
+                    item
+                } else if let Some((name, value)) = line.split_once(':') {
+                    // `[private: true` and `{private: true`: a flow mapping or
+                    // list left open still names the key.
+                    key = name
+                        .trim()
+                        .trim_start_matches(['[', '{'])
+                        .trim()
+                        .trim_matches(['"', '\''])
+                        .to_string();
+                    value
+                } else if indented && !line.is_empty() {
+                    // `private:` with its value on the next, indented line.
+                    line
+                } else {
+                    continue;
+                };
+                if self.is_restricted_key(&key) && !value.trim().is_empty() {
+                    return Some(format!(
+                        "frontmatter '{key}', a field the project's schemas hide from some purpose"
+                    ));
                 }
-                let found = yaml_serde::Value::String(token.to_string());
+                let value = value.split(" #").next().unwrap_or(value);
+                let tokens = value
+                    .split(['[', ']', '{', '}', ','])
+                    .map(|token| token.trim().trim_matches(['"', '\'']).trim())
+                    .filter(|token| !token.is_empty());
+                let is_tags = key.eq_ignore_ascii_case("tags") || key.eq_ignore_ascii_case("tag");
+                let tokens: Vec<&str> = tokens.collect();
+                // Fail closed: a yes-or-no key whose value cannot be read as
+                // either (`private: {value: true`) cannot be told public.
                 if let Some((field, _)) = self.file.private.fields.iter().find(|(field, values)| {
-                    field.trim().eq_ignore_ascii_case(&key)
-                        && values.iter().any(|wanted| same_value(&found, wanted))
-                }) {
-                    return Some(format!("frontmatter '{field}'"));
+                    field.trim().eq_ignore_ascii_case(&key) && is_yes_or_no_rule(values)
+                }) && !tokens.is_empty()
+                    && !tokens
+                        .iter()
+                        .all(|token| reads_yes_or_no(&yaml_serde::Value::String(token.to_string())))
+                {
+                    return Some(format!(
+                        "frontmatter '{field}' has a value that reads as neither yes nor no; \
+                     treated as private"
+                    ));
+                }
+                for token in tokens {
+                    if is_tags
+                        && let Some(tag) = token
+                            .split_whitespace()
+                            .find(|tag| self.is_private_tag(tag))
+                    {
+                        return Some(format!("tag #{}", tag.trim_start_matches('#')));
+                    }
+                    let found = yaml_serde::Value::String(token.to_string());
+                    if let Some((field, _)) =
+                        self.file.private.fields.iter().find(|(field, values)| {
+                            field.trim().eq_ignore_ascii_case(&key)
+                                && values.iter().any(|wanted| same_value(&found, wanted))
+                        })
+                    {
+                        return Some(format!("frontmatter '{field}'"));
+                    }
                 }
             }
         }
@@ -687,7 +704,7 @@ fn heading_words(heading: &str, targets: bool) -> String {
 /// `text` with its HTML character references decoded (as
 /// [`super::reference_at`] reads one); the text as written when it has
 /// none.
-fn decoded_references(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn decoded_references(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('&') {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -775,15 +792,19 @@ fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = integral_number(&text).unwrap_or(text);
     Some(match text.as_str() {
         "yes" | "y" | "on" | "1" => "true".to_string(),
-        "no" | "n" | "off" | "0" => "false".to_string(),
+        "no" | "n" | "off" | "0" | "never" => "false".to_string(),
         _ => text,
     })
 }
 
-/// Whether a rule's values are yes or no (`private: true`, `ai: false`):
-/// then a value that reads as neither cannot be told public.
+/// Whether a rule makes a note private when its field says yes
+/// (`private: true`): then a value that reads as neither yes nor no
+/// (`private: maybe`) cannot be told public. A rule for a no (`ai: false`)
+/// is not one: `ai: gpt-4o` names an AI, it does not say no.
 fn is_yes_or_no_rule(values: &[yaml_serde::Value]) -> bool {
-    values.iter().any(reads_yes_or_no)
+    values
+        .iter()
+        .any(|value| loose_text(value).as_deref() == Some("true"))
 }
 
 /// Whether `value` reads as yes or no, every item of a list included (an
@@ -860,7 +881,6 @@ mod tests {
             "private: []",
             "private: [false, perhaps]",
             "private: \"[[true]]\"",
-            "ai: never",
         ] {
             let raw = format!("---\n{front}\n---\nx");
             assert!(policy.is_private(&note("a.md", &raw)), "{front}");
@@ -871,11 +891,16 @@ mod tests {
                 "{front}"
             );
         }
+        // `ai: never` says no; `ai: gpt-4o` names an AI and says nothing.
+        let raw = "---\nai: never\n---\nx";
+        assert!(policy.is_private(&note("a.md", raw)));
         for front in [
             "private: 0",
             "private: [false]",
             "private:",
             "ai: 1",
+            "ai: gpt-4o",
+            "ai: [summary, tags]",
             "visibility: public",
         ] {
             let raw = format!("---\n{front}\n---\nx");
@@ -921,6 +946,20 @@ mod tests {
             reason("private: {value: true\n"),
             Some(format!("{neither}{broken}"))
         );
+        // The value on the next, indented line; a flow mapping left open.
+        assert_eq!(
+            reason("title: [oops\nprivate:\n  true\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(
+            reason("title: [oops\nvisibility:\n    private\n"),
+            Some(format!("frontmatter 'visibility'{broken}"))
+        );
+        assert_eq!(
+            reason("{title: x, private: true\n"),
+            Some(format!("frontmatter 'private'{broken}"))
+        );
+        assert_eq!(reason("title: [oops\nprivate:\n  false\n"), None);
         // An unterminated block is body text, but its flag still counts.
         assert_eq!(
             policy.frontmatter_reason("---\ntitle: T\nprivate: true\n\n# Body\n"),

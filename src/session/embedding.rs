@@ -327,7 +327,7 @@ fn passage_vectors(
         // An excerpt is chosen while someone waits: a served model gets
         // the query's bound.
         let embedded =
-            embedder.try_embed_many_within(&wanted, crate::embed::remote::QUERY_DEADLINE)?;
+            embedder.try_embed_many_within(&wanted, crate::embed::remote::query_deadline())?;
         if embedded.len() != wanted.len() || embedded.iter().any(|v| v.len() != embedder.dims()) {
             return Err(crate::embed::ModelError::Run(
                 "the model returned vectors of the wrong count or size".into(),

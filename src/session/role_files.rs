@@ -70,9 +70,11 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
     let mut found = Vec::new();
     let mut start = 0;
     for line in text.split_inclusive('\n') {
+        // Read as shown: `journal&#47;diary.md` names a file too.
+        let shown = crate::privacy::policy::decoded_references(line);
         // A wikilink the parser does not read as one (in a code span, say)
         // still names its note to whoever reads the line.
-        if written_wikilinks(line).any(|link| {
+        if written_wikilinks(&shown).any(|link| {
             !link.target.is_empty()
                 && !vault
                     .resolve(from, &link)
@@ -83,10 +85,11 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
             start += line.len();
             continue;
         }
+        let bare = bare_paths(&shown);
         for target in raw_targets(line)
             .into_iter()
             .chain(addresses(line))
-            .chain(bare_paths(line))
+            .chain(bare.iter().map(String::as_str))
         {
             if let Some(named) = note_in_address(vault, target) {
                 let listed = [named.clone(), format!("{named}.md")]
@@ -198,22 +201,26 @@ fn written_wikilinks(line: &str) -> impl Iterator<Item = crate::note::Link> + '_
     })
 }
 
-/// Words of `line` that name a Markdown file by path (`journal/diary.md`,
-/// `<journal/diary.md>`, `` `diary.md#Plans` ``), bare.
-fn bare_paths(line: &str) -> impl Iterator<Item = &str> {
-    line.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                '<' | '>' | '(' | ')' | '[' | ']' | '`' | '"' | '\'' | ','
-            )
-    })
-    .map(|word| word.trim_end_matches(['.', ';', ':', '!', '?']))
-    .filter(|word| {
-        let lower = word.to_ascii_lowercase();
-        let path = lower.split('#').next().unwrap_or_default();
-        path.len() > 3 && path.ends_with(".md") && !lower.contains("://")
-    })
+/// Words of `line` that name a Markdown file by path, bare or wrapped in
+/// anything (`journal/diary.md`, `<…>`, `**…**`, `` `…#Plans` ``, quotes),
+/// but for the files any vault may name and none is private by (its
+/// `log.md`, role files, agent files).
+fn bare_paths(line: &str) -> Vec<String> {
+    let path_char =
+        |c: char| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '~' | '%' | '+' | '#');
+    line.split(|c: char| !path_char(c))
+        .map(|word| word.trim_matches(['.', '_', '~', '/', '#']))
+        .filter(|word| {
+            let path = word.split('#').next().unwrap_or_default();
+            let name = path.rsplit('/').next().unwrap_or_default();
+            let named_by_any_vault = ["log.md", "index.md", "hot.md"]
+                .iter()
+                .chain(&crate::vault::walk::SKIPPED_FILES)
+                .any(|file| name.eq_ignore_ascii_case(file));
+            path.len() > 3 && path.to_ascii_lowercase().ends_with(".md") && !named_by_any_vault
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// The raw file targets on one line (see [`unlisted_raw_targets`]).
@@ -315,13 +322,16 @@ mod tests {
                 "hot.md",
                 "- `[[secret-plan]]` merger\n- plans/secret-plan.md merger\n\
                  - <plans/secret-plan.md> merger\n- `raft.md` and [[raft]] kept\n\
-                 - see paxos.md. kept\n",
+                 - see paxos.md. kept\n- **plans/secret-plan.md** merger\n\
+                 - |plans/secret-plan.md| merger\n- “plans/secret-plan.md” merger\n\
+                 - plans&#47;secret-plan.md merger\n- &#91;&#91;secret-plan&#93;&#93; merger\n\
+                 - _plans/secret-plan.md_ merger\n- see log.md and CLAUDE.md kept\n",
                 None,
             )
             .unwrap();
         assert_eq!(
             without_unlisted_links(&vault, &bare),
-            "- `raft.md` and [[raft]] kept\n- see paxos.md. kept\n"
+            "- `raft.md` and [[raft]] kept\n- see paxos.md. kept\n- see log.md and CLAUDE.md kept\n"
         );
         // Nothing to drop: the text as it was.
         let plain = policy

@@ -71,6 +71,35 @@ impl Tokenizer {
         }
     }
 
+    /// As [`prefetch`](Self::prefetch) for a command that opens a vault:
+    /// the load starts once the vault is known, since the cache it reads
+    /// and writes may lie inside that vault (`XDG_CACHE_HOME` set there),
+    /// which ctxpack never touches. Started before the vault was resolved,
+    /// the load raced its registration and wrote in the vault now and then.
+    /// No vault within two seconds (the command failed): no load here.
+    pub fn prefetch_once_a_vault_is_open(self) {
+        if self == Tokenizer::Chars4 {
+            return;
+        }
+        std::thread::spawn(move || {
+            let vaults = OPENED_VAULTS
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let Ok((vaults, waited)) = VAULT_OPENED.wait_timeout_while(
+                vaults,
+                std::time::Duration::from_secs(2),
+                |vaults| vaults.is_empty(),
+            ) else {
+                return;
+            };
+            drop(vaults);
+            if !waited.timed_out() {
+                let _timed = crate::timings::phase("tokenizer.load");
+                self.measure("");
+            }
+        });
+    }
+
     /// The token count of `text`.
     pub fn count(self, text: &str) -> usize {
         self.tokens(self.measure(text))
@@ -236,6 +265,8 @@ fn prepared_path(name: &str) -> Option<PathBuf> {
 
 /// The vaults (canonical roots) this process opened.
 static OPENED_VAULTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// Signalled when a vault is added to [`OPENED_VAULTS`].
+static VAULT_OPENED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// Keeps the prepared vocabularies out of the vault at `root` (a cache
 /// folder set inside it, or a vault that is the home folder).
@@ -246,6 +277,7 @@ pub(crate) fn never_cache_inside(root: &std::path::Path) {
     if !vaults.iter().any(|vault| vault == root) {
         vaults.push(root.to_path_buf());
     }
+    VAULT_OPENED.notify_all();
 }
 
 /// True when `left` may be measured apart from whatever follows it: it ends
