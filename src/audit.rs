@@ -151,6 +151,7 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
     // Secrets are looked for as the notes' reading does: once comments are
     // out (a secret split by one reads whole).
     file.redactions = audited_secrets(policy, &policy.strip_comments(raw));
+    file.redactions.extend(decoded_field_secrets(policy, raw));
     if file.private.is_none() {
         let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
         let body = frontmatter::split(text).body;
@@ -193,6 +194,55 @@ fn audited_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
             masked: secrets::mask(&raw[finding.range]),
         })
         .collect()
+}
+
+/// The secrets a frontmatter's double-quoted values hold once decoded
+/// (`"ghp\u005f…"`) that its text does not show whole: the line of the
+/// key, as the notes' reading redacts them in the values it reads.
+fn decoded_field_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
+    let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+    let Some(yaml) = frontmatter::split(text)
+        .yaml
+        .filter(|yaml| yaml.contains('\\'))
+    else {
+        return Vec::new();
+    };
+    let Ok(fields) = frontmatter::parse(yaml) else {
+        return Vec::new();
+    };
+    fn strings<'v>(value: &'v yaml_serde::Value, out: &mut Vec<&'v str>) {
+        match value {
+            yaml_serde::Value::String(text) => out.push(text),
+            yaml_serde::Value::Sequence(items) => items.iter().for_each(|item| strings(item, out)),
+            yaml_serde::Value::Mapping(fields) => fields.values().for_each(|v| strings(v, out)),
+            yaml_serde::Value::Tagged(tagged) => strings(&tagged.value, out),
+            _ => {}
+        }
+    }
+    let lines = Lines::of(text);
+    let mut found = Vec::new();
+    for (key, value) in &fields {
+        let key = key.as_str().unwrap_or("");
+        let line = text
+            .find(&format!("\n{key}:"))
+            .map_or(2, |at| lines.line(at + 1));
+        let mut values = Vec::new();
+        strings(value, &mut values);
+        for value in values {
+            let assigned = format!("{key}: {value}");
+            for finding in policy.findings_through_markup(&assigned) {
+                let secret = &assigned[finding.range];
+                if !secret.is_empty() && !text.contains(secret) {
+                    found.push(AuditedSecret {
+                        line,
+                        kind: finding.kind.to_string(),
+                        masked: secrets::mask(secret),
+                    });
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The report as text: one line per finding.

@@ -1106,6 +1106,7 @@ impl Session {
                 .map(|note| fused_candidate(note, fused[&note], &mut explanations)),
         );
         options.relevance = Some(self.relevance(&query));
+        options.anchored = anchor.include_self;
         if request.backlinks {
             options.backlinks = self.backlinks(&candidates, options.candidate_limit);
         }

@@ -1311,3 +1311,146 @@ fn flags_tags_marks_and_bare_names_fail_closed() {
     let (_, hot) = client.call("get_note", json!({"path": "hot"}));
     assert!(hot.contains("walrus public line"), "{hot}");
 }
+
+/// What a sixth round of hostile notes found: a secret written with YAML
+/// escapes, Dataview and other spellings of a password, a later inline
+/// `private:: true`, names in decomposed Unicode, a canvas past the nodes
+/// read, a comment ending a tag, a folder rule written `./journal/`,
+/// `ai: none`, and invisible characters before the frontmatter. Each
+/// leaked before its fix.
+#[test]
+fn escapes_spellings_and_forms_fail_closed_too() {
+    let world = World::new();
+    let token = "ghp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b";
+    let decomposed = "Prive\u{301}";
+    let mut nodes: Vec<serde_json::Value> = (0..10_001)
+        .map(|i| json!({"id": format!("n{i}"), "type": "text", "text": "x", "x": 0, "y": i * 20, "width": 10, "height": 10}))
+        .collect();
+    nodes[0]["text"] = json!("walrus MARKER_CANVAS");
+    nodes.push(json!({"id": "last", "type": "text", "text": "#private", "x": 0, "y": -100, "width": 10, "height": 10}));
+    let canvas = json!({"nodes": nodes, "edges": []}).to_string();
+    let decomposed_path = format!("{decomposed}/diary.md");
+    let files: Vec<(&str, String)> = vec![
+        (
+            "escaped.md",
+            "---\ntitle: \"Deploy ghp\\u005fQ7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b\"\nsummary: \"walrus \\x67hp_Q7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b\"\naliases: [\"ghp\\u005fQ7wE9rT2yU4iO6pA8sD1fG3hJ5kL0zX9cV7b\"]\n---\nwalrus escaped\n".into(),
+        ),
+        (
+            "router.md",
+            "# Router\n\nwalrus router\n\npassword:: MARKERpw1x9Q\n\nSee [password:: MARKERpw2x9Q] here.\n\nPassword — MARKERpw3x9Q\n\n<password>MARKERpw4x9Q</password>\n\nPIN: 582913\n".into(),
+        ),
+        (
+            "empty_flag.md",
+            "---\nprivate:\n---\nwalrus MARKER_EMPTY_FLAG\n\nprivate:: true\n".into(),
+        ),
+        (
+            "twice.md",
+            "walrus MARKER_TWICE\n\nprivate:: false\nprivate:: true\n".into(),
+        ),
+        (decomposed_path.as_str(), "walrus MARKER_NFD_FOLDER\n".into()),
+        ("nfd_tag.md", "walrus MARKER_NFD_TAG #secre\u{301}t\n".into()),
+        ("Board.canvas", canvas),
+        (
+            "comment_tag.md",
+            "walrus MARKER_COMMENT_TAG #private%%until June%%-draft\n".into(),
+        ),
+        (
+            "html_comment_tag.md",
+            "walrus MARKER_HTML_TAG #private<!-- x -->ly\n".into(),
+        ),
+        ("journal/day.md", "walrus MARKER_DOT_FOLDER\n".into()),
+        ("ai_none.md", "---\nai: none\n---\nwalrus MARKER_AI_NONE\n".into()),
+        (
+            "invisible.md",
+            "\u{200b}---\nprivate: true\n---\nwalrus MARKER_INVISIBLE\n".into(),
+        ),
+        ("public.md", "walrus public note\n".into()),
+        (
+            "nfd_field.md",
+            "---\nstatut: prive\u{301}\n---\nwalrus MARKER_NFD_FIELD\n".into(),
+        ),
+        (
+            ".ctxpack.yaml",
+            "private:\n  folders: [\"Priv\u{e9}/\", \"./journal/\"]\n  tags: [\"private\", \"secr\u{e9}t\"]\n  fields:\n    ai: [false]\n    statut: [\"priv\u{e9}\"]\n".into(),
+        ),
+    ];
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(path, text)| (*path, text.as_str()))
+        .collect();
+    let vault = world.vault("vault", &borrowed);
+    let leaked = |what: &str, text: &str| {
+        for marker in ["MARKER_", "MARKERpw", "582913", &token[4..]] {
+            assert!(!text.contains(marker), "{what}: {marker} leaked:\n{text}");
+        }
+    };
+    for args in [
+        &["pack", "walrus", "--budget", "100000", "--no-log"][..],
+        &[
+            "pack", "walrus", "--budget", "100000", "--no-log", "--format", "json",
+        ],
+        &[
+            "pack", "--map", "--budget", "100000", "--no-log", "--format", "json",
+        ],
+        &["search", "walrus", "--limit", "50"],
+        &["search", "walrus", "--limit", "50", "--format", "json"],
+    ] {
+        let printed = run(&world, &vault, args);
+        leaked(&format!("{args:?}"), &printed);
+        if args[0] == "search" {
+            assert!(printed.contains("public.md"), "{args:?}: {printed}");
+        }
+        if args.len() == 5 {
+            assert!(
+                printed.contains("See [password:: [REDACTED:password_assignment]] here."),
+                "{printed}"
+            );
+        }
+    }
+    let audit = run(&world, &vault, &["audit"]);
+    for line in [
+        "escaped.md:2: secret github_token ghp_… redacted",
+        "escaped.md:3: secret github_token ghp_… redacted",
+        "router.md:5: secret password_assignment",
+        "router.md:11: secret password_element",
+        "router.md:13: secret pin_assignment",
+        "empty_flag.md: private",
+        "twice.md: private",
+        "diary.md: private (in a private folder)",
+        "nfd_tag.md: private (tag #secre\u{301}t)",
+        "Board.canvas: private (the canvas cannot be read whole",
+        "comment_tag.md: private (tag #private)",
+        "html_comment_tag.md: private (tag #private)",
+        "journal/day.md: private (in a private folder)",
+        "ai_none.md: private",
+        "invisible.md: private",
+        "nfd_field.md: private",
+    ] {
+        assert!(audit.contains(line), "{line}\n{audit}");
+    }
+    let mut client = Client::start(&world, &vault);
+    let (_, found) = client.call("search", json!({"query": "walrus", "limit": 50}));
+    leaked("MCP search", &found);
+    let (_, pack) = client.call(
+        "context_pack",
+        json!({"query": "walrus", "budget_tokens": 100000, "format": "json"}),
+    );
+    leaked("MCP context_pack", &pack);
+
+    // A folder rule that names no place in the vault stops the command.
+    let home_rule = world.vault(
+        "home_rule",
+        &[
+            ("journal/day.md", "walrus\n"),
+            (".ctxpack.yaml", "private:\n  folders: [\"~/journal\"]\n"),
+        ],
+    );
+    let (code, printed) = run_any(&world, &home_rule, &["search", "walrus"]);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.contains(
+            "private folder pattern '~/journal': a folder rule is a path inside the vault"
+        ),
+        "{printed}"
+    );
+}

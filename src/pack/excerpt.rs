@@ -138,6 +138,24 @@ impl<'a> Pieces<'a> {
         self.pieces[piece].block
     }
 
+    /// Whether `piece` is the first of its block.
+    pub(crate) fn opens_block(&self, piece: usize) -> bool {
+        piece == 0 || self.pieces[piece - 1].block != self.pieces[piece].block
+    }
+
+    /// Whether `piece` is the first of the page or of a section: no
+    /// content between it and the heading before it.
+    pub(crate) fn opens_section(&self, piece: usize) -> bool {
+        if piece == 0 {
+            return true;
+        }
+        let (block, before) = (self.pieces[piece].block, self.pieces[piece - 1].block);
+        block != before
+            && self.body.blocks[before + 1..block]
+                .iter()
+                .any(|b| b.is_heading)
+    }
+
     /// The chosen pieces in document order, with the headings of the
     /// sections they are in, `[…]` wherever content was left out, and a
     /// marker in place of each block that `duplicates` (by block) says

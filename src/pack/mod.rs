@@ -97,6 +97,11 @@ pub struct PackOptions {
     /// The request has a filter: a pack with nothing to show says the
     /// filter let nothing through, not that the vault is empty.
     pub filtered: bool,
+    /// A note-anchored pack whose first candidate is the note asked for:
+    /// that page takes at most half the room while the pages around it
+    /// can use the rest (a long note would otherwise fill the pack, its
+    /// every sentence being about itself), and what they leave after.
+    pub anchored: bool,
 }
 
 /// Looks up a note's backlinks.
@@ -154,6 +159,7 @@ impl PackOptions {
             admitted_dailies: None,
             fence: false,
             filtered: false,
+            anchored: false,
         }
     }
 }
@@ -1047,6 +1053,11 @@ impl<'a> Packer<'a> {
             order.extend(offered);
         }
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let anchor_cap = (self.options.anchored && count > 1)
+            .then(|| capacity.saturating_sub(reserved_header) / 2);
+        if anchor_cap.is_some() {
+            anchor_first(&mut order, pieces[0].as_ref());
+        }
 
         let mut used = reserved_header;
         let mut cost: Vec<usize> = vec![0; count];
@@ -1056,7 +1067,16 @@ impl<'a> Packer<'a> {
         let mut shown: HashMap<String, usize> = HashMap::new();
         let mut measures: FxHashMap<String, usize> = FxHashMap::default();
         let mut named: Vec<bool> = vec![false; count];
-        for (_, rank, piece) in order {
+        // The anchor's cap holds in the first pass; the second offers its
+        // pieces again, without it, in the room the other pages left.
+        let passes = if anchor_cap.is_some() { 2 } else { 1 };
+        for (pass, &(_, rank, piece)) in
+            (0..passes).flat_map(|pass| order.iter().map(move |o| (pass, o)))
+        {
+            let cap = match anchor_cap {
+                Some(cap) if pass == 0 && rank == 0 => cap,
+                _ => usize::MAX,
+            };
             let Some(piece) = piece else {
                 if cost[rank] == 0 && used + summary_cost[rank] <= capacity {
                     used += summary_cost[rank];
@@ -1116,7 +1136,7 @@ impl<'a> Packer<'a> {
             );
             let new_cost =
                 head_cost[rank] + self.rest_cost(&mut measures, note, &summaries[rank], &body);
-            if used - cost[rank] + new_cost <= capacity {
+            if used - cost[rank] + new_cost <= capacity && new_cost <= cap {
                 used = used - cost[rank] + new_cost;
                 cost[rank] = new_cost;
                 bodies[rank] = Some(body);
@@ -1669,6 +1689,24 @@ impl<'a> Packer<'a> {
             },
         }
     }
+}
+
+/// Moves the anchor page's entries (rank 0) to the front of `order`, as
+/// an outline: its summary, then the first piece of each section, then
+/// of each block, then the rest, each in the order of the page. Every
+/// sentence of a note is about the note, so likeness to the note's own
+/// words picks its rarest details, where a reader of the note wants its
+/// shape.
+fn anchor_first(order: &mut Vec<(f64, usize, Option<usize>)>, page: Option<&Pieces>) {
+    let (mut anchor, rest): (Vec<_>, Vec<_>) = order.drain(..).partition(|entry| entry.1 == 0);
+    anchor.sort_by_key(|&(_, _, piece)| match (piece, page) {
+        (None, _) | (Some(_), None) => (0, 0),
+        (Some(piece), Some(page)) if page.opens_section(piece) => (1, piece),
+        (Some(piece), Some(page)) if page.opens_block(piece) => (2, piece),
+        (Some(piece), Some(_)) => (3, piece),
+    });
+    order.extend(anchor);
+    order.extend(rest);
 }
 
 /// How much a page's rank discounts the value of its text in a

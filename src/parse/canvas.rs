@@ -59,6 +59,9 @@ pub(crate) enum CanvasError {
     /// Not JSON, or JSON nested past the parser's limit; the parser's words.
     NotJson(String),
     NodesNotAList,
+    /// More nodes or edges than are read: what lies past the bound (a
+    /// `#private` node) would go unseen.
+    TooLarge,
 }
 
 impl std::fmt::Display for CanvasError {
@@ -68,6 +71,10 @@ impl std::fmt::Display for CanvasError {
             CanvasError::NodesNotAList => {
                 f.write_str("not a JSON Canvas file: 'nodes' is not a list")
             }
+            CanvasError::TooLarge => write!(
+                f,
+                "a canvas of more than {MAX_NODES} nodes or {MAX_EDGES} edges is not read"
+            ),
         }
     }
 }
@@ -82,7 +89,13 @@ pub(crate) fn to_markdown(json: &str) -> Result<String, CanvasError> {
         Some(Value::Array(nodes)) => nodes,
         Some(_) => return Err(CanvasError::NodesNotAList),
     };
-    let nodes = &nodes[..nodes.len().min(MAX_NODES)];
+    let edge_count = canvas
+        .get("edges")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if nodes.len() > MAX_NODES || edge_count > MAX_EDGES {
+        return Err(CanvasError::TooLarge);
+    }
     let number = |node: &Value, key: &str| {
         node.get(key)
             .and_then(Value::as_f64)

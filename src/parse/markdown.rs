@@ -450,8 +450,14 @@ fn can_start_tag(body: &str, pos: usize) -> bool {
     }
 }
 
-fn is_tag_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '-' || c == '/'
+pub(crate) fn is_tag_char(c: char) -> bool {
+    // A combining mark is part of its letter: `#secre\u{301}t` (decomposed,
+    // as macOS writes `é`) is the tag `#secrét`, not `#secre`.
+    c.is_alphanumeric()
+        || c == '_'
+        || c == '-'
+        || c == '/'
+        || (!c.is_ascii() && unicode_normalization::char::is_combining_mark(c))
 }
 
 /// Inline `#tags` in first-seen order, each once whatever its case.

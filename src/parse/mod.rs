@@ -241,10 +241,23 @@ fn with_inline_fields(
     mut fields: yaml_serde::Mapping,
     inline: &[(String, String)],
 ) -> yaml_serde::Mapping {
+    use yaml_serde::Value;
+    // As Dataview reads them, a key given more than once (in the
+    // frontmatter, inline) holds every value given: a list. So no earlier
+    // `private:: false`, or an empty `private:` property, hides a later
+    // `private:: true`.
     for (key, value) in inline {
-        let key = yaml_serde::Value::String(key.clone());
-        if !fields.contains_key(&key) {
-            fields.insert(key, yaml_serde::Value::String(value.clone()));
+        let value = Value::String(value.clone());
+        match fields.get_mut(Value::String(key.clone())) {
+            None => {
+                fields.insert(Value::String(key.clone()), value);
+            }
+            Some(existing @ Value::Null) => *existing = value,
+            Some(Value::Sequence(items)) => items.push(value),
+            Some(existing) => {
+                let first = std::mem::replace(existing, Value::Null);
+                *existing = Value::Sequence(vec![first, value]);
+            }
         }
     }
     fields

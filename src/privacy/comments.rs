@@ -3,6 +3,8 @@
 //! keeps them: `%%` in a code span or block is code, not a comment.
 
 use std::borrow::Cow;
+
+use crate::parse::markdown::is_tag_char;
 use std::ops::Range;
 
 use pulldown_cmark::{Event, Options, Parser, Tag};
@@ -42,9 +44,35 @@ pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
         if line_blank && cursor == range.end && starts_a_heading(&body[cursor..]) {
             out.push('\\');
         }
+        // A comment ends a tag (`#private%%until June%%-draft` is tagged
+        // `#private`, as Obsidian reads it): joined, the words after it
+        // would make another tag of it (fail open).
+        if ends_in_a_tag(&out) && body[cursor.min(body.len())..].starts_with(is_tag_char) {
+            out.push(' ');
+        }
     }
     out.push_str(&body[cursor.min(body.len())..]);
     Cow::Owned(out)
+}
+
+/// How far back a comment looks for the tag it would end.
+const MAX_TAG_CHARS: usize = 1024;
+
+/// Whether `text` ends in a `#tag` (its last word a `#` and tag
+/// characters).
+fn ends_in_a_tag(text: &str) -> bool {
+    let word_start = text
+        .char_indices()
+        .rev()
+        .take_while(|&(_, c)| is_tag_char(c) || c == '#')
+        // Bounded, so that a long word cut by many comments is not read
+        // back whole at each.
+        .take(MAX_TAG_CHARS)
+        .last()
+        .map_or(text.len(), |(at, _)| at);
+    let word = &text[word_start..];
+    word.rfind('#')
+        .is_some_and(|hash| word[hash + 1..].chars().next().is_some_and(is_tag_char))
 }
 
 /// Whether `rest` opens with an ATX heading marker: blanks, one to six

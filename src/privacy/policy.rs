@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use unicode_normalization::UnicodeNormalization;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use serde::{Deserialize, Serialize};
@@ -320,9 +321,11 @@ impl Policy {
         } else {
             let mut builder = GitignoreBuilder::new("/");
             for pattern in &file.private.folders {
-                builder
-                    .add_line(None, pattern)
-                    .map_err(|err| format!("private folder pattern '{pattern}': {err}"))?;
+                for line in folder_pattern_lines(pattern)? {
+                    builder
+                        .add_line(None, &line)
+                        .map_err(|err| format!("private folder pattern '{pattern}': {err}"))?;
+                }
             }
             Some(
                 builder
@@ -342,7 +345,7 @@ impl Policy {
             .private
             .tags
             .iter()
-            .map(|t| t.trim_start_matches('#').to_lowercase())
+            .map(|t| tag_key(t.trim_start_matches('#')))
             .collect();
         let canonical = serde_json::to_string(&file).unwrap_or_default();
         // The analysis version too: a note indexed under other texts is
@@ -373,9 +376,16 @@ impl Policy {
     /// Whether the file at `rel_path` lies in a private folder.
     pub fn is_private_path(&self, rel_path: &str) -> bool {
         self.folders.as_ref().is_some_and(|folders| {
-            folders
-                .matched_path_or_any_parents(Path::new("/").join(rel_path), false)
-                .is_ignore()
+            let matches = |path: &str| {
+                folders
+                    .matched_path_or_any_parents(Path::new("/").join(path), false)
+                    .is_ignore()
+            };
+            // A name synced from macOS is decomposed (NFD) where the rule
+            // was typed composed, or the other way round: both are read
+            // composed, as the rules were added in both forms.
+            matches(rel_path)
+                || (!rel_path.is_ascii() && matches(&rel_path.nfc().collect::<String>()))
         })
     }
 
@@ -426,7 +436,10 @@ impl Policy {
         &self,
         raw: &str,
     ) -> (Option<String>, Option<yaml_serde::Mapping>) {
-        let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+        // Invisible characters before the opening line (a zero-width
+        // space, a second BOM) hide the properties from Obsidian, not the
+        // author's `private: true` from the policy.
+        let text = raw.trim_start_matches(|c| c == '\u{feff}' || super::is_invisible(c));
         let split = frontmatter::split(text);
         match split.yaml {
             Some(yaml) => match frontmatter::parse(yaml) {
@@ -626,7 +639,7 @@ impl Policy {
 
     /// Whether `tag` (with or without `#`) is a private tag or nested in one.
     fn is_private_tag(&self, tag: &str) -> bool {
-        let folded = tag.trim_start_matches('#').to_lowercase();
+        let folded = tag_key(tag.trim_start_matches('#'));
         self.tags.iter().any(|private| {
             folded == *private
                 || folded
@@ -784,7 +797,13 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
 fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = match value {
         yaml_serde::Value::Bool(b) => b.to_string(),
-        yaml_serde::Value::String(s) => s.trim().trim_matches(['"', '\'']).trim().to_lowercase(),
+        yaml_serde::Value::String(s) => s
+            .trim()
+            .trim_matches(['"', '\''])
+            .trim()
+            .nfkc()
+            .collect::<String>()
+            .to_lowercase(),
         yaml_serde::Value::Number(n) => n.to_string(),
         _ => return None,
     };
@@ -792,7 +811,7 @@ fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = integral_number(&text).unwrap_or(text);
     Some(match text.as_str() {
         "yes" | "y" | "on" | "1" => "true".to_string(),
-        "no" | "n" | "off" | "0" | "never" => "false".to_string(),
+        "no" | "n" | "off" | "0" | "never" | "none" | "disabled" | "disable" => "false".to_string(),
         _ => text,
     })
 }
@@ -817,6 +836,44 @@ fn reads_yes_or_no(value: &yaml_serde::Value) -> bool {
         yaml_serde::Value::Tagged(tagged) => reads_yes_or_no(&tagged.value),
         _ => loose_text(value).is_some_and(|text| text == "true" || text == "false"),
     }
+}
+
+/// A tag as the policy compares it: compatibility-composed (NFKC: a
+/// decomposed `é`, a full-width letter) and lower-cased.
+fn tag_key(tag: &str) -> String {
+    if tag.is_ascii() {
+        return tag.to_ascii_lowercase();
+    }
+    tag.nfkc().collect::<String>().to_lowercase()
+}
+
+/// The gitignore lines a private folder rule adds: the rule as written
+/// and composed (NFC), a leading `./` read as the vault root. A rule that
+/// names no place in the vault (`~/journal`, `../x`) is an error, not a
+/// rule that quietly matches nothing.
+fn folder_pattern_lines(pattern: &str) -> Result<Vec<String>, PolicyError> {
+    let trimmed = pattern.trim();
+    let mut rule = trimmed;
+    while let Some(rest) = rule.strip_prefix("./") {
+        rule = rest;
+    }
+    if rule.starts_with('~') || rule.split(['/', '\\']).any(|part| part == "..") {
+        return Err(format!(
+            "private folder pattern '{pattern}': a folder rule is a path inside the vault (as `journal/`), not `~` or `..`"
+        )
+        .into());
+    }
+    let rule = if trimmed.starts_with("./") {
+        format!("/{rule}")
+    } else {
+        rule.to_string()
+    };
+    let composed: String = rule.nfc().collect();
+    Ok(if composed == rule {
+        vec![rule]
+    } else {
+        vec![rule, composed]
+    })
 }
 
 /// `text` as an integer when it is a number with no fraction (`3.0`,
