@@ -360,7 +360,7 @@ struct AssembleArgs {
     /// (the assembly as a report).
     #[arg(long, value_name = "FORMAT", default_value = "markdown", value_parser = PackFormatParser)]
     format: PackFormat,
-    /// The printed layout: markdown (the seed's), xml or json; the budget
+    /// The printed layout: markdown (obsidian-wiki's), xml or json; the budget
     /// holds in each, and the baseline stays a shared prefix.
     #[arg(long, value_name = "STYLE", default_value = "markdown", value_parser = parse_style)]
     style: Style,
@@ -444,11 +444,11 @@ struct PackArgs {
     /// Pack the most recently updated pages instead of a topic.
     #[arg(long)]
     recent: bool,
-    /// Token counter: chars4 (the seed's chars/4 estimate), o200k or cl100k.
+    /// Token counter: chars4 (characters / 4, as obsidian-wiki counts), o200k or cl100k.
     #[arg(long, value_name = "COUNTER", default_value = "chars4", value_parser = parse_tokenizer)]
     tokenizer: Tokenizer,
     /// Ranking: hybrid (every arm, fused, as `search` ranks) or
-    /// frontmatter (the seed's relevance pass alone).
+    /// frontmatter (obsidian-wiki's pass over titles, tags and summaries alone).
     #[arg(long, value_enum, default_value_t = RankerArg::Hybrid)]
     ranker: RankerArg,
     /// Output format: markdown (the pack as printed in --style) or json
@@ -1594,8 +1594,6 @@ fn run_search(cli: &Cli, args: &SearchArgs, vault_name: Option<&str>) -> Result<
         spelling: Spelling::Flags,
         query: args.query.join(" "),
         limit: args.limit,
-        folder: None,
-        tag: None,
         rank: args.rank.options(Utc::now())?,
         filters: args.filters.filters(),
     }

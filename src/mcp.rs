@@ -1167,10 +1167,14 @@ impl State {
             spelling: Spelling::Params,
             query: args.query,
             limit: args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
-            folder: args.folder,
-            tag: None,
             rank: RankOptions::new(Utc::now()),
-            filters: args.filters.filters(None),
+            // `folder` is one more folder of the filter: the same rule, and
+            // the same warning when the vault has no such folder.
+            filters: {
+                let mut filters = args.filters.filters(None);
+                filters.folders.extend(args.folder);
+                filters
+            },
         })
         .validate()
         {

@@ -68,6 +68,9 @@ pub enum SummarySource {
     Section,
     /// No paragraph before it: a list's first items (`A · B · C`).
     List,
+    /// No words, nor two sections: the properties that link to notes
+    /// (`categories: People · type: Musicians`).
+    Properties,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -532,8 +532,6 @@ pub struct SearchInput {
     pub spelling: Spelling,
     pub query: String,
     pub limit: usize,
-    pub folder: Option<String>,
-    pub tag: Option<String>,
     pub rank: RankOptions,
     /// Which notes may be found (spans read back from `rank.now`).
     pub filters: crate::filter::Filters,
@@ -562,8 +560,6 @@ impl SearchInput {
         Ok(SearchRequest {
             query: self.query,
             limit: self.limit,
-            folder: self.folder,
-            tag: self.tag,
             rank: self.rank,
             filter,
         })
@@ -1086,8 +1082,6 @@ mod tests {
             spelling,
             query: query.into(),
             limit,
-            folder: None,
-            tag: None,
             rank: RankOptions::new(at()),
             filters: crate::filter::Filters::default(),
         }

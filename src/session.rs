@@ -30,7 +30,7 @@ use crate::retrieve::{
 };
 use crate::store::Store;
 use crate::store::feedback::FeedbackStore;
-use crate::text::{collapse_whitespace, fold};
+use crate::text::collapse_whitespace;
 use crate::vault::{Vault, VaultOptions};
 
 mod embedding;
@@ -633,10 +633,7 @@ impl Session {
         // rank them.
         let syntax = crate::retrieve::syntax::QuerySyntax::parse(&request.query);
         let admission = self.admission(&request.filter, Some(&syntax));
-        let keep = |note: usize| {
-            request.accepts(&self.vault.metas[note].path, &self.vault.metas[note].tags)
-                && admission.admits(note)
-        };
+        let keep = |note: usize| admission.admits(note);
         // Each arm must return at least as many hits as were asked for.
         let mut rank = request.rank.clone();
         rank.depth = rank.depth.max(request.limit);
@@ -1488,10 +1485,6 @@ fn highlight(
 pub struct SearchRequest {
     pub query: String,
     pub limit: usize,
-    /// Only notes under this folder (a path prefix).
-    pub folder: Option<String>,
-    /// Only notes with this tag (or a nested tag under it).
-    pub tag: Option<String>,
     pub rank: RankOptions,
     /// `--where`, `--since`/`--until`, folders and tags in and out.
     pub filter: crate::filter::NoteFilter,
@@ -1501,22 +1494,7 @@ impl SearchRequest {
     /// Whether a filter limits which notes may answer (an empty answer
     /// then says so, instead of blaming the query).
     pub fn is_filtered(&self) -> bool {
-        self.folder.is_some() || self.tag.is_some() || !self.filter.is_empty()
-    }
-
-    fn accepts(&self, path: &str, tags: &[String]) -> bool {
-        let folder_ok = self.folder.as_deref().is_none_or(|folder| {
-            let folder = folder.trim_matches('/');
-            folder.is_empty() || path.starts_with(&format!("{folder}/"))
-        });
-        let tag_ok = self.tag.as_deref().is_none_or(|wanted| {
-            let wanted = fold(wanted.trim_start_matches('#'));
-            tags.iter().any(|t| {
-                let t = fold(t);
-                t == wanted || t.starts_with(&format!("{wanted}/"))
-            })
-        });
-        folder_ok && tag_ok
+        !self.filter.is_empty()
     }
 }
 

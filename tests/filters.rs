@@ -660,6 +660,19 @@ fn mcp_search_and_context_pack_take_the_same_filters() {
         sorted(paths.iter().map(|p| p.to_string()).collect()),
         ["areas/epsilon.md", "projects/alpha.md"]
     );
+    // `folder` is one more folder of the filter: a misspelt one warns as
+    // `folders` does, and with `folders` either is let through.
+    let (error, text) = client.call("search", json!({"query": "raft", "folder": "projcts"}));
+    assert!(!error, "{text}");
+    assert!(
+        text.contains("no folder 'projcts' in the vault (--folder / folders)"),
+        "{text}"
+    );
+    let (_, both) = client.call(
+        "search",
+        json!({"query": "raft", "folder": "projcts", "folders": ["areas"]}),
+    );
+    assert!(both.contains("areas/epsilon.md"), "{both}");
     // tags: one tag (as before) or a list.
     let (_, one) = client.call("search", json!({"query": "raft", "tags": "draft"}));
     let (_, many) = client.call("search", json!({"query": "raft", "tags": ["draft"]}));
@@ -952,8 +965,6 @@ proptest! {
             spelling: Spelling::Flags,
             query: "common words".into(),
             limit: 1000,
-            folder: None,
-            tag: None,
             rank: RankOptions::new(Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap()),
             filters,
         }

@@ -358,3 +358,59 @@ fn links_in_properties_are_links_and_backlinks() {
     // reads `Kevin Kelly` and is searched as such.
     assert!(!topic.contains("- [[Books/Unquoted]]"), "{topic}");
 }
+
+/// A long note asked for takes at most half the budget while the notes
+/// around it want the rest (here they want more than half), and shows its
+/// shape: each section's opening, down to the last section, rather than
+/// its first sections whole.
+#[test]
+fn a_long_anchor_takes_half_the_budget_as_an_outline() {
+    let world = World::new();
+    let mut long = String::from(
+        "# Handbook\n\nA handbook of the harbour, linking [[Tides]] and [[Pilots]].\n\n",
+    );
+    for section in 1..=12 {
+        long.push_str(&format!(
+            "## Part {section}\n\nOpening sentence of part {section} about the harbour.\n\n"
+        ));
+        for line in 0..6 {
+            long.push_str(&format!(
+                "Detail {line} of part {section}: berths, buoys, cranes and harbour ropes in order.\n\n"
+            ));
+        }
+    }
+    let neighbour = |name: &str| {
+        let lines: String = (0..24)
+            .map(|i| format!("{name} berth {i} of the harbour opens at hour {i} with crane {i}. "))
+            .collect();
+        format!(
+            "# {name}\n\nThe {name} of the harbour, as the [[Handbook]] describes them. {lines}\n"
+        )
+    };
+    let (tides, pilots) = (neighbour("Tides"), neighbour("Pilots"));
+    let vault = world.vault(
+        "harbour",
+        &[
+            ("Handbook.md", &long),
+            ("Tides.md", &tides),
+            ("Pilots.md", &pilots),
+        ],
+    );
+    let budget = 1200;
+    let pack = json_pack(
+        &world,
+        &vault,
+        &["--note", "Handbook.md", "--budget", &budget.to_string()],
+    );
+    assert_eq!(pages(&pack)[0], "Handbook.md", "{pack}");
+    assert!(pages(&pack).contains(&"Tides.md".to_string()), "{pack}");
+    assert!(pages(&pack).contains(&"Pilots.md".to_string()), "{pack}");
+    let anchor = &pack["pages"][0];
+    assert!(anchor["tokens"].as_u64().unwrap() <= budget / 2, "{anchor}");
+    let body = pack["bundle"].as_str().unwrap();
+    assert!(
+        body.contains("Opening sentence of part 12 about the harbour."),
+        "the last section's opening: {body}"
+    );
+    assert!(!body.contains("Detail 5 of part 1:"), "{body}");
+}

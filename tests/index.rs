@@ -751,8 +751,6 @@ fn search(session: &Session, query: &str, limit: usize) -> ctxpack::SearchResult
     session.search(&SearchRequest {
         query: query.into(),
         limit,
-        folder: None,
-        tag: None,
         rank: RankOptions::new(Utc::now()),
         filter: Default::default(),
     })

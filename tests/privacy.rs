@@ -280,8 +280,6 @@ proptest! {
         let results = session.search(&SearchRequest {
             query: topic.unwrap_or_else(|| "raft".into()),
             limit: 50,
-            folder: None,
-            tag: None,
             rank: RankOptions::new(now),
             filter: Default::default(),
         });

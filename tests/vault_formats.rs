@@ -292,7 +292,7 @@ fn a_canvas_is_a_document_and_its_file_nodes_are_links() {
     // is private: it is left out as private, and says so.
     assert!(
         status.contains(
-            "\"message\": \"the canvas cannot be read, so it is treated as private and left out\",\n      \"path\": \"Boards/Broken.canvas\""
+            "\"message\": \"the canvas cannot be read whole (not JSON Canvas, or past 10,000 nodes or edges), so it is treated as private and left out\",\n      \"path\": \"Boards/Broken.canvas\""
         ),
         "{status}"
     );

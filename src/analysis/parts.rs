@@ -44,7 +44,7 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// flag that reads as neither makes a note private): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
-pub(crate) const PARTS_VERSION: u32 = 7;
+pub(crate) const PARTS_VERSION: u32 = 8;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

@@ -138,11 +138,6 @@ impl<'a> Pieces<'a> {
         self.pieces[piece].block
     }
 
-    /// Whether `piece` is the first of its block.
-    pub(crate) fn opens_block(&self, piece: usize) -> bool {
-        piece == 0 || self.pieces[piece - 1].block != self.pieces[piece].block
-    }
-
     /// Whether `piece` is the first of the page or of a section: no
     /// content between it and the heading before it.
     pub(crate) fn opens_section(&self, piece: usize) -> bool {

@@ -1385,9 +1385,9 @@ impl<'a> Packer<'a> {
                 SummarySource::FirstParagraph if note.summary.ends_with('…') => summary.clone(),
                 // Read from the body's words, which then follow whole: the
                 // line would say them twice (pages with a `title:` keep the
-                // seed's summary line; section names stay, as a body of
+                // obsidian-wiki's summary line; section names stay, as a body of
                 // empty sections shows none of them).
-                SummarySource::Section | SummarySource::List
+                SummarySource::Section | SummarySource::List | SummarySource::Properties
                     if note.title_source != crate::note::TitleSource::Frontmatter =>
                 {
                     String::new()
@@ -1692,18 +1692,30 @@ impl<'a> Packer<'a> {
 }
 
 /// Moves the anchor page's entries (rank 0) to the front of `order`, as
-/// an outline: its summary, then the first piece of each section, then
-/// of each block, then the rest, each in the order of the page. Every
-/// sentence of a note is about the note, so likeness to the note's own
-/// words picks its rarest details, where a reader of the note wants its
-/// shape.
+/// an outline: its summary, then the first piece of every section, then
+/// the second of every section, and so on (each round in the order of the
+/// page). Every sentence of a note is about the note, so likeness to the
+/// note's own words picks its rarest details, where a reader of the note
+/// wants its shape, from its first section to its last.
 fn anchor_first(order: &mut Vec<(f64, usize, Option<usize>)>, page: Option<&Pieces>) {
     let (mut anchor, rest): (Vec<_>, Vec<_>) = order.drain(..).partition(|entry| entry.1 == 0);
-    anchor.sort_by_key(|&(_, _, piece)| match (piece, page) {
-        (None, _) | (Some(_), None) => (0, 0),
-        (Some(piece), Some(page)) if page.opens_section(piece) => (1, piece),
-        (Some(piece), Some(page)) if page.opens_block(piece) => (2, piece),
-        (Some(piece), Some(_)) => (3, piece),
+    // Each piece's place within its section.
+    let places: Vec<usize> = page.map_or_else(Vec::new, |page| {
+        let mut place = 0;
+        (0..page.len())
+            .map(|piece| {
+                place = if page.opens_section(piece) {
+                    0
+                } else {
+                    place + 1
+                };
+                place
+            })
+            .collect()
+    });
+    anchor.sort_by_key(|&(_, _, piece)| match piece {
+        None => (0, 0),
+        Some(piece) => (1 + places.get(piece).copied().unwrap_or(0), piece),
     });
     order.extend(anchor);
     order.extend(rest);

@@ -213,7 +213,11 @@ pub(crate) fn page_rest(
 /// counted: leaving it out can only make the pack smaller.
 pub(crate) fn shown_summary<'a>(note: &NoteMeta, summary: &'a str, body: Option<&str>) -> &'a str {
     let wiki_page = note.title_source == TitleSource::Frontmatter;
-    if !wiki_page && body.is_some_and(|body| opens_with(body, summary)) {
+    // A summary made of the properties says again what the page's
+    // property lines say, once it has any body.
+    let said_by_properties = note.summary_source == crate::note::SummarySource::Properties
+        && body.is_some_and(|body| !body.trim().is_empty());
+    if said_by_properties || !wiki_page && body.is_some_and(|body| opens_with(body, summary)) {
         ""
     } else {
         summary
@@ -221,14 +225,56 @@ pub(crate) fn shown_summary<'a>(note: &NoteMeta, summary: &'a str, body: Option<
 }
 
 /// Whether one of the first paragraphs of `body` (after any property
-/// lines) opens with `summary`, a lead's first sentence or all of it.
+/// lines; a list item or quote read without its marker) opens with
+/// `summary`, or with its first sentence: an excerpt that kept the lead's
+/// first sentence and cut the rest says the summary's opening already.
 fn opens_with(body: &str, summary: &str) -> bool {
     let summary = crate::text::collapse_whitespace(summary.trim_end_matches('…').trim());
-    !summary.is_empty()
-        && body
-            .split("\n\n")
-            .take(3)
-            .any(|paragraph| crate::text::collapse_whitespace(paragraph).starts_with(&summary))
+    if summary.is_empty() {
+        return false;
+    }
+    // A short "sentence" (`Dr.`, `v1.`) is no opening to go by.
+    let first = first_sentence(&summary).filter(|first| first.chars().count() >= 12);
+    body.split("\n\n").take(3).any(|paragraph| {
+        let paragraph = crate::text::collapse_whitespace(paragraph);
+        let text = without_block_marker(&paragraph);
+        text.starts_with(&summary) || first.is_some_and(|first| text.starts_with(first))
+    })
+}
+
+/// The first sentence of `text` when more follow it (it ends in `.`, `!`
+/// or `?` and a space, or in `。！？`), else `None`.
+fn first_sentence(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    text.char_indices().find_map(|(at, c)| {
+        let end = at + c.len_utf8();
+        let ends = match c {
+            '.' | '!' | '?' => bytes.get(end) == Some(&b' '),
+            '。' | '！' | '？' => end < text.len(),
+            _ => false,
+        };
+        ends.then(|| &text[..end])
+    })
+}
+
+/// A line without the list or quote marker that opens it (`- `, `* `,
+/// `+ `, `1. `, `> `).
+fn without_block_marker(line: &str) -> &str {
+    let line = line.trim_start_matches("> ");
+    for marker in ["- ", "* ", "+ "] {
+        if let Some(rest) = line.strip_prefix(marker) {
+            return rest;
+        }
+    }
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0
+        && let Some(rest) = line[digits..]
+            .strip_prefix(". ")
+            .or_else(|| line[digits..].strip_prefix(") "))
+    {
+        return rest;
+    }
+    line
 }
 
 /// The whole text of a pack without pages.
@@ -263,6 +309,32 @@ pub(crate) fn name_list(names: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_summary_the_body_opens_with_is_not_printed_twice() {
+        assert!(opens_with(
+            "An evergreen note is an idea. […] In a way, every idiom is one.",
+            "An evergreen note is an idea. It does not have to be one I agree with."
+        ));
+        assert!(opens_with(
+            "- Discussed the book [[Out of Control]] on emergence\n- More",
+            "Discussed the book [[Out of Control]] on emergence"
+        ));
+        assert!(opens_with(
+            "1. Planted the beds.\n2. Watered.",
+            "Planted the beds."
+        ));
+        // A short first "sentence" is no opening to go by.
+        assert!(!opens_with(
+            "Dr. Who is a show.",
+            "Dr. Smith wrote it. More."
+        ));
+        assert!(!opens_with(
+            "Something else entirely.",
+            "An evergreen note is an idea. More."
+        ));
+    }
+
     use super::*;
     use crate::tokens::Tokenizer;
 

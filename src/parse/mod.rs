@@ -168,7 +168,13 @@ pub(crate) fn parse_note_with_fields(
                                 truncate_chars(&names, crate::pack::SHORT_SUMMARY_CHARS),
                                 SummarySource::Sections,
                             ),
-                            None => (String::new(), SummarySource::None),
+                            None => match linked_properties(&fields) {
+                                Some(said) => (
+                                    truncate_chars(&said, crate::pack::SHORT_SUMMARY_CHARS),
+                                    SummarySource::Properties,
+                                ),
+                                None => (String::new(), SummarySource::None),
+                            },
                         },
                     },
                 }
@@ -423,13 +429,35 @@ fn list_item_text(line: &str) -> Option<&str> {
     Some(rest)
 }
 
+/// The properties that link to notes, as `categories: People · type:
+/// Musicians`: what a note of embeds and properties alone (a person, a
+/// place, a book in a Bases vault) says of itself.
+fn linked_properties(fields: &yaml_serde::Mapping) -> Option<String> {
+    let shown = properties::properties(fields);
+    let mut linked: Vec<usize> = properties::property_links(fields)
+        .into_iter()
+        .map(|(index, _)| index)
+        .collect();
+    linked.dedup();
+    let said: Vec<String> = linked
+        .into_iter()
+        .take(3)
+        .filter_map(|index| shown.get(index))
+        .map(|(key, value)| format!("{key}: {}", reader::links_as_words(value)))
+        .collect();
+    (!said.is_empty()).then(|| said.join(" · "))
+}
+
 /// `Sections: A · B · C`, the names of a note's sections under its title
-/// (none when it has fewer than two: one name says little).
+/// (none when it has fewer than two: one name says little). Sections at
+/// the title's level count too when the note does not open with a title
+/// (`## Books`, then `# Clippings`).
 fn section_names(headings: &[markdown::Heading]) -> Option<String> {
-    let top = headings.iter().map(|h| h.level).filter(|&l| l > 1).min()?;
+    let below_title = headings.iter().map(|h| h.level).filter(|&l| l > 1).min()?;
+    let opens_with_title = headings.first().is_some_and(|h| h.level == 1);
     let names: Vec<String> = headings
         .iter()
-        .filter(|h| h.level == top)
+        .filter(|h| h.level == below_title || (!opens_with_title && h.level == 1))
         .map(|h| reader::reader_text(&h.text))
         .filter(|name| !name.trim().is_empty())
         .collect();
@@ -835,6 +863,35 @@ mod tests {
     /// first items; a contents list of links, a lone link and an image
     /// named by its file say nothing of the note.
     #[test]
+    fn a_note_of_embeds_is_summarised_by_its_sections_or_its_linked_properties() {
+        let summary = |text: &str| {
+            let (note, _) = parse_note("x.md", text, None);
+            (note.meta.summary, note.meta.summary_source)
+        };
+        // Sections at the title's level count when no title opens the note.
+        assert_eq!(
+            summary("## Books\n\n![[Books.base#Author]]\n\n# Clippings\n\n![[Clippings.base]]\n"),
+            (
+                "Sections: Books · Clippings".to_string(),
+                SummarySource::Sections
+            )
+        );
+        assert_eq!(
+            summary(
+                "---\ncategories:\n  - \"[[People]]\"\ntype:\n  - \"[[Musicians]]\"\ncreated: 2023-09-13\n---\n## Albums\n\n![[Albums.base#Artist]]\n"
+            ),
+            (
+                "categories: People · type: Musicians".to_string(),
+                SummarySource::Properties
+            )
+        );
+        assert_eq!(
+            summary("---\nrating: 7\n---\n## Albums\n\n![[Albums.base]]\n"),
+            (String::new(), SummarySource::None)
+        );
+    }
+
+    #[test]
     fn summaries_come_from_lists_never_from_links_or_file_names() {
         let summary = |text: &str| {
             let (note, _) = parse_note("x.md", text, None);
@@ -926,13 +983,22 @@ mod tests {
     }
 
     #[test]
-    fn inline_fields_count_as_fields_without_overriding_frontmatter() {
-        let text = "---\nrating: 5\n---\nrating:: 2\nstatus:: draft\n\nBody.\n";
+    fn inline_fields_count_as_fields_and_a_key_given_twice_holds_both() {
+        // As Dataview reads them: a key in the frontmatter and inline, or
+        // inline twice, is a list of every value; an empty property takes
+        // the inline value.
+        let text =
+            "---\nrating: 5\nstate:\n---\nrating:: 2\nstatus:: draft\nstate:: done\n\nBody.\n";
         let (note, _) = parse_note("x.md", text, None);
         let get =
             |key: &str| frontmatter::get(&note.frontmatter, key).and_then(frontmatter::scalar);
-        assert_eq!(get("rating").as_deref(), Some("5"));
+        let rating = frontmatter::get(&note.frontmatter, "rating").unwrap();
+        assert_eq!(
+            frontmatter::list(rating, &[]),
+            ["5".to_string(), "2".to_string()]
+        );
         assert_eq!(get("status").as_deref(), Some("draft"));
+        assert_eq!(get("state").as_deref(), Some("done"));
         assert!(note.body.contains("status:: draft"));
     }
 
