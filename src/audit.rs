@@ -219,20 +219,35 @@ fn decoded_field_secrets(policy: &Policy, raw: &str) -> Vec<AuditedSecret> {
             _ => {}
         }
     }
-    let lines = Lines::of(text);
+    // Each top-level key's line, read once (looking each key up in the
+    // text was quadratic in a long frontmatter).
+    let mut key_lines: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for (index, line) in yaml.lines().enumerate() {
+        if let Some((key, _)) = line.split_once(':')
+            && !key.starts_with([' ', '\t', '-', '#'])
+        {
+            key_lines
+                .entry(key.trim().trim_matches(['"', '\'']))
+                .or_insert(index as u32 + 2);
+        }
+    }
+    // What the text shows whole is reported by the text's own scan.
+    let seen: std::collections::HashSet<&str> = policy
+        .findings_through_markup(text)
+        .into_iter()
+        .map(|finding| &text[finding.range])
+        .collect();
     let mut found = Vec::new();
     for (key, value) in &fields {
         let key = key.as_str().unwrap_or("");
-        let line = text
-            .find(&format!("\n{key}:"))
-            .map_or(2, |at| lines.line(at + 1));
+        let line = key_lines.get(key).copied().unwrap_or(2);
         let mut values = Vec::new();
         strings(value, &mut values);
         for value in values {
             let assigned = format!("{key}: {value}");
             for finding in policy.findings_through_markup(&assigned) {
                 let secret = &assigned[finding.range];
-                if !secret.is_empty() && !text.contains(secret) {
+                if !secret.is_empty() && !seen.contains(secret) {
                     found.push(AuditedSecret {
                         line,
                         kind: finding.kind.to_string(),

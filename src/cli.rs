@@ -2016,7 +2016,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         StatusFormat::Json => to_json(&status.to_json())?,
         StatusFormat::Text => {
             let mut out = format!(
-                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {:.1} MB\nlast update:  {}\ndates:        {}\narms:         frontmatter, bm25, semantic: {}\n{}diagnostics:  {}\n",
+                "vault:        {}\nindex:        {} (format {})\nnotes:        {}\nprivacy:      {}; {} private notes left out (`ctxpack audit` lists them)\nsections:     {}\nindex size:   {}\nlast update:  {}\ndates:        {}\narms:         frontmatter, bm25, semantic: {}\n{}diagnostics:  {}\n",
                 status.root.display(),
                 status.dir.display(),
                 status.format,
@@ -2024,7 +2024,7 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
                 status.policy,
                 status.private_notes,
                 status.sections,
-                status.index_bytes as f64 / 1_048_576.0,
+                shown_size(status.index_bytes),
                 status.last_update.as_deref().unwrap_or("never"),
                 status.dates,
                 status.semantic,
@@ -2038,6 +2038,16 @@ fn run_status(cli: &Cli, args: &StatusArgs, name: Option<&str>) -> Result<(), Fa
         }
     };
     write_stdout(&output)
+}
+
+/// A size as `status` prints it: in kB below a tenth of a megabyte, where
+/// `0.0 MB` would read as an empty index.
+fn shown_size(bytes: u64) -> String {
+    if bytes < 104_858 {
+        format!("{:.1} kB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1_048_576.0)
+    }
 }
 
 /// `status` of a vault in a PostgreSQL store.
@@ -2279,5 +2289,17 @@ fn write_stdout(text: &str) -> Result<(), Failure> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_size;
+
+    #[test]
+    fn a_small_index_is_sized_in_kilobytes() {
+        assert_eq!(shown_size(0), "0.0 kB");
+        assert_eq!(shown_size(45_000), "43.9 kB");
+        assert_eq!(shown_size(3_145_728), "3.0 MB");
     }
 }

@@ -905,6 +905,16 @@ impl Session {
                     .unwrap_or_default();
                 let (mut candidates, trace) =
                     coverage_slots(vault, &queries, rankings, request.rank.rrf_k);
+                // Subqueries each bring their own words: the floor reads
+                // one topic's.
+                if queries.len() == 1 {
+                    let wanted = request.options.candidate_limit;
+                    let notes: Vec<usize> =
+                        candidates.iter().take(wanted * 2).map(|c| c.note).collect();
+                    vault.preload(&notes);
+                    candidates =
+                        floor::topic_candidates(vault, &syntaxes[0].text, candidates, wanted);
+                }
                 let mut graph_trace = self.expand_topic_candidates(
                     &mut candidates,
                     &request.options.graph,
@@ -1103,7 +1113,7 @@ impl Session {
                 .map(|note| fused_candidate(note, fused[&note], &mut explanations)),
         );
         options.relevance = Some(self.relevance(&query));
-        options.anchored = anchor.include_self;
+        options.anchored = anchor.include_self.then_some(anchor_note);
         if request.backlinks {
             options.backlinks = self.backlinks(&candidates, options.candidate_limit);
         }

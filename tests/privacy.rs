@@ -1364,6 +1364,16 @@ fn escapes_spellings_and_forms_fail_closed_too() {
         ),
         ("public.md", "walrus public note\n".into()),
         (
+            "invisible_fields.md",
+            "\u{200b}---\ntitle: \"Walrus ghp_Ab3dEf5hIj7lMn9pQr1tUv3xYz5bCd7fGh9J\"\n---\nwalrus invisible fields\n".into(),
+        ),
+        (
+            "placeholder.md",
+            "walrus placeholder\n\npassword: [REDACTED]MARKERpw5x9Q\n".into(),
+        ),
+        ("selector_tag.md", "walrus MARKER_SELECTOR #private\u{fe0f} here\n".into()),
+        ("none_flag.md", "---\nprivate: none\n---\nwalrus MARKER_NONE_FLAG\n".into()),
+        (
             "nfd_field.md",
             "---\nstatut: prive\u{301}\n---\nwalrus MARKER_NFD_FIELD\n".into(),
         ),
@@ -1378,7 +1388,13 @@ fn escapes_spellings_and_forms_fail_closed_too() {
         .collect();
     let vault = world.vault("vault", &borrowed);
     let leaked = |what: &str, text: &str| {
-        for marker in ["MARKER_", "MARKERpw", "582913", &token[4..]] {
+        for marker in [
+            "MARKER_",
+            "MARKERpw",
+            "582913",
+            &token[4..],
+            "Ab3dEf5hIj7lMn9pQr1t",
+        ] {
             assert!(!text.contains(marker), "{what}: {marker} leaked:\n{text}");
         }
     };
@@ -1423,6 +1439,8 @@ fn escapes_spellings_and_forms_fail_closed_too() {
         "ai_none.md: private",
         "invisible.md: private",
         "nfd_field.md: private",
+        "selector_tag.md: private",
+        "none_flag.md: private",
     ] {
         assert!(audit.contains(line), "{line}\n{audit}");
     }

@@ -229,3 +229,26 @@ fn messages_outside_obsidian_wiki_vaults_name_no_missing_command_and_weigh_the_p
     );
     assert!(!stderr(&out).contains("wiki-query"));
 }
+
+/// A question the vault does not answer gets the "No relevant pages"
+/// message, not the notes that share one of its words: with three telling
+/// words or more, a note must hold two (`how do bees get elected`: the
+/// hive note says "bee" only).
+#[test]
+fn a_question_the_notes_do_not_answer_finds_no_pages() {
+    let world = World::new();
+    let vault = world.vault("books", BOOKS);
+    let unanswered = ok(&world.pack(&vault, &["how do bees get elected", "--budget", "2000"]));
+    assert!(
+        unanswered.contains("No relevant pages found."),
+        "{unanswered}"
+    );
+    // Two words held, or a short question, still finds the note.
+    let answered = ok(&world.pack(
+        &vault,
+        &["how does a hive show emergence", "--budget", "2000"],
+    ));
+    assert!(answered.contains("## [[Essays/Hives]]"), "{answered}");
+    let short = ok(&world.pack(&vault, &["bee colony", "--budget", "2000"]));
+    assert!(short.contains("## [[Essays/Hives]]"), "{short}");
+}

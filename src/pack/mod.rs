@@ -97,11 +97,11 @@ pub struct PackOptions {
     /// The request has a filter: a pack with nothing to show says the
     /// filter let nothing through, not that the vault is empty.
     pub filtered: bool,
-    /// A note-anchored pack whose first candidate is the note asked for:
-    /// that page takes at most half the room while the pages around it
-    /// can use the rest (a long note would otherwise fill the pack, its
-    /// every sentence being about itself), and what they leave after.
-    pub anchored: bool,
+    /// A note-anchored pack's note, when it is packed: its page takes at
+    /// most half the room while the pages around it can use the rest (a
+    /// long note would otherwise fill the pack, its every sentence being
+    /// about itself), and what they leave after.
+    pub anchored: Option<usize>,
 }
 
 /// Looks up a note's backlinks.
@@ -159,7 +159,7 @@ impl PackOptions {
             admitted_dailies: None,
             fence: false,
             filtered: false,
-            anchored: false,
+            anchored: None,
         }
     }
 }
@@ -1053,8 +1053,12 @@ impl<'a> Packer<'a> {
             order.extend(offered);
         }
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let anchor_cap = (self.options.anchored && count > 1)
-            .then(|| capacity.saturating_sub(reserved_header) / 2);
+        // The cap is the anchor's: none when it was left out (rank 0 is
+        // then another note).
+        let anchor_cap = (count > 1
+            && self.options.anchored == self.candidates.first().map(|c| c.note)
+            && self.options.anchored.is_some())
+        .then(|| capacity.saturating_sub(reserved_header) / 2);
         if anchor_cap.is_some() {
             anchor_first(&mut order, pieces[0].as_ref());
         }

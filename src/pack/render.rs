@@ -217,7 +217,12 @@ pub(crate) fn shown_summary<'a>(note: &NoteMeta, summary: &'a str, body: Option<
     // property lines say, once it has any body.
     let said_by_properties = note.summary_source == crate::note::SummarySource::Properties
         && body.is_some_and(|body| !body.trim().is_empty());
-    if said_by_properties || !wiki_page && body.is_some_and(|body| opens_with(body, summary)) {
+    // A `summary:` field may say more after its first sentence than the
+    // body does: it goes only when the body holds it whole.
+    let by_first_sentence = note.summary_source != crate::note::SummarySource::Frontmatter;
+    if said_by_properties
+        || !wiki_page && body.is_some_and(|body| opens_with(body, summary, by_first_sentence))
+    {
         ""
     } else {
         summary
@@ -228,13 +233,14 @@ pub(crate) fn shown_summary<'a>(note: &NoteMeta, summary: &'a str, body: Option<
 /// lines; a list item or quote read without its marker) opens with
 /// `summary`, or with its first sentence: an excerpt that kept the lead's
 /// first sentence and cut the rest says the summary's opening already.
-fn opens_with(body: &str, summary: &str) -> bool {
+fn opens_with(body: &str, summary: &str, by_first_sentence: bool) -> bool {
     let summary = crate::text::collapse_whitespace(summary.trim_end_matches('…').trim());
     if summary.is_empty() {
         return false;
     }
     // A short "sentence" (`Dr.`, `v1.`) is no opening to go by.
-    let first = first_sentence(&summary).filter(|first| first.chars().count() >= 12);
+    let first =
+        first_sentence(&summary).filter(|first| by_first_sentence && first.chars().count() >= 12);
     body.split("\n\n").take(3).any(|paragraph| {
         let paragraph = crate::text::collapse_whitespace(paragraph);
         let text = without_block_marker(&paragraph);
@@ -314,24 +320,35 @@ mod tests {
     fn a_summary_the_body_opens_with_is_not_printed_twice() {
         assert!(opens_with(
             "An evergreen note is an idea. […] In a way, every idiom is one.",
-            "An evergreen note is an idea. It does not have to be one I agree with."
+            "An evergreen note is an idea. It does not have to be one I agree with.",
+            true
+        ));
+        // A `summary:` field goes only when the body holds it whole.
+        assert!(!opens_with(
+            "Zebra project is finished now. […]",
+            "Zebra project is finished now. Key facts: budget cut by half.",
+            false
         ));
         assert!(opens_with(
             "- Discussed the book [[Out of Control]] on emergence\n- More",
-            "Discussed the book [[Out of Control]] on emergence"
+            "Discussed the book [[Out of Control]] on emergence",
+            true
         ));
         assert!(opens_with(
             "1. Planted the beds.\n2. Watered.",
-            "Planted the beds."
+            "Planted the beds.",
+            true
         ));
         // A short first "sentence" is no opening to go by.
         assert!(!opens_with(
             "Dr. Who is a show.",
-            "Dr. Smith wrote it. More."
+            "Dr. Smith wrote it. More.",
+            true
         ));
         assert!(!opens_with(
             "Something else entirely.",
-            "An evergreen note is an idea. More."
+            "An evergreen note is an idea. More.",
+            true
         ));
     }
 

@@ -477,7 +477,13 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
             .map(char::len_utf8)
             .sum();
         let tag = tag_written(body, pos, &rest[..len]);
-        if tag.is_empty() || tag.chars().all(|c| c.is_ascii_digit()) {
+        // A mark belongs to the letter before it: one right after `#`
+        // (the keycap emoji `#️⃣`) starts no tag.
+        let opens_with_a_mark = tag
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_ascii() && unicode_normalization::char::is_combining_mark(c));
+        if tag.is_empty() || opens_with_a_mark || tag.chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
         if seen.insert(tag.to_ascii_lowercase()) {

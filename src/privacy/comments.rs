@@ -44,15 +44,33 @@ pub(crate) fn strip(body: &str, obsidian: bool, html: bool) -> Cow<'_, str> {
         if line_blank && cursor == range.end && starts_a_heading(&body[cursor..]) {
             out.push('\\');
         }
-        // A comment ends a tag (`#private%%until June%%-draft` is tagged
-        // `#private`, as Obsidian reads it): joined, the words after it
-        // would make another tag of it (fail open).
-        if ends_in_a_tag(&out) && body[cursor.min(body.len())..].starts_with(is_tag_char) {
-            out.push(' ');
-        }
     }
     out.push_str(&body[cursor.min(body.len())..]);
     Cow::Owned(out)
+}
+
+/// `body` with each comment that follows a `#tag` and is followed by tag
+/// characters replaced by a space (`#private%%until June%%-draft` reads
+/// `#private -draft`, as Obsidian tags it), or `None` when no comment
+/// does that. Only the tags are read from it: the text shown, and the
+/// secrets looked for, join the words as a reader sees them.
+pub(crate) fn with_tags_ended(body: &str, obsidian: bool, html: bool) -> Option<String> {
+    let comments = find(body, obsidian, html);
+    let ends_a_tag = |range: &Range<usize>| {
+        ends_in_a_tag(&body[..range.start]) && body[range.end..].starts_with(is_tag_char)
+    };
+    if !comments.iter().any(ends_a_tag) {
+        return None;
+    }
+    let mut out = String::with_capacity(body.len());
+    let mut cursor = 0;
+    for range in comments {
+        out.push_str(&body[cursor..range.start]);
+        out.push(' ');
+        cursor = range.end;
+    }
+    out.push_str(&body[cursor.min(body.len())..]);
+    Some(out)
 }
 
 /// How far back a comment looks for the tag it would end.

@@ -79,6 +79,10 @@ impl Policy {
         if reason.is_some() {
             return None;
         }
+        // The policy reads a frontmatter behind invisible characters; the
+        // note's own reading does not take it as one (its lines stay body
+        // text, redacted as such), so neither are its fields the note's.
+        let fields = fields.filter(|_| frontmatter_yaml(raw).is_some());
         // Comments go before secrets are looked for, so a secret split by a
         // comment is seen whole and no secret can swallow a comment's opener.
         let stripped = self.strip_comments(raw);
@@ -108,7 +112,7 @@ impl Policy {
         };
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
         let (note, problems) = parse(&text);
-        if self.is_private(&note) {
+        if self.is_private(&note) || self.has_a_tag_a_comment_ends(raw) {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
@@ -323,6 +327,26 @@ impl Policy {
         out.push_str(&text[..body_start]);
         out.push_str(&body);
         out
+    }
+
+    /// Whether a private tag is ended by a comment (`#private%%x%%-draft`):
+    /// with the comment gone the words join into another tag, so the
+    /// tags are read once more with a space in its place.
+    fn has_a_tag_a_comment_ends(&self, raw: &str) -> bool {
+        let rules = &self.file.strip;
+        if !raw.contains("%%") && !raw.contains("<!--") {
+            return false;
+        }
+        let body_start = body_offset(raw);
+        comments::with_tags_ended(
+            &raw[body_start..],
+            rules.obsidian_comments,
+            rules.html_comments,
+        )
+        .is_some_and(|spaced| {
+            let (note, _) = parse_note_with_fields("x.md", &spaced, None, None);
+            note.meta.tags.iter().any(|tag| self.is_private_tag(tag))
+        })
     }
 
     /// The text without the sections under private headings, or `None` when

@@ -638,7 +638,7 @@ impl Policy {
     }
 
     /// Whether `tag` (with or without `#`) is a private tag or nested in one.
-    fn is_private_tag(&self, tag: &str) -> bool {
+    pub(super) fn is_private_tag(&self, tag: &str) -> bool {
         let folded = tag_key(tag.trim_start_matches('#'));
         self.tags.iter().any(|private| {
             folded == *private
@@ -786,7 +786,14 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
         yaml_serde::Value::Sequence(items) => items.iter().any(|item| same_value(item, wanted)),
         yaml_serde::Value::Tagged(tagged) => same_value(&tagged.value, wanted),
         _ => match (loose_text(found), loose_text(wanted)) {
-            (Some(found), Some(wanted)) => found == wanted,
+            // Compared composed (a decomposed `é`, a full-width letter):
+            // matching more can only make more notes private. (Whether a
+            // flag reads as yes or no at all is judged as written.)
+            (Some(found), Some(wanted)) => {
+                let found = composed(&found);
+                found == composed(&wanted)
+                    || wanted == "false" && matches!(&*found, "none" | "disabled" | "disable")
+            }
             _ => false,
         },
     }
@@ -797,13 +804,7 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
 fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = match value {
         yaml_serde::Value::Bool(b) => b.to_string(),
-        yaml_serde::Value::String(s) => s
-            .trim()
-            .trim_matches(['"', '\''])
-            .trim()
-            .nfkc()
-            .collect::<String>()
-            .to_lowercase(),
+        yaml_serde::Value::String(s) => s.trim().trim_matches(['"', '\'']).trim().to_lowercase(),
         yaml_serde::Value::Number(n) => n.to_string(),
         _ => return None,
     };
@@ -811,7 +812,7 @@ fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = integral_number(&text).unwrap_or(text);
     Some(match text.as_str() {
         "yes" | "y" | "on" | "1" => "true".to_string(),
-        "no" | "n" | "off" | "0" | "never" | "none" | "disabled" | "disable" => "false".to_string(),
+        "no" | "n" | "off" | "0" | "never" => "false".to_string(),
         _ => text,
     })
 }
@@ -838,13 +839,27 @@ fn reads_yes_or_no(value: &yaml_serde::Value) -> bool {
     }
 }
 
+/// `text` compatibility-composed (NFKC), unless it is ASCII.
+fn composed(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(text.nfkc().collect())
+    }
+}
+
 /// A tag as the policy compares it: compatibility-composed (NFKC: a
-/// decomposed `é`, a full-width letter) and lower-cased.
+/// decomposed `é`, a full-width letter), lower-cased, and without the
+/// marks and invisible characters left over (`#private` followed by a
+/// variation selector or a keycap mark is `#private` as shown).
 fn tag_key(tag: &str) -> String {
     if tag.is_ascii() {
         return tag.to_ascii_lowercase();
     }
-    tag.nfkc().collect::<String>().to_lowercase()
+    tag.nfkc()
+        .filter(|&c| !super::is_invisible(c) && !unicode_normalization::char::is_combining_mark(c))
+        .collect::<String>()
+        .to_lowercase()
 }
 
 /// The gitignore lines a private folder rule adds: the rule as written

@@ -1694,7 +1694,18 @@ fn is_password_placeholder(value: &str) -> bool {
     let value = value.trim();
     // ctxpack's own placeholder, met again by the last check on a
     // printed pack (`[password:: [REDACTED:…]]`).
-    if value.starts_with("[REDACTED") {
+    // Only the placeholder itself, and the brackets or stops that close
+    // what holds it (`[password:: [REDACTED:…]]`): `[REDACTED]Xq7v` is a
+    // password.
+    let after_placeholder = value.strip_prefix("[REDACTED]").or_else(|| {
+        let rest = value.strip_prefix("[REDACTED:")?;
+        let kind_len = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+            .count();
+        rest[kind_len..].strip_prefix(']').filter(|_| kind_len > 0)
+    });
+    if after_placeholder.is_some_and(|rest| rest.chars().all(|c| "])}.,;:!?\"'`".contains(c))) {
         return true;
     }
     let lower = value.to_ascii_lowercase();

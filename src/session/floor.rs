@@ -31,6 +31,60 @@ pub(super) fn telling_terms(query: &str) -> Vec<String> {
     terms
 }
 
+/// A topic of this many telling words asks for a likeness: a ranked note
+/// must hold [`MIN_SHARED_TERMS`] of them. With fewer, one word is the
+/// whole question; with more (a claim, a paragraph), the ranking already
+/// puts a note sharing one word far down, and a pack of a long question
+/// at a large budget is better for the few that still answer it.
+const FLOOR_TERMS: std::ops::RangeInclusive<usize> = 3..=6;
+
+/// How far down the semantic arm's list a note counts as found by its
+/// meaning: the arm ranks every note, so its tail says nothing.
+const MEANING_RANK: usize = 10;
+
+/// The candidates of a topic pack that say something of the topic, in
+/// order: with three telling words or more (`how do leaders get elected`:
+/// leader, get, elect), a note holding one of them only (`Get started` in
+/// a Readme) is a coincidence, not an answer, unless the semantic arm
+/// ranks it among its best. Read only until `wanted` notes have passed
+/// (the pack considers no more); the notes after them are kept unread.
+pub(super) fn topic_candidates(
+    vault: &Vault,
+    topic: &str,
+    candidates: Vec<crate::retrieve::Candidate>,
+    wanted: usize,
+) -> Vec<crate::retrieve::Candidate> {
+    let terms = telling_terms(topic);
+    if !FLOOR_TERMS.contains(&terms.len()) {
+        return candidates;
+    }
+    let by_meaning = |candidate: &crate::retrieve::Candidate| {
+        candidate.explanation.as_ref().is_some_and(|explanation| {
+            explanation
+                .arms
+                .iter()
+                .any(|arm| arm.arm == "semantic" && arm.rank <= MEANING_RANK)
+        })
+    };
+    let mut kept = Vec::with_capacity(candidates.len());
+    let mut passed = 0;
+    let mut rest = candidates.into_iter();
+    for candidate in rest.by_ref() {
+        if by_meaning(&candidate)
+            || shared_terms(&vault.note(candidate.note), &terms, MIN_SHARED_TERMS)
+                >= MIN_SHARED_TERMS
+        {
+            kept.push(candidate);
+            passed += 1;
+            if passed == wanted {
+                break;
+            }
+        }
+    }
+    kept.extend(rest);
+    kept
+}
+
 /// A pack filling less than this share of its budget is thin.
 const THIN_SHARE: usize = 4;
 
