@@ -231,9 +231,9 @@ fn messages_outside_obsidian_wiki_vaults_name_no_missing_command_and_weigh_the_p
 }
 
 /// A question the vault does not answer gets the "No relevant pages"
-/// message, not the notes that share one of its words: with three telling
-/// words or more, a note must hold two (`how do bees get elected`: the
-/// hive note says "bee" only).
+/// message, not the notes that share one of its words: a question of
+/// three telling words or more asks a note to hold two (`how do bees get
+/// elected`: the hive note says "bee" only).
 #[test]
 fn a_question_the_notes_do_not_answer_finds_no_pages() {
     let world = World::new();
@@ -251,4 +251,13 @@ fn a_question_the_notes_do_not_answer_finds_no_pages() {
     assert!(answered.contains("## [[Essays/Hives]]"), "{answered}");
     let short = ok(&world.pack(&vault, &["bee colony", "--budget", "2000"]));
     assert!(short.contains("## [[Essays/Hives]]"), "{short}");
+    // A list of keywords asks for each: one word held is an answer.
+    let keywords = ok(&world.pack(&vault, &["hive sock culture", "--budget", "2000"]));
+    for page in [
+        "## [[Essays/Hives]]",
+        "## [[Essays/Socks]]",
+        "## [[People/Kevin Kelly]]",
+    ] {
+        assert!(keywords.contains(page), "{page}: {keywords}");
+    }
 }

@@ -43,10 +43,10 @@ const FLOOR_TERMS: std::ops::RangeInclusive<usize> = 3..=6;
 const MEANING_RANK: usize = 10;
 
 /// The candidates of a topic pack that say something of the topic, in
-/// order: with three telling words or more (`how do leaders get elected`:
-/// leader, get, elect), a note holding one of them only (`Get started` in
-/// a Readme) is a coincidence, not an answer, unless the semantic arm
-/// ranks it among its best. Read only until `wanted` notes have passed
+/// order: in a question of three to six telling words (`how do leaders
+/// get elected`: leader, get, elect), a note holding one of them only
+/// (`Get started` in a Readme) is a coincidence, not an answer, unless the
+/// semantic arm ranks it among its best. Read only until `wanted` notes have passed
 /// (the pack considers no more); the notes after them are kept unread.
 pub(super) fn topic_candidates(
     vault: &Vault,
@@ -55,7 +55,15 @@ pub(super) fn topic_candidates(
     wanted: usize,
 ) -> Vec<crate::retrieve::Candidate> {
     let terms = telling_terms(topic);
-    if !FLOOR_TERMS.contains(&terms.len()) {
+    // Only a topic asked as a sentence (it has words a question is asked
+    // with, `how`, `do`, `about`, …): a list of keywords (`zab zookeeper
+    // charter`) asks for each of them, and one word held is an answer.
+    let mut words = std::collections::HashSet::new();
+    crate::analysis::visit_terms(topic, |term| {
+        words.insert(term.to_string());
+    });
+    let asked = words.len() > terms.len();
+    if !asked || !FLOOR_TERMS.contains(&terms.len()) {
         return candidates;
     }
     let by_meaning = |candidate: &crate::retrieve::Candidate| {
