@@ -909,9 +909,6 @@ impl Session {
                 // one topic's.
                 if queries.len() == 1 {
                     let wanted = request.options.candidate_limit;
-                    let notes: Vec<usize> =
-                        candidates.iter().take(wanted * 2).map(|c| c.note).collect();
-                    vault.preload(&notes);
                     candidates =
                         floor::topic_candidates(vault, &syntaxes[0].text, candidates, wanted);
                 }

@@ -66,6 +66,9 @@ pub(super) fn topic_candidates(
     if !asked || !FLOOR_TERMS.contains(&terms.len()) {
         return candidates;
     }
+    // Read on every core, as the pack reads its pages.
+    let notes: Vec<usize> = candidates.iter().take(wanted * 2).map(|c| c.note).collect();
+    vault.preload(&notes);
     let by_meaning = |candidate: &crate::retrieve::Candidate| {
         candidate.explanation.as_ref().is_some_and(|explanation| {
             explanation
