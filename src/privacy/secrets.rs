@@ -110,7 +110,7 @@ const fn any_case(
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub(crate) const DETECTORS_VERSION: u32 = 6;
+pub(crate) const DETECTORS_VERSION: u32 = 7;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -471,13 +471,13 @@ static DETECTORS: &[Detector] = &[
     any_case(
         "password_element",
         &["<pass", "<pwd"],
-        r"<(?i:passwd|password|passphrase|pass|pwd)>([^<\r\n]+)</(?i:passwd|password|passphrase|pass|pwd)>",
+        r"<(?i:passwd|password|passphrase|pass|pwd)(?:[ \t][^<>\r\n]{0,200})?>([^<\r\n]+)</(?i:passwd|password|passphrase|pass|pwd)>",
         accept_element_password,
     ),
     any_case(
         "pin_assignment",
         &["pin"],
-        r#"(?i:pin)(?:[_-]?(?i:code|number))?\*{0,2}["']?[ \t]*(?:=|:|：)\*{0,2}[ \t]*([0-9]{4,8})"#,
+        r#"(?i:pin)(?:[_ -]?(?i:code|number))?\*{0,2}["']?[ \t]*(?:::|=|:|：|->|→|—|–)\*{0,2}[ \t]*([0-9]{4,8})"#,
         accept_pin,
     ),
     named(
@@ -784,10 +784,22 @@ fn lines_of(text: &str, mut hits: Vec<Range<usize>>, assignment: bool) -> Vec<Ra
 /// Takes more than the patterns do (any length of name), never less.
 fn assignment_follows(bytes: &[u8], end: usize) -> bool {
     let mut at = end;
-    while at < bytes.len()
-        && (bytes[at].is_ascii_alphanumeric() || matches!(bytes[at], b'_' | b'.' | b'-' | b'*'))
-    {
+    let name_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'*');
+    while at < bytes.len() && name_char(bytes[at]) {
         at += 1;
+    }
+    // A second word of the name (`pin code: 4071`).
+    if bytes.get(at) == Some(&b' ') && bytes.get(at + 1).is_some_and(u8::is_ascii_alphanumeric) {
+        let mut second = at + 1;
+        while second < bytes.len() && name_char(bytes[second]) {
+            second += 1;
+        }
+        if matches!(
+            bytes.get(second),
+            Some(b'=' | b':' | b'"' | b'\'' | b' ' | b'\t')
+        ) {
+            at = second;
+        }
     }
     if at < bytes.len() && matches!(bytes[at], b'"' | b'\'') {
         at += 1;
@@ -836,6 +848,11 @@ fn collect_pattern(
         if secret.is_empty() || !accept(text, &secret) {
             continue;
         }
+        let secret = if matches!(detector.kind, "password_assignment" | "password_statement") {
+            with_password_words(text, secret)
+        } else {
+            secret
+        };
         candidates.push((secret, index));
     }
 }
@@ -843,13 +860,82 @@ fn collect_pattern(
 /// `<password>X</password>` (a settings file pasted into a note): any
 /// value but a placeholder.
 fn accept_element_password(text: &str, range: &Range<usize>) -> bool {
-    !is_password_placeholder(text[range.clone()].trim())
+    let value = text[range.clone()].trim();
+    // `<pwd>/home/ana</pwd>`: the working directory a shell reports.
+    let a_working_directory = text[..range.start].to_ascii_lowercase().ends_with("<pwd>")
+        && (value.starts_with('/') || value.starts_with("~/"))
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-~".contains(&b));
+    !is_password_placeholder(value) && !a_working_directory
 }
 
-/// `PIN: 582913`: four to eight digits, not one digit repeated (`0000`).
+/// `PIN: 582913`: four to eight digits, not one digit repeated (`0000`),
+/// nor the first part of a date, time or version (`pin: 2024-05-01`).
 fn accept_pin(text: &str, range: &Range<usize>) -> bool {
     let digits = text[range.clone()].as_bytes();
-    digits.iter().any(|&d| d != digits[0])
+    let after = text.as_bytes().get(range.end..).unwrap_or_default();
+    let goes_on_as_a_date =
+        matches!(after, [b'-' | b'/' | b'.' | b':', next, ..] if next.is_ascii_digit());
+    digits.iter().any(|&d| d != digits[0]) && !goes_on_as_a_date
+}
+
+/// Words a password written with spaces may go on over (`password: Zq7v
+/// Lm29Rt`) are at most this many; the bound keeps many candidates on one
+/// line linear.
+const MAX_PASSWORD_WORDS: usize = 8;
+
+/// An unquoted password value, taken on over the words after it on its
+/// line that look like more of it (a digit or a symbol in them, beyond a
+/// sentence's punctuation): `password: Zq7v Lm29Rt` lost only its first
+/// word. Prose after a value (`and nothing else.`) ends it, and so does
+/// the space after a shell's `KEY=value` (`PASSWORD=123456 mysql:8.0`: the
+/// next argument).
+fn with_password_words(text: &str, secret: Range<usize>) -> Range<usize> {
+    let before = &text[..secret.start];
+    let shell_assignment = before
+        .strip_suffix('=')
+        .is_some_and(|key| !key.ends_with([' ', '\t']));
+    if is_quoted(text, &secret) || shell_assignment {
+        return secret;
+    }
+    let mut end = secret.end;
+    for _ in 0..MAX_PASSWORD_WORDS {
+        let rest = &text[end..];
+        let word_start = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+        if word_start == 0 {
+            break;
+        }
+        let word = &rest[word_start..];
+        let word_len = word
+            .find(|c: char| {
+                !c.is_ascii_graphic() || matches!(c, '"' | '\'' | '`' | ',' | ';' | '|')
+            })
+            .unwrap_or(word.len());
+        let word = &word[..word_len];
+        if !is_password_piece(word) {
+            break;
+        }
+        // A sentence's stop after the password is not part of it, and ends it.
+        let kept = word.trim_end_matches(['.', ',', ':', ';', ')', ']']);
+        end += word_start + kept.len();
+        if kept.len() < word.len() {
+            break;
+        }
+    }
+    before_comment_marker(text, secret.start..end)
+}
+
+/// `Lm29Rt`, `#7!q`: printable ASCII with a digit or a symbol once a
+/// sentence's brackets and punctuation are left aside (`else.`, `(see` are
+/// words).
+fn is_password_piece(word: &str) -> bool {
+    let core = word
+        .trim_start_matches(['(', '['])
+        .trim_end_matches(['.', ',', ':', ';', '!', '?', ')', ']']);
+    !core.is_empty()
+        && word.bytes().all(|b| b.is_ascii_graphic())
+        && core.bytes().any(|b| !b.is_ascii_alphabetic())
 }
 
 /// A value stops before a comment's opener or closer: taking `%%` or `<!--`
@@ -2821,6 +2907,17 @@ mod tests {
         ),
         ("pin_assignment", "PIN: ", "582913", ""),
         ("pin_assignment", "pin_code=", "4071", ""),
+        ("pin_assignment", "pin code: ", "4071", ""),
+        ("pin_assignment", "PIN — ", "582913", ""),
+        ("password_assignment", "password: ", "Zq7v Lm29Rt", ""),
+        ("password_assignment", "wifi pw = ", "Kq9x x7!m Lz2", ""),
+        ("password_statement", "the password is ", "Zq7v Lm29Rt", ""),
+        (
+            "password_element",
+            "<password type=\"text\">",
+            "Kq9!x7z",
+            "</password>",
+        ),
         (
             "password_statement",
             "the admin password is ",
@@ -3145,6 +3242,22 @@ mod tests {
                 "pin_password=[REDACTED:password_assignment]",
             ),
             (
+                "password: Zq7v Lm29Rt for the db",
+                "password: [REDACTED:password_assignment] for the db",
+            ),
+            (
+                "Password: Xk9# !q2 Lm29. Then log in.",
+                "Password: [REDACTED:password_assignment]. Then log in.",
+            ),
+            (
+                "| wifi | password: Zq7v Lm29Rt | guest |",
+                "| wifi | password: [REDACTED:password_assignment] | guest |",
+            ),
+            (
+                "<Password type=\"text\">Kq9!x7z</Password>",
+                "<Password type=\"text\">[REDACTED:password_element]</Password>",
+            ),
+            (
                 "docker run -e MYSQL_ROOT_PASSWORD=123456 mysql:8.0",
                 "docker run -e MYSQL_ROOT_PASSWORD=[REDACTED:password_assignment] mysql:8.0",
             ),
@@ -3272,6 +3385,10 @@ mod tests {
             "password: see 1Password",
             "Password: required",
             "password: stored in the vault",
+            "pin: 2024-05-01",
+            "PIN 1234-5678-9012 is the card's number, pin: 12:30",
+            "<pwd>/home/user</pwd>",
+            "<pwd>~/notes/work</pwd>",
             "password = get_password()",
             "password=args.password",
             "password = self.db_password",
