@@ -909,8 +909,13 @@ impl Session {
                 // one topic's.
                 if queries.len() == 1 {
                     let wanted = request.options.candidate_limit;
-                    candidates =
-                        floor::topic_candidates(vault, &syntaxes[0].text, candidates, wanted);
+                    candidates = floor::topic_candidates(
+                        vault,
+                        self.store.as_deref(),
+                        &syntaxes[0].text,
+                        candidates,
+                        wanted,
+                    );
                 }
                 let mut graph_trace = self.expand_topic_candidates(
                     &mut candidates,

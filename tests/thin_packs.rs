@@ -261,3 +261,61 @@ fn a_question_the_notes_do_not_answer_finds_no_pages() {
         assert!(keywords.contains(page), "{page}: {keywords}");
     }
 }
+
+#[test]
+fn a_topic_word_many_notes_hold_or_part_of_a_hyphenated_word_is_no_match_alone() {
+    let mut files: Vec<(String, String)> = (1..=6)
+        .map(|day| {
+            (
+                format!("Daily/2024-01-0{day}.md"),
+                "## Notes\n\nGroceries and errands.\n".to_string(),
+            )
+        })
+        .collect();
+    files.extend((1..=8).map(|n| {
+        (
+            format!("Misc/Weather {n}.md"),
+            format!("The weather was mild on day {n}.\n"),
+        )
+    }));
+    for (path, text) in [
+        ("Topics/Evergreen.md", "An evergreen idea is composable.\n"),
+        (
+            "Notes/Evergreen notes.md",
+            "Evergreen notes turn ideas into objects.\n",
+        ),
+        ("Essays/Advice.md", "Two things matter: sleep and walks.\n"),
+        (
+            "Essays/Databases.md",
+            "A two-phase commit asks every participant to vote before it commits.\n",
+        ),
+        ("Categories/Books.md", "Titles go here, one a line.\n"),
+        ("Essays/Reading.md", "I want to read more slowly.\n"),
+    ] {
+        files.push((path.to_string(), text.to_string()));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    let world = World::new();
+    let vault = world.vault("notes", &files);
+    let pack = |topic: &str| ok(&world.pack(&vault, &[topic, "--budget", "2000"]));
+    // `notes` is in seven of the vault's notes: a daily note's `## Notes`
+    // heading is no answer to `evergreen notes`.
+    let evergreen = pack("evergreen notes");
+    assert!(evergreen.contains("## [[Topics/Evergreen]]"), "{evergreen}");
+    assert!(
+        evergreen.contains("## [[Notes/Evergreen notes]]"),
+        "{evergreen}"
+    );
+    assert!(!evergreen.contains("[[Daily/"), "{evergreen}");
+    // `two` alone is not `two-phase`.
+    let commit = pack("two-phase commit");
+    assert!(commit.contains("## [[Essays/Databases]]"), "{commit}");
+    assert!(!commit.contains("[[Essays/Advice]]"), "{commit}");
+    // A question's note named by one of its words is an answer.
+    let books = pack("books I want to read");
+    assert!(books.contains("## [[Categories/Books]]"), "{books}");
+    assert!(books.contains("## [[Essays/Reading]]"), "{books}");
+}

@@ -57,6 +57,24 @@ pub(crate) struct Query {
     pub terms: Vec<String>,
 }
 
+/// A word cut where it passes between CJK and other characters: a
+/// question written without spaces (`怎么给docker配置镜像加速`) holds the
+/// name its note is titled and tagged by (`docker`).
+fn script_runs(word: &str) -> impl Iterator<Item = &str> {
+    let mut rest = word;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let cjk = crate::text::is_cjk(first);
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| crate::text::is_cjk(c) != cjk)
+            .map_or(rest.len(), |(at, _)| at);
+        let (run, after) = rest.split_at(end);
+        rest = after;
+        Some(run)
+    })
+}
+
 impl Query {
     pub(crate) fn parse(topic: &str) -> Query {
         let text = crate::text::collapse_whitespace(topic);
@@ -70,6 +88,7 @@ impl Query {
                 c.is_whitespace() || (c.is_ascii_punctuation() && c != '/' && c != '+' && c != '#')
             })
             .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
+            .flat_map(script_runs)
             .filter(|w| {
                 !w.is_empty()
                     && !STOP_WORDS.contains(w)
@@ -124,6 +143,21 @@ mod tests {
                 "algorithm"
             ]
         );
+    }
+
+    #[test]
+    fn a_word_is_cut_between_cjk_and_other_characters() {
+        let q = Query::parse("怎么给Docker配置镜像加速");
+        assert_eq!(
+            q.terms,
+            [
+                "怎么给docker配置镜像加速",
+                "怎么给",
+                "docker",
+                "配置镜像加速"
+            ]
+        );
+        assert_eq!(Query::parse("镜像").terms, ["镜像"]);
     }
 
     #[test]

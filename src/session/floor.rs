@@ -42,33 +42,141 @@ const FLOOR_TERMS: std::ops::RangeInclusive<usize> = 3..=6;
 /// meaning: the arm ranks every note, so its tail says nothing.
 const MEANING_RANK: usize = 10;
 
+/// A term in at least this share of a vault's sections, and in at least
+/// [`COMMON_MIN_SECTIONS`] of them, is common: a note holding it alone
+/// (`notes` in `evergreen notes`: a daily note's `## Notes` heading) is
+/// not about a topic of more words.
+const COMMON_SHARE: f64 = 0.05;
+const COMMON_MIN_SECTIONS: f64 = 3.0;
+
+/// A telling term of a topic and the word it was read from; words joined
+/// by a hyphen (`two-phase`) share a `compound` number.
+struct TellingWord<'t> {
+    term: String,
+    word: &'t str,
+    compound: usize,
+}
+
+/// The telling terms of `topic`, each once, with their words.
+fn telling_words(topic: &str) -> Vec<TellingWord<'_>> {
+    let terms = telling_terms(topic);
+    let mut words: Vec<TellingWord<'_>> = Vec::with_capacity(terms.len());
+    let mut analyzer = crate::analysis::analyzer::analyzer();
+    let mut stream = analyzer.token_stream(topic);
+    let mut compound = 0;
+    let mut previous_end: Option<usize> = None;
+    while let Some(token) = stream.next() {
+        let joined = previous_end.is_some_and(|end| topic.get(end..token.offset_from) == Some("-"));
+        if !joined {
+            compound += 1;
+        }
+        previous_end = Some(token.offset_to);
+        if terms.contains(&token.text) && !words.iter().any(|w| w.term == token.text) {
+            words.push(TellingWord {
+                term: token.text.clone(),
+                word: &topic[token.offset_from..token.offset_to],
+                compound,
+            });
+        }
+    }
+    words
+}
+
+/// Which of `words` are common in the store's vault (see [`COMMON_SHARE`]);
+/// none without a store.
+fn common_words(store: Option<&dyn Store>, words: &[TellingWord<'_>]) -> Vec<bool> {
+    let Some(store) = store else {
+        return vec![false; words.len()];
+    };
+    let sections = store.section_count() as f64;
+    let terms: Vec<String> = words.iter().map(|w| w.term.clone()).collect();
+    store
+        .section_idf(&terms)
+        .into_iter()
+        .map(|idf| {
+            // The store gives `ln(1 + (N - df + 0.5) / (df + 0.5))`.
+            let ratio = idf.exp() - 1.0;
+            let sections_holding = ((sections + 0.5 - 0.5 * ratio) / (ratio + 1.0)).round();
+            sections_holding >= COMMON_MIN_SECTIONS && sections_holding >= COMMON_SHARE * sections
+        })
+        .collect()
+}
+
 /// The candidates of a topic pack that say something of the topic, in
-/// order: in a question of three to six telling words (`how do leaders
+/// order. In a question of three to six telling words (`how do leaders
 /// get elected`: leader, get, elect), a note holding one of them only
-/// (`Get started` in a Readme) is a coincidence, not an answer, unless the
-/// semantic arm ranks it among its best. Read only until `wanted` notes have passed
-/// (the pack considers no more); the notes after them are kept unread.
+/// (`Get started` in a Readme) is a coincidence, not an answer. In a
+/// topic of two to six words otherwise, a note holding only a common one
+/// of them (`notes` of `evergreen notes`), or only part of a hyphenated
+/// word (`two` of `two-phase commit`), is not about it; a rarer one held
+/// alone is (`charter` of `zab zookeeper charter`: a list of keywords
+/// asks for each). A note the semantic arm ranks among its best passes,
+/// and so does a note whose title holds a word of the topic.
+/// Read only until `wanted` notes have passed (the pack considers no
+/// more); the notes after them are kept unread.
 pub(super) fn topic_candidates(
     vault: &Vault,
+    store: Option<&dyn Store>,
     topic: &str,
     candidates: Vec<crate::retrieve::Candidate>,
     wanted: usize,
 ) -> Vec<crate::retrieve::Candidate> {
-    let terms = telling_terms(topic);
-    // Only a topic asked as a sentence (it has words a question is asked
-    // with, `how`, `do`, `about`, …): a list of keywords (`zab zookeeper
-    // charter`) asks for each of them, and one word held is an answer.
-    let mut words = std::collections::HashSet::new();
-    crate::analysis::visit_terms(topic, |term| {
-        words.insert(term.to_string());
-    });
-    let asked = words.len() > terms.len();
-    if !asked || !FLOOR_TERMS.contains(&terms.len()) {
+    // A CJK topic's terms are characters and their pairs, not words.
+    if crate::tokens::has_cjk(topic) {
         return candidates;
     }
-    // Read on every core, as the pack reads its pages.
-    let notes: Vec<usize> = candidates.iter().take(wanted * 2).map(|c| c.note).collect();
-    vault.preload(&notes);
+    let words = telling_words(topic);
+    let terms: Vec<String> = words.iter().map(|w| w.term.clone()).collect();
+    // Asked as a sentence: it has words a question is asked with (`how`,
+    // `do`, `about`, …) beside its telling ones.
+    let mut all_words = std::collections::HashSet::new();
+    crate::analysis::visit_terms(topic, |term| {
+        all_words.insert(term.to_string());
+    });
+    let asked = all_words.len() > terms.len() && FLOOR_TERMS.contains(&terms.len());
+    if !asked && !(2..=*FLOOR_TERMS.end()).contains(&terms.len()) {
+        return candidates;
+    }
+    let compounds = words.last().map_or(0, |w| w.compound);
+    let common = if asked {
+        Vec::new()
+    } else {
+        common_words(store, &words)
+    };
+    let hyphenated = words
+        .windows(2)
+        .any(|pair| pair[0].compound == pair[1].compound);
+    // Only a topic with a rare word is padded by notes of its common ones;
+    // when all its words are common, the ranking weighs them alike.
+    let some_common_some_rare = common.contains(&true) && common.contains(&false);
+    if !asked && !hyphenated && !some_common_some_rare {
+        return candidates;
+    }
+    let answers = |held: &[bool]| {
+        if asked {
+            return held.iter().filter(|&&h| h).count() >= MIN_SHARED_TERMS;
+        }
+        // Each word, or hyphenated word, is held when all its parts are.
+        let mut whole = Vec::new();
+        for compound in 1..=compounds {
+            let parts: Vec<usize> = (0..words.len())
+                .filter(|&at| words[at].compound == compound)
+                .collect();
+            if !parts.is_empty() && parts.iter().all(|&at| held[at]) {
+                whole.push(parts);
+            }
+        }
+        whole.len() >= MIN_SHARED_TERMS
+            || whole
+                .iter()
+                .any(|parts| parts.len() > 1 || !common[parts[0]])
+    };
+    let window: Vec<usize> = candidates.iter().take(wanted * 2).map(|c| c.note).collect();
+    let held_in_window = holders(store, vault, &words, &window);
+    if held_in_window.is_none() {
+        // Read on every core, as the pack reads its pages.
+        vault.preload(&window);
+    }
     let by_meaning = |candidate: &crate::retrieve::Candidate| {
         candidate.explanation.as_ref().is_some_and(|explanation| {
             explanation
@@ -77,14 +185,33 @@ pub(super) fn topic_candidates(
                 .any(|arm| arm.arm == "semantic" && arm.rank <= MEANING_RANK)
         })
     };
+    // A note named by a word of the topic is about it (`Books` for `books
+    // I want to read`), whatever else it holds.
+    let named = |note: usize| {
+        let title = &vault.metas[note].title;
+        let mut held = vec![false; terms.len()];
+        crate::analysis::visit_terms(title, |term| {
+            if let Some(at) = terms.iter().position(|t| t == term) {
+                held[at] = true;
+            }
+        });
+        (1..=words.last().map_or(0, |w| w.compound)).any(|compound| {
+            let mut parts = (0..words.len()).filter(|&at| words[at].compound == compound);
+            let first = parts.next();
+            first.is_some_and(|first| held[first] && parts.all(|at| held[at]))
+        })
+    };
     let mut kept = Vec::with_capacity(candidates.len());
     let mut passed = 0;
-    let mut rest = candidates.into_iter();
-    for candidate in rest.by_ref() {
-        if by_meaning(&candidate)
-            || shared_terms(&vault.note(candidate.note), &terms, MIN_SHARED_TERMS)
-                >= MIN_SHARED_TERMS
-        {
+    let mut rest = candidates.into_iter().enumerate();
+    for (at, candidate) in rest.by_ref() {
+        let passes = by_meaning(&candidate)
+            || named(candidate.note)
+            || match held_in_window.as_ref().and_then(|held| held.get(at)) {
+                Some(held) => answers(held),
+                None => answers(&held_terms(&vault.note(candidate.note), &terms)),
+            };
+        if passes {
             kept.push(candidate);
             passed += 1;
             if passed == wanted {
@@ -92,8 +219,51 @@ pub(super) fn topic_candidates(
             }
         }
     }
-    kept.extend(rest);
+    kept.extend(rest.map(|(_, candidate)| candidate));
     kept
+}
+
+/// For each of `notes`, which of `words` its indexed text holds, asked of
+/// the store (one narrow search a word) when it can answer without the
+/// notes being read; `None` where it cannot.
+fn holders(
+    store: Option<&dyn Store>,
+    vault: &Vault,
+    words: &[TellingWord<'_>],
+    notes: &[usize],
+) -> Option<Vec<Vec<bool>>> {
+    let store = store?;
+    let mut in_window = vec![false; vault.metas.len()];
+    for &note in notes {
+        in_window[note] = true;
+    }
+    let mut held = vec![vec![false; words.len()]; notes.len()];
+    for (at, word) in words.iter().enumerate() {
+        // The word as written analyses to the term again (a stem would
+        // not always: Porter2 is not idempotent).
+        let hits = store
+            .search_notes_kept(word.word, notes.len(), &|note| in_window[note])?
+            .ok()?;
+        for (note, _) in hits {
+            for (slot, _) in notes.iter().enumerate().filter(|(_, n)| **n == note) {
+                held[slot][at] = true;
+            }
+        }
+    }
+    Some(held)
+}
+
+/// Which of `terms` the indexed text of `note` holds.
+fn held_terms(note: &Note, terms: &[String]) -> Vec<bool> {
+    let mut held = vec![false; terms.len()];
+    for part in crate::analysis::note_text_parts(note) {
+        crate::analysis::visit_terms(&part, |term| {
+            if let Some(at) = terms.iter().position(|t| t == term) {
+                held[at] = true;
+            }
+        });
+    }
+    held
 }
 
 /// A pack filling less than this share of its budget is thin.
