@@ -705,35 +705,70 @@ impl Session {
     ) -> (String, Vec<Range<usize>>) {
         let note = self.vault.note(note);
         let mut analyzer = analyzer::analyzer();
-        // The sentence matching most terms, with how many it matches.
-        let mut best_sentence = |text: &str| {
+        // The sentence matching most terms, with how many it matches, in
+        // the blocks of `range` that `wanted` takes: prose first, a code
+        // block's line only when no prose matches (`---`, a fence or a
+        // command was shown for notes whose prose did not match).
+        let mut best_sentence = |range: Range<usize>, code: bool| {
             let mut best: Option<(usize, String)> = None;
-            for sentence in crate::text::sentences(text) {
-                // Headings, and links alone (a contents entry, an embed, a
-                // bookmark): other pages' names, not what this one says.
-                if sentence.trim_start().starts_with('#') || crate::parse::is_links_only(sentence) {
-                    continue;
-                }
-                let sentence = collapse_whitespace(sentence);
-                if sentence.is_empty() {
-                    continue;
-                }
-                let found = analyzer::terms(&mut analyzer, &sentence);
-                let matched = terms.iter().filter(|t| found.contains(t)).count();
-                if best.as_ref().is_none_or(|(score, _)| matched > *score) {
-                    best = Some((matched, sentence));
+            let blocks = note.blocks.iter().filter(|block| {
+                block.range.start < range.end
+                    && range.start < block.range.end
+                    && match block.kind {
+                        crate::note::BlockKind::Code => code,
+                        crate::note::BlockKind::Heading
+                        | crate::note::BlockKind::Rule
+                        | crate::note::BlockKind::Html => false,
+                        _ => !code,
+                    }
+            });
+            for block in blocks {
+                let text =
+                    &note.body[block.range.start.max(range.start)..block.range.end.min(range.end)];
+                for sentence in crate::text::sentences(text) {
+                    // Headings, and links alone (a contents entry, an embed, a
+                    // bookmark): other pages' names, not what this one says.
+                    if sentence.trim_start().starts_with('#')
+                        || crate::parse::is_links_only(sentence)
+                        || !sentence.chars().any(char::is_alphanumeric)
+                    {
+                        continue;
+                    }
+                    let sentence = collapse_whitespace(sentence);
+                    let trimmed = sentence.trim_start();
+                    if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                        continue;
+                    }
+                    let found = analyzer::terms(&mut analyzer, &sentence);
+                    let matched = terms.iter().filter(|t| found.contains(t)).count();
+                    if (!code || matched > 0)
+                        && best.as_ref().is_none_or(|(score, _)| matched > *score)
+                    {
+                        best = Some((matched, sentence));
+                    }
                 }
             }
             best
         };
+        let matched = |best: Option<(usize, String)>| best.filter(|(matched, _)| *matched > 0);
         // A section can be its heading alone (the heading matched, its
         // text is in the subsections below): the body is read instead.
         let sections = note.sections();
-        let best = section
+        let section_range = section
             .and_then(|s| sections.get(s))
-            .and_then(|s| best_sentence(&note.body[s.range.clone()]))
-            .filter(|(matched, _)| *matched > 0)
-            .or_else(|| best_sentence(&note.body));
+            .map(|s| s.range.clone());
+        let whole = 0..note.body.len();
+        let prose = section_range
+            .clone()
+            .and_then(|range| matched(best_sentence(range, false)))
+            .or_else(|| best_sentence(whole.clone(), false));
+        let best = match prose {
+            Some((found, sentence)) if found > 0 => Some((found, sentence)),
+            unmatched => section_range
+                .and_then(|range| best_sentence(range, true))
+                .or_else(|| best_sentence(whole, true))
+                .or(unmatched),
+        };
         // A note found by a property (`director: Ridley Scott`) shows that
         // property when no sentence of its body has a query term.
         let best = match best {

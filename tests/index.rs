@@ -1172,6 +1172,41 @@ fn a_snippet_under_a_bare_heading_comes_from_the_body() {
     );
 }
 
+/// A note found by its title alone shows a line of its prose, not a
+/// rule or a code fence; a command matching the query is shown when no
+/// prose does.
+#[test]
+fn a_snippet_is_prose_before_rules_and_code() {
+    let world = World::new();
+    let vault = world.vault(
+        "vault",
+        &[
+            (
+                "Nginx Material.md",
+                "---\n\n```shell\nls /srv\n```\n\nA list of links to read later.\n",
+            ),
+            (
+                "Setup.md",
+                "Nothing about servers here.\n\n```shell\nmkdir nginx-files\n```\n",
+            ),
+        ],
+    );
+    let session = session(&vault, &world.path().join("index"));
+    let results = search(&session, "nginx", 3);
+    let snippet_of = |path: &str| {
+        results
+            .hits
+            .iter()
+            .find(|hit| hit.path == path)
+            .map(|hit| hit.snippet.clone())
+    };
+    assert_eq!(
+        snippet_of("Nginx Material.md").as_deref(),
+        Some("A list of links to read later.")
+    );
+    assert_eq!(snippet_of("Setup.md").as_deref(), Some("mkdir nginx-files"));
+}
+
 #[test]
 fn watch_keeps_the_index_current() {
     use std::io::{BufRead, BufReader};
