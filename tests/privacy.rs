@@ -1470,3 +1470,65 @@ fn escapes_spellings_and_forms_fail_closed_too() {
         "{printed}"
     );
 }
+
+/// Hostile round 7: Dataview flags after quote marks, a heading's `#`s or
+/// a list's number; passwords ending a sentence; tokens in `_italic_`.
+#[test]
+fn flags_in_callouts_and_secrets_before_a_stop_or_in_underscores_stay_hidden() {
+    let world = World::new();
+    let token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+    let underscored = format!(
+        "walrus tokens\n\nitalic: _{token}_\nbold: __sk_live_NqVwYS81VP7Hb1DX8pPd5khx__\n\
+         joined: {token}_old\n"
+    );
+    let files: Vec<(&str, &str)> = vec![
+        ("quote.md", "walrus MARKER_QUOTE\n\n> private:: true\n"),
+        (
+            "callout.md",
+            "walrus MARKER_CALLOUT\n\n> [!info] Metadata\n> private:: true\n",
+        ),
+        ("olist.md", "walrus MARKER_OLIST\n\n1. private:: true\n"),
+        ("heading.md", "walrus MARKER_HEADING\n\n## private:: true\n"),
+        (
+            "server.md",
+            "---\npassword: MARKERpw1Lm29zT.\n---\nwalrus server\n\nPassword: MARKERpw2Lm29zT. Username: admin.\n\
+             (password: MARKERpw3Lm29zT)\nclient_secret: MARKERpw4Lm29zT01abc.\n",
+        ),
+        ("tokens.md", underscored.as_str()),
+        ("public.md", "walrus public note\n"),
+    ];
+    let vault = world.vault("vault", &files);
+    for args in [
+        &["pack", "walrus", "--budget", "100000", "--no-log"][..],
+        &[
+            "pack", "walrus", "--budget", "100000", "--no-log", "--format", "json",
+        ],
+        &["search", "walrus", "--limit", "50", "--format", "json"],
+    ] {
+        let printed = run(&world, &vault, args);
+        for marker in [
+            "MARKER_",
+            "MARKERpw",
+            &token[4..],
+            "NqVwYS81VP7Hb1DX8pPd5khx",
+        ] {
+            assert!(
+                !printed.contains(marker),
+                "{args:?}: {marker} leaked:\n{printed}"
+            );
+        }
+        assert!(printed.contains("public"), "{args:?}: {printed}");
+    }
+    let audit = run(&world, &vault, &["audit"]);
+    for line in [
+        "quote.md: private",
+        "callout.md: private",
+        "olist.md: private",
+        "heading.md: private",
+        "server.md:2: secret password_assignment",
+        "server.md:6: secret password_assignment",
+        "tokens.md:3: secret github_token",
+    ] {
+        assert!(audit.contains(line), "{line}\n{audit}");
+    }
+}

@@ -269,13 +269,27 @@ fn links_in<'n>(note: &'n Note, block: &Block) -> impl Iterator<Item = &'n Link>
         .filter(move |l| l.range.end <= range.end)
 }
 
-/// The text on the line of `range` before it and after it.
-fn line_around<'t>(text: &'t str, range: &std::ops::Range<usize>) -> (&'t str, &'t str) {
-    let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
-    let end = text[range.end..]
-        .find('\n')
-        .map_or(text.len(), |i| range.end + i);
-    (&text[start..range.start], &text[range.end..end])
+/// Whether what stands before `range` on its line only opens the line
+/// ([`is_line_lead`]), and whether only blanks follow it there. It looks a
+/// short way back: a line's opening marks are few, and a scan to the start
+/// of a long line for each of its embeds was quadratic.
+fn place_on_line(text: &str, range: &std::ops::Range<usize>) -> (bool, bool) {
+    const LEAD_BYTES: usize = 64;
+    let mut from = range.start.saturating_sub(LEAD_BYTES);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let window = &text[from..range.start];
+    let lead = match window.rfind('\n') {
+        Some(at) => is_line_lead(&window[at + 1..]),
+        None => from == 0 && is_line_lead(window),
+    };
+    let alone_after = text[range.end..]
+        .trim_start_matches([' ', '\t'])
+        .chars()
+        .next()
+        .is_none_or(|c| c == '\n' || c == '\r');
+    (lead, alone_after)
 }
 
 /// Whether the text before an embed on its line only opens the line (blanks,
@@ -760,22 +774,22 @@ fn rewrite_links(
             {
                 out.push_str(&note.body[cursor..link.range.start]);
                 cursor = link.range.end;
-                let (before, after) = line_around(&note.body, &link.range);
+                let (lead, alone_after) = place_on_line(&note.body, &link.range);
                 // One line (a block, a sentence) reads well in its sentence.
                 let blocks =
                     !shown.contains("_(embed not expanded:") && shown.trim().contains('\n');
-                if blocks && (!is_line_lead(before) || !after.trim().is_empty()) {
+                if blocks && (!lead || !alone_after) {
                     // An embed of paragraphs among words is shown as Obsidian
                     // shows it, as a block of its own: the paragraph breaks
                     // around it (spliced in, its heading and paragraphs ran
                     // into the sentence).
                     let kept = out.trim_end_matches([' ', '\t']).len();
                     out.truncate(kept);
-                    if !is_line_lead(before) {
+                    if !lead {
                         out.push_str("\n\n");
                     }
                     out.push_str(shown.trim());
-                    if !after.trim().is_empty() {
+                    if !alone_after {
                         out.push_str("\n\n");
                         let rest = &note.body[cursor..];
                         cursor += rest.len() - rest.trim_start_matches([' ', '\t']).len();
@@ -906,6 +920,22 @@ fn drop_empty_headings(blocks: Vec<OutBlock>) -> Vec<OutBlock> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_embed_s_place_on_its_line_is_read_near_it() {
+        let text = "Intro.\n- ![[a]]\n> ![[b]] and more\n";
+        let at = |needle: &str| {
+            let start = text.find(needle).unwrap();
+            start..start + needle.len()
+        };
+        assert_eq!(place_on_line(text, &at("![[a]]")), (true, true));
+        assert_eq!(place_on_line(text, &at("![[b]]")), (true, false));
+        // A long line of embeds: each is read near it, not from the line's
+        // start (quadratic in the embeds of a line).
+        let line = "word ".to_string() + &"![[a]] ".repeat(100_000);
+        let last = line.rfind("![[a]]").unwrap();
+        assert_eq!(place_on_line(&line, &(last..last + 6)), (false, true));
+    }
 
     #[test]
     fn each_block_finds_exactly_its_links() {

@@ -453,11 +453,7 @@ pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, S
         if !line.contains("::") {
             continue;
         }
-        let content = line.trim();
-        let content = ["- ", "* ", "+ "]
-            .iter()
-            .find_map(|marker| content.strip_prefix(marker))
-            .unwrap_or(content);
+        let content = line_field_text(line);
         if let Some((key, value)) = content.split_once("::")
             && let Some(key) = field_key(key)
             && !value.trim().is_empty()
@@ -472,6 +468,36 @@ pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, S
         fields.extend(bracketed_fields(line, in_code));
     }
     fields
+}
+
+/// A line as Dataview reads a field on it: after the marks that open it,
+/// quote marks (a callout), a heading's `#`s, a list's bullet or number, a
+/// task's box (`> private:: true`, `## private:: true`, `1. private::
+/// true` are page fields to Dataview, as `- private:: true` is).
+fn line_field_text(line: &str) -> &str {
+    let mut content = line.trim();
+    loop {
+        let before = content.len();
+        content = content.trim_start_matches(['>', '#', '-', '*', '+', ' ', '\t']);
+        let digits = content.len()
+            - content
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
+        if digits > 0
+            && let Some(rest) = content[digits..].strip_prefix(['.', ')'])
+            && rest.starts_with([' ', '\t'])
+        {
+            content = rest;
+        }
+        for task in ["[ ]", "[x]", "[X]", "[-]", "[/]"] {
+            if let Some(rest) = content.strip_prefix(task) {
+                content = rest;
+            }
+        }
+        if content.len() == before {
+            return content;
+        }
+    }
 }
 
 /// A field's key as Dataview reads it (emphasis around it dropped:
@@ -492,16 +518,39 @@ fn field_key(key: &str) -> Option<&str> {
 /// in code (`in_code` tells by the byte's offset in the line).
 fn bracketed_fields(line: &str, in_code: impl Fn(usize) -> bool) -> Vec<(String, String)> {
     let mut fields = Vec::new();
+    // The next `]` and `)` at or after the last opener looked at (`None`
+    // once there is none): openers come in order, so each closer is found
+    // once, and a line of unclosed `[a:: ` stays linear.
+    let mut next_close: [Option<Option<usize>>; 2] = [None, None];
     for (at, open) in line.match_indices(['[', '(']) {
         if in_code(at) {
             continue;
         }
-        let close = if open == "[" { ']' } else { ')' };
-        let inner = &line[at + 1..];
-        let Some(end) = inner.find(close) else {
+        let (slot, close) = if open == "[" { (0, ']') } else { (1, ')') };
+        let cached = next_close[slot].filter(|found| found.is_none_or(|end| end > at));
+        let end = match cached {
+            Some(found) => found,
+            None => {
+                let found = line[at + 1..].find(close).map(|end| at + 1 + end);
+                next_close[slot] = Some(found);
+                found
+            }
+        };
+        let Some(end) = end else {
             continue;
         };
-        if let Some((key, value)) = inner[..end].split_once("::")
+        let inner = &line[at + 1..end];
+        // A key is a few words; a value past the bound is no flag, and
+        // copying every nested opener's long value was quadratic.
+        let mut head = MAX_FIELD_KEY_BYTES.min(inner.len());
+        while !inner.is_char_boundary(head) {
+            head -= 1;
+        }
+        let Some(colons) = inner[..head].find("::") else {
+            continue;
+        };
+        let (key, value) = (&inner[..colons], &inner[colons + 2..]);
+        if value.len() <= MAX_BRACKETED_VALUE_BYTES
             && let Some(key) = field_key(key)
             && !value.trim().is_empty()
         {
@@ -510,6 +559,11 @@ fn bracketed_fields(line: &str, in_code: impl Fn(usize) -> bool) -> Vec<(String,
     }
     fields
 }
+
+/// The longest key of a bracketed field read, in bytes.
+const MAX_FIELD_KEY_BYTES: usize = 128;
+/// The longest value of a bracketed field read, in bytes.
+const MAX_BRACKETED_VALUE_BYTES: usize = 4096;
 
 #[cfg(test)]
 mod tests {
@@ -633,6 +687,38 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_field_after_quote_marks_a_heading_a_number_or_a_task_box_is_read() {
+        for line in [
+            "> private:: true",
+            "> > private:: true",
+            "## private:: true",
+            "1. private:: true",
+            "2) private:: true",
+            "- [ ] private:: true",
+            "-> private:: true",
+        ] {
+            assert_eq!(
+                inline_fields(&format!("Text.\n\n{line}\n"), &[]),
+                [("private".to_string(), "true".to_string())],
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_of_unclosed_fields_is_read_in_one_pass() {
+        // Each opener looked for its closer to the end of the line, and each
+        // nested value was copied: a 1 MB line took minutes.
+        let line = "[a:: ".repeat(200_000) + "(b:: x ".repeat(50_000).as_str() + "]\n";
+        let fields = inline_fields(&line, &[]);
+        assert!(fields.is_empty(), "{} fields", fields.len());
+        assert_eq!(
+            inline_fields("[a:: 1] [b:: 2] (c:: 3)\n", &[]),
+            [("a", "1"), ("b", "2"), ("c", "3")].map(|(k, v)| (k.to_string(), v.to_string()))
         );
     }
 }

@@ -840,6 +840,11 @@ fn collect_pattern(
                 offset + group.start()..offset + group.end()
             });
         let secret = before_comment_marker(text, secret);
+        let secret = if matches!(detector.kind, "password_assignment" | "secret_assignment") {
+            before_sentence_end(text, secret)
+        } else {
+            secret
+        };
         if (detector.left_bounded && is_word_byte_at(bytes, whole.start.wrapping_sub(1)))
             || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
         {
@@ -936,6 +941,23 @@ fn is_password_piece(word: &str) -> bool {
     !core.is_empty()
         && word.bytes().all(|b| b.is_ascii_graphic())
         && core.bytes().any(|b| !b.is_ascii_alphabetic())
+}
+
+/// An unquoted value ends before the stops of the sentence it ends
+/// (`Password: X.`, `(password: X)`, `Password: X...`, `password: X:`):
+/// taken in, they made the value look like a name or a path and it was
+/// printed whole.
+fn before_sentence_end(text: &str, secret: Range<usize>) -> Range<usize> {
+    if is_quoted(text, &secret) {
+        return secret;
+    }
+    let value = &text[secret.clone()];
+    // `!` and `?` end many passwords: they stay in.
+    let kept = value.trim_end_matches(['.', ')', ':', '…']);
+    if kept.is_empty() {
+        return secret;
+    }
+    secret.start..secret.start + kept.len()
 }
 
 /// A value stops before a comment's opener or closer: taking `%%` or `<!--`
@@ -1182,10 +1204,11 @@ pub fn mask(secret: &str) -> String {
     masked
 }
 
+// `_` is no word byte: Markdown's `_italic_` and `__bold__` wrap a token
+// (`_ghp_…_`), and a name joins one (`ghp_…_old`, `#tok_ghp_…`); taking
+// `_` for part of a longer word let all of these through.
 fn is_word_byte_at(bytes: &[u8], index: usize) -> bool {
-    bytes
-        .get(index)
-        .is_some_and(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+    bytes.get(index).is_some_and(u8::is_ascii_alphanumeric)
 }
 
 /// Shannon entropy of the characters, in bits per character.
@@ -3240,6 +3263,22 @@ mod tests {
             (
                 "pin_password=4821",
                 "pin_password=[REDACTED:password_assignment]",
+            ),
+            (
+                "Password: Xq7pLm29zT05. Username: admin.",
+                "Password: [REDACTED:password_assignment]. Username: admin.",
+            ),
+            (
+                "(password: Xq7pLm29zT13) and Password: Xq7pLm29zT16...",
+                "(password: [REDACTED:password_assignment]) and Password: [REDACTED:password_assignment]...",
+            ),
+            (
+                "client_secret: Xq7pLm29zT01abc.",
+                "client_secret: [REDACTED:secret_assignment].",
+            ),
+            (
+                "_ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8_ and __sk_live_NqVwYS81VP7Hb1DX8pPd5khx__",
+                "_[REDACTED:github_token]_ and __[REDACTED:stripe_secret_key]__",
             ),
             (
                 "password: Zq7v Lm29Rt for the db",
