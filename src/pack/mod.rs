@@ -1973,7 +1973,17 @@ pub struct QueryTrace {
 /// The seed's Step 6 line for a pack.
 pub(crate) fn log_line(pack: &Pack, timestamp: &str) -> String {
     let topic = pack.topic.as_deref().unwrap_or("Recent Activity");
-    let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
+    // Escaped as Markdown reads it, too: the log is a note of the vault,
+    // and a topic's `[[link]]`, `#tag` or unclosed `%%`/`<!--` would be
+    // one there (an open comment hides every later line in Obsidian).
+    let mut escaped = String::with_capacity(topic.len() + 8);
+    for c in topic.chars() {
+        if matches!(c, '\\' | '"' | '[' | ']' | '#' | '%' | '<' | '$' | '`') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    let topic = escaped;
     format!(
         "- [{timestamp}] CONTEXT_PACK topic=\"{topic}\" budget={} actual_tokens={} pages_included={} pages_dropped={}",
         pack.budget,

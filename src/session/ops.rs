@@ -513,6 +513,18 @@ mod tests {
             std::fs::read_to_string(&log).unwrap(),
             format!("# Wiki Log\n\n{line}\n")
         );
+        // A topic's Markdown is escaped: no link, tag or open comment lands
+        // in the vault's log.
+        let mut hostile = logged.pack.clone();
+        hostile.topic = Some("zebra ![[a]] #private %% <!-- $x$ `y` \"q\"".into());
+        assert_eq!(
+            crate::pack::log_line(&hostile, "t")
+                .split(" budget=")
+                .next(),
+            Some(
+                "- [t] CONTEXT_PACK topic=\"zebra !\\[\\[a\\]\\] \\#private \\%\\% \\<!-- \\$x\\$ \\`y\\` \\\"q\\\"\""
+            )
+        );
     }
 
     /// What `Session::pack` would silently ignore, the operation refuses.
