@@ -566,6 +566,12 @@ impl Policy {
                 };
                 let value = if let Some(item) = line.strip_prefix('-') {
                     item
+                } else if let Some(name) = line.strip_prefix("? ") {
+                    // An explicit key (`? ai`), its value on a `: ` line.
+                    key = name.trim().trim_matches(['"', '\'']).to_string();
+                    continue;
+                } else if let Some(value) = line.strip_prefix(':') {
+                    value
                 } else if let Some((name, value)) = line.split_once(':') {
                     // `[private: true` and `{private: true`: a flow mapping or
                     // list left open still names the key.
@@ -588,6 +594,13 @@ impl Policy {
                     ));
                 }
                 let value = value.split(" #").next().unwrap_or(value);
+                // An anchor or a tag before a value is not the value
+                // (`ai: &no false`, `visibility: !!str private`).
+                let value: String = value
+                    .split_whitespace()
+                    .filter(|word| !word.starts_with(['&', '!']))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let tokens = value
                     .split(['[', ']', '{', '}', ','])
                     .map(|token| token.trim().trim_matches(['"', '\'']).trim())
@@ -1007,6 +1020,23 @@ mod tests {
             Some(format!("frontmatter 'ai'{broken}"))
         );
         assert_eq!(reason("summary: Note: two\nprivate: false\n"), None);
+        // Anchors and tags before a value, an explicit key (hostile round 7).
+        for front in [
+            "x: [\nai: &no false\n",
+            "x: [\nai: !!bool false\n",
+            "x: [\n? ai\n: false\n",
+        ] {
+            assert_eq!(
+                reason(front),
+                Some(format!("frontmatter 'ai'{broken}")),
+                "{front}"
+            );
+        }
+        assert_eq!(
+            reason("x: [\nvisibility: &v !!str private\n"),
+            Some(format!("frontmatter 'visibility'{broken}"))
+        );
+        assert_eq!(reason("x: [\nai: &yes true\n"), None);
         // A key inside a flow left open, and a value read as neither.
         let neither = "frontmatter 'private' has a value that reads as neither yes nor no; \
                        treated as private";

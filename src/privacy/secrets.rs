@@ -465,7 +465,7 @@ static DETECTORS: &[Detector] = &[
     named(
         "password_assignment",
         &["pass", "pw"],
-        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}\*{0,2}["']?[ \t]*(?:::|:=|=>|->|=|:|：|→|—|–)\*{0,2}[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]+))"#,
+        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}\*{0,2}["'`]?[ \t]*(?:::|:=|=>|->|=|:|：|→|—|–)\*{0,2}[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
         accept_password_value,
     ),
     any_case(
@@ -801,14 +801,15 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
             at = second;
         }
     }
-    if at < bytes.len() && matches!(bytes[at], b'"' | b'\'') {
+    if at < bytes.len() && matches!(bytes[at], b'"' | b'\'' | b'`') {
         at += 1;
     }
     while at < bytes.len() && matches!(bytes[at], b' ' | b'\t') {
         at += 1;
     }
     let rest = &bytes[at.min(bytes.len())..];
-    matches!(bytes.get(at), Some(b'=' | b':'))
+    // `| Password | X |`: a table row whose label cell names the key.
+    matches!(bytes.get(at), Some(b'=' | b':' | b'|'))
         || rest.starts_with(b"->")
         || (at > end && bytes[at - 1] == b'-' && rest.first() == Some(&b'>'))
         || ["：", "—", "–", "→"]
@@ -950,6 +951,16 @@ fn is_password_piece(word: &str) -> bool {
 fn before_sentence_end(text: &str, secret: Range<usize>) -> Range<usize> {
     if is_quoted(text, &secret) {
         return secret;
+    }
+    // `==X==` and `**X**`: a highlight or bold around the value is not it.
+    let value = &text[secret.clone()];
+    for mark in ["==", "**", "__"] {
+        if value.len() > 2 * mark.len()
+            && let Some(inner) = value.strip_prefix(mark).and_then(|v| v.strip_suffix(mark))
+        {
+            let start = secret.start + mark.len();
+            return before_sentence_end(text, start..start + inner.len());
+        }
     }
     let value = &text[secret.clone()];
     // `!` and `?` end many passwords: they stay in.
@@ -1726,7 +1737,7 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
     let recent = text_before(text, value_start, 200);
     let line = recent.rsplit('\n').next().unwrap_or("");
     let before =
-        line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-".contains(c));
+        line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«".contains(c));
     let key_start = before
         .char_indices()
         .rev()
@@ -2149,11 +2160,9 @@ fn password_value_ok(text: &str, range: &Range<usize>, in_a_sentence: bool) -> b
     let letters_only = value.chars().all(char::is_alphabetic);
     let digits_only = value.bytes().all(|b| b.is_ascii_digit());
     // `INVALID_PASSWORD: SqlState = SqlState(…)`: a type annotation.
-    if !quoted
-        && text[range.end..]
-            .trim_start_matches([' ', '\t'])
-            .starts_with('=')
-    {
+    let after = text[range.end..].trim_start_matches([' ', '\t']);
+    // (`==X==` is a highlight, not an annotation.)
+    if !quoted && after.starts_with('=') && !after.starts_with("==") {
         return false;
     }
     if (letters_only || digits_only) && !quoted {
@@ -3263,6 +3272,22 @@ mod tests {
             (
                 "pin_password=4821",
                 "pin_password=[REDACTED:password_assignment]",
+            ),
+            (
+                "Password: ==Xq7pLm29zTa7==",
+                "Password: ==[REDACTED:password_assignment]==",
+            ),
+            (
+                "`password`: Xq7pLm29zT11",
+                "`password`: [REDACTED:password_assignment]",
+            ),
+            (
+                "Password: “Xq7pLm29zT11” and «Xq7pLm29zT22»",
+                "Password: “[REDACTED:password_assignment]” and «Xq7pLm29zT22»",
+            ),
+            (
+                "| User | admin |\n| Password | Xq7pLm29zTa9 |\n",
+                "| User | admin |\n| Password | [REDACTED:password_assignment] |\n",
             ),
             (
                 "Password: Xq7pLm29zT05. Username: admin.",
