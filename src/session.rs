@@ -942,9 +942,10 @@ impl Session {
                     coverage_slots(vault, &queries, rankings, request.rank.rrf_k);
                 // Subqueries each bring their own words: the floor reads
                 // one topic's.
+                let mut weak_matches = Vec::new();
                 if queries.len() == 1 {
                     let wanted = request.options.candidate_limit;
-                    candidates = floor::topic_candidates(
+                    (candidates, weak_matches) = floor::topic_candidates(
                         vault,
                         self.store.as_deref(),
                         &syntaxes[0].text,
@@ -978,6 +979,8 @@ impl Session {
                     signal_errors,
                     &options,
                 );
+                // Said, not hidden: a note the floor left out is listed.
+                pack.dropped.extend(weak_matches);
                 if queries.len() > 1 {
                     pack.research = Some(trace);
                 }

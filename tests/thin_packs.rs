@@ -310,6 +310,24 @@ fn a_topic_word_many_notes_hold_or_part_of_a_hyphenated_word_is_no_match_alone()
         "{evergreen}"
     );
     assert!(!evergreen.contains("[[Daily/"), "{evergreen}");
+    // And says so: the notes left out are listed with their reason.
+    let listed: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &["evergreen notes", "--budget", "2000", "--format", "json"],
+    )))
+    .unwrap();
+    let weak: Vec<&str> = listed["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == "weak_match")
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(weak.len(), 6, "{weak:?}");
+    assert!(
+        weak.iter().all(|path| path.starts_with("Daily/")),
+        "{weak:?}"
+    );
     // `two` alone is not `two-phase`.
     let commit = pack("two-phase commit");
     assert!(commit.contains("## [[Essays/Databases]]"), "{commit}");

@@ -120,10 +120,13 @@ pub(super) fn topic_candidates(
     topic: &str,
     candidates: Vec<crate::retrieve::Candidate>,
     wanted: usize,
-) -> Vec<crate::retrieve::Candidate> {
+) -> (
+    Vec<crate::retrieve::Candidate>,
+    Vec<crate::pack::DroppedPage>,
+) {
     // A CJK topic's terms are characters and their pairs, not words.
     if crate::tokens::has_cjk(topic) {
-        return candidates;
+        return (candidates, Vec::new());
     }
     let words = telling_words(topic);
     let terms: Vec<String> = words.iter().map(|w| w.term.clone()).collect();
@@ -135,7 +138,7 @@ pub(super) fn topic_candidates(
     });
     let asked = all_words.len() > terms.len() && FLOOR_TERMS.contains(&terms.len());
     if !asked && !(2..=*FLOOR_TERMS.end()).contains(&terms.len()) {
-        return candidates;
+        return (candidates, Vec::new());
     }
     let compounds = words.last().map_or(0, |w| w.compound);
     let common = if asked {
@@ -150,7 +153,7 @@ pub(super) fn topic_candidates(
     // when all its words are common, the ranking weighs them alike.
     let some_common_some_rare = common.contains(&true) && common.contains(&false);
     if !asked && !hyphenated && !some_common_some_rare {
-        return candidates;
+        return (candidates, Vec::new());
     }
     let answers = |held: &[bool]| {
         if asked {
@@ -202,6 +205,7 @@ pub(super) fn topic_candidates(
         })
     };
     let mut kept = Vec::with_capacity(candidates.len());
+    let mut left_out = Vec::new();
     let mut passed = 0;
     let mut rest = candidates.into_iter().enumerate();
     for (at, candidate) in rest.by_ref() {
@@ -217,11 +221,23 @@ pub(super) fn topic_candidates(
             if passed == wanted {
                 break;
             }
+        } else {
+            let meta = &vault.metas[candidate.note];
+            left_out.push(crate::pack::DroppedPage {
+                path: meta.path.clone(),
+                title: meta.title.clone(),
+                tier: meta.tier,
+                score: candidate.score,
+                reason: WEAK_MATCH,
+            });
         }
     }
     kept.extend(rest.map(|(_, candidate)| candidate));
-    kept
+    (kept, left_out)
 }
+
+/// The reason a pack's `dropped` list gives for a note the floor left out.
+pub(super) const WEAK_MATCH: &str = "weak_match";
 
 /// For each of `notes`, which of `words` its indexed text holds, asked of
 /// the store (one narrow search a word) when it can answer without the
