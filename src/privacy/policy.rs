@@ -320,6 +320,12 @@ impl Policy {
             None
         } else {
             let mut builder = GitignoreBuilder::new("/");
+            // `journal/` hides `Journal/` too (fail closed): the folder a
+            // person names is the one they meant, and macOS and Windows
+            // see one folder there.
+            builder
+                .case_insensitive(true)
+                .map_err(|err| format!("private folder patterns: {err}"))?;
             for pattern in &file.private.folders {
                 for line in folder_pattern_lines(pattern)? {
                     builder
@@ -918,6 +924,16 @@ mod tests {
 
     fn note(path: &str, text: &str) -> Note {
         crate::parse::parse_note(path, text, None).0
+    }
+
+    #[test]
+    fn a_folder_rule_matches_its_folder_in_any_case() {
+        let policy =
+            Policy::parse("private:\n  folders: [\"journal/\", \"Clients/Acme\"]\n").unwrap();
+        assert!(policy.is_private_path("Journal/2024-01-01.md"));
+        assert!(policy.is_private_path("JOURNAL/x.md"));
+        assert!(policy.is_private_path("clients/acme/notes.md"));
+        assert!(!policy.is_private_path("Journals/x.md"));
     }
 
     #[test]
