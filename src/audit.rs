@@ -146,6 +146,7 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
         policy
             .frontmatter_reason(raw)
             .or_else(|| policy.private_reason(&note))
+            .or_else(|| policy.flag_in_a_comment(raw))
     };
     let line_of = |text: &str, offset: usize| Lines::of(text).line(offset);
     // Secrets are looked for as the notes' reading does: once comments are

@@ -1490,6 +1490,18 @@ fn flags_in_callouts_and_secrets_before_a_stop_or_in_underscores_stay_hidden() {
         ("olist.md", "walrus MARKER_OLIST\n\n1. private:: true\n"),
         ("heading.md", "walrus MARKER_HEADING\n\n## private:: true\n"),
         (
+            "in_comment.md",
+            "walrus MARKER_IN_COMMENT\n\n%%\nprivate:: true\n%%\n",
+        ),
+        (
+            "in_html_comment.md",
+            "walrus MARKER_IN_HTML\n\n<!-- [ai:: false] -->\n",
+        ),
+        (
+            "in_code.md",
+            "walrus example of a flag\n\n```\nprivate:: true\n```\n",
+        ),
+        (
             "server.md",
             "---\npassword: MARKERpw1Lm29zT.\n---\nwalrus server\n\nPassword: MARKERpw2Lm29zT. Username: admin.\n\
              (password: MARKERpw3Lm29zT)\nclient_secret: MARKERpw4Lm29zT01abc.\n",
@@ -1518,6 +1530,8 @@ fn flags_in_callouts_and_secrets_before_a_stop_or_in_underscores_stay_hidden() {
             );
         }
         assert!(printed.contains("public"), "{args:?}: {printed}");
+        // A flag in a code block is an example, not the note's.
+        assert!(printed.contains("example of a flag"), "{args:?}: {printed}");
     }
     let audit = run(&world, &vault, &["audit"]);
     for line in [
@@ -1525,6 +1539,8 @@ fn flags_in_callouts_and_secrets_before_a_stop_or_in_underscores_stay_hidden() {
         "callout.md: private",
         "olist.md: private",
         "heading.md: private",
+        "in_comment.md: private (frontmatter 'private', written in a comment)",
+        "in_html_comment.md: private (frontmatter 'ai', written in a comment)",
         "server.md:2: secret password_assignment",
         "server.md:6: secret password_assignment",
         "tokens.md:3: secret github_token",

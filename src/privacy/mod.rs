@@ -112,7 +112,10 @@ impl Policy {
         };
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
         let (note, problems) = parse(&text);
-        if self.is_private(&note) || self.has_a_tag_a_comment_ends(raw) {
+        if self.is_private(&note)
+            || self.has_a_tag_a_comment_ends(raw)
+            || self.flag_in_a_comment(raw).is_some()
+        {
             return None;
         }
         let (text, mut note, problems) = match self.cut_private_sections(&text, &note) {
@@ -347,6 +350,41 @@ impl Policy {
             let (note, _) = parse_note_with_fields("x.md", &spaced, None, None);
             note.meta.tags.iter().any(|tag| self.is_private_tag(tag))
         })
+    }
+
+    /// Whether a Dataview flag written inside a comment (`%%private::
+    /// true%%`, `<!-- ai:: false -->`) makes the note private: Dataview
+    /// reads fields there, so the policy does too (fail closed), though
+    /// the comment itself is never printed. A flag in a code block is an
+    /// example, not the note's.
+    pub(crate) fn flag_in_a_comment(&self, raw: &str) -> Option<String> {
+        let rules = &self.file.strip;
+        if !raw.contains("::") || !raw.contains("%%") && !raw.contains("<!--") {
+            return None;
+        }
+        let body = &raw[body_offset(raw)..];
+        let mut inside = String::new();
+        for range in comments::find(body, rules.obsidian_comments, rules.html_comments) {
+            let comment = &body[range];
+            let comment = comment
+                .strip_prefix("%%")
+                .or_else(|| comment.strip_prefix("<!--"))
+                .unwrap_or(comment);
+            let comment = comment
+                .strip_suffix("%%")
+                .or_else(|| comment.strip_suffix("-->"))
+                .unwrap_or(comment);
+            inside.push_str(comment);
+            inside.push('\n');
+        }
+        crate::parse::reader::inline_fields(&inside, &[])
+            .into_iter()
+            .find_map(|(key, value)| {
+                let mut field = yaml_serde::Mapping::new();
+                field.insert(key.into(), value.into());
+                self.fields_reason(&field)
+            })
+            .map(|reason| format!("{reason}, written in a comment"))
     }
 
     /// The text without the sections under private headings, or `None` when

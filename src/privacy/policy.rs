@@ -504,7 +504,7 @@ impl Policy {
     }
 
     /// The policy field among `fields` that makes a note private.
-    fn fields_reason(&self, fields: &yaml_serde::Mapping) -> Option<String> {
+    pub(super) fn fields_reason(&self, fields: &yaml_serde::Mapping) -> Option<String> {
         for (k, v) in fields {
             if let Some(k) = k.as_str()
                 && !v.is_null()
