@@ -1976,9 +1976,20 @@ pub(crate) fn log_line(pack: &Pack, timestamp: &str) -> String {
     // Escaped as Markdown reads it, too: the log is a note of the vault,
     // and a topic's `[[link]]`, `#tag` or unclosed `%%`/`<!--` would be
     // one there (an open comment hides every later line in Obsidian).
+    // A lone bracket is no link (`[REDACTED:…]` stays as it reads); a
+    // doubled one is a wikilink's, escaped.
+    let chars: Vec<char> = topic.chars().collect();
     let mut escaped = String::with_capacity(topic.len() + 8);
-    for c in topic.chars() {
-        if matches!(c, '\\' | '"' | '[' | ']' | '#' | '%' | '<' | '$' | '`') {
+    for (at, &c) in chars.iter().enumerate() {
+        let doubled = |bracket: char| {
+            chars.get(at + 1) == Some(&bracket) || at > 0 && chars[at - 1] == bracket
+        };
+        let markup = match c {
+            '\\' | '"' | '#' | '%' | '<' | '$' | '`' => true,
+            '[' | ']' => doubled(c),
+            _ => false,
+        };
+        if markup {
             escaped.push('\\');
         }
         escaped.push(c);
