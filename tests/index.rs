@@ -201,8 +201,8 @@ fn another_format_version_is_rebuilt() {
     ok(&index_cmd(&world, &vault, &index, &[]));
     let meta = index.join("tantivy/meta.json");
     let text = fs::read_to_string(&meta).unwrap();
-    assert!(text.contains("\\\"format\\\":10"), "{text}");
-    fs::write(&meta, text.replace("\\\"format\\\":10", "\\\"format\\\":0")).unwrap();
+    assert!(text.contains("\\\"format\\\":11"), "{text}");
+    fs::write(&meta, text.replace("\\\"format\\\":11", "\\\"format\\\":0")).unwrap();
     let out = index_cmd(&world, &vault, &index, &[]);
     ok(&out);
     assert!(

@@ -59,8 +59,9 @@ pub(crate) use crate::store::UpdateReport;
 /// links written in properties in the link table; 8: every note's property
 /// values for filters, in a blob of their own; 9: a note record holds the
 /// share of its text on link lines; 10: a file time most notes share is
-/// marked as no date).
-pub(crate) const FORMAT_VERSION: u32 = 10;
+/// marked as no date; 11: at most 10,000 sections a note, and no editor
+/// time stamp or picture in a summary made of properties).
+pub(crate) const FORMAT_VERSION: u32 = 11;
 const LOCK_FILE: &str = "ctxpack.lock";
 /// How long a command waits for another process's update (a watcher's is
 /// a few milliseconds) before it answers from the last commit instead.

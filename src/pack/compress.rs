@@ -589,8 +589,9 @@ fn properties_block(vault: &Vault, note: &Note) -> Option<OutBlock> {
 }
 
 /// The `key: value` lines of the properties a page shows (none for a page
-/// with a `title:` field; never a field the privacy policy reads): for the
-/// pack's properties block and a search's snippet alike.
+/// with a `title:` field; never a field the privacy policy reads, nor a
+/// note's bookkeeping times or pictures): for the pack's properties block
+/// and a search's snippet alike.
 pub(crate) fn shown_property_lines<'a>(
     vault: &'a Vault,
     note: &'a Note,
@@ -598,7 +599,11 @@ pub(crate) fn shown_property_lines<'a>(
     let shown = note.meta.title_source != TitleSource::Frontmatter;
     note.properties
         .iter()
-        .filter(move |(key, _)| shown && !vault.policy().is_policy_field(key))
+        .filter(move |(key, value)| {
+            shown
+                && !vault.policy().is_policy_field(key)
+                && !crate::parse::properties::is_stamp_or_picture(key, value)
+        })
         .map(|(key, value)| format!("{key}: {value}"))
 }
 

@@ -18,6 +18,8 @@ struct Piece {
     block: usize,
     range: Range<usize>,
     score: f64,
+    /// Wordless ([`is_wordless`]).
+    filler: bool,
 }
 
 /// A compressed body cut into pieces, each scored for the query.
@@ -43,11 +45,14 @@ impl<'a> Pieces<'a> {
             let first = pieces.len();
             if out.is_content {
                 for range in split_pieces(&out.text) {
-                    let score = scorer(&out.text[range.clone()]);
+                    let text = &out.text[range.clone()];
+                    let filler = is_wordless(text);
+                    let score = if filler { 0.0 } else { scorer(text) };
                     pieces.push(Piece {
                         block,
                         range,
                         score,
+                        filler,
                     });
                 }
             }
@@ -126,6 +131,12 @@ impl<'a> Pieces<'a> {
 
     pub(crate) fn score(&self, piece: usize) -> f64 {
         self.pieces[piece].score
+    }
+
+    /// Whether a piece has no word: never chosen, shown between chosen
+    /// pieces, never standing for a gap.
+    pub(crate) fn is_filler(&self, piece: usize) -> bool {
+        self.pieces[piece].filler
     }
 
     pub(crate) fn text(&self, piece: usize) -> &'a str {
@@ -232,9 +243,10 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
             let ends_sentence = match ch {
                 '。' | '！' | '？' => !crate::text::in_markup(&markup, line_start + offset),
                 '.' | '!' | '?' if !crate::text::in_markup(&markup, end - 1) => {
-                    end >= line_end
+                    (end >= line_end
                         || (bytes.get(end).is_some_and(|b| *b == b' ')
-                            && starts_sentence(&text[end..line_end]))
+                            && starts_sentence(&text[end..line_end])))
+                        && !is_item_number(&text[start..end])
                 }
                 _ => false,
             };
@@ -248,7 +260,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
         }
         line_start = line_end;
     }
-    pieces
+    let trimmed = pieces
         .into_iter()
         .map(|r| {
             let piece = &text[r.clone()];
@@ -256,8 +268,39 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
             let tail = piece.len() - piece.trim_end().len();
             r.start + lead..r.end - tail
         })
-        .filter(|r| !r.is_empty())
-        .collect()
+        .filter(|r| !r.is_empty());
+    // Punctuation left alone after a sentence on its line (the `」`
+    // closing a quotation) goes with that sentence: alone, it was cheap
+    // filler that printed as a stray `」`.
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for range in trimmed {
+        match merged.last_mut() {
+            Some(last)
+                if !text[last.end..range.start].contains('\n')
+                    && is_wordless(&text[range.clone()]) =>
+            {
+                last.end = range.end;
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+/// A piece with no letter or digit: a quote's empty `>` line, a row of
+/// dashes. Never offered alone; printed only between pieces that are.
+fn is_wordless(text: &str) -> bool {
+    !text.chars().any(char::is_alphanumeric)
+}
+
+/// Whether `text` is a list item's number and its dot (`2.`, `  10.`):
+/// not a sentence of its own.
+fn is_item_number(text: &str) -> bool {
+    let Some(digits) = text.trim_start().strip_suffix('.') else {
+        return false;
+    };
+    let digits = digits.trim_start_matches(['>', ' ']);
+    !digits.is_empty() && digits.len() <= 9 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The chosen pieces in document order, with the headings of the sections
@@ -319,14 +362,19 @@ fn render(
             }
             continue;
         }
-        if skipped_content {
+        let words_in = |range: Range<usize>| range.into_iter().any(|p| !pieces[p].filler);
+        let (first_kept, last_kept) = (kept[0], kept[kept.len() - 1]);
+        // A block whose text opens with `[…]` stands for the skipped
+        // blocks before it too, unless a heading comes between.
+        if skipped_content && (pending_heading.is_some() || !words_in(in_block.start..first_kept)) {
             push_omitted(&mut blocks);
         }
         skipped_content = false;
         if let Some(heading) = pending_heading.take() {
             blocks.push(heading.clone());
         }
-        if kept.len() == in_block.len() {
+        let with_words = |range: Range<usize>| range.filter(|&p| !pieces[p].filler).count();
+        if kept.iter().filter(|&&p| !pieces[p].filler).count() == with_words(in_block.clone()) {
             blocks.push(out.clone());
             continue;
         }
@@ -335,35 +383,35 @@ fn render(
         for &i in &kept {
             let piece = &pieces[i];
             match previous {
-                None if in_block.start != i => {
+                None if words_in(in_block.start..i) => {
                     // On a line of its own when what it stands for ends a
                     // line: `[…] > quoted` is no longer a quote.
                     let gap = &out.text[pieces[in_block.start].range.start..piece.range.start];
                     let next = if gap.contains('\n') { "\n" } else { " " };
                     text.push_str(&format!("{OMITTED}{next}"));
                 }
-                Some(prev) if prev + 1 != i => {
+                Some(prev) if words_in(prev + 1..i) => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
                     let next = if gap.contains('\n') { "\n" } else { " " };
                     text.push_str(&format!(" {OMITTED}{next}"));
                 }
                 Some(prev) => {
-                    let gap = &out.text[pieces[prev].range.end..piece.range.start];
-                    // CJK sentences follow each other with no space.
-                    text.push_str(if gap.contains('\n') {
-                        "\n"
-                    } else if gap.is_empty() {
-                        ""
-                    } else {
-                        " "
-                    });
+                    // Wordless pieces between two chosen ones are shown.
+                    for filler in prev + 1..i {
+                        let gap =
+                            &out.text[pieces[filler - 1].range.end..pieces[filler].range.start];
+                        text.push_str(joint(gap));
+                        text.push_str(&out.text[pieces[filler].range.clone()]);
+                    }
+                    let gap = &out.text[pieces[i - 1].range.end..piece.range.start];
+                    text.push_str(joint(gap));
                 }
                 None => {}
             }
             text.push_str(&out.text[piece.range.clone()]);
             previous = Some(i);
         }
-        if in_block.end.checked_sub(1) != kept.last().copied() {
+        if words_in(last_kept + 1..in_block.end) {
             text.push_str(&format!(" {OMITTED}"));
         }
         blocks.push(OutBlock::content(text));
@@ -375,6 +423,19 @@ fn render(
     // Embeds were expanded in the body the pieces come from.
     out.embeds = body.embeds.clone();
     out
+}
+
+/// What joins two pieces shown one after the other, for the `gap` between
+/// them in the block: a line break, or a space, or nothing (CJK sentences
+/// follow each other with no space).
+fn joint(gap: &str) -> &'static str {
+    if gap.contains('\n') {
+        "\n"
+    } else if gap.is_empty() {
+        ""
+    } else {
+        " "
+    }
 }
 
 /// Adds a `[…]` block unless the text before already ends with one.
@@ -530,6 +591,65 @@ mod tests {
             pieces.render(&chosen, &BTreeMap::new()).text,
             "[…] To delete an image:\n\n```\ndocker rmi name\n```\n\n[…]"
         );
+    }
+
+    #[test]
+    fn item_numbers_and_wordless_lines_are_never_pieces_of_their_own() {
+        let text = "1. Melt butter. Watch it.\n2. Remove from heat. Cool it.\n10. Bake.";
+        let pieces: Vec<&str> = split_pieces(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(
+            pieces,
+            [
+                "1. Melt butter.",
+                "Watch it.",
+                "2. Remove from heat.",
+                "Cool it.",
+                "10. Bake."
+            ]
+        );
+        // A closing quotation mark goes with its sentence; a quote's empty
+        // line is a piece without words (a filler).
+        let quote = "> [!quote]\n>\n> 「数据库是集合。数据独立。」\n>";
+        let pieces: Vec<&str> = split_pieces(quote).into_iter().map(|r| &quote[r]).collect();
+        assert_eq!(
+            pieces,
+            ["> [!quote]", ">", "> 「数据库是集合。", "数据独立。」", ">"]
+        );
+        let b = body(&[quote, "Other."]);
+        let all = Pieces::of(&b, &*scorer("独立"));
+        let fillers: Vec<bool> = (0..all.len()).map(|i| all.is_filler(i)).collect();
+        assert_eq!(fillers, [false, true, false, false, true, false]);
+    }
+
+    #[test]
+    fn fillers_show_between_chosen_pieces_and_never_stand_for_a_gap() {
+        let quote = "> [!quote]\n>\n> First words here.\n>\n> The needle.\n>";
+        let b = body(&[quote]);
+        let pieces = Pieces::of(&b, &*scorer("needle"));
+        // The last sentence alone: no `> […]` line for the empty lines.
+        let chosen: BTreeSet<usize> = [4].into();
+        assert_eq!(
+            pieces.render(&chosen, &BTreeMap::new()).text,
+            "[…]\n> The needle."
+        );
+        // Two sentences: the empty quote line between them is shown.
+        let chosen: BTreeSet<usize> = [2, 4].into();
+        assert_eq!(
+            pieces.render(&chosen, &BTreeMap::new()).text,
+            "[…]\n> First words here.\n>\n> The needle."
+        );
+        // Every piece with words: the block as written.
+        let chosen: BTreeSet<usize> = [0, 2, 4].into();
+        assert_eq!(pieces.render(&chosen, &BTreeMap::new()).text, quote);
+    }
+
+    #[test]
+    fn a_block_opening_with_a_gap_marker_stands_for_the_skipped_blocks_before_it() {
+        let b = body(&["Skipped paragraph.", "Other words. The needle."]);
+        assert_eq!(matching(&b, "needle"), "[…] The needle.");
+        // Across a heading both gaps show.
+        let b = body(&["Skipped paragraph.", "## Part", "Other words. The needle."]);
+        assert_eq!(matching(&b, "needle"), "[…]\n\n## Part\n\n[…] The needle.");
     }
 
     #[test]

@@ -1036,7 +1036,7 @@ impl<'a> Packer<'a> {
             let length_share = (SHORT_PAGE_CHARS as f64 / chars.max(1) as f64).min(1.0);
             let mut offered: Vec<(f64, usize, Option<usize>)> = Vec::new();
             for (piece, &distance) in distance.iter().enumerate() {
-                if piece_keys[rank][piece] == summary_keys[rank] {
+                if piece_keys[rank][piece] == summary_keys[rank] || page.is_filler(piece) {
                     continue;
                 }
                 let d = distance.min(1000) as f64;
@@ -1173,6 +1173,7 @@ impl<'a> Packer<'a> {
                     chosen_pieces[rank].contains(&i)
                         || duplicate_pieces[rank].contains_key(&i)
                         || piece_keys[rank][i] == summary_keys[rank]
+                        || page.is_filler(i)
                 })
             });
             // A summary block that already carries the whole body is whole.
@@ -1846,6 +1847,9 @@ fn duplicate_blocks(
             Some(other) => {
                 blocks.entry(block).or_insert_with(|| other.clone());
             }
+            // A wordless piece is never offered, so never a duplicate: it
+            // goes with its block.
+            None if page.is_filler(piece) => {}
             None => {
                 partial.insert(block);
             }

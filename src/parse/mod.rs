@@ -441,8 +441,9 @@ fn linked_properties(fields: &yaml_serde::Mapping) -> Option<String> {
     linked.dedup();
     let said: Vec<String> = linked
         .into_iter()
-        .take(3)
         .filter_map(|index| shown.get(index))
+        .filter(|(key, value)| !properties::is_stamp_or_picture(key, value))
+        .take(3)
         .map(|(key, value)| format!("{key}: {}", reader::links_as_words(value)))
         .collect();
     (!said.is_empty()).then(|| said.join(" · "))
@@ -667,6 +668,39 @@ mod tests {
             ]
         );
         assert_eq!(note.heading_path(1), ["A", "B"]);
+    }
+
+    #[test]
+    fn a_note_has_at_most_max_sections_the_last_holding_the_rest() {
+        use crate::note::MAX_SECTIONS;
+        let body: String = (0..MAX_SECTIONS + 5)
+            .map(|i| format!("# h{i}\n\nword{i}\n"))
+            .collect();
+        for preamble in ["", "Intro.\n\n"] {
+            let text = format!("{preamble}{body}");
+            let (note, _) = parse_note("x.md", &text, None);
+            let sections = note.sections();
+            assert_eq!(sections.len(), MAX_SECTIONS);
+            let last = sections.last().unwrap();
+            assert_eq!(last.range.end, note.body.len());
+            let rest = &note.body[last.range.clone()];
+            let kept = MAX_SECTIONS - usize::from(!preamble.is_empty()) - 1;
+            assert!(rest.starts_with(&format!("# h{kept}\n")), "{}", &rest[..20]);
+            assert!(rest.ends_with(&format!("word{}\n", MAX_SECTIONS + 4)));
+            // Sections still tile the body after the preamble.
+            for pair in sections.windows(2) {
+                assert_eq!(pair[0].range.end, pair[1].range.start);
+            }
+        }
+        // At the bound, nothing changes.
+        let text: String = (0..MAX_SECTIONS).map(|i| format!("# h{i}\n")).collect();
+        let (note, _) = parse_note("x.md", &text, None);
+        let sections = note.sections();
+        assert_eq!(sections.len(), MAX_SECTIONS);
+        assert_eq!(
+            &note.body[sections[MAX_SECTIONS - 1].range.clone()],
+            format!("# h{}\n", MAX_SECTIONS - 1)
+        );
     }
 
     #[test]

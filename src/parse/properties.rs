@@ -186,8 +186,81 @@ pub(crate) fn link_name(inner: &str) -> String {
     name.strip_suffix(".md").unwrap_or(name).to_string()
 }
 
+/// When a note was created or last edited, as an editor or a template
+/// stamps it on every note, and the pictures of a note (a book's cover, a
+/// banner): tokens a model reads nothing from, on every page. A date the
+/// note is about (`date:`, `published:`) is shown.
+pub(crate) fn is_stamp_or_picture(key: &str, value: &str) -> bool {
+    const STAMPS: &[&str] = &[
+        "created",
+        "modified",
+        "updated",
+        "created at",
+        "updated at",
+        "modified at",
+        "date created",
+        "date modified",
+        "date updated",
+        "last modified",
+        "last updated",
+        "creation date",
+        "modification date",
+        "ctime",
+        "mtime",
+    ];
+    const PICTURES: &[&str] = &[
+        "cover",
+        "image",
+        "banner",
+        "thumbnail",
+        "poster",
+        "icon",
+        "avatar",
+        "photo",
+        "picture",
+    ];
+    const PICTURE_FILES: &[&str] = &[
+        ".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".avif", ".bmp",
+    ];
+    let key = crate::text::fold(&key.replace(['_', '-'], " "));
+    if STAMPS.contains(&key.as_str()) || PICTURES.contains(&key.as_str()) {
+        return true;
+    }
+    let value = value
+        .trim()
+        .trim_end_matches([']', ')', '"', '\''])
+        .to_ascii_lowercase();
+    let file = value.split(['?', '#']).next().unwrap_or_default();
+    PICTURE_FILES.iter().any(|ext| file.ends_with(ext))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn editor_stamps_and_pictures_say_nothing_to_a_reader() {
+        for (key, value) in [
+            ("created", "2023-08-18 19:44:52"),
+            ("Date Modified", "2024-01-01"),
+            ("updated_at", "2024-01-01"),
+            ("last-modified", "x"),
+            ("cover", "https://example.org/x"),
+            ("thumbnail", "a"),
+            ("poster", "[[film.jpg]]"),
+            ("art", "https://m.example.org/images/V1_SX300.jpg?w=1"),
+        ] {
+            assert!(is_stamp_or_picture(key, value), "{key}: {value}");
+        }
+        for (key, value) in [
+            ("date", "2024-01-01"),
+            ("published", "2001"),
+            ("author", "[[Kevin Kelly]]"),
+            ("url", "https://example.org/post"),
+            ("genre", "Jazz"),
+        ] {
+            assert!(!is_stamp_or_picture(key, value), "{key}: {value}");
+        }
+    }
     use super::*;
 
     #[test]

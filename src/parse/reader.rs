@@ -11,12 +11,20 @@ use std::ops::Range;
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// A Markdown link whose URL is longer than this (in bytes) is shown by its
-/// text: past this length a URL costs more tokens than it tells.
+/// text: past this length a URL costs more tokens than it tells, unless
+/// the link is all its line says (an entry of a list of resources).
 pub(crate) const LONG_URL_BYTES: usize = 40;
 
 /// The reader's view of `text` (one non-code top-level block). The result
 /// may be empty: a block of badges or empty HTML shows nothing.
 pub(crate) fn reader_text(text: &str) -> String {
+    reader_view(text, false)
+}
+
+/// [`reader_text`], with every Markdown link to a web page shown by its
+/// label when `labels` (a summary or a backlink's sentence: one line that
+/// describes, where an address is noise).
+fn reader_view(text: &str, labels: bool) -> String {
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
@@ -94,7 +102,10 @@ pub(crate) fn reader_text(text: &str) -> String {
                 if visible.is_empty() && link.images > 0 && link.shown_images == 0 {
                     // A badge that links somewhere: nothing to read.
                     edits.push((link.range, String::new()));
-                } else if !visible.is_empty() && link.url.len() > LONG_URL_BYTES {
+                } else if !visible.is_empty()
+                    && (labels
+                        || link.url.len() > LONG_URL_BYTES && !is_the_whole_line(text, &link.range))
+                {
                     edits.push((link.range, visible));
                 }
             }
@@ -125,16 +136,72 @@ pub(crate) fn reader_text(text: &str) -> String {
     apply(text, edits)
 }
 
+/// Whether the link at `range` is all its line says, after the markers of
+/// a list item, a task or a quote: an entry of a list of resources, whose
+/// address is what the entry is for and keeps it whatever its length.
+fn is_the_whole_line(text: &str, range: &Range<usize>) -> bool {
+    // Both scans stop at the first character that is not a space or a
+    // marker: a line of many links costs each link only its neighbours.
+    let after = text.as_bytes()[range.end..]
+        .iter()
+        .take_while(|&&b| b != b'\n')
+        .all(|b| b.is_ascii_whitespace());
+    if !after {
+        return false;
+    }
+    let bytes = text.as_bytes();
+    let mut line_start = range.start;
+    while line_start > 0 {
+        let b = bytes[line_start - 1];
+        if b == b'\n' {
+            break;
+        }
+        if !(b.is_ascii_whitespace() || b.is_ascii_digit() || b"->*+.)[]xX".contains(&b)) {
+            return false;
+        }
+        line_start -= 1;
+    }
+    let mut before = text[line_start..range.start].trim_start();
+    loop {
+        let rest = before
+            .strip_prefix('>')
+            .or_else(|| {
+                before
+                    .strip_prefix(['-', '*', '+'])
+                    .filter(|r| r.starts_with(' '))
+            })
+            .or_else(|| {
+                let digits = before.len()
+                    - before
+                        .trim_start_matches(|c: char| c.is_ascii_digit())
+                        .len();
+                (digits > 0)
+                    .then(|| before[digits..].strip_prefix(['.', ')']))
+                    .flatten()
+            })
+            .or_else(|| {
+                ["[ ]", "[x]", "[X]"]
+                    .iter()
+                    .find_map(|task| before.strip_prefix(task))
+            });
+        match rest {
+            Some(rest) => before = rest.trim_start(),
+            None => return before.is_empty(),
+        }
+    }
+}
+
 /// `text` (a summary: one line) with its links as a reader sees them: an
 /// aliased wikilink as its alias, a Markdown link or an anchor as its
-/// label. A summary is shown alone, where `[[Composability|composable]]`
+/// label, a link to a web page too (`[Eclipse](https://eclipse.org/)` as
+/// `Eclipse`). A summary is shown alone, where `[[Composability|composable]]`
 /// or `[JDK](../Java_Note.md#jdk)` is markup a reader never sees; a plain
 /// `[[Raft]]` stays, as the pack writes every link to a note.
 pub(crate) fn links_as_words(text: &str) -> String {
     if !text.contains("[[") && !text.contains("](") {
         return text.to_string();
     }
-    let text = reader_text(text);
+    let text = reader_view(text, true);
     let analysis = crate::parse::markdown::analyze(&text);
     let mut out = String::with_capacity(text.len());
     let mut cursor = 0;
@@ -586,6 +653,22 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_reads_every_link_as_its_label() {
+        assert_eq!(
+            links_as_words(
+                "[Eclipse](https://www.eclipse.org/) 最初是由 [IBM](https://www.ibm.com/) 开发, \
+                 see [[Java|the Java note]], [JDK](../Java_Note.md#jdk), <https://x.org> and [[Raft]]."
+            ),
+            "Eclipse 最初是由 IBM 开发, see the Java note, JDK, <https://x.org> and [[Raft]]."
+        );
+        // A body keeps a short address.
+        assert_eq!(
+            reader_text("[IBM](https://www.ibm.com/)"),
+            "[IBM](https://www.ibm.com/)"
+        );
+    }
+
+    #[test]
     fn long_urls_are_shown_by_their_text_short_and_bare_ones_kept() {
         assert_eq!(
             reader_text("See [the guide](https://example.org/a/very/long/path/to/the/guide.html)."),
@@ -599,6 +682,19 @@ mod tests {
         );
         let empty = "[](https://example.org/a/very/long/path/to/the/guide.html)";
         assert_eq!(reader_text(empty), empty);
+        // A list of resources keeps the addresses it is for: an entry
+        // that is only a link, whatever its markers.
+        let list = "* [docker run 命令](https://www.example.com/davis12/p/14467421.html)\n\
+                    - [ ] [A task](https://example.org/a/very/long/path/to/the/task.html)\n\
+                    > 1. [Quoted](https://example.org/a/very/long/path/to/the/quote.html)\n\
+                    * [Guide](https://example.org/a/very/long/path/to/the/guide.html) and more";
+        assert_eq!(
+            reader_text(list),
+            list.replace(
+                "[Guide](https://example.org/a/very/long/path/to/the/guide.html)",
+                "Guide"
+            )
+        );
         // A link to a note is the pack's to write (`compress`); an anchor
         // of the same note is its words.
         assert_eq!(reader_text("[notes](notes/a.md)"), "[notes](notes/a.md)");
