@@ -111,6 +111,26 @@ fn embed_vault(world: &World) -> std::path::PathBuf {
 }
 
 #[test]
+fn past_64_embeds_a_page_neither_marks_nor_reports_them() {
+    let world = World::new();
+    let body: String = (0..100).map(|i| format!("zebra ![[Gone {i}]] ")).collect();
+    let vault = world.vault("many-embeds", &[("Hub.md", &format!("{body}\n"))]);
+    let args = ["zebra", "--budget", "20000", "--no-backlinks"];
+    let out = ok(&world.pack(&vault, &args));
+    assert_eq!(out.matches("_(embed not expanded: ").count(), 64, "{out}");
+    assert!(out.contains("![[Gone 63]] _(embed not expanded"), "{out}");
+    assert!(
+        out.contains("zebra ![[Gone 64]] zebra ![[Gone 65]]"),
+        "{out}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(
+        &world.pack(&vault, &[&args[..], &["--format", "json"]].concat())
+    ))
+    .unwrap();
+    assert_eq!(json["pages"][0]["embeds"].as_array().unwrap().len(), 64);
+}
+
+#[test]
 fn embeds_are_expanded_in_place_within_bounds() {
     let world = World::new();
     let vault = embed_vault(&world);
