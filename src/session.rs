@@ -773,7 +773,7 @@ impl Session {
         // property when no sentence of its body has a query term.
         let best = match best {
             Some((matched, sentence)) if matched > 0 => Some(sentence),
-            unmatched => crate::pack::compress::shown_property_lines(&self.vault, &note)
+            unmatched => crate::pack::compress::shown_property_lines(&self.vault, &note, false)
                 .map(|line| {
                     let found = analyzer::terms(&mut analyzer, &line);
                     (terms.iter().filter(|t| found.contains(t)).count(), line)

@@ -111,6 +111,26 @@ fn embed_vault(world: &World) -> std::path::PathBuf {
 }
 
 #[test]
+fn editor_stamps_show_in_a_recent_pack_only_and_pictures_never() {
+    let world = World::new();
+    let note = "---\nmodified: 2024-01-02\ncover: \"[[tart.jpg]]\"\nauthor: Ana\n---\nA zebra tart recipe.\n";
+    let vault = world.vault("stamps", &[("Tart.md", note)]);
+    let topic = ok(&world.pack(&vault, &["zebra", "--budget", "2000"]));
+    assert!(
+        topic.contains("author: Ana") && !topic.contains("modified:"),
+        "{topic}"
+    );
+    let recent = ok(&world.pack(&vault, &["--recent", "--budget", "2000"]));
+    assert!(recent.contains("modified: 2024-01-02"), "{recent}");
+    for pack in [&topic, &recent] {
+        assert!(
+            !pack.contains("cover:") && !pack.contains("tart.jpg"),
+            "{pack}"
+        );
+    }
+}
+
+#[test]
 fn past_64_embeds_a_page_neither_marks_nor_reports_them() {
     let world = World::new();
     let body: String = (0..100).map(|i| format!("zebra ![[Gone {i}]] ")).collect();

@@ -47,6 +47,9 @@ pub(crate) struct PackState {
     /// The most characters one expanded embed may add (0: the default,
     /// [`EMBED_MAX_CHARS`]).
     pub embed_limit: usize,
+    /// A pack in recent order: its pages keep the editor's time stamps
+    /// (`modified:`), which tell when each changed.
+    pub dated: bool,
 }
 
 /// How deep embeds inside embedded text are expanded.
@@ -419,7 +422,7 @@ pub(crate) fn compress(
     let selected = select_blocks(note, mode);
     let properties = match mode {
         BodyMode::SummaryOnly => None,
-        _ => properties_block(vault, note),
+        _ => properties_block(vault, note, state.dated),
     };
     if selected.is_empty() && properties.is_none() {
         return None;
@@ -591,26 +594,29 @@ fn only_anchor_links(mut text: &str) -> bool {
 /// body. Only notes without a `title:` field show them: obsidian-wiki
 /// pages (which have one) keep the seed's exact pages, their fields being
 /// the summary block's. Fields the privacy policy reads are never shown.
-fn properties_block(vault: &Vault, note: &Note) -> Option<OutBlock> {
-    let lines: Vec<String> = shown_property_lines(vault, note).collect();
+fn properties_block(vault: &Vault, note: &Note, dated: bool) -> Option<OutBlock> {
+    let lines: Vec<String> = shown_property_lines(vault, note, dated).collect();
     (!lines.is_empty()).then(|| OutBlock::content(lines.join("\n")))
 }
 
 /// The `key: value` lines of the properties a page shows (none for a page
 /// with a `title:` field; never a field the privacy policy reads, nor a
-/// note's bookkeeping times or pictures): for the pack's properties block
-/// and a search's snippet alike.
+/// picture, nor the editor's time stamps unless `dated`): for the pack's
+/// properties block and a search's snippet alike.
 pub(crate) fn shown_property_lines<'a>(
     vault: &'a Vault,
     note: &'a Note,
+    dated: bool,
 ) -> impl DoubleEndedIterator<Item = String> + 'a {
+    use crate::parse::properties::{is_picture, is_time_stamp};
     let shown = note.meta.title_source != TitleSource::Frontmatter;
     note.properties
         .iter()
         .filter(move |(key, value)| {
             shown
                 && !vault.policy().is_policy_field(key)
-                && !crate::parse::properties::is_stamp_or_picture(key, value)
+                && !is_picture(key, value)
+                && (dated || !is_time_stamp(key))
         })
         .map(|(key, value)| format!("{key}: {value}"))
 }

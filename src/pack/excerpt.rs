@@ -46,7 +46,7 @@ impl<'a> Pieces<'a> {
             if out.is_content {
                 for range in split_pieces(&out.text) {
                     let text = &out.text[range.clone()];
-                    let filler = is_wordless(text);
+                    let filler = is_wordless(text) || is_callout_type(text);
                     let score = if filler { 0.0 } else { scorer(text) };
                     pieces.push(Piece {
                         block,
@@ -247,6 +247,7 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
                         || (bytes.get(end).is_some_and(|b| *b == b' ')
                             && starts_sentence(&text[end..line_end])))
                         && !is_item_number(&text[start..end])
+                        && !ends_with_an_initial(&text[start..end])
                 }
                 _ => false,
             };
@@ -287,10 +288,34 @@ fn split_pieces(text: &str) -> Vec<Range<usize>> {
     merged
 }
 
+/// A callout's first line when it names only its type (`> [!tip]`,
+/// `> [!info]-`): alone, an empty shell.
+fn is_callout_type(text: &str) -> bool {
+    let rest = text.trim_start_matches(['>', ' ', '\t']);
+    text.starts_with('>')
+        && rest
+            .strip_prefix("[!")
+            .and_then(|r| r.split_once(']'))
+            .is_some_and(|(kind, after)| {
+                !kind.contains(char::is_whitespace)
+                    && after.trim_start_matches(['+', '-']).trim().is_empty()
+            })
+}
+
 /// A piece with no letter or digit: a quote's empty `>` line, a row of
 /// dashes. Never offered alone; printed only between pieces that are.
 fn is_wordless(text: &str) -> bool {
     !text.chars().any(char::is_alphanumeric)
+}
+
+/// Whether `text` ends with a capital letter standing alone and its dot,
+/// an initial (`E. M. Forster`, `K. N. King`): not a sentence's end.
+fn ends_with_an_initial(text: &str) -> bool {
+    let mut chars = text.strip_suffix('.').unwrap_or(text).chars().rev();
+    chars.next().is_some_and(char::is_uppercase)
+        && chars
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == '(' || c == '.')
 }
 
 /// Whether `text` is a list item's number and its dot (`2.`, `  10.`):
@@ -314,7 +339,11 @@ fn render(
     let (body, pieces) = (all.body, &all.pieces);
     let mut blocks: Vec<OutBlock> = Vec::new();
     let mut duplicates_of: Vec<String> = Vec::new();
+    // Content left out since the last block shown: before the heading
+    // waiting to be shown, and under it. Each gap's `[…]` goes on its side
+    // of the heading.
     let mut skipped_content = false;
+    let mut skipped_under_heading = false;
     let mut pending_heading: Option<&OutBlock> = None;
     // The chosen pieces are taken in order as the blocks go by (pieces are
     // in block order): a search of the set for every block made each render
@@ -323,12 +352,15 @@ fn render(
     let mut kept: Vec<usize> = Vec::new();
     for (index, out) in body.blocks.iter().enumerate() {
         if out.is_heading {
+            // A heading none of whose section is shown goes unshown too.
+            skipped_content |= skipped_under_heading;
+            skipped_under_heading = false;
             pending_heading = Some(out);
             continue;
         }
         if !out.is_content {
             // A Sources line stays when everything before it does.
-            if whole && !skipped_content && !out.text.ends_with(OMITTED) {
+            if whole && !skipped_content && !skipped_under_heading && !out.text.ends_with(OMITTED) {
                 blocks.push(out.clone());
             }
             continue;
@@ -343,13 +375,13 @@ fn render(
         if kept.is_empty() {
             match duplicates.get(&index) {
                 Some(other) => {
-                    if skipped_content {
-                        push_omitted(&mut blocks);
-                    }
-                    skipped_content = false;
-                    if let Some(heading) = pending_heading.take() {
-                        blocks.push(heading.clone());
-                    }
+                    open_block(
+                        &mut blocks,
+                        pending_heading.take(),
+                        std::mem::take(&mut skipped_content),
+                        std::mem::take(&mut skipped_under_heading),
+                        false,
+                    );
                     let marker = duplicate_marker(other);
                     if blocks.last().is_none_or(|last| last.text != marker) {
                         let mut block = OutBlock::content(marker);
@@ -358,21 +390,20 @@ fn render(
                     }
                     duplicates_of.push(other.clone());
                 }
+                None if pending_heading.is_some() => skipped_under_heading = true,
                 None => skipped_content = true,
             }
             continue;
         }
         let words_in = |range: Range<usize>| range.into_iter().any(|p| !pieces[p].filler);
         let (first_kept, last_kept) = (kept[0], kept[kept.len() - 1]);
-        // A block whose text opens with `[…]` stands for the skipped
-        // blocks before it too, unless a heading comes between.
-        if skipped_content && (pending_heading.is_some() || !words_in(in_block.start..first_kept)) {
-            push_omitted(&mut blocks);
-        }
-        skipped_content = false;
-        if let Some(heading) = pending_heading.take() {
-            blocks.push(heading.clone());
-        }
+        open_block(
+            &mut blocks,
+            pending_heading.take(),
+            std::mem::take(&mut skipped_content),
+            std::mem::take(&mut skipped_under_heading),
+            words_in(in_block.start..first_kept),
+        );
         let with_words = |range: Range<usize>| range.filter(|&p| !pieces[p].filler).count();
         if kept.iter().filter(|&&p| !pieces[p].filler).count() == with_words(in_block.clone()) {
             blocks.push(out.clone());
@@ -385,15 +416,32 @@ fn render(
             match previous {
                 None if words_in(in_block.start..i) => {
                     // On a line of its own when what it stands for ends a
-                    // line: `[…] > quoted` is no longer a quote.
-                    let gap = &out.text[pieces[in_block.start].range.start..piece.range.start];
-                    let next = if gap.contains('\n') { "\n" } else { " " };
-                    text.push_str(&format!("{OMITTED}{next}"));
+                    // line: `[…] > quoted` is no longer a quote. Within a
+                    // line, after the line's quote or list marks.
+                    match line_marks_before(&out.text, piece.range.start) {
+                        Some(marks) => text.push_str(&format!("{marks}{OMITTED} ")),
+                        None => {
+                            let gap =
+                                &out.text[pieces[in_block.start].range.start..piece.range.start];
+                            let next = if gap.contains('\n') { "\n" } else { " " };
+                            text.push_str(&format!("{OMITTED}{next}"));
+                        }
+                    }
                 }
                 Some(prev) if words_in(prev + 1..i) => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
-                    let next = if gap.contains('\n') { "\n" } else { " " };
-                    text.push_str(&format!(" {OMITTED}{next}"));
+                    match line_marks_before(&out.text, piece.range.start) {
+                        // The piece goes on in a line whose start was left
+                        // out: the line keeps its marks (`> […] rest`), or
+                        // it would read as the text of the line before.
+                        Some(marks) if gap.contains('\n') => {
+                            text.push_str(&format!(" {OMITTED}\n{marks}{OMITTED} "));
+                        }
+                        _ => {
+                            let next = if gap.contains('\n') { "\n" } else { " " };
+                            text.push_str(&format!(" {OMITTED}{next}"));
+                        }
+                    }
                 }
                 Some(prev) => {
                     // Wordless pieces between two chosen ones are shown.
@@ -416,13 +464,82 @@ fn render(
         }
         blocks.push(OutBlock::content(text));
     }
-    if skipped_content {
+    if skipped_content || skipped_under_heading {
         push_omitted(&mut blocks);
     }
     let mut out = CompressedBody::from_blocks(blocks, duplicates_of);
     // Embeds were expanded in the body the pieces come from.
     out.embeds = body.embeds.clone();
     out
+}
+
+/// Starts a block shown after what `render` left out: a `[…]` for the
+/// content skipped before the waiting heading, the heading, then a `[…]`
+/// for the content skipped under it, unless the block's text opens with
+/// one (`opens_with_gap`).
+fn open_block(
+    blocks: &mut Vec<OutBlock>,
+    heading: Option<&OutBlock>,
+    skipped_before: bool,
+    skipped_under: bool,
+    opens_with_gap: bool,
+) {
+    match heading {
+        Some(heading) => {
+            if skipped_before {
+                push_omitted(blocks);
+            }
+            blocks.push(heading.clone());
+            if skipped_under && !opens_with_gap {
+                push_omitted(blocks);
+            }
+        }
+        None if skipped_before && !opens_with_gap => push_omitted(blocks),
+        None => {}
+    }
+}
+
+/// The quote, list and task marks opening the line that holds `at`, when
+/// `at` is past them (in the middle of the line's text): `> `, `- `,
+/// `11. `, `> - [ ] `.
+fn line_marks_before(text: &str, at: usize) -> Option<&str> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[line_start..at];
+    let mut rest = line;
+    loop {
+        let trimmed = rest.trim_start_matches([' ', '\t']);
+        let digits = trimmed.len()
+            - trimmed
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
+        let next = trimmed
+            .strip_prefix('>')
+            .or_else(|| {
+                trimmed
+                    .strip_prefix(['-', '*', '+'])
+                    .filter(|r| r.starts_with(' '))
+            })
+            .or_else(|| {
+                (digits > 0)
+                    .then(|| trimmed[digits..].strip_prefix(['.', ')']))
+                    .flatten()
+                    .filter(|r| r.starts_with(' '))
+            })
+            .or_else(|| {
+                ["[ ] ", "[x] ", "[X] "]
+                    .iter()
+                    .find_map(|t| trimmed.strip_prefix(t))
+            });
+        match next {
+            Some(r) => rest = r,
+            None => {
+                rest = trimmed;
+                break;
+            }
+        }
+    }
+    let marks = &line[..line.len() - rest.len()];
+    (!rest.trim().is_empty() && !marks.trim().is_empty()).then_some(marks)
 }
 
 /// What joins two pieces shown one after the other, for the `gap` between
@@ -618,12 +735,13 @@ mod tests {
         let b = body(&[quote, "Other."]);
         let all = Pieces::of(&b, &*scorer("独立"));
         let fillers: Vec<bool> = (0..all.len()).map(|i| all.is_filler(i)).collect();
-        assert_eq!(fillers, [false, true, false, false, true, false]);
+        // The callout's bare type line is a filler too.
+        assert_eq!(fillers, [true, true, false, false, true, false]);
     }
 
     #[test]
     fn fillers_show_between_chosen_pieces_and_never_stand_for_a_gap() {
-        let quote = "> [!quote]\n>\n> First words here.\n>\n> The needle.\n>";
+        let quote = "> [!quote] Sayings\n>\n> First words here.\n>\n> The needle.\n>";
         let b = body(&[quote]);
         let pieces = Pieces::of(&b, &*scorer("needle"));
         // The last sentence alone: no `> […]` line for the empty lines.
@@ -650,6 +768,54 @@ mod tests {
         // Across a heading both gaps show.
         let b = body(&["Skipped paragraph.", "## Part", "Other words. The needle."]);
         assert_eq!(matching(&b, "needle"), "[…]\n\n## Part\n\n[…] The needle.");
+    }
+
+    #[test]
+    fn a_line_whose_start_is_left_out_keeps_its_quote_or_list_marks() {
+        let steps = "10. Line the tin. Fill it.\n11. Cool it. Remove the beans. Bake.";
+        let b = body(&[steps]);
+        let pieces = Pieces::of(&b, &*scorer("beans"));
+        let chosen: BTreeSet<usize> = [0, 3].into();
+        assert_eq!(
+            pieces.render(&chosen, &BTreeMap::new()).text,
+            "10. Line the tin. […]\n11. […] Remove the beans. […]"
+        );
+        let quote = "> First words. The needle here.\n> More.";
+        let b = body(&[quote]);
+        let pieces = Pieces::of(&b, &*scorer("needle"));
+        let chosen: BTreeSet<usize> = [1].into();
+        assert_eq!(
+            pieces.render(&chosen, &BTreeMap::new()).text,
+            "> […] The needle here. […]"
+        );
+    }
+
+    #[test]
+    fn a_gap_under_a_heading_is_marked_under_it_and_a_bare_callout_type_is_filler() {
+        let b = body(&[
+            "Intro words.",
+            "## Part",
+            "A definition left out.",
+            "> [!tip]\n> The needle.",
+        ]);
+        // Every piece with words taken: the callout as written.
+        assert_eq!(
+            matching(&b, "needle"),
+            "[…]\n\n## Part\n\n[…]\n\n> [!tip]\n> The needle."
+        );
+        let pieces = Pieces::of(&b, &*scorer("needle"));
+        assert!(pieces.is_filler(2) && !pieces.is_filler(3));
+        // A callout with a title is a piece like any other.
+        let b = body(&["> [!tip] Use source\n> The needle."]);
+        let pieces = Pieces::of(&b, &*scorer("needle"));
+        assert!(!pieces.is_filler(0));
+    }
+
+    #[test]
+    fn initials_do_not_end_sentences() {
+        let text = "A Passage to India by E. M. Forster. Read it.";
+        let pieces: Vec<&str> = split_pieces(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(pieces, ["A Passage to India by E. M. Forster.", "Read it."]);
     }
 
     #[test]

@@ -603,6 +603,8 @@ impl<'a> Packer<'a> {
         PackState {
             // One embed may take at most a quarter of the pack.
             embed_limit: (self.tokenizer().capacity(self.options.budget) / 4).max(1),
+            // Only a pack in recent order has no relevance.
+            dated: self.options.relevance.is_none(),
             members: Some(
                 self.candidates
                     .iter()

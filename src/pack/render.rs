@@ -132,13 +132,34 @@ pub(crate) fn page_head(name: &str, label: &str, tokens: usize) -> String {
 
 /// One backlink entry: the linking note and the sentence around the link.
 pub(crate) fn backlink_line(name: &str, title: &str, context: &str) -> String {
-    let context = crate::text::collapse_whitespace(context);
+    // Markdown links read as their labels (`[PHP](../PHP_Note.md)` as
+    // `PHP`), and the sentence is never cut inside a wikilink or an
+    // address: `[PHP](.` told the reader nothing.
+    let context = crate::parse::reader::markdown_links_as_labels(context);
+    let context = crate::text::collapse_whitespace(&context);
     let context = context.trim_start_matches(['-', '*', '+', '>', '#', ' ']);
-    let context = crate::text::truncate_chars(context, 200);
+    let context = truncate_outside_markup(context, 200);
     if crate::text::fold(title) == crate::text::fold(name.rsplit('/').next().unwrap_or(name)) {
         format!("- [[{name}]]: {context}")
     } else {
         format!("- [[{name}|{title}]]: {context}")
+    }
+}
+
+/// [`crate::text::truncate_chars`], moved back to the start of a wikilink,
+/// embed, code span or address the cut would fall inside.
+fn truncate_outside_markup(text: &str, max_chars: usize) -> String {
+    let cut = crate::text::truncate_chars(text, max_chars);
+    let kept = cut.strip_suffix('…').map_or(cut.len(), str::len);
+    if kept >= text.len() {
+        return cut;
+    }
+    match crate::text::markup_spans(text)
+        .into_iter()
+        .find(|span| span.start < kept && kept < span.end)
+    {
+        Some(span) => format!("{}…", text[..span.start].trim_end()),
+        None => cut,
     }
 }
 
@@ -315,6 +336,26 @@ pub(crate) fn name_list(names: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_backlink_reads_markdown_links_as_labels_and_is_never_cut_inside_a_link() {
+        assert_eq!(
+            backlink_line(
+                "PHP/Install",
+                "Install",
+                "告诉 [Nginx](../../Network/Nginx/Nginx_Note.md) 如何调 [[PHP/PHP_Note|PHP]]。"
+            ),
+            "- [[PHP/Install]]: 告诉 Nginx 如何调 [[PHP/PHP_Note|PHP]]。"
+        );
+        // The cut at 200 characters falls between two words of an alias.
+        let long = format!(
+            "{}then [[concepts/raft|the raft consensus algorithm explained in depth]] ends.",
+            "word ".repeat(34)
+        );
+        let line = backlink_line("x", "x", &long);
+        assert!(line.ends_with("word then…"), "{line}");
+        assert!(!line.contains("[[concepts"), "{line}");
+    }
 
     #[test]
     fn a_summary_the_body_opens_with_is_not_printed_twice() {

@@ -189,8 +189,14 @@ pub(crate) fn link_name(inner: &str) -> String {
 /// When a note was created or last edited, as an editor or a template
 /// stamps it on every note, and the pictures of a note (a book's cover, a
 /// banner): tokens a model reads nothing from, on every page. A date the
-/// note is about (`date:`, `published:`) is shown.
+/// note is about (`date:`, `published:`) is neither.
 pub(crate) fn is_stamp_or_picture(key: &str, value: &str) -> bool {
+    is_time_stamp(key) || is_picture(key, value)
+}
+
+/// A property an editor or template stamps with when the note was created
+/// or last edited (`created`, `date modified`, `updated_at`, `lastmod`…).
+pub(crate) fn is_time_stamp(key: &str) -> bool {
     const STAMPS: &[&str] = &[
         "created",
         "modified",
@@ -207,7 +213,21 @@ pub(crate) fn is_stamp_or_picture(key: &str, value: &str) -> bool {
         "modification date",
         "ctime",
         "mtime",
+        "lastmod",
+        "datecreated",
+        "datemodified",
+        "dateupdated",
+        "createdat",
+        "updatedat",
+        "modifiedat",
     ];
+    let key = crate::text::fold(&key.replace(['_', '-'], " "));
+    STAMPS.contains(&key.as_str()) || STAMPS.contains(&key.replace(' ', "").as_str())
+}
+
+/// A property holding a picture of the note: by its name, or a value
+/// naming an image file.
+pub(crate) fn is_picture(key: &str, value: &str) -> bool {
     const PICTURES: &[&str] = &[
         "cover",
         "image",
@@ -222,8 +242,7 @@ pub(crate) fn is_stamp_or_picture(key: &str, value: &str) -> bool {
     const PICTURE_FILES: &[&str] = &[
         ".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".avif", ".bmp",
     ];
-    let key = crate::text::fold(&key.replace(['_', '-'], " "));
-    if STAMPS.contains(&key.as_str()) || PICTURES.contains(&key.as_str()) {
+    if PICTURES.contains(&crate::text::fold(key).as_str()) {
         return true;
     }
     let value = value

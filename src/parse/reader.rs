@@ -198,6 +198,20 @@ fn is_the_whole_line(text: &str, range: &Range<usize>) -> bool {
 /// or `[JDK](../Java_Note.md#jdk)` is markup a reader never sees; a plain
 /// `[[Raft]]` stays, as the pack writes every link to a note.
 pub(crate) fn links_as_words(text: &str) -> String {
+    links_read(text, true)
+}
+
+/// `text` with its Markdown links read as their labels (to a note or to
+/// the web alike); wikilinks stay as written. For a backlink's sentence,
+/// whose wikilinks the pack shows as links.
+pub(crate) fn markdown_links_as_labels(text: &str) -> String {
+    if !text.contains("](") {
+        return text.to_string();
+    }
+    links_read(text, false)
+}
+
+fn links_read(text: &str, wiki_aliases: bool) -> String {
     if !text.contains("[[") && !text.contains("](") {
         return text.to_string();
     }
@@ -218,7 +232,7 @@ pub(crate) fn links_as_words(text: &str) -> String {
                         .map(|close| rest[..close].trim().to_string())
                 })
                 .unwrap_or_else(|| link.display_text()),
-            (crate::note::LinkKind::Wiki, Some(alias)) => alias.clone(),
+            (crate::note::LinkKind::Wiki, Some(alias)) if wiki_aliases => alias.clone(),
             _ => written.to_string(),
         };
         out.push_str(&text[cursor..link.range.start]);
