@@ -159,6 +159,42 @@ pub(crate) fn truncate_chars(text: &str, max_chars: usize) -> String {
     cut
 }
 
+/// How many bytes of `line` are its opening marks: indentation, quote
+/// marks (`>`), list markers (`-`, `*`, `+`, `11.`, `3)`, each followed by
+/// a space) and task boxes (`[ ] `, `[x] `), in any nesting (`> - [ ] `).
+pub(crate) fn line_marks_len(line: &str) -> usize {
+    let mut rest = line;
+    loop {
+        let trimmed = rest.trim_start_matches([' ', '\t']);
+        let digits = trimmed.len()
+            - trimmed
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
+        let next = trimmed
+            .strip_prefix('>')
+            .or_else(|| {
+                trimmed
+                    .strip_prefix(['-', '*', '+'])
+                    .filter(|r| r.starts_with(' '))
+            })
+            .or_else(|| {
+                (digits > 0 && digits <= 9)
+                    .then(|| trimmed[digits..].strip_prefix(['.', ')']))
+                    .flatten()
+                    .filter(|r| r.starts_with(' '))
+            })
+            .or_else(|| {
+                ["[ ] ", "[x] ", "[X] "]
+                    .iter()
+                    .find_map(|t| trimmed.strip_prefix(t))
+            });
+        match next {
+            Some(after) => rest = after,
+            None => return line.len() - trimmed.len(),
+        }
+    }
+}
+
 /// The byte ranges of `text` where a full stop is not a sentence end:
 /// wikilinks and embeds (`[[Books.md]]`, `![[a.png]]`), code spans, a
 /// Markdown link's URL, bare URLs (`https://docker.com`) and HTML tags.

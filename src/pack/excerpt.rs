@@ -505,40 +505,7 @@ fn open_block(
 fn line_marks_before(text: &str, at: usize) -> Option<&str> {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = &text[line_start..at];
-    let mut rest = line;
-    loop {
-        let trimmed = rest.trim_start_matches([' ', '\t']);
-        let digits = trimmed.len()
-            - trimmed
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        let next = trimmed
-            .strip_prefix('>')
-            .or_else(|| {
-                trimmed
-                    .strip_prefix(['-', '*', '+'])
-                    .filter(|r| r.starts_with(' '))
-            })
-            .or_else(|| {
-                (digits > 0)
-                    .then(|| trimmed[digits..].strip_prefix(['.', ')']))
-                    .flatten()
-                    .filter(|r| r.starts_with(' '))
-            })
-            .or_else(|| {
-                ["[ ] ", "[x] ", "[X] "]
-                    .iter()
-                    .find_map(|t| trimmed.strip_prefix(t))
-            });
-        match next {
-            Some(r) => rest = r,
-            None => {
-                rest = trimmed;
-                break;
-            }
-        }
-    }
-    let marks = &line[..line.len() - rest.len()];
+    let (marks, rest) = line.split_at(crate::text::line_marks_len(line));
     (!rest.trim().is_empty() && !marks.trim().is_empty()).then_some(marks)
 }
 

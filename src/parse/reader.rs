@@ -161,34 +161,8 @@ fn is_the_whole_line(text: &str, range: &Range<usize>) -> bool {
         }
         line_start -= 1;
     }
-    let mut before = text[line_start..range.start].trim_start();
-    loop {
-        let rest = before
-            .strip_prefix('>')
-            .or_else(|| {
-                before
-                    .strip_prefix(['-', '*', '+'])
-                    .filter(|r| r.starts_with(' '))
-            })
-            .or_else(|| {
-                let digits = before.len()
-                    - before
-                        .trim_start_matches(|c: char| c.is_ascii_digit())
-                        .len();
-                (digits > 0)
-                    .then(|| before[digits..].strip_prefix(['.', ')']))
-                    .flatten()
-            })
-            .or_else(|| {
-                ["[ ]", "[x]", "[X]"]
-                    .iter()
-                    .find_map(|task| before.strip_prefix(task))
-            });
-        match rest {
-            Some(rest) => before = rest.trim_start(),
-            None => return before.is_empty(),
-        }
-    }
+    let before = &text[line_start..range.start];
+    crate::text::line_marks_len(before) == before.len()
 }
 
 /// `text` (a summary: one line) with its links as a reader sees them: an
