@@ -151,6 +151,41 @@ fn past_64_embeds_a_page_neither_marks_nor_reports_them() {
 }
 
 #[test]
+fn embeds_past_the_sixteenth_stay_links_without_a_marker() {
+    let world = World::new();
+    let mut files: Vec<(String, String)> = (0..20)
+        .map(|i| (format!("e{i}.md"), format!("Part {i} of the walrus.\n")))
+        .collect();
+    let hub: String = (0..20).map(|i| format!("![[e{i}]]\n\n")).collect();
+    files.push(("Hub.md".into(), format!("The walrus hub.\n\n{hub}")));
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let vault = world.vault("sixteen", &files);
+    let args = ["walrus hub", "--budget", "4000", "--no-backlinks"];
+    let out = ok(&world.pack(&vault, &args));
+    assert!(out.contains("Part 15 of the walrus."), "{out}");
+    assert!(out.contains("\n![[e16]]\n"), "{out}");
+    assert!(!out.contains("embed not expanded"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &[&args[..], &["--format", "json"]].concat(),
+    )))
+    .unwrap();
+    let hub = json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "Hub.md")
+        .unwrap();
+    let too_many = hub["embeds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["status"] == "too_many")
+        .count();
+    assert_eq!(too_many, 4);
+}
+
+#[test]
 fn embeds_are_expanded_in_place_within_bounds() {
     let world = World::new();
     let vault = embed_vault(&world);

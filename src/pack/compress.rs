@@ -159,7 +159,7 @@ impl Embeds {
             Ok(text) => text,
             Err(status) => {
                 self.reports[slot].status = status;
-                format!("{written} {}", embed_marker(status))
+                marked(written, status)
             }
         };
         Some(shown)
@@ -196,7 +196,7 @@ impl Embeds {
             Ok(text) => text,
             Err(status) => {
                 report.status = status;
-                format!("{written} {}", embed_marker(status))
+                marked(written, status)
             }
         };
         self.reports.push(report);
@@ -321,6 +321,17 @@ fn has_block_id(text: &str, id: &str) -> bool {
         line.strip_suffix(marker.as_str())
             .is_some_and(|before| before.is_empty() || before.ends_with([' ', '\t']))
     })
+}
+
+/// An embed left unexpanded as the pack prints it: the link and why. Past
+/// a page's 16th expansion the link alone: a marker on each of dozens of
+/// embeds said the same thing again and again (JSON still reports each).
+fn marked(written: &str, status: &str) -> String {
+    if status == "too_many" {
+        written.to_string()
+    } else {
+        format!("{written} {}", embed_marker(status))
+    }
 }
 
 /// What follows an embed that stays a link.
