@@ -158,17 +158,19 @@ fn embeds_past_the_sixteenth_stay_links_without_a_marker() {
         .collect();
     let hub: String = (0..20).map(|i| format!("![[e{i}]]\n\n")).collect();
     files.push(("Hub.md".into(), format!("The walrus hub.\n\n{hub}")));
-    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
     let vault = world.vault("sixteen", &files);
     let args = ["walrus hub", "--budget", "4000", "--no-backlinks"];
     let out = ok(&world.pack(&vault, &args));
     assert!(out.contains("Part 15 of the walrus."), "{out}");
     assert!(out.contains("\n![[e16]]\n"), "{out}");
     assert!(!out.contains("embed not expanded"), "{out}");
-    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
-        &vault,
-        &[&args[..], &["--format", "json"]].concat(),
-    )))
+    let json: serde_json::Value = serde_json::from_str(&ok(
+        &world.pack(&vault, &[&args[..], &["--format", "json"]].concat())
+    ))
     .unwrap();
     let hub = json["pages"]
         .as_array()

@@ -430,6 +430,11 @@ fn render(
                 }
                 Some(prev) if words_in(prev + 1..i) => {
                     let gap = &out.text[pieces[prev].range.end..piece.range.start];
+                    // A paragraph break (a quote's empty `>` line) right
+                    // before the piece stays: without it the paragraphs
+                    // on either side of the gap read as one.
+                    let break_line = (i - 1 > prev && pieces[i - 1].filler)
+                        .then(|| &out.text[pieces[i - 1].range.clone()]);
                     match line_marks_before(&out.text, piece.range.start) {
                         // The piece goes on in a line whose start was left
                         // out: the line keeps its marks (`> […] rest`), or
@@ -437,10 +442,15 @@ fn render(
                         Some(marks) if gap.contains('\n') => {
                             text.push_str(&format!(" {OMITTED}\n{marks}{OMITTED} "));
                         }
-                        _ => {
-                            let next = if gap.contains('\n') { "\n" } else { " " };
-                            text.push_str(&format!(" {OMITTED}{next}"));
-                        }
+                        _ => match break_line {
+                            Some(line) if gap.contains('\n') => {
+                                text.push_str(&format!(" {OMITTED}\n{line}\n"));
+                            }
+                            _ => {
+                                let next = if gap.contains('\n') { "\n" } else { " " };
+                                text.push_str(&format!(" {OMITTED}{next}"));
+                            }
+                        },
                     }
                 }
                 Some(prev) => {
@@ -722,6 +732,15 @@ mod tests {
         assert_eq!(
             pieces.render(&chosen, &BTreeMap::new()).text,
             "[…]\n> First words here.\n>\n> The needle."
+        );
+        // A gap that ends at a paragraph break keeps the break.
+        let two = "> One. Skipped words.\n>\n> The needle.";
+        let b2 = body(&[two]);
+        let p2 = Pieces::of(&b2, &*scorer("needle"));
+        let chosen2: BTreeSet<usize> = [0, 3].into();
+        assert_eq!(
+            p2.render(&chosen2, &BTreeMap::new()).text,
+            "> One. […]\n>\n> The needle."
         );
         // Every piece with words: the block as written.
         let chosen: BTreeSet<usize> = [0, 2, 4].into();
