@@ -93,6 +93,16 @@ fn reader_view(text: &str, labels: bool) -> String {
                     edits.push((link.range, visible));
                     continue;
                 }
+                // Read as labels, every link with one is its label
+                // (`[https://x.org/](https://x.org/)` as its address once,
+                // `[Google](google.com)` as `Google`); an autolink stays.
+                if labels
+                    && !visible.is_empty()
+                    && !matches!(link.link_type, Some(LinkType::Autolink | LinkType::Email))
+                {
+                    edits.push((link.range, visible));
+                    continue;
+                }
                 let external = link.url.contains("://");
                 let bare = matches!(link.link_type, Some(LinkType::Autolink | LinkType::Email))
                     || visible == link.url;
@@ -648,6 +658,12 @@ mod tests {
                  see [[Java|the Java note]], [JDK](../Java_Note.md#jdk), <https://x.org> and [[Raft]]."
             ),
             "Eclipse 最初是由 IBM 开发, see the Java note, JDK, <https://x.org> and [[Raft]]."
+        );
+        assert_eq!(
+            links_as_words(
+                "官网：[https://www.debian.org/](https://www.debian.org/)，[Google](google.com)。"
+            ),
+            "官网：https://www.debian.org/，Google。"
         );
         // A body keeps a short address.
         assert_eq!(
