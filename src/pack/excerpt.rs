@@ -30,6 +30,9 @@ pub(crate) struct Pieces<'a> {
     by_block: Vec<Range<usize>>,
     /// The pieces each piece is taken with (itself alone, or its unit).
     units: Vec<Range<usize>>,
+    /// How many pieces with words come before each piece (and, last, in
+    /// all): whether a gap holds words is one subtraction.
+    words_before: Vec<usize>,
 }
 
 /// A block introduced by a lead-in line is one unit with it only up to
@@ -107,12 +110,25 @@ impl<'a> Pieces<'a> {
                 piece.score *= LINK_LINE_FACTOR;
             }
         }
+        let mut words_before = Vec::with_capacity(pieces.len() + 1);
+        let mut words = 0;
+        for piece in &pieces {
+            words_before.push(words);
+            words += usize::from(!piece.filler);
+        }
+        words_before.push(words);
         Pieces {
             body,
             pieces,
             by_block,
             units,
+            words_before,
         }
+    }
+
+    /// How many pieces of `range` have words.
+    fn words_in(&self, range: Range<usize>) -> usize {
+        self.words_before[range.end] - self.words_before[range.start.min(range.end)]
     }
 
     /// The pieces taken together with `piece` (in order, `piece` among
@@ -395,7 +411,7 @@ fn render(
             }
             continue;
         }
-        let words_in = |range: Range<usize>| range.into_iter().any(|p| !pieces[p].filler);
+        let words_in = |range: Range<usize>| all.words_in(range) > 0;
         let (first_kept, last_kept) = (kept[0], kept[kept.len() - 1]);
         open_block(
             &mut blocks,
@@ -404,12 +420,15 @@ fn render(
             std::mem::take(&mut skipped_under_heading),
             words_in(in_block.start..first_kept),
         );
-        let with_words = |range: Range<usize>| range.filter(|&p| !pieces[p].filler).count();
-        if kept.iter().filter(|&&p| !pieces[p].filler).count() == with_words(in_block.clone()) {
+        if kept.iter().filter(|&&p| !pieces[p].filler).count() == all.words_in(in_block.clone()) {
             blocks.push(out.clone());
             continue;
         }
         let mut text = String::new();
+        // Where the line of the piece at hand starts, found going forward
+        // from the last piece's (a search back from each piece to its
+        // line's start was quadratic in a one-line note).
+        let mut lines = LineStarts::default();
         let mut previous: Option<usize> = None;
         for &i in &kept {
             let piece = &pieces[i];
@@ -418,7 +437,11 @@ fn render(
                     // On a line of its own when what it stands for ends a
                     // line: `[…] > quoted` is no longer a quote. Within a
                     // line, after the line's quote or list marks.
-                    match line_marks_before(&out.text, piece.range.start) {
+                    match line_marks_before(
+                        &out.text,
+                        lines.of(&out.text, piece.range.start),
+                        piece.range.start,
+                    ) {
                         Some(marks) => text.push_str(&format!("{marks}{OMITTED} ")),
                         None => {
                             let gap =
@@ -435,7 +458,11 @@ fn render(
                     // on either side of the gap read as one.
                     let break_line = (i - 1 > prev && pieces[i - 1].filler)
                         .then(|| &out.text[pieces[i - 1].range.clone()]);
-                    match line_marks_before(&out.text, piece.range.start) {
+                    match line_marks_before(
+                        &out.text,
+                        lines.of(&out.text, piece.range.start),
+                        piece.range.start,
+                    ) {
                         // The piece goes on in a line whose start was left
                         // out: the line keeps its marks (`> […] rest`), or
                         // it would read as the text of the line before.
@@ -509,14 +536,33 @@ fn open_block(
     }
 }
 
-/// The quote, list and task marks opening the line that holds `at`, when
-/// `at` is past them (in the middle of the line's text): `> `, `- `,
-/// `11. `, `> - [ ] `.
-fn line_marks_before(text: &str, at: usize) -> Option<&str> {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+/// The quote, list and task marks opening the line that starts at
+/// `line_start` and holds `at`, when `at` is past them (in the middle of
+/// the line's text): `> `, `- `, `11. `, `> - [ ] `.
+fn line_marks_before(text: &str, line_start: usize, at: usize) -> Option<&str> {
     let line = &text[line_start..at];
     let (marks, rest) = line.split_at(crate::text::line_marks_len(line));
     (!rest.trim().is_empty() && !marks.trim().is_empty()).then_some(marks)
+}
+
+/// The start of the line holding a position, for positions asked in
+/// increasing order: each byte of the text is searched once.
+#[derive(Default)]
+struct LineStarts {
+    searched: usize,
+    start: usize,
+}
+
+impl LineStarts {
+    fn of(&mut self, text: &str, at: usize) -> usize {
+        if at > self.searched {
+            if let Some(newline) = memchr::memrchr(b'\n', &text.as_bytes()[self.searched..at]) {
+                self.start = self.searched + newline + 1;
+            }
+            self.searched = at;
+        }
+        self.start
+    }
 }
 
 /// What joins two pieces shown one after the other, for the `gap` between
