@@ -121,9 +121,11 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
     // A canvas is audited as what the notes' reading makes of it: the
     // Markdown of its nodes, or private when it does not parse.
     let canvas_text;
+    let mut card_reason = None;
     let raw = if crate::parse::canvas::is_canvas(path) && !policy.is_private_path(path) {
         match crate::parse::canvas::to_markdown(raw) {
             Ok(text) => {
+                card_reason = policy.private_card_reason(raw);
                 canvas_text = text;
                 canvas_text.as_str()
             }
@@ -147,6 +149,7 @@ pub(crate) fn audit_text(policy: &Policy, path: &str, raw: &str) -> Option<FileA
             .frontmatter_reason(raw)
             .or_else(|| policy.private_reason(&note))
             .or_else(|| policy.flag_in_a_comment(raw))
+            .or(card_reason)
     };
     let line_of = |text: &str, offset: usize| Lines::of(text).line(offset);
     // Secrets are looked for as the notes' reading does: once comments are

@@ -152,8 +152,14 @@ fn resolve_source(
     env: &Environment,
 ) -> Result<Resolved, ConfigError> {
     if let Some(path) = flag {
+        // An MCP client starts ctxpack without a shell: `--vault ~/notes`
+        // in its configuration arrives unexpanded.
+        let path = path
+            .to_str()
+            .and_then(|raw| home_expanded(raw, env))
+            .unwrap_or_else(|| path.to_path_buf());
         return Ok(Resolved {
-            vault: absolute(&env.cwd, path),
+            vault: absolute(&env.cwd, &path),
             source: ConfigSource::Flag,
             vars: BTreeMap::new(),
             ignored: Vec::new(),
@@ -315,7 +321,15 @@ fn walk_up_dotenv(env: &Environment) -> Result<Option<Resolved>, ConfigError> {
 /// taken from the config file's folder.
 fn vault_path(vars: &BTreeMap<String, String>, file: &Path, env: &Environment) -> Option<PathBuf> {
     let raw = vars.get(VAULT_KEY).filter(|v| !v.is_empty())?;
-    let expanded = match (raw.strip_prefix("~/"), &env.home) {
+    let expanded = home_expanded(raw, env)?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    Some(absolute(base, &expanded))
+}
+
+/// `raw` with a leading `~` and `$HOME` or `${HOME}` read as the home
+/// folder, as a shell would; `None` for `~` alone without a home.
+fn home_expanded(raw: &str, env: &Environment) -> Option<PathBuf> {
+    Some(match (raw.strip_prefix("~/"), &env.home) {
         (Some(rest), Some(home)) => home.join(rest),
         _ if raw == "~" => env.home.clone()?,
         _ => {
@@ -326,9 +340,7 @@ fn vault_path(vars: &BTreeMap<String, String>, file: &Path, env: &Environment) -
                 .unwrap_or_default();
             PathBuf::from(raw.replace("${HOME}", &home).replace("$HOME", &home))
         }
-    };
-    let base = file.parent().unwrap_or(Path::new("."));
-    Some(absolute(base, &expanded))
+    })
 }
 
 fn absolute(base: &Path, path: &Path) -> PathBuf {
@@ -410,5 +422,24 @@ mod tests {
         assert_eq!(vars["QMD_WIKI_COLLECTION"], "wiki");
         assert_eq!(vars["SINGLE"], "x # y");
         assert_eq!(vars.len(), 3);
+    }
+
+    #[test]
+    fn a_vault_flag_written_from_home_is_expanded_as_a_shell_would() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join("notes")).unwrap();
+        let env = Environment {
+            cwd: PathBuf::from("/"),
+            home: Some(home.path().to_path_buf()),
+            ..Environment::default()
+        };
+        for flag in ["~/notes", "$HOME/notes", "${HOME}/notes"] {
+            let resolved = resolve(Some(Path::new(flag)), None, &env).unwrap();
+            assert_eq!(resolved.vault, home.path().join("notes"), "{flag}");
+        }
+        assert_eq!(
+            resolve(Some(Path::new("~")), None, &env).unwrap().vault,
+            home.path()
+        );
     }
 }

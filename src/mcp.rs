@@ -905,7 +905,7 @@ impl CtxpackServer {
             "search" => decode(arguments).map(|args| state.search(args)),
             "context_pack" => decode(arguments).map(|args| state.context_pack(args, None, seen)),
             "assemble" => decode(arguments).map(|args| state.assemble(args, None)),
-            "get_note" => decode(arguments).map(|args| state.get_note(args, seen)),
+            "get_note" => decode(arguments).map(|args| state.get_note(args, None, seen)),
             "mark_useful" => decode(arguments).map(|args| state.mark_useful(args)),
             "status" => decode::<StatusArgs>(arguments).map(|_| state.status()),
             "read_pack" => decode(arguments).map(|args| state.read_pack(args, None, seen)),
@@ -1079,10 +1079,17 @@ impl CtxpackServer {
             open_world_hint = false
         )
     )]
-    async fn get_note(&self, Parameters(args): Parameters<GetNoteArgs>) -> CallToolResult {
+    async fn get_note(
+        &self,
+        Parameters(args): Parameters<GetNoteArgs>,
+        extensions: Extensions,
+    ) -> CallToolResult {
+        let owner = session_of(&extensions);
         let seen = Arc::clone(&self.seen);
-        self.call("get_note", move |state| state.get_note(args, Some(&seen)))
-            .await
+        self.call("get_note", move |state| {
+            state.get_note(args, owner.as_deref(), Some(&seen))
+        })
+        .await
     }
 
     #[tool(
@@ -1476,7 +1483,15 @@ impl State {
         }
     }
 
-    fn get_note(&self, args: GetNoteArgs, seen: Option<&seen::SeenNotes>) -> CallToolResult {
+    /// A note's text, bounded as a pack is: over the result limit, its
+    /// first part and a handle to read on (a note of 85,000 characters
+    /// came back in one result, past what clients keep).
+    fn get_note(
+        &self,
+        args: GetNoteArgs,
+        owner: Option<&str>,
+        seen: Option<&seen::SeenNotes>,
+    ) -> CallToolResult {
         let whole = args.heading.is_none() && args.lines.is_none();
         let request = NoteRequest {
             path: args.path,
@@ -1486,13 +1501,16 @@ impl State {
         let session = self.session();
         match session.get_note(&request) {
             Ok(text) => {
-                if whole
-                    && let Some(seen) = seen
-                    && let Ok((path, _)) = session.note_text(&request.path)
-                {
-                    seen.record([path]);
-                }
-                CallToolResult::success(vec![Content::text(text)])
+                let shown_whole = if whole {
+                    session
+                        .note_text(&request.path)
+                        .map(|(path, _)| vec![path])
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                drop(session);
+                self.sized_result_noting(text, Tokenizer::Chars4, owner, shown_whole, seen)
             }
             Err(message) => tool_error(message),
         }

@@ -689,7 +689,11 @@ impl Session {
             signal_errors: ranking.signal_errors,
             semantic: self.semantic_now(),
             rerank: self.rerank_status.clone(),
-            warnings: self.filter_warnings(&request.filter),
+            warnings: self
+                .filter_warnings(&request.filter)
+                .into_iter()
+                .chain(self.empty_vault_warning())
+                .collect(),
             parsed: syntax.constrains().then(|| redact(syntax.describe())),
             filtered: request.is_filtered(),
         }

@@ -62,6 +62,27 @@ fn empty_result() {
 }
 
 #[test]
+fn a_vault_without_notes_is_named_as_such_not_only_as_no_match() {
+    let world = World::new();
+    let empty = world.vault("empty", &[("photos/cat.jpg", "not a note")]);
+    let warning = "the vault has no note to read";
+    let packed = world.pack(&empty, &["raft"]);
+    ok(&packed);
+    assert!(stderr(&packed).contains(warning), "{}", stderr(&packed));
+    let searched = world
+        .cmd()
+        .args(["search", "raft", "--vault"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    ok(&searched);
+    assert!(stderr(&searched).contains(warning));
+    // A vault with notes, none matching, says only that nothing matched.
+    let vault = world.example_vault("vault");
+    assert!(!stderr(&world.pack(&vault, &["sourdough starter"])).contains(warning));
+}
+
+#[test]
 fn tiny_budget_keeps_summaries_and_drops_peripheral_first() {
     // The seed's rule, kept by the frontmatter ranker: summary blocks first,
     // peripheral pages dropped before any other.

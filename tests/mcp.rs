@@ -1017,6 +1017,47 @@ fn a_large_pack_is_read_back_in_parts() {
     assert!(message.contains("unknown or expired"), "{message}");
 }
 
+/// A note over `--max-result-tokens` comes from `get_note` in parts too,
+/// which join to the note; a note within it comes whole, in one block.
+#[test]
+fn a_long_note_is_read_back_in_parts() {
+    let world = World::new();
+    let paragraph = "Leases bound how long a leader may act without hearing from a quorum. ";
+    let long = format!(
+        "# Leases\n\n{}\n",
+        paragraph.repeat(150).trim_end().replace(". ", ".\n")
+    );
+    let vault = world.vault(
+        "v",
+        &[("leases.md", &long), ("short.md", "# Short\n\nA line.\n")],
+    );
+    let mut client = Client::start_with(&world, &vault, &["--max-result-tokens", "1000"]);
+    let response = client.request(
+        "tools/call",
+        json!({"name": "get_note", "arguments": {"path": "leases.md"}}),
+    );
+    let content = response["result"]["content"].as_array().unwrap().clone();
+    assert_eq!(content.len(), 2, "{response}");
+    let first = content[0]["text"].as_str().unwrap();
+    assert!(first.chars().count().div_ceil(4) <= 1000);
+    let mut whole = first.to_string();
+    let mut note: Value = serde_json::from_str(content[1]["text"].as_str().unwrap()).unwrap();
+    while let Some(offset) = note["next_offset"].as_u64() {
+        let handle = note["pack_handle"].as_str().unwrap().to_string();
+        let response = client.request(
+            "tools/call",
+            json!({"name": "read_pack", "arguments": {"pack_handle": handle, "offset": offset}}),
+        );
+        let content = response["result"]["content"].as_array().unwrap().clone();
+        whole.push_str(content[0]["text"].as_str().unwrap());
+        note = serde_json::from_str(content[1]["text"].as_str().unwrap()).unwrap();
+    }
+    assert_eq!(whole, long);
+    let (is_error, short) = client.call("get_note", json!({"path": "short.md"}));
+    assert!(!is_error);
+    assert_eq!(short, "# Short\n\nA line.\n");
+}
+
 /// Notes are resources read like `get_note`: nothing hidden, skipped or
 /// outside the vault comes back through a resource URI.
 #[test]

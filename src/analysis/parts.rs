@@ -41,10 +41,14 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// only names its file not read, `clipped:` dates; 7: Markdown links to
 /// the vault's own notes are not link lines, a summary's links read as
 /// words, tags after brackets, quotes and underscores, and a yes-or-no
-/// flag that reads as neither makes a note private): it is part of the
+/// flag that reads as neither makes a note private; 9: a rule for a no
+/// (`ai: false`) hides every value but a yes, a flag is read without its
+/// quotes, link brackets or closing stop, a canvas card is read by itself
+/// for what makes it private, and more ways of writing a password or a
+/// Dataview secret are redacted): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
-pub(crate) const PARTS_VERSION: u32 = 8;
+pub(crate) const PARTS_VERSION: u32 = 9;
 
 /// The note-level text, part by part in [`FIELD_REPEATS`] order: what
 /// every store indexes for a note, each part repeated as that table says.

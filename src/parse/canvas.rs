@@ -215,6 +215,27 @@ pub(crate) fn to_markdown(json: &str) -> Result<String, CanvasError> {
     Ok(out)
 }
 
+/// The text of each text card of a canvas (unparsed canvases have none):
+/// Obsidian shows each card by itself, so each is also read by itself for
+/// what makes a note private (an unclosed fence in one card cannot hide
+/// another card's `#private`).
+pub(crate) fn text_cards(json: &str) -> Vec<String> {
+    let Ok(canvas) = serde_json::from_str::<Value>(json) else {
+        return Vec::new();
+    };
+    let Some(Value::Array(nodes)) = canvas.get("nodes") else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .take(MAX_NODES)
+        .filter(|node| node.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|node| node.get("text").and_then(Value::as_str))
+        .filter(|text| !text.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// What a node is called in the list of connections: a text node's first
 /// line (without heading marks, shortened), a file's name, a link's URL, a
 /// group's label.

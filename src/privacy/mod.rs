@@ -69,6 +69,9 @@ impl Policy {
         let canvas_text;
         let raw = if crate::parse::canvas::is_canvas(path) {
             canvas_text = crate::parse::canvas::to_markdown(raw).ok()?;
+            if self.private_card_reason(raw).is_some() {
+                return None;
+            }
             canvas_text.as_str()
         } else {
             raw
@@ -141,6 +144,16 @@ impl Policy {
             note,
             problems,
         })
+    }
+
+    /// Why a canvas is private through one of its cards read by itself, as
+    /// Obsidian shows it: joined, an unclosed fence or comment in one card
+    /// would swallow the next card's `#private`.
+    pub(crate) fn private_card_reason(&self, canvas_json: &str) -> Option<String> {
+        crate::parse::canvas::text_cards(canvas_json)
+            .iter()
+            .any(|card| self.prepare("card.md", card, None).is_none())
+            .then(|| "a card of the canvas is private by itself".to_string())
     }
 
     /// The fields of a frontmatter that parsed before redaction, each value
@@ -732,6 +745,32 @@ fn body_offset(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_canvas_card_is_read_by_itself_for_what_makes_it_private() {
+        let policy = Policy::default();
+        let canvas = |cards: &[&str]| {
+            let nodes: Vec<serde_json::Value> = cards
+                .iter()
+                .enumerate()
+                .map(|(at, text)| {
+                    serde_json::json!({"id": at.to_string(), "type": "text", "text": text,
+                        "x": 0, "y": at * 100, "width": 10, "height": 10})
+                })
+                .collect();
+            serde_json::json!({"nodes": nodes, "edges": []}).to_string()
+        };
+        // An unclosed fence or comment in one card swallowed the next
+        // card's tag when the cards were read joined.
+        for opener in ["```\nx\n", "<!--", "%%", "~~~~"] {
+            let raw = canvas(&["zebra CV6", opener, "#private"]);
+            assert!(policy.prepare("c.canvas", &raw, None).is_none(), "{opener}");
+            let audited = crate::audit::audit_text(&policy, "c.canvas", &raw).unwrap();
+            assert!(audited.private.is_some(), "{opener}");
+        }
+        let public = canvas(&["zebra CV6", "```\nx\n", "#publicity"]);
+        assert!(policy.prepare("c.canvas", &public, None).is_some());
+    }
 
     #[test]
     fn a_note_comes_out_without_what_the_policy_hides() {

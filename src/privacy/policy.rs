@@ -149,7 +149,12 @@ impl Default for PrivateRules {
         PrivateRules {
             fields: BTreeMap::from([
                 ("private".to_string(), truthy(yaml_serde::Value::Bool(true))),
-                ("visibility".to_string(), truthy("private".into())),
+                (
+                    "visibility".to_string(),
+                    ["private", "secret", "hidden", "confidential"]
+                        .map(yaml_serde::Value::from)
+                        .to_vec(),
+                ),
                 ("ai".to_string(), truthy(yaml_serde::Value::Bool(false))),
             ]),
             tags: vec!["private".to_string()],
@@ -527,12 +532,10 @@ impl Policy {
                 if values.iter().any(|wanted| same_value(v, wanted)) {
                     return Some(format!("frontmatter '{key}'"));
                 }
-                // Fail closed: `private: maybe` cannot be told public.
-                if !v.is_null() && is_yes_or_no_rule(values) && !reads_yes_or_no(v) {
-                    return Some(format!(
-                        "frontmatter '{key}' has a value that reads as neither yes nor no; \
-                         treated as private"
-                    ));
+                if !v.is_null()
+                    && let Some(reason) = unclear_flag_reason(key, values, v)
+                {
+                    return Some(reason);
                 }
             }
         }
@@ -613,21 +616,7 @@ impl Policy {
                     .filter(|token| !token.is_empty());
                 let is_tags = key.eq_ignore_ascii_case("tags") || key.eq_ignore_ascii_case("tag");
                 let tokens: Vec<&str> = tokens.collect();
-                // Fail closed: a yes-or-no key whose value cannot be read as
-                // either (`private: {value: true`) cannot be told public.
-                if let Some((field, _)) = self.file.private.fields.iter().find(|(field, values)| {
-                    field.trim().eq_ignore_ascii_case(&key) && is_yes_or_no_rule(values)
-                }) && !tokens.is_empty()
-                    && !tokens
-                        .iter()
-                        .all(|token| reads_yes_or_no(&yaml_serde::Value::String(token.to_string())))
-                {
-                    return Some(format!(
-                        "frontmatter '{field}' has a value that reads as neither yes nor no; \
-                     treated as private"
-                    ));
-                }
-                for token in tokens {
+                for &token in &tokens {
                     if is_tags
                         && let Some(tag) = token
                             .split_whitespace()
@@ -644,6 +633,26 @@ impl Policy {
                     {
                         return Some(format!("frontmatter '{field}'"));
                     }
+                }
+                // Fail closed: a flag whose value cannot be read
+                // (`private: {value: true`) cannot be told public.
+                if !tokens.is_empty()
+                    && let Some(reason) =
+                        self.file.private.fields.iter().find_map(|(field, values)| {
+                            let read = yaml_serde::Value::Sequence(
+                                tokens
+                                    .iter()
+                                    .map(|token| yaml_serde::Value::String(token.to_string()))
+                                    .collect(),
+                            );
+                            field
+                                .trim()
+                                .eq_ignore_ascii_case(&key)
+                                .then(|| unclear_flag_reason(field, values, &read))
+                                .flatten()
+                        })
+                {
+                    return Some(reason);
                 }
             }
         }
@@ -804,6 +813,15 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
     match found {
         yaml_serde::Value::Sequence(items) => items.iter().any(|item| same_value(item, wanted)),
         yaml_serde::Value::Tagged(tagged) => same_value(&tagged.value, wanted),
+        // `{level: private}`, `{draft: true}`: a value or a key that says
+        // it, wherever in the mapping (matching more only hides more).
+        yaml_serde::Value::Mapping(pairs) => pairs
+            .iter()
+            .any(|(key, value)| same_value(key, wanted) || same_value(value, wanted)),
+        // `private, team`: each item of a list written as one string.
+        yaml_serde::Value::String(text) if text.contains(',') => text
+            .split(',')
+            .any(|item| same_value(&yaml_serde::Value::String(item.to_string()), wanted)),
         _ => match (loose_text(found), loose_text(wanted)) {
             // Compared composed (a decomposed `é`, a full-width letter):
             // matching more can only make more notes private. (Whether a
@@ -823,23 +841,87 @@ fn same_value(found: &yaml_serde::Value, wanted: &yaml_serde::Value) -> bool {
 fn loose_text(value: &yaml_serde::Value) -> Option<String> {
     let text = match value {
         yaml_serde::Value::Bool(b) => b.to_string(),
-        yaml_serde::Value::String(s) => s.trim().trim_matches(['"', '\'']).trim().to_lowercase(),
+        yaml_serde::Value::String(s) => unwrapped_flag(s).to_lowercase(),
         yaml_serde::Value::Number(n) => n.to_string(),
         _ => return None,
     };
     // A number reads as its value: `1.0` is `1` (and so `true`).
     let text = integral_number(&text).unwrap_or(text);
     Some(match text.as_str() {
-        "yes" | "y" | "on" | "1" => "true".to_string(),
+        "yes" | "y" | "on" | "1" | "allow" | "allowed" | "ok" | "okay" => "true".to_string(),
         "no" | "n" | "off" | "0" | "never" => "false".to_string(),
         _ => text,
     })
 }
 
+/// A flag's text as a reader sees it: without the quotes (straight or
+/// typographic), link brackets and closing stops around it (`“private”`,
+/// `[[draft]]`, `No.`, `Private!`). A question mark stays: `false?` asks.
+fn unwrapped_flag(text: &str) -> &str {
+    const QUOTES: &[char] = &[
+        '"', '\'', '`', '“', '”', '‘', '’', '«', '»', '「', '」', '『', '』',
+    ];
+    let mut text = text.trim();
+    loop {
+        let before = text;
+        text = text
+            .trim_matches(QUOTES)
+            .trim_end_matches(['.', '!', '。', '！'])
+            .trim();
+        if let Some(inner) = text.strip_prefix("[[").and_then(|t| t.strip_suffix("]]")) {
+            text = inner.rsplit('|').next().unwrap_or(inner).trim();
+        }
+        if text == before {
+            return text;
+        }
+    }
+}
+
+/// Why a value of a policy field that no rule value matched still makes
+/// the note private: it fails closed where it cannot be told public. A
+/// yes-or-no rule (`private: true`) hides a value that reads as neither
+/// (`private: maybe`); a rule for a no (`ai: false`) hides every value
+/// but a yes (`ai: maybe`, `ai: []`, `ai: gpt-4o`: none says AI may read
+/// the note). A rule for a word (`visibility: private`) hides only that
+/// word: other values (`team`) are what the field is for.
+fn unclear_flag_reason(
+    key: &str,
+    values: &[yaml_serde::Value],
+    found: &yaml_serde::Value,
+) -> Option<String> {
+    if is_yes_or_no_rule(values) && !reads_yes_or_no(found) {
+        return Some(format!(
+            "frontmatter '{key}' has a value that reads as neither yes nor no; treated as private"
+        ));
+    }
+    if is_no_rule(values) && !reads_yes(found) {
+        return Some(format!(
+            "frontmatter '{key}' has a value that does not read as yes; treated as private"
+        ));
+    }
+    None
+}
+
+/// Whether a rule makes a note private when its field says no (`ai: false`).
+fn is_no_rule(values: &[yaml_serde::Value]) -> bool {
+    values
+        .iter()
+        .any(|value| loose_text(value).as_deref() == Some("false"))
+}
+
+/// Whether `value` reads as yes, every item of a list included (an empty
+/// list says nothing).
+fn reads_yes(value: &yaml_serde::Value) -> bool {
+    match value {
+        yaml_serde::Value::Sequence(items) => !items.is_empty() && items.iter().all(reads_yes),
+        yaml_serde::Value::Tagged(tagged) => reads_yes(&tagged.value),
+        _ => loose_text(value).is_some_and(|text| text == "true"),
+    }
+}
+
 /// Whether a rule makes a note private when its field says yes
 /// (`private: true`): then a value that reads as neither yes nor no
-/// (`private: maybe`) cannot be told public. A rule for a no (`ai: false`)
-/// is not one: `ai: gpt-4o` names an AI, it does not say no.
+/// (`private: maybe`) cannot be told public.
 fn is_yes_or_no_rule(values: &[yaml_serde::Value]) -> bool {
     values
         .iter()
@@ -967,6 +1049,9 @@ mod tests {
             "ai: [false]",
             "visibility: [Private]",
             "visibility: \"private\"",
+            "private: \"true!\"",
+            "private: {value: true}",
+            "private: \"[[true]]\"",
         ] {
             let raw = format!("---\n{front}\n---\nx");
             assert!(policy.is_private(&note("a.md", &raw)), "{front}");
@@ -977,11 +1062,10 @@ mod tests {
             "private: maybe",
             "private: ✓",
             "private: 2",
-            "private: \"true!\"",
-            "private: {value: true}",
+            "private: {value: maybe}",
             "private: []",
             "private: [false, perhaps]",
-            "private: \"[[true]]\"",
+            "private: \"[[perhaps]]\"",
         ] {
             let raw = format!("---\n{front}\n---\nx");
             assert!(policy.is_private(&note("a.md", &raw)), "{front}");
@@ -992,17 +1076,46 @@ mod tests {
                 "{front}"
             );
         }
-        // `ai: never` says no; `ai: gpt-4o` names an AI and says nothing.
-        let raw = "---\nai: never\n---\nx";
-        assert!(policy.is_private(&note("a.md", raw)));
+        // A rule for a no hides every value but a yes; a rule for a word
+        // hides that word however it is wrapped.
+        for front in [
+            "ai: never",
+            "ai: gpt-4o",
+            "ai: [summary, tags]",
+            "ai: []",
+            "ai: {}",
+            "ai: maybe",
+            "ai: \"false?\"",
+            "ai: No.",
+            "ai: ‘false’",
+            "ai: \"no, never\"",
+            "ai: {allow: false}",
+            "ai: nein",
+            "visibility: “private”",
+            "visibility: private.",
+            "visibility: Private!",
+            "visibility: private, team",
+            "visibility: {level: private}",
+            "visibility: \"[[private]]\"",
+            "visibility: secret",
+            "visibility: [team, Hidden]",
+        ] {
+            let raw = format!("---\n{front}\n---\nx");
+            assert!(policy.is_private(&note("a.md", &raw)), "{front}");
+            assert!(policy.frontmatter_reason(&raw).is_some(), "{front}");
+        }
         for front in [
             "private: 0",
             "private: [false]",
+            "private: No.",
             "private:",
             "ai: 1",
-            "ai: gpt-4o",
-            "ai: [summary, tags]",
+            "ai: yes",
+            "ai: \"Allowed\"",
+            "ai: [true]",
+            "ai:",
             "visibility: public",
+            "visibility: team",
         ] {
             let raw = format!("---\n{front}\n---\nx");
             assert!(!policy.is_private(&note("a.md", &raw)), "{front}");

@@ -464,8 +464,25 @@ static DETECTORS: &[Detector] = &[
     ),
     named(
         "password_assignment",
-        &["pass", "pw"],
-        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}\*{0,2}["'`]?[ \t]*(?:::|:=|=>|->|=|:|：|→|—|–)\*{0,2}[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
+        &[
+            "pass",
+            "pw",
+            "kennwort",
+            "wachtwoord",
+            "lösenord",
+            "LÖSENORD",
+            "hasło",
+            "HASŁO",
+            "contraseña",
+            "CONTRASEÑA",
+            "senha",
+            "пароль",
+            "Пароль",
+            "ПАРОЛЬ",
+            "パスワード",
+            "비밀번호",
+        ],
+        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|kennwort|wachtwoord|lösenord|hasło|contraseña|senha|пароль|パスワード|비밀번호)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+(?i:for|of|on|at|to)(?:[ \t]+[A-Za-z0-9_.@/-]+){1,3})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
         accept_password_value,
     ),
     any_case(
@@ -489,7 +506,7 @@ static DETECTORS: &[Detector] = &[
     named(
         "secret_assignment",
         &["secret", "token", "key", "credential", "salt", "auth"],
-        r#"(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}|salt|auth|key)["']?[ \t]*(?:=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}|salt|auth|key)["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -801,17 +818,66 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
             at = second;
         }
     }
+    // A qualifier between the name and its value: `password (prod): X`,
+    // `password [prod]: X`, `password for the router: X`.
+    let mut qualified = at;
+    while qualified < bytes.len() && matches!(bytes[qualified], b' ' | b'\t') {
+        qualified += 1;
+    }
+    if let Some(&open @ (b'(' | b'[')) = bytes.get(qualified) {
+        let close = if open == b'(' { b')' } else { b']' };
+        let window = &bytes[qualified + 1..bytes.len().min(qualified + 42)];
+        if let Some(offset) = memchr::memchr(close, window)
+            && !window[..offset].contains(&b'\n')
+        {
+            at = qualified + 2 + offset;
+        }
+    } else if qualified > at {
+        // Up to four more words of a name (`for the wifi router`).
+        let mut word_end = qualified;
+        for _ in 0..4 {
+            let mut end = word_end;
+            while end < bytes.len() && bytes[end] == b' ' {
+                end += 1;
+            }
+            let start = end;
+            while end < bytes.len() && (name_char(bytes[end]) || matches!(bytes[end], b'@' | b'/'))
+            {
+                end += 1;
+            }
+            if end == start {
+                break;
+            }
+            word_end = end;
+        }
+        if word_end > qualified && assignment_at(bytes, word_end) {
+            return true;
+        }
+    }
     if at < bytes.len() && matches!(bytes[at], b'"' | b'\'' | b'`') {
         at += 1;
     }
-    while at < bytes.len() && matches!(bytes[at], b' ' | b'\t') {
-        at += 1;
+    assignment_at(bytes, at)
+}
+
+/// Whether an assignment's operator starts at `at`, after blanks
+/// (a no-break or other typographic space included).
+fn assignment_at(bytes: &[u8], mut at: usize) -> bool {
+    loop {
+        match bytes.get(at..) {
+            Some([b' ' | b'\t', ..]) => at += 1,
+            Some([0xC2, 0xA0, ..]) => at += 2,
+            Some([0xE2, 0x80, 0x80..=0x8A | 0xAF, ..]) => at += 3,
+            _ => break,
+        }
     }
     let rest = &bytes[at.min(bytes.len())..];
     // `| Password | X |`: a table row whose label cell names the key.
     matches!(bytes.get(at), Some(b'=' | b':' | b'|'))
         || rest.starts_with(b"->")
-        || (at > end && bytes[at - 1] == b'-' && rest.first() == Some(&b'>'))
+        || rest.starts_with(b"- ")
+        || rest.starts_with(b"-\t")
+        || (at > 0 && bytes[at - 1] == b'-' && rest.first() == Some(&b'>'))
         || ["：", "—", "–", "→"]
             .iter()
             .any(|arrow| rest.starts_with(arrow.as_bytes()))
@@ -1737,7 +1803,62 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
     let recent = text_before(text, value_start, 200);
     let line = recent.rsplit('\n').next().unwrap_or("");
     let before =
-        line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«".contains(c));
+        line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«~".contains(c));
+    password_word_ending(before).or_else(|| {
+        // The key before a qualifier: `password (prod)`, `password [prod]`,
+        // `the password for the router`.
+        let unqualified = match before.chars().next_back() {
+            Some(')') => before.rsplit_once('(').map(|(key, _)| key),
+            Some(']') => before.rsplit_once('[').map(|(key, _)| key),
+            _ => {
+                let words: Vec<&str> = before.split_whitespace().collect();
+                (1..=3)
+                    .filter(|&kept| words.len() >= kept + 2)
+                    .map(|kept| words.len() - kept - 1)
+                    .find(|&at| {
+                        ["for", "of", "on", "at", "to"]
+                            .iter()
+                            .any(|word| words[at].eq_ignore_ascii_case(word))
+                    })
+                    .and_then(|at| {
+                        let preposition = words[at..].join(" ");
+                        let trimmed = before.trim_end();
+                        // The text before the preposition, as written.
+                        trimmed
+                            .len()
+                            .checked_sub(preposition.len())
+                            .filter(|&cut| trimmed.is_char_boundary(cut))
+                            .map(|cut| &trimmed[..cut])
+                    })
+            }
+        };
+        password_word_ending(unqualified?.trim_end())
+    })
+}
+
+/// Words for a password in other languages than English and German.
+const FOREIGN_PASSWORD_WORDS: &[&str] = &[
+    "kennwort",
+    "wachtwoord",
+    "lösenord",
+    "hasło",
+    "contraseña",
+    "senha",
+    "mot de passe",
+    "пароль",
+    "パスワード",
+    "비밀번호",
+];
+
+/// The password word that ends `before`, a key as written.
+fn password_word_ending(before: &str) -> Option<&'static str> {
+    let lower_tail = text_before(before, before.len(), 32).to_lowercase();
+    if FOREIGN_PASSWORD_WORDS
+        .iter()
+        .any(|word| lower_tail.ends_with(word))
+    {
+        return Some("password");
+    }
     let key_start = before
         .char_indices()
         .rev()
@@ -2931,6 +3052,63 @@ mod tests {
         ("password_assignment", "[password:: ", "Wq7v#m29Rt", "]"),
         ("password_assignment", "Password — ", "Vq7vLm29Rt", ""),
         ("password_assignment", "password -> ", "Uq7vLm29Rt", ""),
+        // Hostile round 8: qualifiers, a hyphen, typographic spaces,
+        // strikethrough, plurals and other languages' words.
+        (
+            "password_assignment",
+            "The password for the router: ",
+            "Xq7vLm29Rt01",
+            "",
+        ),
+        (
+            "password_assignment",
+            "Password for root: ",
+            "Xq7vLm29Rt02",
+            "",
+        ),
+        (
+            "password_assignment",
+            "password (prod): ",
+            "Xq7vLm29Rt03",
+            "",
+        ),
+        (
+            "password_assignment",
+            "password [prod]: ",
+            "Xq7vLm29Rt04",
+            "",
+        ),
+        ("password_assignment", "New password - ", "Xq7vLm29Rt05", ""),
+        ("password_assignment", "password: ~~", "Xq7vLm29Rt06", "~~"),
+        (
+            "password_assignment",
+            "password\u{a0}: ",
+            "Xq7vLm29Rt07",
+            "",
+        ),
+        (
+            "password_assignment",
+            "password\u{2002}= ",
+            "Xq7vLm29Rt08",
+            "",
+        ),
+        (
+            "password_assignment",
+            "Passwords: ",
+            "Xq7vLm29Rt09",
+            ", Yq7vLm29Rt10",
+        ),
+        ("password_assignment", "mot de passe : ", "Xq7vLm29Rt11", ""),
+        ("password_assignment", "contraseña: ", "Xq7vLm29Rt12", ""),
+        ("password_assignment", "senha: ", "Xq7vLm29Rt13", ""),
+        ("password_assignment", "пароль: ", "Xq7vLm29Rt14", ""),
+        ("password_assignment", "Пароль: ", "Xq7vLm29Rt15", ""),
+        ("password_assignment", "パスワード: ", "Xq7vLm29Rt16", ""),
+        ("password_assignment", "비밀번호: ", "Xq7vLm29Rt17", ""),
+        ("password_assignment", "wachtwoord: ", "Xq7vLm29Rt18", ""),
+        ("password_assignment", "hasło: ", "Xq7vLm29Rt19", ""),
+        ("password_assignment", "lösenord: ", "Xq7vLm29Rt20", ""),
+        ("password_assignment", "Kennwort: ", "Xq7vLm29Rt21", ""),
         (
             "password_element",
             "<password>",
@@ -2970,6 +3148,20 @@ mod tests {
         ("secret_assignment", "secret: ", "Lc6^oI47aSd*Ww4", ""),
         ("secret_assignment", "api_key: ", "Kq2!mZ84xWv#Lp", ""),
         ("secret_assignment", "client_token=", "Rm2#eD39fG", ""),
+        // Dataview's inline fields (hostile round 8).
+        ("secret_assignment", "token:: ", "Xq7vLm29RtD1", ""),
+        (
+            "secret_assignment",
+            "api_key:: ",
+            "Xq7vLm29RtD2abcdefXYZ123",
+            "",
+        ),
+        ("secret_assignment", "client_secret:: ", "Xq7vLm29RtD3", ""),
+        ("secret_assignment", "credentials:: ", "Xq7vLm29RtD4", ""),
+        ("secret_assignment", "access_token:: ", "Xq7vLm29RtD5", ""),
+        ("secret_assignment", "github token:: ", "Xq7vLm29RtD6", ""),
+        ("secret_assignment", "[token:: ", "Xq7vLm29RtD7", "]"),
+        ("secret_assignment", "token:: \"", "Xq7vLm29RtD8", "\""),
         (
             "secret_assignment",
             "api_key = \"",
@@ -3124,6 +3316,12 @@ mod tests {
             "Use ConcurrentHashMapBuilderFactory with AbstractSingletonProxyFactoryBeanConfiguration.",
             "Docs live at https://docs.example.com:8443/guide?page=2#auth and http://localhost:3000/api.",
             "password: use the one in the vault",
+            "The password for the router: see the label on its back",
+            "password (optional): none",
+            "Test pass - fail",
+            "password [prod]: ask Mira",
+            "contraseña: la de siempre",
+            "пароль: спросите у Миры",
             "The password is stored in 1Password, ask Mira.",
             "Password: see the team manager",
             "Colours: #ff8800, #1e90ff and #abc.",

@@ -73,6 +73,17 @@ impl Session {
         )
     }
 
+    /// A warning when the vault has no note to read at all: most often
+    /// the vault option names the wrong folder (its parent, or a download
+    /// folder), which a plain "no match" would hide.
+    pub fn empty_vault_warning(&self) -> Option<String> {
+        self.vault.metas.is_empty().then(|| {
+            "the vault has no note to read (no .md or .canvas file outside hidden, ignored \
+             and private places): is this the right folder?"
+                .to_string()
+        })
+    }
+
     /// What `filter` names that this vault lacks (see
     /// [`NoteFilter::warnings`]).
     pub fn filter_warnings(&self, filter: &NoteFilter) -> Vec<String> {

@@ -78,6 +78,7 @@ impl Session {
             self.config_pins()?;
         }
         let mut pack = self.pack_shaped(request, shape)?;
+        pack.warnings.extend(self.empty_vault_warning());
         if pack.bundle.is_empty() {
             pack.warnings
                 .push(header_does_not_fit(request.options.budget));
