@@ -44,8 +44,10 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// flag that reads as neither makes a note private; 9: a rule for a no
 /// (`ai: false`) hides every value but a yes, a flag is read without its
 /// quotes, link brackets or closing stop, a canvas card is read by itself
-/// for what makes it private, and more ways of writing a password or a
-/// Dataview secret are redacted): it is part of the
+/// for what makes it private, a private tag is read in a `tags:` value of
+/// any shape, a `Private` heading with emoji or an attribute is private,
+/// a token glued to a word is found, and more ways of writing a password
+/// or a Dataview secret are redacted): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.
 pub(crate) const PARTS_VERSION: u32 = 9;

@@ -539,7 +539,44 @@ impl Policy {
                 }
             }
         }
-        None
+        self.tags_field_reason(fields)
+    }
+
+    /// A private tag in a `tags:` value of any shape, read as loosely as
+    /// a person wrote it: nested lists (`tags: [[private]]`), a mapping's
+    /// keys and values (`tags: {private: 1}`), `;` between tags. The
+    /// note's own reading takes only plain lists and strings as its tags.
+    fn tags_field_reason(&self, fields: &yaml_serde::Mapping) -> Option<String> {
+        fn words(value: &yaml_serde::Value, out: &mut Vec<String>) {
+            match value {
+                yaml_serde::Value::Sequence(items) => {
+                    items.iter().for_each(|item| words(item, out))
+                }
+                yaml_serde::Value::Mapping(pairs) => pairs.iter().for_each(|(key, value)| {
+                    words(key, out);
+                    words(value, out);
+                }),
+                yaml_serde::Value::Tagged(tagged) => words(&tagged.value, out),
+                yaml_serde::Value::String(text) => out.extend(
+                    text.split([',', ';', ' '])
+                        .map(|word| word.trim().trim_start_matches('#').to_string()),
+                ),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for (key, value) in fields {
+            if key
+                .as_str()
+                .is_some_and(|key| ["tags", "tag"].contains(&key.trim().to_lowercase().as_str()))
+            {
+                words(value, &mut found);
+            }
+        }
+        found
+            .into_iter()
+            .find(|tag| !tag.is_empty() && self.is_private_tag(tag))
+            .map(|tag| format!("tag #{tag}"))
     }
 
     /// The policy's keys and private tags found in YAML that does not
@@ -731,13 +768,17 @@ fn heading_words(heading: &str, targets: bool) -> String {
         .filter(|&c| !matches!(c, '*' | '_' | '`' | '=') && !super::is_invisible(c))
         .collect();
     let shown = strip_tags(&shown);
+    // Words of no letter or digit (`🔒`, `—`) and a heading attribute
+    // (`{#id}`) say nothing a reader reads as the heading's name.
     let words: Vec<&str> = shown
         .split_whitespace()
         .filter(|word| !(word.len() > 1 && word.starts_with('#')))
+        .filter(|word| word.chars().any(char::is_alphanumeric))
+        .filter(|word| !(word.starts_with('{') && word.ends_with('}')))
         .collect();
     words
         .join(" ")
-        .trim_end_matches([':', '：', '.', '。'])
+        .trim_end_matches([':', '：', '.', '。', '!', '！', '\\'])
         .trim()
         .to_string()
 }
@@ -1032,6 +1073,18 @@ mod tests {
         assert!(policy.is_private(&note("clients/acme/notes.md", "x")));
         assert!(!policy.is_private(&note("a.md", "---\nprivate: false\nai: true\n---\nx")));
         assert!(!policy.is_private(&note("a.md", "#privateer is not #private-ish")));
+        // Tags in shapes the note's reading does not take as tags.
+        for front in [
+            "tags: [[private]]",
+            "tags:\n- [work, private]",
+            "tags: {private: 1}",
+            "tags: work;private",
+            "Tags: [[Private/diary]]",
+        ] {
+            let raw = format!("---\n{front}\n---\nx");
+            assert!(policy.is_private(&note("a.md", &raw)), "{front}");
+        }
+        assert!(!policy.is_private(&note("a.md", "---\ntags: [[work], {privacy: 1}]\n---\nx")));
         assert!(!policy.is_private(&note("journalism/a.md", "x")));
     }
 
@@ -1233,10 +1286,17 @@ mod tests {
             "&#80;rivate",
             "Priva&shy;te",
             "<b>&#x50;rivate</b>",
+            "🔒 Private",
+            "Private 🔒",
+            "— Private —",
+            "Private {#priv}",
+            "Private\\",
+            "Private!",
         ] {
             assert!(policy.is_private_heading(heading), "{heading}");
         }
         assert!(!policy.is_private_heading("Private life of bees"));
+        assert!(!policy.is_private_heading("🔒 Private keys explained"));
         assert!(!policy.is_private_heading("Public ^private"));
     }
 

@@ -912,7 +912,9 @@ fn collect_pattern(
         } else {
             secret
         };
-        if (detector.left_bounded && is_word_byte_at(bytes, whole.start.wrapping_sub(1)))
+        if (detector.left_bounded
+            && !glued_prefix_allowed(detector.kind)
+            && is_word_byte_at(bytes, whole.start.wrapping_sub(1)))
             || (detector.right_bounded && is_word_byte_at(bytes, secret.end))
         {
             continue;
@@ -927,6 +929,27 @@ fn collect_pattern(
         };
         candidates.push((secret, index));
     }
+}
+
+/// Tokens whose prefix no word or number ends in (`ghp_`, `glpat-`,
+/// `hf_`…): found glued to what comes before (`xghp_…`, `#tagghp_…`, a
+/// token pasted without a space), which a word boundary required would
+/// have printed whole.
+fn glued_prefix_allowed(kind: &str) -> bool {
+    matches!(
+        kind,
+        "github_token"
+            | "gitlab_token"
+            | "slack_token"
+            | "huggingface_token"
+            | "anthropic_api_key"
+            | "openai_api_key"
+            | "stripe_secret_key"
+            | "npm_token"
+            | "pypi_token"
+            | "google_api_key"
+            | "google_oauth_client_secret"
+    )
 }
 
 /// `<password>X</password>` (a settings file pasted into a note): any
@@ -3358,6 +3381,17 @@ mod tests {
         ];
         for text in negatives {
             assert_eq!(find(text, &PERSONAL), vec![], "false positive in {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_glued_to_a_word_or_number_is_found() {
+        let token = "ghp_kR7mQ2xLp9ZwB4tYvN8cH3jD6fG1sA5eUyour";
+        for before in ["x", "1", "#tag", "zebra eight x"] {
+            let text = format!("{before}{token} rest");
+            let found = find(&text, &DetectorOptions::default());
+            let values: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(values, [token], "{text}");
         }
     }
 
