@@ -85,6 +85,15 @@ fn unlisted_raw_targets(vault: &Vault, from: &str, text: &str) -> Vec<std::ops::
             start += line.len();
             continue;
         }
+        // A path without its extension names a note too (`priv/plan`):
+        // one under a private folder is never listed, whatever it holds.
+        if extensionless_paths(&shown)
+            .any(|path| vault.policy().is_private_path(&format!("{path}.md")))
+        {
+            found.push(start..start + line.len());
+            start += line.len();
+            continue;
+        }
         let bare = bare_paths(&shown);
         for target in raw_targets(line)
             .into_iter()
@@ -223,6 +232,19 @@ fn bare_paths(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words of `line` shaped as a vault path without an extension
+/// (`journal/diary`): a folder, a name, no `..` and no leading `/`.
+fn extensionless_paths(line: &str) -> impl Iterator<Item = &str> {
+    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '/' | '_' | '-' | '.');
+    line.split(move |c: char| !path_char(c))
+        .map(|word| word.trim_matches(['.', '/']))
+        .filter(|word| {
+            word.contains('/')
+                && !word.split('/').any(|part| part.is_empty() || part == "..")
+                && !word.rsplit('/').next().unwrap_or_default().contains('.')
+        })
+}
+
 /// The raw file targets on one line (see [`unlisted_raw_targets`]).
 fn raw_targets(line: &str) -> Vec<&str> {
     let mut targets = Vec::new();
@@ -332,6 +354,22 @@ mod tests {
         assert_eq!(
             without_unlisted_links(&vault, &bare),
             "- `raft.md` and [[raft]] kept\n- see paxos.md. kept\n- see log.md and CLAUDE.md kept\n"
+        );
+        // A private folder's note named by its path without `.md`.
+        let folders =
+            Arc::new(crate::privacy::Policy::parse("private:\n  folders: [\"priv/\"]\n").unwrap());
+        let vault = Vault::from_texts_with("/v".into(), &files, Arc::clone(&folders));
+        let named = folders
+            .prepare(
+                "index.md",
+                "- `priv/secretplan` merger\n- priv/secretplan merger\n- TCP/IP and raft kept\n\
+                 - Priv/Plans/x merger\n",
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            without_unlisted_links(&vault, &named),
+            "- TCP/IP and raft kept\n"
         );
         // Nothing to drop: the text as it was.
         let plain = policy
