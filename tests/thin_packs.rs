@@ -337,3 +337,37 @@ fn a_topic_word_many_notes_hold_or_part_of_a_hyphenated_word_is_no_match_alone()
     assert!(books.contains("## [[Categories/Books]]"), "{books}");
     assert!(books.contains("## [[Essays/Reading]]"), "{books}");
 }
+
+/// In a vault about one thing, the word for it is common; a note its
+/// writer tagged with that word is about it all the same (the newcomer's
+/// `consensus algorithms`, which left Paxos out for holding only
+/// `consensus`), while one that only mentions it stays out.
+#[test]
+fn a_note_tagged_with_a_common_topic_word_is_about_the_topic() {
+    let mut files: Vec<(String, String)> = (1..=8)
+        .map(|n| {
+            (
+                format!("Mentions/m{n}.md"),
+                format!("Replication note {n} reaches consensus eventually.\n"),
+            )
+        })
+        .collect();
+    files.push((
+        "Paxos.md".into(),
+        "---\ntags: [consensus]\n---\nProposers and acceptors agree on one value.\n".into(),
+    ));
+    files.push((
+        "Lamport.md".into(),
+        "Wrote papers on distributed algorithms and clocks.\n".into(),
+    ));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    let world = World::new();
+    let vault = world.vault("notes", &files);
+    let pack = ok(&world.pack(&vault, &["consensus algorithms", "--budget", "2000"]));
+    assert!(pack.contains("## [[Paxos]]"), "{pack}");
+    assert!(pack.contains("## [[Lamport]]"), "{pack}");
+    assert!(!pack.contains("[[Mentions/"), "{pack}");
+}

@@ -111,7 +111,8 @@ fn common_words(store: Option<&dyn Store>, words: &[TellingWord<'_>]) -> Vec<boo
 /// word (`two` of `two-phase commit`), is not about it; a rarer one held
 /// alone is (`charter` of `zab zookeeper charter`: a list of keywords
 /// asks for each). A note the semantic arm ranks among its best passes,
-/// and so does a note whose title holds a word of the topic.
+/// and so does a note whose title, an alias or a tag holds a word of the
+/// topic.
 /// Read only until `wanted` notes have passed (the pack considers no
 /// more); the notes after them are kept unread.
 pub(super) fn topic_candidates(
@@ -188,16 +189,23 @@ pub(super) fn topic_candidates(
                 .any(|arm| arm.arm == "semantic" && arm.rank <= MEANING_RANK)
         })
     };
-    // A note named by a word of the topic is about it (`Books` for `books
-    // I want to read`), whatever else it holds.
+    // A note named or tagged by a word of the topic is about it (`Books`
+    // for `books I want to read`; `Paxos`, tagged `consensus`, for
+    // `consensus algorithms` in a vault where most notes say consensus),
+    // whatever else it holds: its writer chose those words for it.
     let named = |note: usize| {
-        let title = &vault.metas[note].title;
+        let meta = &vault.metas[note];
         let mut held = vec![false; terms.len()];
-        crate::analysis::visit_terms(title, |term| {
-            if let Some(at) = terms.iter().position(|t| t == term) {
-                held[at] = true;
-            }
-        });
+        let names = std::iter::once(&meta.title)
+            .chain(&meta.aliases)
+            .chain(&meta.tags);
+        for name in names {
+            crate::analysis::visit_terms(name, |term| {
+                if let Some(at) = terms.iter().position(|t| t == term) {
+                    held[at] = true;
+                }
+            });
+        }
         (1..=words.last().map_or(0, |w| w.compound)).any(|compound| {
             let mut parts = (0..words.len()).filter(|&at| words[at].compound == compound);
             let first = parts.next();
