@@ -231,6 +231,29 @@ fn a_private_pin_or_exclusion_is_refused_as_note_refuses_it() {
     );
 }
 
+/// When every note that matches was left out as already in the client's
+/// context, the pack says so rather than that nothing matches.
+#[test]
+fn a_pack_of_only_seen_notes_says_they_are_in_context() {
+    let world = World::new();
+    let vault = world.vault(
+        "seen",
+        &[
+            ("zebra.md", "# Zebra\n\nStripes on a zebra.\n"),
+            ("other.md", "# Other\n\nNothing striped.\n"),
+        ],
+    );
+    let out = ok(&world.pack(&vault, &["zebra", "--exclude-note", "zebra.md"]));
+    assert!(
+        out.ends_with(
+            "# Already in your context: [[zebra]]\n\n\
+             No new pages: every note that matches is already in your context.\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("No note of the vault matches"), "{out}");
+}
+
 #[test]
 fn notes_left_out_never_enter_and_are_named_in_one_line() {
     let world = World::new();

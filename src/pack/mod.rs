@@ -787,7 +787,7 @@ impl<'a> Packer<'a> {
         let daily_reserve = daily_blocks.iter().sum::<usize>().min(full_capacity / 4);
         let capacity = full_capacity - daily_reserve;
         if self.candidates.is_empty() && self.dailies.is_empty() && self.pins.is_empty() {
-            let message = render::empty_text(pack.topic.is_some(), pack.wiki, pack.filtered);
+            let message = render::empty_text_of(pack);
             let title = self.title(pack, 0);
             pack.preface = self.preface(pack, "", false);
             pack.bundle = [

@@ -18,6 +18,22 @@ pub(crate) const FILTERED_EMPTY_TOPIC_TEXT: &str =
 pub(crate) const FILTERED_EMPTY_RECENT_TEXT: &str =
     "No recent pages found. The filter lets no note through.";
 
+/// The text of a pack with nothing new to show: every note that matched is
+/// one the client has already received (`exclude_seen`), which "no note
+/// matches" would deny.
+pub(crate) const ALL_SEEN_TEXT: &str =
+    "No new pages: every note that matches is already in your context.";
+
+/// [`empty_text`] for `pack`, or [`ALL_SEEN_TEXT`] when notes it would
+/// have held were left out as already seen.
+pub(crate) fn empty_text_of(pack: &super::Pack) -> &'static str {
+    if pack.already_in_context.is_empty() {
+        empty_text(pack.topic.is_some(), pack.wiki, pack.filtered)
+    } else {
+        ALL_SEEN_TEXT
+    }
+}
+
 /// The text of a pack with nothing to show: the seed's in an
 /// obsidian-wiki vault (`wiki`), else one naming nothing the user lacks.
 pub(crate) fn empty_text(topic: bool, wiki: bool, filtered: bool) -> &'static str {

@@ -253,7 +253,7 @@ pub(crate) fn title(pack: &Pack) -> String {
 /// The message of a pack with nothing to show, if it is one.
 fn empty_message(pack: &Pack) -> Option<&'static str> {
     (pack.candidates == 0 && pack.pages.is_empty() && pack.dailies.is_empty())
-        .then(|| render::empty_text(pack.topic.is_some(), pack.wiki, pack.filtered))
+        .then(|| render::empty_text_of(pack))
 }
 
 /// Pages, then the recent dailies, in the order printed.
