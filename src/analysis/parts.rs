@@ -46,7 +46,8 @@ pub(crate) const PROPERTY_REPEATS: usize = 2;
 /// quotes, link brackets or closing stop, a canvas card is read by itself
 /// for what makes it private, a private tag is read in a `tags:` value of
 /// any shape, a `Private` heading with emoji or an attribute is private,
-/// a token glued to a word is found, and more ways of writing a password
+/// a token glued to a word or typed in full-width letters is found, and
+/// more ways of writing a password
 /// or a Dataview secret are redacted): it is part of the
 /// policy's fingerprint, so every store re-analyses its notes when a new
 /// version reads them otherwise.

@@ -621,8 +621,33 @@ pub(super) fn reference_at(text: &str, at: usize) -> Option<(usize, String)> {
 /// where each of its bytes came from.
 struct MarkupView {
     text: String,
-    /// For each byte of `text`, its offset in the original.
+    /// For each byte of `text`, its offset in the original…
     origin: Vec<usize>,
+    /// …and where what it stands for ends there.
+    origin_end: Vec<usize>,
+}
+
+/// Whether `text` holds a full-width Latin letter (`ｐａｓｓ`, U+FF21–FF3A,
+/// U+FF41–FF5A): typed so, a key reads as ASCII to a reader. Full-width
+/// punctuation alone (`：`, `，`, common in Chinese) is no reason to read
+/// the text again.
+fn has_full_width_letter(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(0xEF, bytes).any(|at| {
+        matches!(
+            (bytes.get(at + 1), bytes.get(at + 2)),
+            (Some(0xBC), Some(0xA1..=0xBA)) | (Some(0xBD), Some(0x81..=0x9A))
+        )
+    })
+}
+
+/// The ASCII character a full-width form stands for (`ａ` → `a`, `：` →
+/// `:`, the ideographic space → a space).
+fn full_width_ascii(c: char) -> Option<char> {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0),
+        '\u{3000}' => Some(' '),
+        _ => None,
+    }
 }
 
 impl MarkupView {
@@ -663,7 +688,9 @@ impl MarkupView {
             (&bytes[at..at + len] != b"=" && bytes.get(at + len).is_some_and(|&b| is_word(b)))
                 .then_some(len)
         };
+        let full_width = has_full_width_letter(bytes);
         let joins = hides_characters(original)
+            || full_width
             || memchr::memchr_iter(b'<', bytes).any(|at| {
                 tag_at(at).is_some_and(|len| {
                     at > 0
@@ -683,6 +710,7 @@ impl MarkupView {
         }
         let mut text = String::with_capacity(original.len());
         let mut origin = Vec::with_capacity(original.len());
+        let mut origin_end = Vec::with_capacity(original.len());
         let mut at = 0;
         while at < bytes.len() {
             if let Some(len) = tag_at(at) {
@@ -693,6 +721,7 @@ impl MarkupView {
                 at += 1;
                 text.push(char::from(bytes[at]));
                 origin.push(at);
+                origin_end.push(at + 1);
                 at += 1;
                 continue;
             }
@@ -707,27 +736,40 @@ impl MarkupView {
                 if !shown.is_empty() {
                     text.push_str(&shown);
                     origin.resize(text.len(), at);
-                    origin[text.len() - 1] = at + len - 1;
+                    origin_end.resize(text.len(), at + len);
                 }
                 at += len;
                 continue;
             }
-            let len = original[at..].chars().next().map_or(1, char::len_utf8);
-            if original[at..].chars().next().is_some_and(is_invisible) {
+            let c = original[at..].chars().next().expect("a char boundary");
+            let len = c.len_utf8();
+            if is_invisible(c) {
+                at += len;
+                continue;
+            }
+            if let Some(ascii) = full_width.then(|| full_width_ascii(c)).flatten() {
+                text.push(ascii);
+                origin.push(at);
+                origin_end.push(at + len);
                 at += len;
                 continue;
             }
             text.push_str(&original[at..at + len]);
             origin.extend(at..at + len);
+            origin_end.extend(at + 1..at + len + 1);
             at += len;
         }
-        Some(MarkupView { text, origin })
+        Some(MarkupView {
+            text,
+            origin,
+            origin_end,
+        })
     }
 
     /// The original range of `range` in the view (tags, invisible
-    /// characters and references inside it included).
+    /// characters, references and full-width forms inside it included).
     fn original(&self, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
-        self.origin[range.start]..self.origin[range.end - 1] + 1
+        self.origin[range.start]..self.origin_end[range.end - 1]
     }
 }
 
@@ -745,6 +787,26 @@ fn body_offset(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_or_secret_typed_in_full_width_letters_is_read_as_ascii() {
+        let policy = Policy::default();
+        for (text, redacted) in [
+            (
+                "ｐａｓｓｗｏｒｄ: Xq7vLm29Rt22\n",
+                "ｐａｓｓｗｏｒｄ: [REDACTED:password_assignment]\n",
+            ),
+            (
+                "ＰＡＳＳＷＯＲＤ：Ｘｑ７ｖＬｍ２９Ｒｔ 分布式\n",
+                "ＰＡＳＳＷＯＲＤ：[REDACTED:password_assignment] 分布式\n",
+            ),
+        ] {
+            assert_eq!(policy.redact(text).0, redacted, "{text}");
+        }
+        // Full-width punctuation alone, as Chinese is written, reads as is.
+        let chinese = "分布式：一致性，共识。\n";
+        assert_eq!(policy.redact(chinese).0, chinese);
+    }
 
     #[test]
     fn a_canvas_card_is_read_by_itself_for_what_makes_it_private() {
