@@ -1017,6 +1017,39 @@ fn a_large_pack_is_read_back_in_parts() {
     assert!(message.contains("unknown or expired"), "{message}");
 }
 
+/// A number or flag an agent quotes is read as what it spells; a value
+/// that spells neither is still refused.
+#[test]
+fn quoted_numbers_and_flags_are_taken() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let mut client = Client::start(&world, &vault);
+    let (is_error, quoted) = client.call(
+        "context_pack",
+        json!({"query": "raft", "budget_tokens": "300", "include_backlinks": "false"}),
+    );
+    assert!(!is_error, "{quoted}");
+    let (_, plain) = client.call(
+        "context_pack",
+        json!({"query": "raft", "budget_tokens": 300, "include_backlinks": false}),
+    );
+    let without_date = |text: &str| {
+        text.lines()
+            .filter(|line| !line.starts_with("# Generated:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(without_date(&quoted), without_date(&plain));
+    let (is_error, refused) = client.call(
+        "context_pack",
+        json!({"query": "raft", "budget_tokens": "1.5k"}),
+    );
+    assert!(is_error, "{refused}");
+    assert!(refused.contains("expected a whole number"), "{refused}");
+    let (is_error, limited) = client.call("search", json!({"query": "raft", "limit": "2"}));
+    assert!(!is_error, "{limited}");
+}
+
 /// A note over `--max-result-tokens` comes from `get_note` in parts too,
 /// which join to the note; a note within it comes whole, in one block.
 #[test]
