@@ -83,6 +83,28 @@ fn a_vault_without_notes_is_named_as_such_not_only_as_no_match() {
 }
 
 #[test]
+fn a_budget_holding_the_header_but_no_page_says_so() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let out = world.pack(&vault, &["raft", "--budget", "60"]);
+    assert!(ok(&out).contains("| Pages: 0 / 14\n"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "ctxpack: warning: a budget of 60 tokens holds the header but not even a summary of \
+         any of the 14 notes that match: raise the budget\n"
+    );
+    // A pack with a page, and one with nothing to match, say nothing more.
+    assert_eq!(
+        stderr(&world.pack(&vault, &["raft", "--budget", "120"])),
+        ""
+    );
+    assert_eq!(
+        stderr(&world.pack(&vault, &["sourdough starter", "--budget", "60"])),
+        ""
+    );
+}
+
+#[test]
 fn tiny_budget_keeps_summaries_and_drops_peripheral_first() {
     // The seed's rule, kept by the frontmatter ranker: summary blocks first,
     // peripheral pages dropped before any other.

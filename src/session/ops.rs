@@ -82,6 +82,9 @@ impl Session {
         if pack.bundle.is_empty() {
             pack.warnings
                 .push(header_does_not_fit(request.options.budget));
+        } else if pack.pages.is_empty() && pack.dailies.is_empty() && pack.candidates > 0 {
+            pack.warnings
+                .push(no_page_fits(request.options.budget, pack.candidates));
         }
         Ok(pack)
     }
@@ -354,6 +357,19 @@ fn parse_line_range(text: &str) -> Option<(usize, usize)> {
 /// Why a pack is empty when its budget cannot hold even its header.
 pub(crate) fn header_does_not_fit(budget: usize) -> String {
     format!("a budget of {budget} tokens is too small for even the pack header")
+}
+
+/// The warning for a pack whose header fits but none of its pages: an
+/// empty pack that says nothing reads as "nothing matched".
+pub(crate) fn no_page_fits(budget: usize, candidates: usize) -> String {
+    let notes = if candidates == 1 {
+        "the one note that matches".to_string()
+    } else {
+        format!("any of the {candidates} notes that match")
+    };
+    format!(
+        "a budget of {budget} tokens holds the header but not even a summary of {notes}: raise the budget"
+    )
 }
 
 #[cfg(test)]
