@@ -1030,7 +1030,10 @@ impl Session {
         [relative.clone(), format!("{relative}.md")]
             .into_iter()
             .find(|path| self.note_index(path).is_some())
-            .ok_or_else(|| SessionError::NoSuchNote(relative.clone()))
+            .or_else(|| self.listed_note_named(&relative_given))
+            .ok_or_else(|| {
+                self.with_suggestions(SessionError::NoSuchNote(relative.clone()), &relative_given)
+            })
     }
 
     fn note_index(&self, path: &str) -> Option<usize> {

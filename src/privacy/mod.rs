@@ -691,11 +691,13 @@ impl MarkupView {
         let full_width = has_full_width_letter(bytes);
         let joins = hides_characters(original)
             || full_width
+            // A tag touching text on either side: it may join two runs
+            // (`ghp_ab<wbr>cd`) or wrap a value (`password: <b>X</b>`,
+            // which reads `password: X`).
             || memchr::memchr_iter(b'<', bytes).any(|at| {
                 tag_at(at).is_some_and(|len| {
-                    at > 0
-                        && !bytes[at - 1].is_ascii_whitespace()
-                        && bytes
+                    (at > 0 && !bytes[at - 1].is_ascii_whitespace())
+                        || bytes
                             .get(at + len)
                             .is_some_and(|b| !b.is_ascii_whitespace())
                 })
@@ -787,6 +789,24 @@ fn body_offset(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_wrapped_in_inline_html_is_found_at_preparation() {
+        let policy = Policy::default();
+        for (raw, kept) in [
+            (
+                "password: <b>Xq7vLm29Rt31</b>\n",
+                "password: <b>[REDACTED:password_assignment]</b>\n",
+            ),
+            (
+                "<mark>The admin password is Xq7vLm29Rt32</mark>\n",
+                "<mark>The admin password is [REDACTED:password_statement]</mark>\n",
+            ),
+        ] {
+            let prepared = policy.prepare("h.md", raw, None).unwrap();
+            assert_eq!(prepared.text, kept, "{raw}");
+        }
+    }
 
     #[test]
     fn a_key_or_secret_typed_in_full_width_letters_is_read_as_ascii() {

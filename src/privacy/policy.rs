@@ -672,8 +672,13 @@ impl Policy {
                     }
                 }
                 // Fail closed: a flag whose value cannot be read
-                // (`private: {value: true`) cannot be told public.
-                if !tokens.is_empty()
+                // (`private: {value: true`), or that is written but empty
+                // (`ai: []`, `ai: ""`), cannot be told public; YAML's null
+                // (`~`) says nothing, as an empty property does.
+                let written = value.trim();
+                if !written.is_empty()
+                    && written != "~"
+                    && !written.eq_ignore_ascii_case("null")
                     && let Some(reason) =
                         self.file.private.fields.iter().find_map(|(field, values)| {
                             let read = yaml_serde::Value::Sequence(
@@ -718,11 +723,19 @@ impl Policy {
     /// id (`^id`), link brackets (`[[Private]]`, `[[x|Private]]`), inline
     /// tags or emphasis.
     pub fn is_private_heading(&self, heading: &str) -> bool {
-        // Read as shown, and (fail closed) as a link's target: `## [[Private|x]]`.
+        // Read as shown, and (fail closed) as a link's target: `## [[Private|x]]`,
+        // and each with the symbols glued to a word's ends left out
+        // (`## 🔒Private`, `## Private™`).
         !self.headings.is_empty()
             && [heading_words(heading, false), heading_words(heading, true)]
                 .iter()
-                .any(|words| self.headings.contains(&crate::text::fold(words)))
+                .any(|words| {
+                    self.headings.contains(&crate::text::fold(words))
+                        || (words.contains(|c: char| !c.is_alphanumeric() && c != ' ')
+                            && self
+                                .headings
+                                .contains(&crate::text::fold(&without_glued_symbols(words))))
+                })
     }
 }
 
@@ -781,6 +794,17 @@ fn heading_words(heading: &str, targets: bool) -> String {
         .trim_end_matches([':', '：', '.', '。', '!', '！', '\\'])
         .trim()
         .to_string()
+}
+
+/// `words` with what is neither a letter, a digit nor an apostrophe cut
+/// from each word's ends.
+fn without_glued_symbols(words: &str) -> String {
+    words
+        .split(' ')
+        .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’'))
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `text` with its HTML character references decoded (as
@@ -1202,6 +1226,17 @@ mod tests {
             Some(format!("frontmatter 'ai'{broken}"))
         );
         assert_eq!(reason("summary: Note: two\nprivate: false\n"), None);
+        // Written but empty: as `ai: []` in a frontmatter that parses.
+        for empty in ["ai: []", "ai: {}", "ai: \"\"", "ai: [ ]", "private: []"] {
+            let why = reason(&format!("title: a: b\n{empty}\n"));
+            assert!(
+                why.as_deref()
+                    .is_some_and(|why| why.contains("treated as private")),
+                "{empty}: {why:?}"
+            );
+        }
+        assert_eq!(reason("title: a: b\nai: ~\n"), None);
+        assert_eq!(reason("title: a: b\nai:\n"), None);
         // Anchors and tags before a value, an explicit key (hostile round 7).
         for front in [
             "x: [\nai: &no false\n",
@@ -1287,6 +1322,8 @@ mod tests {
             "Priva&shy;te",
             "<b>&#x50;rivate</b>",
             "🔒 Private",
+            "🔒Private",
+            "Private🔒",
             "Private 🔒",
             "— Private —",
             "Private {#priv}",

@@ -37,6 +37,9 @@ pub enum SessionError {
     NoNote(String),
     /// A pin of the vault's policy file that is refused.
     Pin(Box<SessionError>),
+    /// A note that is not there, with the listed notes whose paths are
+    /// nearest to what was given (a typo, a name without its folder).
+    Suggested(Box<SessionError>, Vec<String>),
     /// No heading by this text (`heading`) in the note `note`.
     NoHeading { heading: String, note: String },
     /// A line range that is not `FROM-TO` (the text given).
@@ -83,6 +86,10 @@ impl fmt::Display for SessionError {
             ),
             SessionError::NoNote(given) => f.write_str(&no_note(given)),
             SessionError::Pin(err) => write!(f, "{} pins: {err}", crate::privacy::POLICY_FILE),
+            SessionError::Suggested(err, nearest) => {
+                let quoted: Vec<String> = nearest.iter().map(|path| format!("'{path}'")).collect();
+                write!(f, "{err}; did you mean {}?", quoted.join(" or "))
+            }
             // What the caller gave is quoted cut short: a 1 MB argument
             // is no 1 MB error.
             SessionError::NoHeading { heading, note } => write!(

@@ -125,11 +125,13 @@ impl Session {
     pub fn note_text(&self, path: &str) -> Result<(String, String), SessionError> {
         let relative = crate::vault::inside_vault(&self.root, path)
             .map_err(|_| SessionError::no_note(path))?;
-        // `.md` may be left out, as with `--note` and `mark_useful`.
+        // `.md` may be left out, as with `--note` and `mark_useful`; a
+        // note's name (`Kevin Kelly`) finds it as `[[Kevin Kelly]]` would.
         let relative = [relative.clone(), format!("{relative}.md")]
             .into_iter()
             .find(|path| self.vault.is_listed(path))
-            .ok_or_else(|| SessionError::no_note(path))?;
+            .or_else(|| self.listed_note_named(path))
+            .ok_or_else(|| self.with_suggestions(SessionError::no_note(path), path))?;
         if !self.still_listed(&relative) {
             return Err(SessionError::no_note(path));
         }
@@ -163,6 +165,57 @@ impl Session {
         let scope = crate::vault::walk::Scope::new(vec![relative.to_string()]);
         crate::vault::walk::walk_scope(&self.root, self.vault.hidden(), &scope)
             .is_none_or(|walked| walked.files.iter().any(|found| found.rel_path == relative))
+    }
+
+    /// The listed note that `[[given]]` would link to, if any: a note
+    /// named without its folder or extension, as Obsidian users and the
+    /// links of a pack name notes.
+    pub(crate) fn listed_note_named(&self, given: &str) -> Option<String> {
+        let name = given.trim().trim_start_matches("[[").trim_end_matches("]]");
+        let name = name.strip_suffix(".md").unwrap_or(name);
+        if name.is_empty() || name.len() > MAX_SUGGESTED_NAME {
+            return None;
+        }
+        let link = crate::parse::markdown::analyze(&format!("[[{name}]]"))
+            .links
+            .into_iter()
+            .next()?;
+        let note = self.vault.resolve("", &link)?;
+        let path = &self.vault.metas.get(note)?.path;
+        self.vault.is_listed(path).then(|| path.clone())
+    }
+
+    /// `error`, with the listed notes whose paths or names are nearest to
+    /// `given` (at most three; only notes a client may read, so nothing
+    /// is told of a private one).
+    pub(crate) fn with_suggestions(&self, error: SessionError, given: &str) -> SessionError {
+        let given = given.trim().to_lowercase();
+        let given = given.strip_suffix(".md").unwrap_or(&given);
+        if given.is_empty() || given.len() > MAX_SUGGESTED_NAME {
+            return error;
+        }
+        let bound = (given.chars().count() / 4).max(1);
+        let mut nearest: Vec<(usize, &str)> = self
+            .listed_notes()
+            .filter_map(|meta| {
+                let path = meta.path.to_lowercase();
+                let path = path.strip_suffix(".md").unwrap_or(&path);
+                let name = path.rsplit('/').next().unwrap_or(path);
+                let distance =
+                    strsim::levenshtein(given, path).min(strsim::levenshtein(given, name));
+                (distance <= bound).then_some((distance, meta.path.as_str()))
+            })
+            .collect();
+        if nearest.is_empty() {
+            return error;
+        }
+        nearest.sort();
+        let nearest = nearest
+            .into_iter()
+            .take(3)
+            .map(|(_, path)| path.to_string())
+            .collect();
+        SessionError::Suggested(Box::new(error), nearest)
     }
 
     /// The text of `request`: the note, its section under a heading, or a
@@ -355,6 +408,10 @@ fn parse_line_range(text: &str) -> Option<(usize, usize)> {
 }
 
 /// Why a pack is empty when its budget cannot hold even its header.
+/// Names longer than this are neither resolved nor matched for
+/// suggestions: bounded work for any argument.
+const MAX_SUGGESTED_NAME: usize = 300;
+
 pub(crate) fn header_does_not_fit(budget: usize) -> String {
     format!("a budget of {budget} tokens is too small for even the pack header")
 }
