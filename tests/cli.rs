@@ -83,6 +83,34 @@ fn a_vault_without_notes_is_named_as_such_not_only_as_no_match() {
 }
 
 #[test]
+fn a_note_is_found_by_its_name_and_a_typo_gets_the_nearest_paths() {
+    let world = World::new();
+    let vault = world.example_vault("vault");
+    let by_path = ok(&world.pack(&vault, &["--note", "concepts/leader-election.md"]));
+    for name in [
+        "leader-election",
+        "[[leader-election]]",
+        "Leader-Election.md",
+    ] {
+        assert_eq!(
+            ok(&world.pack(&vault, &["--note", name])),
+            by_path,
+            "{name}"
+        );
+    }
+    let typo = world.pack(&vault, &["--note", "concepts/leader-elektion.md"]);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(
+        stderr(&typo).ends_with("; did you mean 'concepts/leader-election.md'?\n"),
+        "{}",
+        stderr(&typo)
+    );
+    // Nothing near: no suggestion.
+    let far = world.pack(&vault, &["--note", "zzzz"]);
+    assert!(!stderr(&far).contains("did you mean"), "{}", stderr(&far));
+}
+
+#[test]
 fn a_budget_holding_the_header_but_no_page_says_so() {
     let world = World::new();
     let vault = world.example_vault("vault");
