@@ -113,6 +113,13 @@ impl Policy {
             }
             _ => fields,
         };
+        let (text, fields) = match fields {
+            Some(fields) => {
+                let (text, fields) = self.redacted_structured_values(text, fields);
+                (text, Some(fields))
+            }
+            None => (text, None),
+        };
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
         let (note, problems) = parse(&text);
         if self.is_private(&note)
@@ -154,6 +161,75 @@ impl Policy {
             .iter()
             .any(|card| self.prepare("card.md", card, None).is_none())
             .then(|| "a card of the canvas is private by itself".to_string())
+    }
+
+    /// Values the text's scan cannot see as `key: value` on one line (the
+    /// items of `passwords:` written as a list, a `password: |` block, a
+    /// mapping under a key), each read as `key: value` and, where that
+    /// holds a secret, redacted in the fields and in the frontmatter's
+    /// text alike: a search snippet, `get_note` and `--where` read those.
+    fn redacted_structured_values(
+        &self,
+        mut text: String,
+        fields: yaml_serde::Mapping,
+    ) -> (String, yaml_serde::Mapping) {
+        use yaml_serde::Value;
+        // Only under a key that may name a secret, at any depth: a token
+        // with a prefix of its own is found in the text whatever its key,
+        // and `tags: [raft]` need not be read again.
+        fn names_a_secret(key: &Value, value: &Value) -> bool {
+            let structured = match value {
+                Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) => true,
+                Value::String(text) => text.contains('\n'),
+                _ => false,
+            };
+            let key = key.as_str().unwrap_or("").to_lowercase();
+            let nested = match value {
+                Value::Mapping(pairs) => pairs.iter().any(|(k, v)| names_a_secret(k, v)),
+                Value::Sequence(items) => {
+                    items.iter().any(|item| names_a_secret(&Value::Null, item))
+                }
+                _ => false,
+            };
+            structured && SECRET_KEY_WORDS.iter().any(|word| key.contains(word)) || nested
+        }
+        if !fields.iter().any(|(key, value)| names_a_secret(key, value)) {
+            return (text, fields);
+        }
+        let mut replaced: Vec<(String, String)> = Vec::new();
+        let fields: yaml_serde::Mapping = fields
+            .into_iter()
+            .map(|(key, value)| {
+                if !names_a_secret(&key, &value) {
+                    return (key, value);
+                }
+                let name = key.as_str().unwrap_or("").to_string();
+                let redacted = self.redact_value(&name, value.clone(), &[]);
+                collect_replaced(&value, &redacted, &mut replaced);
+                (key, redacted)
+            })
+            .collect();
+        if !replaced.is_empty() {
+            let end = frontmatter_yaml(&text).map_or(0, |yaml| {
+                yaml.as_ptr() as usize - text.as_ptr() as usize + yaml.len()
+            });
+            let mut head = text[..end].to_string();
+            // Longest first: a value inside another is replaced inside it.
+            replaced.sort_by_key(|(original, _)| std::cmp::Reverse(original.len()));
+            for (original, redacted) in &replaced {
+                for line in original.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                    if let Some(placeholder) = redacted
+                        .lines()
+                        .map(str::trim)
+                        .find(|l| l.contains("[REDACTED"))
+                    {
+                        head = head.replace(line, placeholder);
+                    }
+                }
+            }
+            text.replace_range(..end, &head);
+        }
+        (text, fields)
     }
 
     /// The fields of a frontmatter that parsed before redaction, each value
@@ -775,6 +851,64 @@ impl MarkupView {
     }
 }
 
+/// Words in a key that may name a secret (lower case): its value is read
+/// as `key: value` wherever the YAML puts it.
+const SECRET_KEY_WORDS: &[&str] = &[
+    "pass",
+    "pw",
+    "secret",
+    "token",
+    "key",
+    "credential",
+    "auth",
+    "salt",
+    "pin",
+    "kennwort",
+    "wachtwoord",
+    "lösenord",
+    "hasło",
+    "contraseña",
+    "senha",
+    "пароль",
+    "パスワード",
+    "비밀번호",
+    "密码",
+    "密碼",
+    "口令",
+    "密钥",
+    "密鑰",
+];
+
+/// Each string of `original` that redaction changed in `redacted` (the
+/// two of the same shape), with what it became.
+fn collect_replaced(
+    original: &yaml_serde::Value,
+    redacted: &yaml_serde::Value,
+    out: &mut Vec<(String, String)>,
+) {
+    use yaml_serde::Value;
+    match (original, redacted) {
+        (Value::String(before), Value::String(after)) if before != after => {
+            out.push((before.clone(), after.clone()));
+        }
+        (Value::Number(before), Value::String(after)) => {
+            out.push((before.to_string(), after.clone()))
+        }
+        (Value::Sequence(before), Value::Sequence(after)) => before
+            .iter()
+            .zip(after)
+            .for_each(|(b, a)| collect_replaced(b, a, out)),
+        (Value::Mapping(before), Value::Mapping(after)) => before
+            .values()
+            .zip(after.values())
+            .for_each(|(b, a)| collect_replaced(b, a, out)),
+        (Value::Tagged(before), Value::Tagged(after)) => {
+            collect_replaced(&before.value, &after.value, out)
+        }
+        _ => {}
+    }
+}
+
 /// The YAML of a note's frontmatter block, if it has one.
 fn frontmatter_yaml(text: &str) -> Option<&str> {
     frontmatter::split(text.strip_prefix('\u{feff}').unwrap_or(text)).yaml
@@ -789,6 +923,34 @@ fn body_offset(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_written_as_a_list_or_block_is_redacted_in_text_and_fields() {
+        let policy = Policy::default();
+        for raw in [
+            "---\npassword: [Xq7vLm29Rt41]\n---\nbody\n",
+            "---\npasswords:\n  - Xq7vLm29Rt41\n  - Yq7vLm29Rt42\n---\nbody\n",
+            "---\npassword: |\n  Xq7vLm29Rt41\n---\nbody\n",
+            "---\nwifi:\n  password: Xq7vLm29Rt41\n---\nbody\n",
+        ] {
+            let prepared = policy.prepare("f.md", raw, None).unwrap();
+            assert!(
+                !prepared.text.contains("q7vLm29Rt4"),
+                "{raw} -> {}",
+                prepared.text
+            );
+            assert!(
+                prepared.text.contains("[REDACTED:"),
+                "{raw} -> {}",
+                prepared.text
+            );
+            let fields = format!("{:?}", prepared.note.frontmatter);
+            assert!(!fields.contains("q7vLm29Rt4"), "{raw} -> {fields}");
+        }
+        // A list of ordinary values is left as it was.
+        let plain = "---\ntags: [raft, paxos]\nsteps:\n  - one\n  - two\n---\nbody\n";
+        assert_eq!(policy.prepare("p.md", plain, None).unwrap().text, plain);
+    }
 
     #[test]
     fn a_secret_wrapped_in_inline_html_is_found_at_preparation() {
