@@ -482,7 +482,7 @@ static DETECTORS: &[Detector] = &[
             "パスワード",
             "비밀번호",
         ],
-        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|kennwort|wachtwoord|lösenord|hasło|contraseña|senha|пароль|パスワード|비밀번호)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+(?i:for|of|on|at|to)(?:[ \t]+[A-Za-z0-9_.@/-]+){1,3})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
+        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|kennwort|wachtwoord|lösenord|hasło|contraseña|senha|пароль|パスワード|비밀번호)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|[ \t]+(?i:for|of|on|at|to)(?:[ \t]+[A-Za-z0-9_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
         accept_password_value,
     ),
     any_case(
@@ -506,7 +506,7 @@ static DETECTORS: &[Detector] = &[
     named(
         "secret_assignment",
         &["secret", "token", "key", "credential", "salt", "auth"],
-        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}|salt|auth|key)["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -829,19 +829,24 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
         let window = &bytes[qualified + 1..bytes.len().min(qualified + 42)];
         if let Some(offset) = memchr::memchr(close, window)
             && !window[..offset].contains(&b'\n')
+            && assignment_at(bytes, qualified + 2 + offset)
         {
-            at = qualified + 2 + offset;
+            return true;
         }
-    } else if qualified > at {
-        // Up to four more words of a name (`for the wifi router`).
+    }
+    if qualified > at {
+        // Up to six more words of a name (`for the new office router`,
+        // `for "wifi"`, `2`, `#2`).
         let mut word_end = qualified;
-        for _ in 0..4 {
+        for _ in 0..6 {
             let mut end = word_end;
             while end < bytes.len() && bytes[end] == b' ' {
                 end += 1;
             }
             let start = end;
-            while end < bytes.len() && (name_char(bytes[end]) || matches!(bytes[end], b'@' | b'/'))
+            while end < bytes.len()
+                && (name_char(bytes[end])
+                    || matches!(bytes[end], b'@' | b'/' | b'"' | b'\'' | b'[' | b']' | b'#'))
             {
                 end += 1;
             }
@@ -1749,6 +1754,7 @@ const ABOUT_A_PASSWORD: &[&str] = &[
     "label",
     "prompt",
     "hint",
+    "hinweis",
     "policy",
     "length",
     "len",
@@ -1829,13 +1835,24 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
         line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«~".contains(c));
     password_word_ending(before).or_else(|| {
         // The key before a qualifier: `password (prod)`, `password [prod]`,
-        // `the password for the router`.
+        // `the password for the router` (`for [[Router]]` too).
         let unqualified = match before.chars().next_back() {
             Some(')') => before.rsplit_once('(').map(|(key, _)| key),
-            Some(']') => before.rsplit_once('[').map(|(key, _)| key),
+            Some(']') if !before.ends_with("]]") => before.rsplit_once('[').map(|(key, _)| key),
             _ => {
                 let words: Vec<&str> = before.split_whitespace().collect();
-                (1..=3)
+                // `password 2`, `password #2`: a numbered key.
+                if words.len() >= 2
+                    && let Some(last) = words.last()
+                    && last
+                        .trim_start_matches('#')
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                {
+                    let cut = before.trim_end().len() - last.len();
+                    return password_word_ending(before[..cut].trim_end());
+                }
+                (1..=5)
                     .filter(|&kept| words.len() >= kept + 2)
                     .map(|kept| words.len() - kept - 1)
                     .find(|&at| {
@@ -2357,11 +2374,29 @@ fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
 /// key of some kind (`key`, `auth`, `salt`, `tokenizer`, whose values are
 /// more often words or names).
 fn key_names_a_secret(text: &str, start: usize) -> bool {
-    let key: String = text_before(text, start, 64)
-        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
-        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .next()
-        .unwrap_or("")
+    let before = text_before(text, start, 64)
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != ')');
+    // `token (prod): X`: the key before its qualifier.
+    let before = match before.strip_suffix(')').and_then(|b| b.rsplit_once('(')) {
+        Some((key, _)) => key,
+        None => before,
+    };
+    let trimmed = before.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    let mut words =
+        trimmed.rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+    let last = words.next().unwrap_or("");
+    // `api key`, `access key`: a key of two words names what one would.
+    let last = match words.next() {
+        Some(previous)
+            if last.eq_ignore_ascii_case("key")
+                && trimmed.len() > last.len() + previous.len()
+                && trimmed.as_bytes()[trimmed.len() - last.len() - 1] == b' ' =>
+        {
+            format!("{previous}{last}")
+        }
+        _ => last.to_string(),
+    };
+    let key: String = last
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .collect::<String>()
@@ -3132,6 +3167,30 @@ mod tests {
         ("password_assignment", "hasło: ", "Xq7vLm29Rt19", ""),
         ("password_assignment", "lösenord: ", "Xq7vLm29Rt20", ""),
         ("password_assignment", "Kennwort: ", "Xq7vLm29Rt21", ""),
+        // Hostile round 9.
+        (
+            "password_assignment",
+            "password for the new office router: ",
+            "Xq7vLm29Rt51",
+            "",
+        ),
+        (
+            "password_assignment",
+            "password for \"wifi\": ",
+            "Xq7vLm29Rt52",
+            "",
+        ),
+        (
+            "password_assignment",
+            "password for [[Router]]: ",
+            "Xq7vLm29Rt53",
+            "",
+        ),
+        ("password_assignment", "password 2: ", "Xq7vLm29Rt54", ""),
+        ("password_assignment", "password #2: ", "Xq7vLm29Rt55", ""),
+        ("secret_assignment", "token (prod): ", "Xq7vLm29Rt56", ""),
+        ("secret_assignment", "api key: ", "Xq7vLm29Rt57", ""),
+        ("secret_assignment", "**token**: ", "Xq7vLm29Rt58", ""),
         (
             "password_element",
             "<password>",
@@ -3342,6 +3401,7 @@ mod tests {
             "The password for the router: see the label on its back",
             "password (optional): none",
             "Test pass - fail",
+            "Passwort-Hinweis: Hund",
             "password [prod]: ask Mira",
             "contraseña: la de siempre",
             "пароль: спросите у Миры",
