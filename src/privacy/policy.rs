@@ -557,10 +557,14 @@ impl Policy {
                     words(value, out);
                 }),
                 yaml_serde::Value::Tagged(tagged) => words(&tagged.value, out),
-                yaml_serde::Value::String(text) => out.extend(
-                    text.split([',', ';', ' '])
-                        .map(|word| word.trim().trim_start_matches('#').to_string()),
-                ),
+                yaml_serde::Value::String(text) => {
+                    out.extend(text.split([',', ';', ' ', '、', '，', '；']).map(|word| {
+                        word.trim()
+                            .trim_matches(['[', ']', '(', ')', '{', '}', '"', '\'', '“', '”'])
+                            .trim_start_matches(['#', '＃'])
+                            .to_string()
+                    }))
+                }
                 _ => {}
             }
         }
@@ -1103,6 +1107,10 @@ mod tests {
             "tags:\n- [work, private]",
             "tags: {private: 1}",
             "tags: work;private",
+            "tags: work、private",
+            "tags: [＃private]",
+            "tags: [\"[[private]]\"]",
+            "tags: (private)",
             "Tags: [[Private/diary]]",
         ] {
             let raw = format!("---\n{front}\n---\nx");

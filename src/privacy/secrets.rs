@@ -506,7 +506,7 @@ static DETECTORS: &[Detector] = &[
     named(
         "secret_assignment",
         &["secret", "token", "key", "credential", "salt", "auth"],
-        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -3191,6 +3191,8 @@ mod tests {
         ("secret_assignment", "token (prod): ", "Xq7vLm29Rt56", ""),
         ("secret_assignment", "api key: ", "Xq7vLm29Rt57", ""),
         ("secret_assignment", "**token**: ", "Xq7vLm29Rt58", ""),
+        ("secret_assignment", "token:: `", "Xq7vLm29Rt59", "`"),
+        ("secret_assignment", "token (prod):: ", "Xq7vLm29Rt60", ""),
         (
             "password_element",
             "<password>",
