@@ -198,19 +198,19 @@ pub(crate) fn claim(root: &Path, dir: &Path, legacy_lock: &str) -> anyhow::Resul
                 return Ok(());
             }
         }
+        // A link to nowhere (a missing folder, a loop): creating through it
+        // would make a folder wherever it points (inside the vault, even),
+        // and failing to would leave every answer without an index.
+        Err(_) if let Ok(link) = std::fs::read_link(dir) => {
+            return Err(IndexDirError(format!(
+                "the index folder {} is a symlink to {}, which leads to no folder; \
+                 ctxpack does not create a folder through a link: name a folder instead",
+                dir.display(),
+                link.display()
+            ))
+            .into());
+        }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            // A link to nowhere: creating through it would make a folder
-            // wherever it points (inside the vault, even), and failing to
-            // would leave every answer without an index.
-            if let Ok(link) = std::fs::read_link(dir) {
-                return Err(IndexDirError(format!(
-                    "the index folder {} is a symlink to {}, which does not exist; \
-                     ctxpack does not create a folder through a link: name a folder instead",
-                    dir.display(),
-                    link.display()
-                ))
-                .into());
-            }
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create index folder {}", dir.display()))?;
         }
@@ -256,18 +256,22 @@ mod tests {
     }
 
     #[test]
-    fn a_link_to_a_missing_folder_is_refused_and_nothing_is_made() {
+    fn a_link_to_a_missing_folder_or_a_loop_is_refused_and_nothing_is_made() {
         let world = tempfile::tempdir().unwrap();
         let base = world.path().canonicalize().unwrap();
         let vault = base.join("vault");
         std::fs::create_dir_all(vault.join("inner")).unwrap();
-        for target in [vault.join("inner/missing"), base.join("elsewhere")] {
-            let link = base.join("index-link");
+        let link = base.join("index-link");
+        for target in [
+            vault.join("inner/missing"),
+            base.join("elsewhere"),
+            link.clone(),
+        ] {
             let _ = std::fs::remove_file(&link);
             std::os::unix::fs::symlink(&target, &link).unwrap();
             let error = claim(&vault, &link, "lock").unwrap_err().to_string();
-            assert!(error.contains("which does not exist"), "{error}");
-            assert!(!target.exists());
+            assert!(error.contains("which leads to no folder"), "{error}");
+            assert!(target == link || !target.exists());
         }
     }
 

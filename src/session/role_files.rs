@@ -234,10 +234,11 @@ fn bare_paths(line: &str) -> Vec<String> {
 
 /// Words of `line` shaped as a vault path without an extension
 /// (`journal/diary`): a folder, a name, no `..` and no leading `/`.
-fn extensionless_paths(line: &str) -> impl Iterator<Item = &str> {
-    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '/' | '_' | '-' | '.');
+fn extensionless_paths(line: &str) -> impl Iterator<Item = String> + '_ {
+    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '/' | '\\' | '_' | '-' | '.');
     line.split(move |c: char| !path_char(c))
-        .map(|word| word.trim_matches(['.', '/']))
+        // `priv\plan`, as Windows writes it, names the same note.
+        .map(|word| word.trim_matches(['.', '/', '\\']).replace('\\', "/"))
         .filter(|word| {
             word.contains('/')
                 && !word.split('/').any(|part| part.is_empty() || part == "..")
@@ -363,7 +364,7 @@ mod tests {
             .prepare(
                 "index.md",
                 "- `priv/secretplan` merger\n- priv/secretplan merger\n- TCP/IP and raft kept\n\
-                 - Priv/Plans/x merger\n",
+                 - Priv/Plans/x merger\n- priv\\secretplan merger\n",
                 None,
             )
             .unwrap();
