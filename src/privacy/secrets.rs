@@ -932,8 +932,30 @@ fn collect_pattern(
         } else {
             secret
         };
+        // `New password: ~~old~~ NEW`: the struck value was the password,
+        // the word after it is the one now.
+        let replacement = (detector.kind == "password_assignment")
+            .then(|| struck_then_new(text, &secret))
+            .flatten();
         candidates.push((secret, index));
+        if let Some(new) = replacement {
+            candidates.push((new, index));
+        }
     }
+}
+
+/// The value written right after a struck-out password value (`~~old~~
+/// NEW`), if it reads as a password.
+fn struck_then_new(text: &str, struck: &Range<usize>) -> Option<Range<usize>> {
+    let after = text[struck.end..].strip_prefix("~~")?;
+    let start = struck.end + 2 + (after.len() - after.trim_start_matches([' ', '\t']).len());
+    let len = text[start..]
+        .bytes()
+        .take_while(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';'))
+        .count();
+    let new = before_sentence_end(text, start..start + len);
+    (start > struck.end + 2 && !new.is_empty() && password_value_ok(text, &new, false))
+        .then_some(new)
 }
 
 /// Tokens whose prefix no word or number ends in (`ghp_`, `glpat-`,
@@ -3444,6 +3466,17 @@ mod tests {
         for text in negatives {
             assert_eq!(find(text, &PERSONAL), vec![], "false positive in {text:?}");
         }
+    }
+
+    #[test]
+    fn a_struck_password_and_the_one_after_it_are_both_found() {
+        let text = "New password: ~~Oq7vLm29Rt70~~ Nq7vLm29Rt71 (since May)";
+        let found = find(text, &DetectorOptions::default());
+        let values: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+        assert_eq!(values, ["Oq7vLm29Rt70", "Nq7vLm29Rt71"]);
+        let struck_only = "password: ~~Oq7vLm29Rt70~~\nnext line";
+        let found = find(struck_only, &DetectorOptions::default());
+        assert_eq!(found.len(), 1);
     }
 
     #[test]
