@@ -191,7 +191,12 @@ impl Policy {
                 }
                 _ => false,
             };
-            structured && SECRET_KEY_WORDS.iter().any(|word| key.contains(word)) || nested
+            structured
+                && SECRET_KEY_WORDS
+                    .iter()
+                    .chain(secrets::FOREIGN_PASSWORD_WORDS)
+                    .any(|word| key.contains(word))
+                || nested
         }
         if !fields.iter().any(|(key, value)| names_a_secret(key, value)) {
             return (text, fields);
@@ -851,8 +856,9 @@ impl MarkupView {
     }
 }
 
-/// Words in a key that may name a secret (lower case): its value is read
-/// as `key: value` wherever the YAML puts it.
+/// Words in a key that may name a secret (lower case), besides the other
+/// languages' words for a password ([`secrets::FOREIGN_PASSWORD_WORDS`]):
+/// its value is read as `key: value` wherever the YAML puts it.
 const SECRET_KEY_WORDS: &[&str] = &[
     "pass",
     "pw",
@@ -863,15 +869,6 @@ const SECRET_KEY_WORDS: &[&str] = &[
     "auth",
     "salt",
     "pin",
-    "kennwort",
-    "wachtwoord",
-    "lösenord",
-    "hasło",
-    "contraseña",
-    "senha",
-    "пароль",
-    "パスワード",
-    "비밀번호",
     "密码",
     "密碼",
     "口令",

@@ -1899,7 +1899,7 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
 }
 
 /// Words for a password in other languages than English and German.
-const FOREIGN_PASSWORD_WORDS: &[&str] = &[
+pub(crate) const FOREIGN_PASSWORD_WORDS: &[&str] = &[
     "kennwort",
     "wachtwoord",
     "lösenord",
