@@ -460,6 +460,16 @@ pub(crate) fn is_tag_char(c: char) -> bool {
         || (!c.is_ascii() && unicode_normalization::char::is_combining_mark(c))
 }
 
+/// A character a reader does not see inside a word (a soft hyphen, a
+/// zero-width space or joiner): `#pri\u{ad}vate` shows as `#private` and
+/// is that tag.
+fn is_invisible_in_a_word(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'
+    )
+}
+
 /// Inline `#tags` in first-seen order, each once whatever its case.
 fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
     let mut tags: Vec<String> = Vec::new();
@@ -473,10 +483,17 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
         let rest = &body[pos + 1..];
         let len: usize = rest
             .chars()
-            .take_while(|&c| is_tag_char(c))
+            .take_while(|&c| is_tag_char(c) || is_invisible_in_a_word(c))
             .map(char::len_utf8)
             .sum();
-        let tag = tag_written(body, pos, &rest[..len]);
+        let written = tag_written(body, pos, &rest[..len]);
+        let shown: String;
+        let tag = if written.contains(is_invisible_in_a_word) {
+            shown = written.replace(is_invisible_in_a_word, "");
+            shown.as_str()
+        } else {
+            written
+        };
         // A mark belongs to the letter before it: one right after `#`
         // (the keycap emoji `#️⃣`) starts no tag.
         let opens_with_a_mark = tag
@@ -556,6 +573,12 @@ mod tests {
             analyze(body).inline_tags,
             vec!["a", "b", "c", "d", "f", "n"]
         );
+    }
+
+    #[test]
+    fn a_tag_is_read_as_shown_across_invisible_characters() {
+        let body = "#pri\u{ad}vate and #pri\u{200b}vate, #team\u{2060}work\u{200b} done\n";
+        assert_eq!(analyze(body).inline_tags, vec!["private", "teamwork"]);
     }
 
     #[test]

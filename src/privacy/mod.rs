@@ -82,6 +82,10 @@ impl Policy {
         if reason.is_some() {
             return None;
         }
+        let keyed_secrets = fields
+            .as_ref()
+            .map(|fields| self.secrets_under_keys(fields))
+            .unwrap_or_default();
         // The policy reads a frontmatter behind invisible characters; the
         // note's own reading does not take it as one (its lines stay body
         // text, redacted as such), so neither are its fields the note's.
@@ -120,6 +124,7 @@ impl Policy {
             }
             None => (text, None),
         };
+        let (text, fields, redactions) = redacted_copies(text, fields, redactions, &keyed_secrets);
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
         let (note, problems) = parse(&text);
         if self.is_private(&note)
@@ -194,7 +199,7 @@ impl Policy {
             structured
                 && SECRET_KEY_WORDS
                     .iter()
-                    .chain(secrets::FOREIGN_PASSWORD_WORDS)
+                    .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
                     .any(|word| key.contains(word))
                 || nested
         }
@@ -235,6 +240,62 @@ impl Policy {
             text.replace_range(..end, &head);
         }
         (text, fields)
+    }
+
+    /// The secrets the frontmatter's values hold under a key that names
+    /// one (`password: X`, at any depth), as YAML reads them: through an
+    /// alias (`password: *p`) the text shows only the alias's name.
+    fn secrets_under_keys(&self, fields: &yaml_serde::Mapping) -> Vec<(String, &'static str)> {
+        use yaml_serde::Value;
+        fn walk(
+            policy: &Policy,
+            key: &str,
+            value: &Value,
+            depth: usize,
+            out: &mut Vec<(String, &'static str)>,
+        ) {
+            if depth > 16 || out.len() >= MAX_REPEATED_VALUES {
+                return;
+            }
+            match value {
+                Value::String(_) | Value::Number(_) => {
+                    let lower = key.to_lowercase();
+                    let names_a_secret = SECRET_KEY_WORDS
+                        .iter()
+                        .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
+                        .any(|word| lower.contains(word));
+                    if !names_a_secret {
+                        return;
+                    }
+                    let text = match value {
+                        Value::String(text) => text.clone(),
+                        Value::Number(number) => number.to_string(),
+                        _ => return,
+                    };
+                    let line = format!("{key}: {}", text.trim());
+                    for finding in policy.findings_through_markup(&line) {
+                        let secret = &line[finding.range];
+                        if repeatable_secret(secret) && !out.iter().any(|(seen, _)| seen == secret)
+                        {
+                            out.push((secret.to_string(), finding.kind));
+                        }
+                    }
+                }
+                Value::Sequence(items) => items
+                    .iter()
+                    .for_each(|item| walk(policy, key, item, depth + 1, out)),
+                Value::Mapping(pairs) => pairs
+                    .iter()
+                    .for_each(|(k, v)| walk(policy, k.as_str().unwrap_or(key), v, depth + 1, out)),
+                Value::Tagged(tagged) => walk(policy, key, &tagged.value, depth + 1, out),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for (key, value) in fields {
+            walk(self, key.as_str().unwrap_or(""), value, 0, &mut out);
+        }
+        out
     }
 
     /// The fields of a frontmatter that parsed before redaction, each value
@@ -382,11 +443,12 @@ impl Policy {
     /// token) and Markdown's escapes read (`ghp\_…`, which Obsidian shows
     /// as `ghp_…`), each covering the tags and backslashes inside it: a
     /// reader, and a pack that renders HTML as its text, sees the token
-    /// whole.
+    /// whole. A secret found once is found wherever its value is written
+    /// again (see [`with_repeats`]).
     pub fn findings_through_markup(&self, text: &str) -> Vec<secrets::Finding> {
         let mut findings = self.findings(text);
         let Some(view) = MarkupView::new(text) else {
-            return findings;
+            return with_repeats(text, findings);
         };
         let mut added = false;
         for finding in self.findings(&view.text) {
@@ -405,7 +467,7 @@ impl Policy {
         if added {
             findings.sort_by_key(|f| f.range.start);
         }
-        findings
+        with_repeats(text, findings)
     }
 
     /// The text with comments left out of its body (never its frontmatter).
@@ -876,6 +938,134 @@ const SECRET_KEY_WORDS: &[&str] = &[
     "密鑰",
 ];
 
+/// The shortest secret value looked for again wherever it is repeated: a
+/// shorter one (`1234`, a PIN) is common text elsewhere in a note.
+const MIN_REPEATED_SECRET: usize = 6;
+/// The longest: a key block is found by its own markers, not repeated.
+const MAX_REPEATED_SECRET: usize = 512;
+/// How many distinct values one text's repeats are looked for: each is a
+/// pass over the text.
+const MAX_REPEATED_VALUES: usize = 64;
+
+/// Whether `value`, found as a secret, is looked for again elsewhere: one
+/// line of 6 to 512 bytes, and at 6 or 7 bytes not only letters (`secret`
+/// or `letmein` as a password would take the word out of the note's prose).
+fn repeatable_secret(value: &str) -> bool {
+    let long_enough = value.len() >= 8
+        || (value.len() >= MIN_REPEATED_SECRET && !value.chars().all(char::is_alphabetic));
+    long_enough
+        && value.len() <= MAX_REPEATED_SECRET
+        && !value.contains('\n')
+        && !value.trim().is_empty()
+        && !value.starts_with("[REDACTED")
+}
+
+/// `findings` (sorted, apart) with every other place the text repeats one
+/// of their values: a password written after its key and again in a
+/// sentence (`log in with X`), or pasted twice, is the same secret without
+/// a key the second time.
+fn with_repeats(text: &str, mut findings: Vec<secrets::Finding>) -> Vec<secrets::Finding> {
+    let mut values: Vec<(&str, &'static str)> = Vec::new();
+    for finding in &findings {
+        let value = &text[finding.range.clone()];
+        if repeatable_secret(value) && !values.iter().any(|(seen, _)| *seen == value) {
+            values.push((value, finding.kind));
+        }
+        if values.len() == MAX_REPEATED_VALUES {
+            break;
+        }
+    }
+    if values.is_empty() {
+        return findings;
+    }
+    // Longest first: a value inside another is taken with the longer one.
+    values.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+    let mut taken: std::collections::BTreeMap<usize, usize> = findings
+        .iter()
+        .map(|finding| (finding.range.start, finding.range.end))
+        .collect();
+    let mut added = false;
+    for (value, kind) in values {
+        for (at, _) in text.match_indices(value) {
+            let range = at..at + value.len();
+            let overlaps = taken
+                .range(..range.end)
+                .next_back()
+                .is_some_and(|(_, end)| *end > range.start);
+            if !overlaps {
+                taken.insert(range.start, range.end);
+                findings.push(secrets::Finding { range, kind });
+                added = true;
+            }
+        }
+    }
+    if added {
+        findings.sort_by_key(|f| f.range.start);
+    }
+    findings
+}
+
+/// The text and fields with every copy of `secrets` (found under a key
+/// that names a secret) replaced: a YAML alias copies a password under a
+/// key that names nothing (`other: *p`), or the anchor sits there and the
+/// alias under `password:`, and the text may repeat it anywhere.
+fn redacted_copies(
+    mut text: String,
+    mut fields: Option<yaml_serde::Mapping>,
+    mut redactions: Vec<Redaction>,
+    secrets: &[(String, &'static str)],
+) -> (String, Option<yaml_serde::Mapping>, Vec<Redaction>) {
+    if secrets.is_empty() {
+        return (text, fields, redactions);
+    }
+    let mut secrets: Vec<&(String, &'static str)> = secrets.iter().collect();
+    secrets.sort_by_key(|(secret, _)| std::cmp::Reverse(secret.len()));
+    for (secret, kind) in secrets {
+        let placeholder = format!("[REDACTED:{kind}]");
+        if text.contains(secret.as_str()) {
+            for (at, _) in text.match_indices(secret.as_str()) {
+                let line = text[..at].matches('\n').count() as u32 + 1;
+                redactions.push(Redaction {
+                    line,
+                    kind: kind.to_string(),
+                });
+            }
+            text = text.replace(secret.as_str(), &placeholder);
+        }
+        if let Some(fields) = fields.as_mut() {
+            replace_in_values(fields, secret, &placeholder);
+        }
+    }
+    redactions.sort_by_key(|redaction| redaction.line);
+    (text, fields, redactions)
+}
+
+/// Every string in `fields`, at any depth, with `secret` replaced.
+fn replace_in_values(fields: &mut yaml_serde::Mapping, secret: &str, placeholder: &str) {
+    use yaml_serde::Value;
+    fn replace(value: &mut Value, secret: &str, placeholder: &str) {
+        match value {
+            Value::String(text) if text.contains(secret) => {
+                *text = text.replace(secret, placeholder);
+            }
+            Value::Number(number) if number.to_string() == secret => {
+                *value = Value::String(placeholder.to_string());
+            }
+            Value::Sequence(items) => items
+                .iter_mut()
+                .for_each(|item| replace(item, secret, placeholder)),
+            Value::Mapping(pairs) => pairs
+                .iter_mut()
+                .for_each(|(_, v)| replace(v, secret, placeholder)),
+            Value::Tagged(tagged) => replace(&mut tagged.value, secret, placeholder),
+            _ => {}
+        }
+    }
+    fields
+        .iter_mut()
+        .for_each(|(_, value)| replace(value, secret, placeholder));
+}
+
 /// Each string of `original` that redaction changed in `redacted` (the
 /// two of the same shape), with what it became.
 fn collect_replaced(
@@ -947,6 +1137,60 @@ mod tests {
         // A list of ordinary values is left as it was.
         let plain = "---\ntags: [raft, paxos]\nsteps:\n  - one\n  - two\n---\nbody\n";
         assert_eq!(policy.prepare("p.md", plain, None).unwrap().text, plain);
+    }
+
+    #[test]
+    fn a_password_copied_by_a_yaml_alias_is_redacted_under_every_key() {
+        let policy = Policy::default();
+        for raw in [
+            "---\npassword: &p Xq7vLm29Rt51\nother: *p\n---\nbody\n",
+            "---\nother: &p Xq7vLm29Rt51\npassword: *p\n---\nbody\n",
+            "---\nbase: &b Xq7vLm29Rt51\nwifi:\n  password: *b\n  note: [*b]\n---\nbody\n",
+        ] {
+            let prepared = policy.prepare("a.md", raw, None).unwrap();
+            let fields = format!("{:?}", prepared.note.frontmatter);
+            assert!(!fields.contains("q7vLm29Rt5"), "{raw} -> {fields}");
+            assert!(
+                !prepared.text.contains("q7vLm29Rt5"),
+                "{raw} -> {}",
+                prepared.text
+            );
+            assert!(
+                fields.contains("[REDACTED:password_assignment]"),
+                "{fields}"
+            );
+            assert!(!prepared.note.redactions.is_empty(), "{raw}");
+        }
+        // An alias of an ordinary value is left as it was.
+        let plain = "---\nbase: &b raft\nother: *b\n---\nbody\n";
+        assert_eq!(policy.prepare("p.md", plain, None).unwrap().text, plain);
+    }
+
+    #[test]
+    fn a_secret_found_once_is_redacted_where_the_note_repeats_it() {
+        let policy = Policy::default();
+        let raw = "password: Xq7vLm29Rt61\n\nLog in with Xq7vLm29Rt61 (or `Xq7vLm29Rt61`).\n";
+        assert_eq!(
+            policy.redact(raw).0,
+            "password: [REDACTED:password_assignment]\n\nLog in with \
+             [REDACTED:password_assignment] (or `[REDACTED:password_assignment]`).\n"
+        );
+        assert_eq!(policy.redact(raw).1.len(), 3);
+        // The printed pack is checked the same way.
+        assert!(!policy.redact_printed(raw).unwrap().contains("q7vLm"));
+        // A short or all-letter password is not looked for in the prose.
+        for raw in [
+            "pin: 4921\n\nRoom 4921 is on the left.\n",
+            "password: letmein\n\nletmein is a weak password.\n",
+        ] {
+            let redacted = policy.redact(raw).0;
+            assert!(redacted.contains("REDACTED"), "{raw} -> {redacted}");
+            assert_eq!(
+                redacted.matches("REDACTED").count(),
+                1,
+                "{raw} -> {redacted}"
+            );
+        }
     }
 
     #[test]

@@ -108,9 +108,27 @@ const fn any_case(
     }
 }
 
+/// Words for a password in other languages than English and German (lower
+/// case, `|` between them): in the pattern, and as
+/// [`FOREIGN_PASSWORD_WORDS`] in the code that reads a key.
+macro_rules! foreign_password_words {
+    () => {
+        "kennwort|wachtwoord|lösenord|hasło|contraseña|contrasenya|senha|mot de passe|mot-de-passe|пароль|パスワード|비밀번호|암호|heslo|salasana|jelszó|şifre|parola|parolă|parool|kata sandi|mật khẩu|كلمة المرور|كلمة السر|סיסמה|adgangskode|passord|κωδικός|รหัสผ่าน|पासवर्ड|lozinka|лозинка|geslo|slaptažodis|clave|парола"
+    };
+}
+
+/// Words that put a qualifier after a password's key (`password for the
+/// router:`, `contraseña del router:`, `Пароль от роутера:`), in the
+/// languages of [`FOREIGN_PASSWORD_WORDS`] (lower case, `|` between them).
+macro_rules! qualifier_prepositions {
+    () => {
+        "for|of|on|at|to|de|del|da|do|du|des|dla|od|für|fuer|von|vom|zum|zur|voor|van|pour|para|per|di|della|till|för|på|til|от|для|к|na|za"
+    };
+}
+
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub(crate) const DETECTORS_VERSION: u32 = 7;
+pub(crate) const DETECTORS_VERSION: u32 = 8;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -481,8 +499,43 @@ static DETECTORS: &[Detector] = &[
             "ПАРОЛЬ",
             "パスワード",
             "비밀번호",
+            "heslo",
+            "salasana",
+            "jelsz",
+            "ifre",
+            "İFRE",
+            "parol",
+            "kata sandi",
+            "khẩu",
+            "KHẨU",
+            "كلمة",
+            "סיסמה",
+            "암호",
+            "adgangskode",
+            "κωδικ",
+            "Κωδικ",
+            "ΚΩΔΙΚ",
+            "รหัสผ่าน",
+            "पासवर्ड",
+            "lozinka",
+            "geslo",
+            "slapta",
+            "clave",
+            "contrasenya",
+            "лозинка",
+            "Лозинка",
+            "ЛОЗИНКА",
+            "парола",
+            "Парола",
+            "ПАРОЛА",
         ],
-        r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|kennwort|wachtwoord|lösenord|hasło|contraseña|senha|пароль|パスワード|비밀번호)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|[ \t]+(?i:for|of|on|at|to)(?:[ \t]+[A-Za-z0-9_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#,
+        concat!(
+            r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|"#,
+            foreign_password_words!(),
+            r#")[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|[ \t]+(?i:"#,
+            qualifier_prepositions!(),
+            r#")(?:[ \t]+[\p{L}\p{N}_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#
+        ),
         accept_password_value,
     ),
     any_case(
@@ -505,8 +558,16 @@ static DETECTORS: &[Detector] = &[
     ),
     named(
         "secret_assignment",
-        &["secret", "token", "key", "credential", "salt", "auth"],
-        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        &[
+            "secret",
+            "token",
+            "key",
+            "credential",
+            "salt",
+            "auth",
+            "bearer",
+        ],
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -802,8 +863,13 @@ fn lines_of(text: &str, mut hits: Vec<Range<usize>>, assignment: bool) -> Vec<Ra
 fn assignment_follows(bytes: &[u8], end: usize) -> bool {
     let mut at = end;
     let name_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'*');
-    while at < bytes.len() && name_char(bytes[at]) {
-        at += 1;
+    // The rest of the name, in any script (`jelsz|ó`, `κωδικ|ός`).
+    while at < bytes.len() {
+        match letter_len(bytes, at) {
+            Some(len) => at += len,
+            None if name_char(bytes[at]) => at += 1,
+            None => break,
+        }
     }
     // A second word of the name (`pin code: 4071`).
     if bytes.get(at) == Some(&b' ') && bytes.get(at + 1).is_some_and(u8::is_ascii_alphanumeric) {
@@ -844,11 +910,16 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
                 end += 1;
             }
             let start = end;
-            while end < bytes.len()
-                && (name_char(bytes[end])
-                    || matches!(bytes[end], b'@' | b'/' | b'"' | b'\'' | b'[' | b']' | b'#'))
-            {
-                end += 1;
+            while end < bytes.len() {
+                if let Some(len) = letter_len(bytes, end) {
+                    end += len;
+                } else if name_char(bytes[end])
+                    || matches!(bytes[end], b'@' | b'/' | b'"' | b'\'' | b'[' | b']' | b'#')
+                {
+                    end += 1;
+                } else {
+                    break;
+                }
             }
             if end == start {
                 break;
@@ -863,6 +934,25 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
         at += 1;
     }
     assignment_at(bytes, at)
+}
+
+/// The length of the letter or digit of another script than ASCII that
+/// starts at `at` (`ó`, `ő`, `р`), if one does: such a word may name a key
+/// or qualify it (`Пароль от роутера:`).
+fn letter_len(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at).is_none_or(|b| b.is_ascii()) {
+        return None;
+    }
+    let window = &bytes[at..bytes.len().min(at + 4)];
+    let decoded = match std::str::from_utf8(window) {
+        Ok(text) => text,
+        Err(error) => std::str::from_utf8(&window[..error.valid_up_to()]).ok()?,
+    };
+    decoded
+        .chars()
+        .next()
+        .filter(|c| c.is_alphanumeric())
+        .map(char::len_utf8)
 }
 
 /// Whether an assignment's operator starts at `at`, after blanks
@@ -937,11 +1027,45 @@ fn collect_pattern(
         let replacement = (detector.kind == "password_assignment")
             .then(|| struck_then_new(text, &secret))
             .flatten();
+        let listed = matches!(detector.kind, "password_assignment" | "secret_assignment")
+            .then(|| items_after(text, &secret))
+            .unwrap_or_default();
         candidates.push((secret, index));
         if let Some(new) = replacement {
             candidates.push((new, index));
         }
+        candidates.extend(listed.into_iter().map(|item| (item, index)));
     }
+}
+
+/// The values listed after a secret's (`passwords: X1, X2`, `token:: X1,
+/// X2`) that read as secrets themselves: not a plain word (`X1, see the
+/// wiki`), at least six characters.
+fn items_after(text: &str, secret: &Range<usize>) -> Vec<Range<usize>> {
+    const MAX_ITEMS: usize = 16;
+    let mut items = Vec::new();
+    let mut end = secret.end;
+    while items.len() < MAX_ITEMS {
+        let Some(rest) = text[end..].strip_prefix(',') else {
+            break;
+        };
+        let start = end + 1 + (rest.len() - rest.trim_start_matches([' ', '\t']).len());
+        let len = text[start..]
+            .bytes()
+            .take_while(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';'))
+            .count();
+        let item = before_sentence_end(text, start..start + len);
+        let value = &text[item.clone()];
+        if value.len() < 6
+            || value.chars().all(char::is_alphabetic)
+            || !password_value_ok(text, &item, false)
+        {
+            break;
+        }
+        end = item.end;
+        items.push(item);
+    }
+    items
 }
 
 /// The value written right after a struck-out password value (`~~old~~
@@ -1709,11 +1833,14 @@ fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
     let Some(word) = password_word_of_key(text, range.start) else {
         return false;
     };
-    // `pass` alone also names a pass in a test report or a mountain pass (`Pass: Fail`):
-    // under it a plain word or number is not taken for a password.
+    // `pass` alone also names a pass in a test report or a mountain pass (`Pass: Fail`),
+    // and some languages' words for a password are also a word, a key or a
+    // headword (`parola: ciao`, `clave: sol`, `heslo: Slovo`): under these
+    // a plain word or number is not taken for a password.
     let value = &text[range.clone()];
     let plain = value.chars().all(char::is_alphabetic) || value.bytes().all(|b| b.is_ascii_digit());
-    !(word == "pass" && plain) && password_value_ok(text, range, false)
+    let ambiguous = ["pass", "parola", "clave", "heslo", "geslo"].contains(&word);
+    !(ambiguous && plain) && password_value_ok(text, range, false)
 }
 
 /// At most the last `max` bytes of the text before `end` (fewer to start on a
@@ -1874,24 +2001,22 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
                     let cut = before.trim_end().len() - last.len();
                     return password_word_ending(before[..cut].trim_end());
                 }
-                (1..=5)
+                // The nearest preposition after which the key ends in a
+                // password word (`wachtwoord voor de router`: not `de`).
+                return (1..=5)
                     .filter(|&kept| words.len() >= kept + 2)
                     .map(|kept| words.len() - kept - 1)
-                    .find(|&at| {
-                        ["for", "of", "on", "at", "to"]
-                            .iter()
-                            .any(|word| words[at].eq_ignore_ascii_case(word))
-                    })
-                    .and_then(|at| {
+                    .filter(|&at| is_qualifier_preposition(words[at]))
+                    .find_map(|at| {
                         let preposition = words[at..].join(" ");
                         let trimmed = before.trim_end();
                         // The text before the preposition, as written.
-                        trimmed
+                        let cut = trimmed
                             .len()
                             .checked_sub(preposition.len())
-                            .filter(|&cut| trimmed.is_char_boundary(cut))
-                            .map(|cut| &trimmed[..cut])
-                    })
+                            .filter(|&cut| trimmed.is_char_boundary(cut))?;
+                        password_word_ending(trimmed[..cut].trim_end())
+                    });
             }
         };
         password_word_ending(unqualified?.trim_end())
@@ -1899,27 +2024,25 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
 }
 
 /// Words for a password in other languages than English and German.
-pub(crate) const FOREIGN_PASSWORD_WORDS: &[&str] = &[
-    "kennwort",
-    "wachtwoord",
-    "lösenord",
-    "hasło",
-    "contraseña",
-    "senha",
-    "mot de passe",
-    "пароль",
-    "パスワード",
-    "비밀번호",
-];
+pub(crate) static FOREIGN_PASSWORD_WORDS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| foreign_password_words!().split('|').collect());
+
+/// Whether `word` (as written) puts a qualifier after a password's key.
+fn is_qualifier_preposition(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    qualifier_prepositions!()
+        .split('|')
+        .any(|preposition| preposition == lower)
+}
 
 /// The password word that ends `before`, a key as written.
 fn password_word_ending(before: &str) -> Option<&'static str> {
     let lower_tail = text_before(before, before.len(), 32).to_lowercase();
-    if FOREIGN_PASSWORD_WORDS
+    if let Some(word) = FOREIGN_PASSWORD_WORDS
         .iter()
-        .any(|word| lower_tail.ends_with(word))
+        .find(|word| lower_tail.ends_with(**word))
     {
-        return Some("password");
+        return Some(word);
     }
     let key_start = before
         .char_indices()
@@ -2436,6 +2559,7 @@ fn key_names_a_secret(text: &str, start: usize) -> bool {
         "masterkey",
         "authkey",
         "credential",
+        "bearer",
     ]
     .iter()
     .any(|word| key.ends_with(word))
@@ -3214,6 +3338,47 @@ mod tests {
         ("secret_assignment", "api key: ", "Xq7vLm29Rt57", ""),
         ("secret_assignment", "**token**: ", "Xq7vLm29Rt58", ""),
         ("secret_assignment", "token:: `", "Xq7vLm29Rt59", "`"),
+        // Hostile round 9, what was left: localized qualifiers, more
+        // languages, `bearer`.
+        (
+            "password_assignment",
+            "Пароль от роутера: ",
+            "Xq7vLm29Rt81",
+            "",
+        ),
+        (
+            "password_assignment",
+            "contraseña del router: ",
+            "Xq7vLm29Rt82",
+            "",
+        ),
+        (
+            "password_assignment",
+            "Passwort für den Router: ",
+            "Xq7vLm29Rt83",
+            "",
+        ),
+        (
+            "password_assignment",
+            "mot de passe du routeur : ",
+            "Xq7vLm29Rt84",
+            "",
+        ),
+        (
+            "password_assignment",
+            "wachtwoord voor de router: ",
+            "Xq7vLm29Rt85",
+            "",
+        ),
+        ("password_assignment", "jelszó: ", "Xq7vLm29Rt86", ""),
+        ("password_assignment", "κωδικός: ", "Xq7vLm29Rt87", ""),
+        ("password_assignment", "كلمة المرور: ", "Xq7vLm29Rt88", ""),
+        ("password_assignment", "şifre: ", "Xq7vLm29Rt89", ""),
+        ("password_assignment", "MẬT KHẨU: ", "Xq7vLm29Rt90", ""),
+        ("password_assignment", "parola: ", "Xq7vLm29Rt91", ""),
+        ("password_assignment", "Лозинка: ", "Xq7vLm29Rt92", ""),
+        ("secret_assignment", "bearer: ", "Xq7vLm29Rt93", ""),
+        ("secret_assignment", "bearer:: ", "Xq7vLm29Rt94", ""),
         ("secret_assignment", "token (prod):: ", "Xq7vLm29Rt60", ""),
         (
             "password_element",
@@ -3429,6 +3594,11 @@ mod tests {
             "password [prod]: ask Mira",
             "contraseña: la de siempre",
             "пароль: спросите у Миры",
+            "Пароль от роутера: спросите у Миры",
+            "contraseña del router: en la etiqueta",
+            "parola: ciao",
+            "clave: Sol",
+            "heslo: Slovo",
             "The password is stored in 1Password, ask Mira.",
             "Password: see the team manager",
             "Colours: #ff8800, #1e90ff and #abc.",
@@ -3477,6 +3647,32 @@ mod tests {
         let struck_only = "password: ~~Oq7vLm29Rt70~~\nnext line";
         let found = find(struck_only, &DetectorOptions::default());
         assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn the_items_listed_after_a_secret_that_read_as_secrets_are_found() {
+        for (text, expected) in [
+            (
+                "Passwords: Xq7vLm29Rt72, Yq7vLm29Rt73, Zq7vLm29Rt74",
+                &["Xq7vLm29Rt72", "Yq7vLm29Rt73", "Zq7vLm29Rt74"][..],
+            ),
+            (
+                "token:: Xq7vLm29Rt75,Yq7vLm29Rt76",
+                &["Xq7vLm29Rt75", "Yq7vLm29Rt76"][..],
+            ),
+            (
+                "password: Xq7vLm29Rt77, see the wiki",
+                &["Xq7vLm29Rt77"][..],
+            ),
+            (
+                "token: Xq7vLm29Rt78, expires tomorrow",
+                &["Xq7vLm29Rt78"][..],
+            ),
+        ] {
+            let found = find(text, &DetectorOptions::default());
+            let values: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(values, expected, "{text}");
+        }
     }
 
     #[test]
