@@ -140,6 +140,76 @@ fn a_seed_page_shows_no_properties_and_a_base_is_never_a_note() {
     assert!(!found.contains(".base"), "{found}");
 }
 
+/// A daily note embedding a view of the notes dated or named by its day,
+/// or linking to it (the shape of a common vault template's daily base).
+#[test]
+fn a_daily_view_lists_the_notes_its_day_names_or_that_link_to_it() {
+    let world = World::new();
+    let vault = world.vault(
+        "days",
+        &[
+            ("Daily/2024-03-05.md", "Rowing day.\n\n![[Daily.base]]\n"),
+            (
+                "Notes/Boathouse trip.md",
+                "---\nstart: 2024-03-01\nend: 2024-03-05\n---\nRowing on the lake.\n",
+            ),
+            (
+                "Notes/Oar care.md",
+                "---\ncreated: 2024-03-05T09:12\n---\nWax the oars after rowing.\n",
+            ),
+            (
+                "Notes/2024-03-05 crew meeting.md",
+                "Crew list for rowing.\n",
+            ),
+            ("Notes/Linked.md", "Rowing notes from [[2024-03-05]].\n"),
+            (
+                "Notes/Other day.md",
+                "---\ncreated: 2024-03-06\n---\nRowing again.\n",
+            ),
+            ("Daily/2024-03-06.md", "#daily Rowing.\n"),
+            (
+                "Templates/Daily.base",
+                "filters:\n  or:\n    - file.name.contains(this.file.name)\n\
+                 \x20   - created.toString().contains(this.file.name)\n\
+                 \x20   - end.toString().contains(this.file.name)\n\
+                 \x20   - file.links.contains(this.file)\n\
+                 views:\n  - type: table\n    name: Daily notes\n    filters:\n      and:\n\
+                 \x20       - '!file.tags.contains(\"daily\")'\n\
+                 \x20       - file.name != this.file.name\n    order: [file.name]\n\
+                 \x20   sort:\n      - property: file.name\n        direction: ASC\n",
+            ),
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(&world.pack(
+        &vault,
+        &[
+            "--note",
+            "Daily/2024-03-05.md",
+            "--depth",
+            "0",
+            "--format",
+            "json",
+        ],
+    )))
+    .unwrap();
+    let page = &json["pages"][0];
+    assert_eq!(page["embeds"][0]["status"], "expanded", "{json}");
+    assert_eq!(page["embeds"][0]["notes"], 4, "{json}");
+    let bundle = json["bundle"].as_str().unwrap();
+    for listed in [
+        "2024-03-05 crew meeting",
+        "Boathouse trip",
+        "Linked",
+        "Oar care",
+    ] {
+        assert!(
+            bundle.contains(&format!("- {listed}")),
+            "{listed}: {bundle}"
+        );
+    }
+    assert!(!bundle.contains("- Other day"), "{bundle}");
+}
+
 #[test]
 fn a_tiny_budget_keeps_a_bases_view_within_it() {
     let world = World::new();

@@ -272,11 +272,20 @@ impl Scan<'_> {
                 let values = self.values(subject, idx, note)?;
                 let scalar_text = matches!(
                     subject,
-                    Subject::FileName | Subject::FilePath | Subject::FileFolder | Subject::FileExt
+                    Subject::FileName
+                        | Subject::FilePath
+                        | Subject::FileFolder
+                        | Subject::FileExt
+                        | Subject::PropertyText(_)
                 ) || self.is_text_property(subject, idx, note)?;
+                let this = &self.this.meta;
                 let hit = |arg: &Arg| match (arg, scalar_text) {
-                    // `"text".contains("x")` is a substring test.
+                    // `"text".contains("x")` is a substring test, also of
+                    // the embedding note's name or path
+                    // (`created.toString().contains(this.file.name)`).
                     (Arg::Text(wanted), true) => values.iter().any(|v| v.contains(wanted.as_str())),
+                    (Arg::ThisName, true) => values.iter().any(|v| v.contains(this.stem())),
+                    (Arg::ThisPath, true) => values.iter().any(|v| v.contains(this.path.as_str())),
                     _ => values.iter().any(|v| self.same(v, arg, &meta.path)),
                 };
                 if *any {
@@ -317,7 +326,7 @@ impl Scan<'_> {
                 ]
             }
             Subject::FileTags => meta.tags.clone(),
-            Subject::Property(name) => {
+            Subject::Property(name) | Subject::PropertyText(name) => {
                 if self.vault.policy().is_policy_field(name) {
                     return Ok(Vec::new());
                 }
@@ -326,7 +335,10 @@ impl Scan<'_> {
                 if let Some(value) = frontmatter::get(&loaded.frontmatter, name) {
                     raw_items(value, 0, &mut items);
                 }
-                items
+                match subject {
+                    Subject::PropertyText(_) if !items.is_empty() => vec![items.join(", ")],
+                    _ => items,
+                }
             }
         })
     }

@@ -49,6 +49,9 @@ pub(crate) enum Filter {
 pub(crate) enum Subject {
     /// A frontmatter property (`author`, `note.author`, `list(author)`).
     Property(String),
+    /// A property read as one text (`created.toString()`): a date, or a
+    /// list's items joined by `, `, so `contains` is a substring test.
+    PropertyText(String),
     FileName,
     FilePath,
     FileFolder,
@@ -234,7 +237,7 @@ pub(crate) fn expr(text: &str) -> Expr {
             Some([folder]) => Expr::InFolder(folder.trim_matches('/').to_string()),
             _ => unsupported(),
         },
-        "file.hasLink" if args == [Arg::This] => Expr::LinksToThis,
+        "file.hasLink" | "file.links.contains" if args == [Arg::This] => Expr::LinksToThis,
         _ => {
             let (target, any) = if let Some(target) = call.strip_suffix(".containsAny") {
                 (target, true)
@@ -327,6 +330,14 @@ fn split_args(text: &str) -> Option<Vec<String>> {
 
 fn subject(text: &str) -> Option<Subject> {
     let text = text.trim();
+    if let Some(inner) = text.strip_suffix(".toString()") {
+        return match subject(inner)? {
+            Subject::Property(name) => Some(Subject::PropertyText(name)),
+            // A file's name, path, folder or extension is a text already.
+            Subject::FileTags | Subject::PropertyText(_) => None,
+            scalar => Some(scalar),
+        };
+    }
     let text = text
         .strip_prefix("list(")
         .and_then(|t| t.strip_suffix(')'))
@@ -401,6 +412,19 @@ mod tests {
             }
         );
         assert_eq!(
+            expr("created.toString().contains(this.file.name)"),
+            Expr::Contains {
+                subject: Subject::PropertyText("created".into()),
+                args: vec![Arg::ThisName],
+                any: false
+            }
+        );
+        assert_eq!(expr("file.links.contains(this.file)"), Expr::LinksToThis);
+        assert!(matches!(
+            expr("file.tags.toString().contains(\"a\")"),
+            Expr::Unsupported(_)
+        ));
+        assert_eq!(
             expr("note.categories.contains(link(\"Books\"))"),
             Expr::Contains {
                 subject: Subject::Property("categories".into()),
@@ -444,7 +468,7 @@ mod tests {
         for unsupported in [
             "rating > 6",
             "formula.LinksOverlap > 2",
-            "start.toString().contains(this.file.name)",
+            "start.toString().toString().contains(this.file.name)",
             "file.name.contains(\"unclosed)",
             "this.file.hasLink(file)",
             "",
