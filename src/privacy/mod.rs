@@ -188,7 +188,6 @@ impl Policy {
                 Value::String(text) => text.contains('\n'),
                 _ => false,
             };
-            let key = key.as_str().unwrap_or("").to_lowercase();
             let nested = match value {
                 Value::Mapping(pairs) => pairs.iter().any(|(k, v)| names_a_secret(k, v)),
                 Value::Sequence(items) => {
@@ -196,12 +195,7 @@ impl Policy {
                 }
                 _ => false,
             };
-            structured
-                && SECRET_KEY_WORDS
-                    .iter()
-                    .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
-                    .any(|word| key.contains(word))
-                || nested
+            structured && key_names_a_secret(key.as_str().unwrap_or("")) || nested
         }
         if !fields.iter().any(|(key, value)| names_a_secret(key, value)) {
             return (text, fields);
@@ -259,12 +253,7 @@ impl Policy {
             }
             match value {
                 Value::String(_) | Value::Number(_) => {
-                    let lower = key.to_lowercase();
-                    let names_a_secret = SECRET_KEY_WORDS
-                        .iter()
-                        .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
-                        .any(|word| lower.contains(word));
-                    if !names_a_secret {
+                    if !key_names_a_secret(key) {
                         return;
                     }
                     let text = match value {
@@ -286,7 +275,7 @@ impl Policy {
                     .for_each(|item| walk(policy, key, item, depth + 1, out)),
                 Value::Mapping(pairs) => pairs
                     .iter()
-                    .for_each(|(k, v)| walk(policy, k.as_str().unwrap_or(key), v, depth + 1, out)),
+                    .for_each(|(k, v)| walk(policy, inner_key(key, k.as_str()), v, depth + 1, out)),
                 Value::Tagged(tagged) => walk(policy, key, &tagged.value, depth + 1, out),
                 _ => {}
             }
@@ -364,7 +353,7 @@ impl Policy {
                 fields
                     .into_iter()
                     .map(|(k, v)| {
-                        let name = k.as_str().unwrap_or(key).to_string();
+                        let name = inner_key(key, k.as_str()).to_string();
                         (k, self.redact_value(&name, v, secrets))
                     })
                     .collect(),
@@ -937,6 +926,24 @@ const SECRET_KEY_WORDS: &[&str] = &[
     "密钥",
     "密鑰",
 ];
+
+/// Whether a frontmatter key may name a secret (see [`SECRET_KEY_WORDS`]).
+fn key_names_a_secret(key: &str) -> bool {
+    let lower = key.to_lowercase();
+    SECRET_KEY_WORDS
+        .iter()
+        .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
+        .any(|word| lower.contains(word))
+}
+
+/// The key a value nested under `outer` is read with: its own, unless only
+/// the outer one names a secret (`password:` then `prod: X` is a password).
+fn inner_key<'k>(outer: &'k str, own: Option<&'k str>) -> &'k str {
+    match own {
+        Some(own) if key_names_a_secret(own) || !key_names_a_secret(outer) => own,
+        _ => outer,
+    }
+}
 
 /// The shortest secret value looked for again wherever it is repeated: a
 /// shorter one (`1234`, a PIN) is common text elsewhere in a note.

@@ -113,7 +113,7 @@ const fn any_case(
 /// [`FOREIGN_PASSWORD_WORDS`] in the code that reads a key.
 macro_rules! foreign_password_words {
     () => {
-        "kennwort|wachtwoord|lösenord|hasło|contraseña|contrasenya|senha|mot de passe|mot-de-passe|пароль|パスワード|비밀번호|암호|heslo|salasana|jelszó|şifre|parola|parolă|parool|kata sandi|mật khẩu|كلمة المرور|كلمة السر|סיסמה|adgangskode|passord|κωδικός|รหัสผ่าน|पासवर्ड|lozinka|лозинка|geslo|slaptažodis|clave|парола"
+        "kennwort|kennwörter|wachtwoord|wachtwoorden|lösenord|hasło|hasła|contraseña|contrasenya|senha|mots de passe|mot de passe|mot-de-passe|passwörter|пароль|пароли|パスワード|비밀번호|암호|heslo|salasana|jelszó|şifresi|şifre|ŞİFRE|parola|parolă|parool|kata sandi|kata laluan|mật khẩu|كلمة المرور|كلمة السر|رمز عبور|סיסמה|adgangskode|kodeord|passord|κωδικός πρόσβασης|κωδικός|รหัสผ่าน|पासवर्ड|lozinka|лозинка|geslo|slaptažodis|clave|парола|pasahitza|wagwoord|lykilorð"
     };
 }
 
@@ -122,7 +122,7 @@ macro_rules! foreign_password_words {
 /// languages of [`FOREIGN_PASSWORD_WORDS`] (lower case, `|` between them).
 macro_rules! qualifier_prepositions {
     () => {
-        "for|of|on|at|to|de|del|da|do|du|des|dla|od|für|fuer|von|vom|zum|zur|voor|van|pour|para|per|di|della|till|för|på|til|от|для|к|na|za"
+        "for|of|on|at|to|de|del|da|do|du|des|dla|od|für|fuer|von|vom|zum|zur|voor|van|pour|para|per|di|della|till|för|på|til|от|від|для|к|na|za|k|ke|pro|του|για|ng|untuk"
     };
 }
 
@@ -505,7 +505,17 @@ static DETECTORS: &[Detector] = &[
             "ifre",
             "İFRE",
             "parol",
+            "parool",
+            "kodeord",
             "kata sandi",
+            "kata laluan",
+            "رمز",
+            "pasahitza",
+            "wagwoord",
+            "lykilor",
+            "парол",
+            "Парол",
+            "ПАРОЛ",
             "khẩu",
             "KHẨU",
             "كلمة",
@@ -534,7 +544,7 @@ static DETECTORS: &[Detector] = &[
             foreign_password_words!(),
             r#")[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|[ \t]+(?i:"#,
             qualifier_prepositions!(),
-            r#")(?:[ \t]+[\p{L}\p{N}_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t]*(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#
+            r#")(?:[ \t]+[\p{L}\p{N}_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#
         ),
         accept_password_value,
     ),
@@ -552,8 +562,38 @@ static DETECTORS: &[Detector] = &[
     ),
     named(
         "password_statement",
-        &["pass", "pwd", "密码", "密碼", "口令", "密钥", "密鑰"],
-        r#"(?:(?i:password|passphrase|passcode|pwd)(?:[ \t]+(?i:for|of|to|on|at)(?:[ \t]+[A-Za-z0-9_.@/-]+){1,3})?[ \t]+(?i:is|was)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?::[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#,
+        &[
+            "pass",
+            "pwd",
+            "密码",
+            "密碼",
+            "口令",
+            "密钥",
+            "密鑰",
+            "kennwort",
+            "wachtwoord",
+            "contraseña",
+            "CONTRASEÑA",
+            "senha",
+            "hasło",
+            "HASŁO",
+            "lösenord",
+            "пароль",
+            "Пароль",
+            "ПАРОЛЬ",
+            "парол",
+            "Парол",
+            "parol",
+            "heslo",
+            "clave",
+        ],
+        concat!(
+            r#"(?:(?i:password|passphrase|passcode|passwort|pwd|"#,
+            foreign_password_words!(),
+            r#")(?:[ \t]+(?i:"#,
+            qualifier_prepositions!(),
+            r#")(?:[ \t]+[\p{L}\p{N}_.@/-]+){1,3})?[ \t]+(?i:is|was|es|est|ist|lautet|é|è|jest|är|er|je|это)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?::[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#
+        ),
         accept_password_statement,
     ),
     named(
@@ -567,7 +607,7 @@ static DETECTORS: &[Detector] = &[
             "auth",
             "bearer",
         ],
-        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t]*(?:::|=|:=|:|=>)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|=|:=|:|=>)[ \t]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -844,7 +884,9 @@ fn lines_of(text: &str, mut hits: Vec<Range<usize>>, assignment: bool) -> Vec<Ra
     // Bytes before this are in lines already taken or already looked past.
     let mut seen_to = 0;
     for hit in hits {
-        if hit.start < seen_to || (assignment && !assignment_follows(bytes, hit.end)) {
+        if hit.start < seen_to
+            || (assignment && !assignment_follows(bytes, hit.end, starts_a_cell(bytes, hit.start)))
+        {
             continue;
         }
         let start = memchr::memrchr(b'\n', &bytes[seen_to..hit.start])
@@ -858,9 +900,10 @@ fn lines_of(text: &str, mut hits: Vec<Range<usize>>, assignment: bool) -> Vec<Ra
 }
 
 /// Whether the key name that a trigger ending at `end` is part of is followed
-/// by `=`, `:` or `：`: name characters, `*` (bold), a quote, then blanks.
+/// by `=`, `:` or `：`: name characters, `*` (bold), a quote, then blanks;
+/// or by `|` when the name starts a table cell (`| Password | X |`).
 /// Takes more than the patterns do (any length of name), never less.
-fn assignment_follows(bytes: &[u8], end: usize) -> bool {
+fn assignment_follows(bytes: &[u8], end: usize, in_a_cell: bool) -> bool {
     let mut at = end;
     let name_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'*');
     // The rest of the name, in any script (`jelsz|ó`, `κωδικ|ός`).
@@ -895,7 +938,7 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
         let window = &bytes[qualified + 1..bytes.len().min(qualified + 42)];
         if let Some(offset) = memchr::memchr(close, window)
             && !window[..offset].contains(&b'\n')
-            && assignment_at(bytes, qualified + 2 + offset)
+            && assignment_at(bytes, qualified + 2 + offset, false)
         {
             return true;
         }
@@ -926,14 +969,26 @@ fn assignment_follows(bytes: &[u8], end: usize) -> bool {
             }
             word_end = end;
         }
-        if word_end > qualified && assignment_at(bytes, word_end) {
+        if word_end > qualified && assignment_at(bytes, word_end, false) {
             return true;
         }
     }
     if at < bytes.len() && matches!(bytes[at], b'"' | b'\'' | b'`') {
         at += 1;
     }
-    assignment_at(bytes, at)
+    assignment_at(bytes, at, in_a_cell)
+}
+
+/// Whether the text before `start` on its line is a table cell's opening
+/// `|` (blanks and bold marks between): the only place a key is followed
+/// by `|` as its operator. A pack's own header (`8000 tokens | Actual`)
+/// is not, and compiling a detector for it cost every pack a millisecond.
+fn starts_a_cell(bytes: &[u8], start: usize) -> bool {
+    bytes[..start]
+        .iter()
+        .rev()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'*'))
+        == Some(&b'|')
 }
 
 /// The length of the letter or digit of another script than ASCII that
@@ -956,8 +1011,8 @@ fn letter_len(bytes: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Whether an assignment's operator starts at `at`, after blanks
-/// (a no-break or other typographic space included).
-fn assignment_at(bytes: &[u8], mut at: usize) -> bool {
+/// (a no-break or other typographic space included); `|` only `in_a_cell`.
+fn assignment_at(bytes: &[u8], mut at: usize, in_a_cell: bool) -> bool {
     loop {
         match bytes.get(at..) {
             Some([b' ' | b'\t', ..]) => at += 1,
@@ -968,7 +1023,8 @@ fn assignment_at(bytes: &[u8], mut at: usize) -> bool {
     }
     let rest = &bytes[at.min(bytes.len())..];
     // `| Password | X |`: a table row whose label cell names the key.
-    matches!(bytes.get(at), Some(b'=' | b':' | b'|'))
+    matches!(bytes.get(at), Some(b'=' | b':'))
+        || (in_a_cell && bytes.get(at) == Some(&b'|'))
         || rest.starts_with(b"->")
         || rest.starts_with(b"- ")
         || rest.starts_with(b"-\t")
@@ -1014,6 +1070,28 @@ fn collect_pattern(
         {
             continue;
         }
+        // `[passwords:: X1, X2]`: Dataview's bracketed field holds a list.
+        if matches!(detector.kind, "password_assignment" | "secret_assignment")
+            && bytes[whole.start] == b'['
+            && text[secret.clone()].contains(',')
+        {
+            let mut at = secret.start;
+            for (position, part) in text[secret.clone()].split(',').enumerate() {
+                let blank = part.len() - part.trim_start().len();
+                let item = at + blank..at + part.trim_end().len();
+                at += part.len() + 1;
+                // The first item follows the key; the others read as the
+                // items of any list after a secret do.
+                let taken = match position {
+                    0 => !item.is_empty() && accept(text, &item),
+                    _ => reads_as_a_listed_secret(text, &item),
+                };
+                if taken {
+                    candidates.push((item, index));
+                }
+            }
+            continue;
+        }
         if secret.is_empty() || !accept(text, &secret) {
             continue;
         }
@@ -1038,34 +1116,59 @@ fn collect_pattern(
     }
 }
 
-/// The values listed after a secret's (`passwords: X1, X2`, `token:: X1,
-/// X2`) that read as secrets themselves: not a plain word (`X1, see the
-/// wiki`), at least six characters.
+/// The values listed after a secret's (`passwords: X1, X2`, `token:: X1;
+/// X2`, `X1 and X2`, each maybe quoted) that read as secrets themselves:
+/// not a plain word (`X1, see the wiki`), at least six characters.
 fn items_after(text: &str, secret: &Range<usize>) -> Vec<Range<usize>> {
-    const MAX_ITEMS: usize = 16;
+    // Each item is read once and the line bounds them: the bound only
+    // keeps a hostile line from growing the list without end.
+    const MAX_ITEMS: usize = 1024;
+    const SEPARATORS: &[&str] = &[
+        ",", ";", "、", "，", "；", "|", "·", "/", "and ", "or ", "und ", "oder ", "y ", "o ",
+        "et ", "ou ", "e ", "и ", "или ",
+    ];
+    const WRAPPERS: &[char] = &['"', '\'', '`', '*', '“', '”', '‘', '’'];
     let mut items = Vec::new();
     let mut end = secret.end;
     while items.len() < MAX_ITEMS {
-        let Some(rest) = text[end..].strip_prefix(',') else {
+        // Past the closing quote or bold of the value before, and blanks.
+        let rest = text[end..]
+            .trim_start_matches(WRAPPERS)
+            .trim_start_matches([' ', '\t']);
+        let Some(after) = SEPARATORS.iter().find_map(|sep| rest.strip_prefix(sep)) else {
             break;
         };
-        let start = end + 1 + (rest.len() - rest.trim_start_matches([' ', '\t']).len());
+        let blank_after = after.trim_start_matches([' ', '\t']);
+        let value_at = blank_after.trim_start_matches(WRAPPERS);
+        let wrapped = value_at.len() < blank_after.len();
+        let start = text.len() - value_at.len();
         let len = text[start..]
             .bytes()
-            .take_while(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';'))
+            .take_while(|b| {
+                b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';' | b'|')
+            })
             .count();
-        let item = before_sentence_end(text, start..start + len);
-        let value = &text[item.clone()];
-        if value.len() < 6
-            || value.chars().all(char::is_alphabetic)
-            || !password_value_ok(text, &item, false)
-        {
+        let mut item = before_sentence_end(text, start..start + len);
+        if wrapped {
+            let value = text[item.clone()].trim_end_matches('*');
+            item.end = item.start + value.len();
+        }
+        if !reads_as_a_listed_secret(text, &item) {
             break;
         }
         end = item.end;
         items.push(item);
     }
     items
+}
+
+/// Whether an item listed after a secret reads as one itself: six
+/// characters or more, not a plain word, a password's shape.
+fn reads_as_a_listed_secret(text: &str, item: &Range<usize>) -> bool {
+    let value = &text[item.clone()];
+    value.len() >= 6
+        && !value.chars().all(char::is_alphabetic)
+        && password_value_ok(text, item, false)
 }
 
 /// The value written right after a struck-out password value (`~~old~~
@@ -1979,7 +2082,7 @@ const ABOUT_A_PASSWORD: &[&str] = &[
 /// key names a password itself.
 fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> {
     let recent = text_before(text, value_start, 200);
-    let line = recent.rsplit('\n').next().unwrap_or("");
+    let line = without_node_mark(recent.rsplit('\n').next().unwrap_or(""));
     let before =
         line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«~".contains(c));
     password_word_ending(before).or_else(|| {
@@ -2023,6 +2126,25 @@ fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> 
     })
 }
 
+/// The text before a value without the YAML anchor or tag written before
+/// it (`password: &p X`, `token: !!str X`), which names the node, not the key.
+fn without_node_mark(before: &str) -> &str {
+    let trimmed = before.trim_end_matches([' ', '\t']);
+    match trimmed.rsplit_once([' ', '\t']) {
+        Some((head, mark))
+            if mark.len() > 1
+                && (mark.starts_with('&') || mark.starts_with('!'))
+                && mark[1..]
+                    .trim_start_matches('!')
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            head
+        }
+        _ => before,
+    }
+}
+
 /// Words for a password in other languages than English and German.
 pub(crate) static FOREIGN_PASSWORD_WORDS: LazyLock<Vec<&'static str>> =
     LazyLock::new(|| foreign_password_words!().split('|').collect());
@@ -2037,10 +2159,22 @@ fn is_qualifier_preposition(word: &str) -> bool {
 
 /// The password word that ends `before`, a key as written.
 fn password_word_ending(before: &str) -> Option<&'static str> {
-    let lower_tail = text_before(before, before.len(), 32).to_lowercase();
-    if let Some(word) = FOREIGN_PASSWORD_WORDS
-        .iter()
-        .find(|word| lower_tail.ends_with(**word))
+    // `ŞİFRE` lower-cases to `şi̇fre` (a combining dot over the `i`).
+    let lower_tail = text_before(before, before.len(), 40)
+        .to_lowercase()
+        .replace('\u{307}', "");
+    // A plural (`contraseñas`, `senhas`) names passwords too.
+    let singular = lower_tail
+        .strip_suffix("es")
+        .into_iter()
+        .chain(lower_tail.strip_suffix('s'));
+    if let Some(word) = std::iter::once(lower_tail.as_str())
+        .chain(singular)
+        .find_map(|tail| {
+            FOREIGN_PASSWORD_WORDS
+                .iter()
+                .find(|word| tail.ends_with(**word))
+        })
     {
         return Some(word);
     }
@@ -2519,7 +2653,7 @@ fn accept_secret_value(text: &str, range: &Range<usize>) -> bool {
 /// key of some kind (`key`, `auth`, `salt`, `tokenizer`, whose values are
 /// more often words or names).
 fn key_names_a_secret(text: &str, start: usize) -> bool {
-    let before = text_before(text, start, 64)
+    let before = without_node_mark(text_before(text, start, 64))
         .trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != ')');
     // `token (prod): X`: the key before its qualifier.
     let before = match before.strip_suffix(')').and_then(|b| b.rsplit_once('(')) {
@@ -2533,7 +2667,7 @@ fn key_names_a_secret(text: &str, start: usize) -> bool {
     // `api key`, `access key`: a key of two words names what one would.
     let last = match words.next() {
         Some(previous)
-            if last.eq_ignore_ascii_case("key")
+            if (last.eq_ignore_ascii_case("key") || last.eq_ignore_ascii_case("keys"))
                 && trimmed.len() > last.len() + previous.len()
                 && trimmed.as_bytes()[trimmed.len() - last.len() - 1] == b' ' =>
         {
@@ -3379,6 +3513,45 @@ mod tests {
         ("password_assignment", "Лозинка: ", "Xq7vLm29Rt92", ""),
         ("secret_assignment", "bearer: ", "Xq7vLm29Rt93", ""),
         ("secret_assignment", "bearer:: ", "Xq7vLm29Rt94", ""),
+        // Hostile round 10.
+        (
+            "password_statement",
+            "La contraseña del router es ",
+            "Xq7vLm29Rs01",
+            ".",
+        ),
+        (
+            "password_statement",
+            "Das Passwort für den Router ist ",
+            "Xq7vLm29Rs02",
+            ".",
+        ),
+        ("password_statement", "Passwort lautet ", "Xq7vLm29Rs03", ""),
+        (
+            "password_statement",
+            "la contraseña es: ",
+            "Xq7vLm29Rs04",
+            "",
+        ),
+        ("password_assignment", "contraseñas: ", "Xq7vLm29Rs05", ""),
+        ("password_assignment", "пароли: ", "Xq7vLm29Rs06", ""),
+        ("password_assignment", "ŞİFRE: ", "Xq7vLm29Rs07", ""),
+        (
+            "password_assignment",
+            "heslo k routeru: ",
+            "Xq7vLm29Rs08",
+            "",
+        ),
+        (
+            "password_assignment",
+            "κωδικός πρόσβασης: ",
+            "Xq7vLm29Rs09",
+            "",
+        ),
+        ("password_assignment", "رمز عبور: ", "Xq7vLm29Rs10", ""),
+        ("password_assignment", "password: &p ", "Xq7vLm29Rs11", ""),
+        ("secret_assignment", "token: !!str ", "Xq7vLm29Rs12", ""),
+        ("secret_assignment", "bearer\u{a0}: ", "Xq7vLm29Rs13", ""),
         ("secret_assignment", "token (prod):: ", "Xq7vLm29Rt60", ""),
         (
             "password_element",
@@ -3667,6 +3840,23 @@ mod tests {
             (
                 "token: Xq7vLm29Rt78, expires tomorrow",
                 &["Xq7vLm29Rt78"][..],
+            ),
+            (
+                "passwords: \"Xq7vLm29Rt79\"; `Yq7vLm29Rt80` and Zq7vLm29Rt81、Wq7vLm29Rt82",
+                &[
+                    "Xq7vLm29Rt79",
+                    "Yq7vLm29Rt80",
+                    "Zq7vLm29Rt81",
+                    "Wq7vLm29Rt82",
+                ][..],
+            ),
+            (
+                "[passwords:: Xq7vLm29Rt83, Yq7vLm29Rt84]",
+                &["Xq7vLm29Rt83", "Yq7vLm29Rt84"][..],
+            ),
+            (
+                "api keys: Xq7vLm29Rt85, Yq7vLm29Rt86",
+                &["Xq7vLm29Rt85", "Yq7vLm29Rt86"][..],
             ),
         ] {
             let found = find(text, &DetectorOptions::default());
