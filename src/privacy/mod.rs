@@ -7,6 +7,8 @@ pub(crate) mod comments;
 pub(crate) mod policy;
 pub(crate) mod secrets;
 
+use std::ops::Range;
+
 use chrono::{DateTime, Utc};
 
 use crate::note::Note;
@@ -93,7 +95,14 @@ impl Policy {
         // Comments go before secrets are looked for, so a secret split by a
         // comment is seen whole and no secret can swallow a comment's opener.
         let stripped = self.strip_comments(raw);
-        let (text, redactions) = self.redact(&stripped);
+        // A secret written in a comment leaves with it, not where the text
+        // repeats it (`%% password: X %%` … `the box uses X`).
+        let in_comments = if stripped.len() != raw.len() {
+            secret_values(raw, &self.findings_through_markup(raw))
+        } else {
+            Vec::new()
+        };
+        let (text, redactions) = self.redact_knowing(&stripped, &in_comments);
         // Comments are cut from the body only: unless a secret was redacted
         // in it, the frontmatter read above is the note's, not read again.
         // When one was, the redacted YAML is read; if the placeholder broke
@@ -145,7 +154,13 @@ impl Policy {
         // every list; a secret typed into a file name is redacted there as
         // in the text (the path itself stays the note's address).
         if note.meta.title_source == crate::note::TitleSource::FileName {
-            let (title, found) = self.redact(&note.meta.title);
+            // …and one the text holds, named again in the file name.
+            let known = if note.redactions.is_empty() {
+                Vec::new()
+            } else {
+                secret_values(&stripped, &self.findings_knowing(&stripped, &in_comments))
+            };
+            let (title, found) = self.redact_knowing(&note.meta.title, &known);
             if !found.is_empty() {
                 note.meta.title = title;
             }
@@ -368,7 +383,17 @@ impl Policy {
 
     /// Every secret in `raw` replaced by its placeholder, and where each was.
     pub fn redact(&self, raw: &str) -> (String, Vec<Redaction>) {
-        let findings = self.findings_through_markup(raw);
+        self.redact_knowing(raw, &[])
+    }
+
+    /// [`redact`](Self::redact), with `known` secrets looked for as repeats
+    /// too (see [`findings_knowing`](Self::findings_knowing)).
+    fn redact_knowing(
+        &self,
+        raw: &str,
+        known: &[(String, &'static str)],
+    ) -> (String, Vec<Redaction>) {
+        let findings = self.findings_knowing(raw, known);
         if findings.is_empty() {
             return (raw.to_string(), Vec::new());
         }
@@ -435,28 +460,52 @@ impl Policy {
     /// whole. A secret found once is found wherever its value is written
     /// again (see [`with_repeats`]).
     pub fn findings_through_markup(&self, text: &str) -> Vec<secrets::Finding> {
+        self.findings_knowing(text, &[])
+    }
+
+    /// [`findings_through_markup`](Self::findings_through_markup), with
+    /// `known` secrets (found where the text no longer shows them: a
+    /// comment left out) looked for as repeats too.
+    fn findings_knowing(
+        &self,
+        text: &str,
+        known: &[(String, &'static str)],
+    ) -> Vec<secrets::Finding> {
         let mut findings = self.findings(text);
         let Some(view) = MarkupView::new(text) else {
-            return with_repeats(text, findings);
+            return with_repeats(text, findings, known);
         };
-        let mut added = false;
-        for finding in self.findings(&view.text) {
-            let range = view.original(finding.range.clone());
-            if !findings
-                .iter()
-                .any(|f| f.range.start < range.end && range.start < f.range.end)
-            {
-                findings.push(secrets::Finding {
-                    range,
-                    kind: finding.kind,
-                });
-                added = true;
+        // Found whole only once the markup is read (`Xq7<wbr>vL`,
+        // `Xq7vL&#8203;m29`): the whole covers what the text's own scan
+        // found of it.
+        let in_view = self.findings(&view.text);
+        for finding in &in_view {
+            merge_finding(
+                &mut findings,
+                view.original(finding.range.clone()),
+                finding.kind,
+            );
+        }
+        let mut findings = with_repeats(text, findings, known);
+        // Repeats the markup splits (`again Xq7vL<span></span>m29…`).
+        let values: Vec<(String, &'static str)> = findings
+            .iter()
+            .map(|f| (text[f.range.clone()].to_string(), f.kind))
+            .chain(
+                in_view
+                    .iter()
+                    .map(|f| (view.text[f.range.clone()].to_string(), f.kind)),
+            )
+            .chain(known.iter().cloned())
+            .filter(|(value, _)| repeatable_secret(value))
+            .take(MAX_REPEATED_VALUES)
+            .collect();
+        for (value, kind) in &values {
+            for (at, _) in view.text.match_indices(value.as_str()) {
+                merge_finding(&mut findings, view.original(at..at + value.len()), kind);
             }
         }
-        if added {
-            findings.sort_by_key(|f| f.range.start);
-        }
-        with_repeats(text, findings)
+        findings
     }
 
     /// The text with comments left out of its body (never its frontmatter).
@@ -971,12 +1020,19 @@ fn repeatable_secret(value: &str) -> bool {
 /// of their values: a password written after its key and again in a
 /// sentence (`log in with X`), or pasted twice, is the same secret without
 /// a key the second time.
-fn with_repeats(text: &str, mut findings: Vec<secrets::Finding>) -> Vec<secrets::Finding> {
+fn with_repeats(
+    text: &str,
+    mut findings: Vec<secrets::Finding>,
+    known: &[(String, &'static str)],
+) -> Vec<secrets::Finding> {
     let mut values: Vec<(&str, &'static str)> = Vec::new();
-    for finding in &findings {
-        let value = &text[finding.range.clone()];
+    let found = findings
+        .iter()
+        .map(|finding| (&text[finding.range.clone()], finding.kind));
+    let known = known.iter().map(|(value, kind)| (value.as_str(), *kind));
+    for (value, kind) in found.chain(known) {
         if repeatable_secret(value) && !values.iter().any(|(seen, _)| *seen == value) {
-            values.push((value, finding.kind));
+            values.push((value, kind));
         }
         if values.len() == MAX_REPEATED_VALUES {
             break;
@@ -1010,6 +1066,39 @@ fn with_repeats(text: &str, mut findings: Vec<secrets::Finding>) -> Vec<secrets:
         findings.sort_by_key(|f| f.range.start);
     }
     findings
+}
+
+/// The values of `findings` in `text` that are looked for where repeated.
+fn secret_values(text: &str, findings: &[secrets::Finding]) -> Vec<(String, &'static str)> {
+    let mut values: Vec<(String, &'static str)> = Vec::new();
+    for finding in findings {
+        let value = &text[finding.range.clone()];
+        if repeatable_secret(value) && !values.iter().any(|(seen, _)| seen == value) {
+            values.push((value.to_string(), finding.kind));
+        }
+    }
+    values.truncate(MAX_REPEATED_VALUES);
+    values
+}
+
+/// Adds a finding of `range` to `findings` (sorted, apart), as one with
+/// those it overlaps: their union, named by the widest.
+fn merge_finding(findings: &mut Vec<secrets::Finding>, range: Range<usize>, kind: &'static str) {
+    let mut merged = secrets::Finding { range, kind };
+    let mut widest = merged.range.len();
+    findings.retain(|f| {
+        let overlaps = f.range.start < merged.range.end && merged.range.start < f.range.end;
+        if overlaps {
+            if f.range.len() > widest {
+                widest = f.range.len();
+                merged.kind = f.kind;
+            }
+            merged.range = merged.range.start.min(f.range.start)..merged.range.end.max(f.range.end);
+        }
+        !overlaps
+    });
+    let at = findings.partition_point(|f| f.range.start < merged.range.start);
+    findings.insert(at, merged);
 }
 
 /// The text and fields with every copy of `secrets` (found under a key
@@ -1198,6 +1287,44 @@ mod tests {
                 "{raw} -> {redacted}"
             );
         }
+    }
+
+    #[test]
+    fn a_secret_split_or_hidden_by_markup_or_a_comment_is_redacted_whole_where_repeated() {
+        let policy = Policy::default();
+        for (raw, kept) in [
+            // A character reference inside the value: no tail is left.
+            (
+                "password: Xq7vL&#8203;m29Rt91\n",
+                "password: [REDACTED:password_assignment]\n",
+            ),
+            // A repeat the markup splits or encodes.
+            (
+                "password: Xq7vLm29Rt92\n\nagain Xq7vL<wbr>m29Rt92 and &#88;q7vLm29Rt92\n",
+                "password: [REDACTED:password_assignment]\n\nagain \
+                 [REDACTED:password_assignment] and [REDACTED:password_assignment]\n",
+            ),
+            // A value first written in a comment, repeated in the text.
+            (
+                "zebra\n\n%% password: Xq7vLm29Rt93 %%\n\nThe box uses Xq7vLm29Rt93.\n",
+                "zebra\n\n\nThe box uses [REDACTED:password_assignment].\n",
+            ),
+            (
+                "zebra\n\n<!-- token: Xq7vLm29Rt94 -->\nuse Xq7vLm29Rt94\n",
+                "zebra\n\nuse [REDACTED:secret_assignment]\n",
+            ),
+        ] {
+            let prepared = policy.prepare("m.md", raw, None).unwrap();
+            assert_eq!(prepared.text, kept, "{raw}");
+        }
+        // The file name's title repeats a password the text holds.
+        let prepared = policy
+            .prepare("Router Xq7vLm29Rt95.md", "password: Xq7vLm29Rt95\n", None)
+            .unwrap();
+        assert_eq!(
+            prepared.note.meta.title,
+            "Router [REDACTED:password_assignment]"
+        );
     }
 
     #[test]

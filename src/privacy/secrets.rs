@@ -1262,7 +1262,11 @@ fn with_password_words(text: &str, secret: Range<usize>) -> Range<usize> {
             })
             .unwrap_or(word.len());
         let word = &word[..word_len];
-        if !is_password_piece(word) {
+        // A comment's marker closes the comment the value is in.
+        let comment_marker = ["%%", "<!--", "-->"]
+            .iter()
+            .any(|marker| word.starts_with(marker));
+        if comment_marker || !is_password_piece(word) {
             break;
         }
         // A sentence's stop after the password is not part of it, and ends it.
