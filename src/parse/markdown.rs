@@ -463,7 +463,7 @@ pub(crate) fn is_tag_char(c: char) -> bool {
 /// A character a reader does not see inside a word (a soft hyphen, a
 /// zero-width space or joiner): `#pri\u{ad}vate` shows as `#private` and
 /// is that tag.
-fn is_invisible_in_a_word(c: char) -> bool {
+pub(crate) fn is_invisible_in_a_word(c: char) -> bool {
     matches!(
         c,
         '\u{ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'

@@ -523,7 +523,7 @@ pub(crate) fn inline_fields(body: &str, code: &[Range<usize>]) -> Vec<(String, S
             && let Some(key) = field_key(key)
             && !value.trim().is_empty()
         {
-            fields.push((key.to_string(), value.trim().to_string()));
+            fields.push((key, value.trim().to_string()));
         }
         let in_code = |offset: usize| {
             let pos = at + offset;
@@ -567,16 +567,22 @@ fn line_field_text(line: &str) -> &str {
 
 /// A field's key as Dataview reads it (emphasis around it dropped:
 /// `**private**:: true`), if it is one.
-fn field_key(key: &str) -> Option<&str> {
+fn field_key(key: &str) -> Option<String> {
     let key = key.trim().trim_matches(['*', '_']).trim();
-    let valid = key
+    // As shown: a soft hyphen or zero-width space inside the key is not
+    // seen (`pri\u{ad}vate:: true` reads as `private:: true`).
+    let shown: String = key
+        .chars()
+        .filter(|&c| !super::markdown::is_invisible_in_a_word(c))
+        .collect();
+    let valid = shown
         .chars()
         .next()
         .is_some_and(|c| c.is_alphanumeric() || c == '_')
-        && key
+        && shown
             .chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '));
-    valid.then_some(key)
+    valid.then_some(shown)
 }
 
 /// Fields written inside a line, `[key:: value]` or `(key:: value)`, not
@@ -619,7 +625,7 @@ fn bracketed_fields(line: &str, in_code: impl Fn(usize) -> bool) -> Vec<(String,
             && let Some(key) = field_key(key)
             && !value.trim().is_empty()
         {
-            fields.push((key.to_string(), value.trim().to_string()));
+            fields.push((key, value.trim().to_string()));
         }
     }
     fields

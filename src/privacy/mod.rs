@@ -615,10 +615,15 @@ impl Policy {
             })
             .collect();
         for block in &note.blocks {
-            if block.kind == crate::parse::markdown::BlockKind::Html
-                && let Some((level, text)) = html_heading(&note.body[block.range.clone()])
-            {
-                headings.push((level, text, block.range.clone(), true));
+            if block.kind != crate::parse::markdown::BlockKind::Html {
+                continue;
+            }
+            // Every heading of the block, each from its tag (one block
+            // runs on to a blank line: `<h2>Private</h2>` then `<p>…</p>`).
+            let html = &note.body[block.range.clone()];
+            for (offset, level, text) in html_headings(html) {
+                let start = block.range.start + offset;
+                headings.push((level, text, start..block.range.end, true));
             }
         }
         headings.sort_by_key(|(_, _, range, _)| range.start);
@@ -714,18 +719,38 @@ fn starts_a_line(text: &str, at: usize) -> bool {
     at == 0 || text.as_bytes().get(at - 1) == Some(&b'\n')
 }
 
-/// The level and text of an HTML block that is one heading element
-/// (`<h2>Private</h2>`, `<h3 id="x">Private</h3>`).
-fn html_heading(block: &str) -> Option<(u8, &str)> {
-    let block = block.trim();
-    let rest = block
-        .strip_prefix("<h")
-        .or_else(|| block.strip_prefix("<H"))?;
-    let level = rest.bytes().next().filter(|b| (b'1'..=b'6').contains(b))? - b'0';
-    let open_end = rest.find('>')?;
-    let inner = &rest[open_end + 1..];
-    let close = inner.to_ascii_lowercase().rfind(&format!("</h{level}>"))?;
-    Some((level, inner[..close].trim()))
+/// Each heading element of an HTML block (`<h2>Private</h2>`, `<h3
+/// id="x">Private</h3>`): where its tag starts, its level and its text.
+fn html_headings(block: &str) -> Vec<(usize, u8, &str)> {
+    let lower = block.to_ascii_lowercase();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = lower[from..].find("<h").map(|offset| from + offset) {
+        from = at + 2;
+        let Some(level) = lower[from..]
+            .bytes()
+            .next()
+            .filter(|b| (b'1'..=b'6').contains(b))
+            .map(|b| b - b'0')
+        else {
+            continue;
+        };
+        // `<h2>` or `<h2 id=…>`, not `<hr>` or `<header>`.
+        if !lower[from + 1..].starts_with(['>', ' ', '\t', '\n']) {
+            continue;
+        }
+        let Some(open_end) = lower[from..].find('>').map(|offset| from + offset + 1) else {
+            break;
+        };
+        // The heading's own closing tag; unclosed, its text runs to the
+        // block's end (read as the heading, failing closed).
+        let close = lower[open_end..]
+            .find(&format!("</h{level}>"))
+            .map_or(block.len(), |offset| open_end + offset);
+        found.push((at, level, block[open_end..close].trim()));
+        from = close.max(open_end);
+    }
+    found
 }
 
 /// Characters that show nothing (or a blank that does not break a word)
@@ -1328,6 +1353,32 @@ mod tests {
     }
 
     #[test]
+    fn a_private_key_is_read_as_shown_in_full_width_or_across_invisible_characters() {
+        let policy = Policy::default();
+        for raw in [
+            "---\nｐｒｉｖａｔｅ: ｔｒｕｅ\n---\nbody\n",
+            "---\npri\u{ad}vate: true\n---\nbody\n",
+            "body\n\nｐｒｉｖａｔｅ:: ｔｒｕｅ\n",
+            "body\n\npri\u{ad}vate:: true\n",
+            "body\n\n[pri\u{200b}vate:: true]\n",
+            "body with #pri\u{ad}vate inside\n",
+        ] {
+            assert!(policy.prepare("k.md", raw, None).is_none(), "{raw}");
+        }
+    }
+
+    #[test]
+    fn an_html_heading_starts_a_private_section_inside_a_longer_html_block() {
+        let policy = Policy::default();
+        let raw = "zebra\n\n<h2>Private</h2>\n<p>PRIVA8x</p>\n<h2>Public</h2>\nok\n";
+        let text = policy.prepare("h.md", raw, None).unwrap().text;
+        assert_eq!(text, "zebra\n\n<h2>Public</h2>\nok\n");
+        let raw = "zebra\n\n<div>\n<h3 id=\"p\">Private</h3>\n<p>PRIVA9x</p>\n</div>\n";
+        let text = policy.prepare("h.md", raw, None).unwrap().text;
+        assert!(!text.contains("PRIVA9x"), "{text}");
+    }
+
+    #[test]
     fn a_secret_wrapped_in_inline_html_is_found_at_preparation() {
         let policy = Policy::default();
         for (raw, kept) in [
@@ -1541,6 +1592,9 @@ mod tests {
             "## [[Private|Notes]]",
             "## Private\u{200b}",
             "## **Private**",
+            "## Private (do not share)",
+            "## Private - personal",
+            "## Private: personal",
         ] {
             let raw = format!("# T\n\nshown\n\n{heading}\n\ncut\n\n## Next\n\nkept\n");
             let prepared = policy.prepare("t.md", &raw, None).unwrap();
@@ -1548,6 +1602,14 @@ mod tests {
                 prepared.text, "# T\n\nshown\n\n## Next\n\nkept\n",
                 "{heading}"
             );
+        }
+        for heading in [
+            "## Private equity: notes",
+            "## Privacy (policy)",
+            "## Not private - at all",
+        ] {
+            let raw = format!("# T\n\n{heading}\n\nkept\n");
+            assert_eq!(policy.prepare("t.md", &raw, None).unwrap().text, raw);
         }
     }
 

@@ -523,9 +523,11 @@ impl Policy {
         }
         for (key, values) in &self.file.private.fields {
             for (k, v) in fields {
-                if !k
+                // Compared as shown: `ｐｒｉｖａｔｅ` and `pri\u{ad}vate` are
+                // the key `private`.
+                if k
                     .as_str()
-                    .is_some_and(|k| k.trim().eq_ignore_ascii_case(key.trim()))
+                    .is_none_or(|k| tag_key(k.trim()) != tag_key(key.trim()))
                 {
                     continue;
                 }
@@ -727,6 +729,16 @@ impl Policy {
     /// id (`^id`), link brackets (`[[Private]]`, `[[x|Private]]`), inline
     /// tags or emphasis.
     pub fn is_private_heading(&self, heading: &str) -> bool {
+        // A private heading with a remark after it (`## Private (do not
+        // share)`, `## Private: personal`, `## Private - notes`) is one;
+        // `## Private equity` is not.
+        const REMARK: &[&str] = &["(", "（", ":", "：", " - ", " – ", " — ", "|", "｜"];
+        if let Some(at) = REMARK.iter().filter_map(|mark| heading.find(mark)).min()
+            && at > 0
+            && self.is_private_heading(heading[..at].trim_end())
+        {
+            return true;
+        }
         // Read as shown, and (fail closed) as a link's target: `## [[Private|x]]`,
         // and each with the symbols glued to a word's ends left out
         // (`## 🔒Private`, `## Private™`).

@@ -1868,7 +1868,14 @@ fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
     match scheme.as_str() {
         // Basic credentials are `user:password` in base64, however short.
         "basic" if is_basic_credentials(value) => true,
-        "token" => {
+        // After `Authorization:` a bearer token is one however short (it
+        // is when written as `bearer: X`); alone, `Bearer X` may be prose.
+        "token" | "bearer"
+            if scheme == "token"
+                || text_before(text, range.start, 64)
+                    .to_ascii_lowercase()
+                    .contains("authorization") =>
+        {
             value.len() >= 8
                 && has_letter_and_digit(value)
                 && !is_placeholder(value)
@@ -3556,6 +3563,12 @@ mod tests {
         ("password_assignment", "password: &p ", "Xq7vLm29Rs11", ""),
         ("secret_assignment", "token: !!str ", "Xq7vLm29Rs12", ""),
         ("secret_assignment", "bearer\u{a0}: ", "Xq7vLm29Rs13", ""),
+        (
+            "http_authorization",
+            "Authorization: Bearer ",
+            "Xq7vLm29Rs14",
+            "",
+        ),
         ("secret_assignment", "token (prod):: ", "Xq7vLm29Rt60", ""),
         (
             "password_element",
