@@ -85,6 +85,34 @@ pub(crate) fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
 /// characters around a match must not be letters or digits, except next to
 /// CJK characters, where words have no delimiters. The code searches
 /// many haystacks with one [`WordFinder`]; this one-shot form is the tests'.
+/// Characters that show nothing (or a blank that does not break a word)
+/// and join the text around them: a token split by one is shown, and
+/// copied, whole. Format and bidi controls, joiners, variation selectors,
+/// tag characters and the Hangul fillers.
+pub(crate) const INVISIBLE: &[(char, char)] = &[
+    ('\u{ad}', '\u{ad}'),
+    ('\u{34f}', '\u{34f}'),
+    ('\u{61c}', '\u{61c}'),
+    ('\u{115f}', '\u{1160}'),
+    ('\u{17b4}', '\u{17b5}'),
+    ('\u{180b}', '\u{180f}'),
+    ('\u{200b}', '\u{200f}'),
+    ('\u{202a}', '\u{202e}'),
+    ('\u{2060}', '\u{206f}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{fe00}', '\u{fe0f}'),
+    ('\u{feff}', '\u{feff}'),
+    ('\u{ffa0}', '\u{ffa0}'),
+    ('\u{1bca0}', '\u{1bca3}'),
+    ('\u{e0000}', '\u{e0fff}'),
+];
+
+pub(crate) fn is_invisible(c: char) -> bool {
+    INVISIBLE
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&c))
+}
+
 #[cfg(test)]
 pub(crate) fn contains_term(haystack: &str, needle: &str) -> bool {
     WordFinder::new(needle).is_in(haystack)

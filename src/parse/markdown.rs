@@ -460,16 +460,6 @@ pub(crate) fn is_tag_char(c: char) -> bool {
         || (!c.is_ascii() && unicode_normalization::char::is_combining_mark(c))
 }
 
-/// A character a reader does not see inside a word (a soft hyphen, a
-/// zero-width space or joiner): `#pri\u{ad}vate` shows as `#private` and
-/// is that tag.
-pub(crate) fn is_invisible_in_a_word(c: char) -> bool {
-    matches!(
-        c,
-        '\u{ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'
-    )
-}
-
 /// Inline `#tags` in first-seen order, each once whatever its case.
 fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
     let mut tags: Vec<String> = Vec::new();
@@ -483,13 +473,13 @@ fn scan_tags(body: &str, excluded: &[Range<usize>]) -> Vec<String> {
         let rest = &body[pos + 1..];
         let len: usize = rest
             .chars()
-            .take_while(|&c| is_tag_char(c) || is_invisible_in_a_word(c))
+            .take_while(|&c| is_tag_char(c) || crate::text::is_invisible(c))
             .map(char::len_utf8)
             .sum();
         let written = tag_written(body, pos, &rest[..len]);
         let shown: String;
-        let tag = if written.contains(is_invisible_in_a_word) {
-            shown = written.replace(is_invisible_in_a_word, "");
+        let tag = if written.contains(crate::text::is_invisible) {
+            shown = written.replace(crate::text::is_invisible, "");
             shown.as_str()
         } else {
             written

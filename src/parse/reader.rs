@@ -573,7 +573,7 @@ fn field_key(key: &str) -> Option<String> {
     // seen (`pri\u{ad}vate:: true` reads as `private:: true`).
     let shown: String = key
         .chars()
-        .filter(|&c| !super::markdown::is_invisible_in_a_word(c))
+        .filter(|&c| !crate::text::is_invisible(c))
         .collect();
     let valid = shown
         .chars()

@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 use crate::note::Note;
 pub(crate) use crate::note::Redaction;
 use crate::parse::{frontmatter, parse_note_with_fields};
+use crate::text::INVISIBLE;
+pub(super) use crate::text::is_invisible;
 pub use policy::Policy;
 pub(crate) use policy::{LogMode, POLICY_FILE, PolicyError};
 
@@ -753,34 +755,6 @@ fn html_headings(block: &str) -> Vec<(usize, u8, &str)> {
     found
 }
 
-/// Characters that show nothing (or a blank that does not break a word)
-/// and join the text around them: a token split by one is shown, and
-/// copied, whole. Format and bidi controls, joiners, variation selectors,
-/// tag characters and the Hangul fillers.
-const INVISIBLE: &[(char, char)] = &[
-    ('\u{ad}', '\u{ad}'),
-    ('\u{34f}', '\u{34f}'),
-    ('\u{61c}', '\u{61c}'),
-    ('\u{115f}', '\u{1160}'),
-    ('\u{17b4}', '\u{17b5}'),
-    ('\u{180b}', '\u{180f}'),
-    ('\u{200b}', '\u{200f}'),
-    ('\u{202a}', '\u{202e}'),
-    ('\u{2060}', '\u{206f}'),
-    ('\u{3164}', '\u{3164}'),
-    ('\u{fe00}', '\u{fe0f}'),
-    ('\u{feff}', '\u{feff}'),
-    ('\u{ffa0}', '\u{ffa0}'),
-    ('\u{1bca0}', '\u{1bca3}'),
-    ('\u{e0000}', '\u{e0fff}'),
-];
-
-pub(super) fn is_invisible(c: char) -> bool {
-    INVISIBLE
-        .iter()
-        .any(|&(first, last)| (first..=last).contains(&c))
-}
-
 /// An invisible character, or what may be a character reference
 /// (`&#95;`, `&shy;`): where a token may hide from the detectors.
 static HIDING: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
@@ -1362,9 +1336,22 @@ mod tests {
             "body\n\npri\u{ad}vate:: true\n",
             "body\n\n[pri\u{200b}vate:: true]\n",
             "body with #pri\u{ad}vate inside\n",
+            "body with #pri\u{2063}vate and #pri\u{202e}vate inside\n",
+            "body\n\npri\u{2063}vate:: true\n",
+            "---\nvisibility: pri\u{ad}vate\n---\nbody\n",
+            "body\n\nvisibility:: pri\u{200b}vate\n",
         ] {
             assert!(policy.prepare("k.md", raw, None).is_none(), "{raw}");
         }
+    }
+
+    #[test]
+    fn a_placeholder_is_never_read_as_a_key_or_value_again() {
+        let policy = Policy::default();
+        let printed = "La contraseña es [REDACTED:password_statement].\n\
+                       Das Passwort für den Router ist [REDACTED:password_statement].\n\
+                       password: [REDACTED:password_assignment], [REDACTED:password_assignment]\n";
+        assert_eq!(policy.redact_printed(printed), None);
     }
 
     #[test]

@@ -525,8 +525,7 @@ impl Policy {
             for (k, v) in fields {
                 // Compared as shown: `ｐｒｉｖａｔｅ` and `pri\u{ad}vate` are
                 // the key `private`.
-                if k
-                    .as_str()
+                if k.as_str()
                     .is_none_or(|k| tag_key(k.trim()) != tag_key(key.trim()))
                 {
                     continue;
@@ -1026,7 +1025,8 @@ fn composed(text: &str) -> std::borrow::Cow<'_, str> {
     if text.is_ascii() {
         std::borrow::Cow::Borrowed(text)
     } else {
-        std::borrow::Cow::Owned(text.nfkc().collect())
+        // As shown: `pri\u{ad}vate` is `private`.
+        std::borrow::Cow::Owned(text.nfkc().filter(|&c| !super::is_invisible(c)).collect())
     }
 }
 

@@ -871,7 +871,27 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
             }
         }
     }
+    // A placeholder an earlier pass wrote (`[REDACTED:password_statement]`)
+    // is nobody's key or value: the printed pack is scanned again.
+    let placeholders = placeholders_in(text);
+    if !placeholders.is_empty() {
+        candidates.retain(|(range, _)| {
+            !placeholders
+                .iter()
+                .any(|held| held.start < range.end && range.start < held.end)
+        });
+    }
     resolve_overlaps(candidates)
+}
+
+/// Where the text holds redaction placeholders (`[REDACTED:kind]`).
+fn placeholders_in(text: &str) -> Vec<Range<usize>> {
+    text.match_indices("[REDACTED:")
+        .filter_map(|(at, _)| {
+            let close = text[at..].find(']')?;
+            Some(at..at + close + 1)
+        })
+        .collect()
 }
 
 /// The lines (without their `\n`) holding one of `hits`, in order, each
@@ -1139,6 +1159,11 @@ fn items_after(text: &str, secret: &Range<usize>) -> Vec<Range<usize>> {
             break;
         };
         let blank_after = after.trim_start_matches([' ', '\t']);
+        // `X, Y, and Z`: a word after a comma joins the last item.
+        let blank_after = ["and ", "or ", "und ", "y ", "et ", "и "]
+            .iter()
+            .find_map(|word| blank_after.strip_prefix(word))
+            .map_or(blank_after, |rest| rest.trim_start_matches([' ', '\t']));
         let value_at = blank_after.trim_start_matches(WRAPPERS);
         let wrapped = value_at.len() < blank_after.len();
         let start = text.len() - value_at.len();
@@ -3866,6 +3891,10 @@ mod tests {
                     "Zq7vLm29Rt81",
                     "Wq7vLm29Rt82",
                 ][..],
+            ),
+            (
+                "passwords: Xq7vLm29Rt87, Yq7vLm29Rt88, and Zq7vLm29Rt89",
+                &["Xq7vLm29Rt87", "Yq7vLm29Rt88", "Zq7vLm29Rt89"][..],
             ),
             (
                 "[passwords:: Xq7vLm29Rt83, Yq7vLm29Rt84]",
