@@ -157,10 +157,13 @@ impl Policy {
         // in the text (the path itself stays the note's address).
         if note.meta.title_source == crate::note::TitleSource::FileName {
             // …and one the text holds, named again in the file name.
-            let known = if note.redactions.is_empty() {
+            let known = if note.redactions.is_empty() && in_comments.is_empty() {
                 Vec::new()
             } else {
-                secret_values(&stripped, &self.findings_knowing(&stripped, &in_comments))
+                let mut known =
+                    secret_values(&stripped, &self.findings_knowing(&stripped, &in_comments));
+                known.extend(in_comments.iter().cloned());
+                known
             };
             let (title, found) = self.redact_knowing(&note.meta.title, &known);
             if !found.is_empty() {
@@ -1317,13 +1320,16 @@ mod tests {
             assert_eq!(prepared.text, kept, "{raw}");
         }
         // The file name's title repeats a password the text holds.
-        let prepared = policy
-            .prepare("Router Xq7vLm29Rt95.md", "password: Xq7vLm29Rt95\n", None)
-            .unwrap();
-        assert_eq!(
-            prepared.note.meta.title,
-            "Router [REDACTED:password_assignment]"
-        );
+        for raw in [
+            "password: Xq7vLm29Rt95\n",
+            "body\n\n%% password: Xq7vLm29Rt95 %%\n",
+        ] {
+            let prepared = policy.prepare("Router Xq7vLm29Rt95.md", raw, None).unwrap();
+            assert_eq!(
+                prepared.note.meta.title, "Router [REDACTED:password_assignment]",
+                "{raw}"
+            );
+        }
     }
 
     #[test]

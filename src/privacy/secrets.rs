@@ -592,7 +592,7 @@ static DETECTORS: &[Detector] = &[
             foreign_password_words!(),
             r#")(?:[ \t]+(?i:"#,
             qualifier_prepositions!(),
-            r#")(?:[ \t]+[\p{L}\p{N}_.@/-]+){1,3})?[ \t]+(?i:is|was|es|est|ist|lautet|é|è|jest|är|er|je|это)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?::[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#
+            r#")(?:[ \t]+[\p{L}\p{N}_.@/-]+){1,3})?[ \t]+(?i:is|was|es|est|ist|lautet|é|è|jest|är|er|je|это)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?:[ \t\x{A0}]*:[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#
         ),
         accept_password_statement,
     ),
@@ -3567,6 +3567,12 @@ mod tests {
             "password_statement",
             "la contraseña es: ",
             "Xq7vLm29Rs04",
+            "",
+        ),
+        (
+            "password_statement",
+            "Le mot de passe est : ",
+            "Xq7vLm29Rs15",
             "",
         ),
         ("password_assignment", "contraseñas: ", "Xq7vLm29Rs05", ""),
