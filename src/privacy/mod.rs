@@ -135,6 +135,13 @@ impl Policy {
             }
             None => (text, None),
         };
+        // A frontmatter that does not parse cannot be read as YAML: under a
+        // key that names a secret, a block, a list, a flow collection or an
+        // alias is redacted whole, line by line (fail closed).
+        let (text, redactions) = match fields {
+            None => redacted_unparsed_frontmatter(text, redactions),
+            Some(_) => (text, redactions),
+        };
         let (text, fields, redactions) = redacted_copies(text, fields, redactions, &keyed_secrets);
         let parse = |text: &str| parse_note_with_fields(path, text, mtime, fields.clone());
         let (note, problems) = parse(&text);
@@ -987,6 +994,125 @@ fn key_names_a_secret(key: &str) -> bool {
         .any(|word| lower.contains(word))
 }
 
+/// Whether a key read from a frontmatter that does not parse names a
+/// secret: narrower than [`key_names_a_secret`] (`keywords` or `author`
+/// hold a word of it but name nothing secret), since all its value goes.
+fn unparsed_key_names_a_secret(key: &str) -> bool {
+    let lower = key.trim().to_lowercase();
+    [
+        "pass",
+        "pw",
+        "secret",
+        "token",
+        "credential",
+        "密码",
+        "密碼",
+        "口令",
+        "密钥",
+        "密鑰",
+    ]
+    .iter()
+    .chain(secrets::FOREIGN_PASSWORD_WORDS.iter())
+    .any(|word| lower.contains(word))
+        || ["key", "auth", "pin", "salt"]
+            .iter()
+            .any(|word| lower == *word || lower.ends_with(&format!("_{word}")))
+}
+
+/// The text with the structured values of a frontmatter that does not
+/// parse redacted under keys that name a secret (see the call).
+fn redacted_unparsed_frontmatter(
+    text: String,
+    mut redactions: Vec<Redaction>,
+) -> (String, Vec<Redaction>) {
+    let Some(yaml) = frontmatter_yaml(&text) else {
+        return (text, redactions);
+    };
+    let start = yaml.as_ptr() as usize - text.as_ptr() as usize;
+    let end = start + yaml.len();
+    let first_line = text[..start].matches('\n').count() as u32 + 1;
+    // Anchors whose value an alias under a secret's key takes (`password: *p`).
+    let aliased: Vec<&str> = yaml
+        .lines()
+        .filter_map(|line| line.trim().split_once(':'))
+        .filter(|(key, _)| unparsed_key_names_a_secret(key.trim_start_matches("- ")))
+        .filter_map(|(_, value)| value.trim().strip_prefix('*'))
+        .filter(|name| !name.is_empty())
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..start]);
+    // Inside a secret key's block: the key's indent and kind.
+    let mut block: Option<(usize, &'static str)> = None;
+    for (number, line) in yaml.split_inclusive('\n').enumerate() {
+        let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+        let content = line.trim();
+        let newline = if line.ends_with('\n') { "\n" } else { "" };
+        let mut redact = |kind: &'static str, kept: &str, out: &mut String| {
+            out.push_str(kept);
+            out.push_str(&format!("[REDACTED:{kind}]{newline}"));
+            redactions.push(Redaction {
+                line: first_line + number as u32,
+                kind: kind.to_string(),
+            });
+        };
+        if let Some((key_indent, kind)) = block {
+            let inside = indent > key_indent || (indent == key_indent && content.starts_with('-'));
+            if content.is_empty() || content.starts_with('#') {
+                out.push_str(line);
+                continue;
+            }
+            if inside {
+                if !content.starts_with("[REDACTED") {
+                    redact(kind, &line[..indent], &mut out);
+                } else {
+                    out.push_str(line);
+                }
+                continue;
+            }
+            block = None;
+        }
+        let Some((key, value)) = content.split_once(':') else {
+            out.push_str(line);
+            continue;
+        };
+        let key = key.trim_start_matches("- ").trim();
+        let value = value.trim();
+        let anchored = value
+            .strip_prefix('&')
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|name| aliased.contains(&name));
+        if !unparsed_key_names_a_secret(key) && !anchored {
+            out.push_str(line);
+            continue;
+        }
+        let kind = if ["pass", "pw"]
+            .iter()
+            .any(|w| key.to_lowercase().contains(w))
+            || secrets::FOREIGN_PASSWORD_WORDS
+                .iter()
+                .any(|w| key.to_lowercase().contains(w))
+        {
+            "password_assignment"
+        } else {
+            "secret_assignment"
+        };
+        if value.is_empty() || value.starts_with(['|', '>']) {
+            block = Some((indent, kind));
+            out.push_str(line);
+        } else if anchored
+            || value.starts_with(['[', '{', '*', '&', '!'])
+                && !(value.starts_with("[REDACTED:") && value.find(']') == Some(value.len() - 1))
+        {
+            let kept = &line[..line.find(':').map_or(0, |colon| colon + 1)];
+            redact(kind, &format!("{kept} "), &mut out);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out.push_str(&text[end..]);
+    (out, redactions)
+}
+
 /// The key a value nested under `outer` is read with: its own, unless only
 /// the outer one names a secret (`password:` then `prod: X` is a password).
 fn inner_key<'k>(outer: &'k str, own: Option<&'k str>) -> &'k str {
@@ -1349,6 +1475,33 @@ mod tests {
         ] {
             assert!(policy.prepare("k.md", raw, None).is_none(), "{raw}");
         }
+    }
+
+    #[test]
+    fn structured_secrets_in_a_frontmatter_that_does_not_parse_are_redacted_whole() {
+        let policy = Policy::default();
+        for raw in [
+            "---\ntitle: a: b\npassword: [Xq7vLm29Rt71]\n---\nbody\n",
+            "---\ntitle: a: b\npasswords:\n  - Xq7vLm29Rt72\n  - Yq7vLm29Rt73\n---\nbody\n",
+            "---\ntitle: a: b\npassword: |\n  Xq7vLm29Rt74\nnext: ok\n---\nbody\n",
+            "---\ntitle: a: b\npassword:\n  prod: Xq7vLm29Rt75\n---\nbody\n",
+            "---\ntitle: a: b\npassword: {prod: Xq7vLm29Rt76}\n---\nbody\n",
+            "---\ntitle: a: b\nother: &p Xq7vLm29Rt77\npassword: *p\n---\nbody\n",
+        ] {
+            let prepared = policy.prepare("u.md", raw, None).unwrap();
+            assert!(
+                !prepared.text.contains("q7vLm29Rt7"),
+                "{raw} -> {}",
+                prepared.text
+            );
+            assert!(!prepared.note.redactions.is_empty(), "{raw}");
+        }
+        // Other keys of a broken frontmatter stay as written.
+        let raw = "---\ntitle: a: b\nkeywords: [raft, paxos]\nauthor: {name: Ana}\n---\nbody\n";
+        assert_eq!(policy.prepare("u.md", raw, None).unwrap().text, raw);
+        let raw = "---\ntitle: a: b\npassword:\n  prod: Xq7vLm29Rt78\nnext: ok\n---\nbody\n";
+        let text = policy.prepare("u.md", raw, None).unwrap().text;
+        assert!(text.contains("next: ok"), "{text}");
     }
 
     #[test]
