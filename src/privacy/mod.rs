@@ -7,8 +7,6 @@ pub(crate) mod comments;
 pub(crate) mod policy;
 pub(crate) mod secrets;
 
-use std::ops::Range;
-
 use chrono::{DateTime, Utc};
 
 use crate::note::Note;
@@ -483,7 +481,7 @@ impl Policy {
         text: &str,
         known: &[(String, &'static str)],
     ) -> Vec<secrets::Finding> {
-        let mut findings = self.findings(text);
+        let findings = self.findings(text);
         let Some(view) = MarkupView::new(text) else {
             return with_repeats(text, findings, known);
         };
@@ -491,33 +489,38 @@ impl Policy {
         // `Xq7vL&#8203;m29`): the whole covers what the text's own scan
         // found of it.
         let in_view = self.findings(&view.text);
-        for finding in &in_view {
-            merge_finding(
-                &mut findings,
-                view.original(finding.range.clone()),
-                finding.kind,
-            );
-        }
-        let mut findings = with_repeats(text, findings, known);
-        // Repeats the markup splits (`again Xq7vL<span></span>m29…`).
-        let values: Vec<(String, &'static str)> = findings
+        let whole = in_view.iter().map(|finding| secrets::Finding {
+            range: view.original(finding.range.clone()),
+            kind: finding.kind,
+        });
+        let findings = union_of(findings, whole.collect());
+        let findings = with_repeats(text, findings, known);
+        // Repeats the markup splits (`again Xq7vL<span></span>m29…`):
+        // each distinct value once, at most as many as the text's repeats.
+        let mut values: Vec<(&str, &'static str)> = Vec::new();
+        let found = findings.iter().map(|f| (&text[f.range.clone()], f.kind));
+        let seen = in_view
             .iter()
-            .map(|f| (text[f.range.clone()].to_string(), f.kind))
-            .chain(
-                in_view
-                    .iter()
-                    .map(|f| (view.text[f.range.clone()].to_string(), f.kind)),
-            )
-            .chain(known.iter().cloned())
-            .filter(|(value, _)| repeatable_secret(value))
-            .take(MAX_REPEATED_VALUES)
-            .collect();
-        for (value, kind) in &values {
-            for (at, _) in view.text.match_indices(value.as_str()) {
-                merge_finding(&mut findings, view.original(at..at + value.len()), kind);
+            .map(|f| (&view.text[f.range.clone()], f.kind));
+        let known_values = known.iter().map(|(value, kind)| (value.as_str(), *kind));
+        for (value, kind) in found.chain(seen).chain(known_values) {
+            if repeatable_secret(value) && !values.iter().any(|(other, _)| *other == value) {
+                values.push((value, kind));
+                if values.len() == MAX_REPEATED_VALUES {
+                    break;
+                }
             }
         }
-        findings
+        let mut repeats = Vec::new();
+        for (value, kind) in values {
+            for (at, _) in view.text.match_indices(value) {
+                repeats.push(secrets::Finding {
+                    range: view.original(at..at + value.len()),
+                    kind,
+                });
+            }
+        }
+        union_of(findings, repeats)
     }
 
     /// The text with comments left out of its body (never its frontmatter).
@@ -1209,24 +1212,36 @@ fn secret_values(text: &str, findings: &[secrets::Finding]) -> Vec<(String, &'st
     values
 }
 
-/// Adds a finding of `range` to `findings` (sorted, apart), as one with
-/// those it overlaps: their union, named by the widest.
-fn merge_finding(findings: &mut Vec<secrets::Finding>, range: Range<usize>, kind: &'static str) {
-    let mut merged = secrets::Finding { range, kind };
-    let mut widest = merged.range.len();
-    findings.retain(|f| {
-        let overlaps = f.range.start < merged.range.end && merged.range.start < f.range.end;
-        if overlaps {
-            if f.range.len() > widest {
-                widest = f.range.len();
-                merged.kind = f.kind;
+/// `findings` (sorted, apart) and `extra` as one sorted list of apart
+/// findings: those that overlap become their union, named by the widest.
+/// One sort, however many there are (a note of 30,000 tokens and a tag).
+fn union_of(
+    findings: Vec<secrets::Finding>,
+    extra: Vec<secrets::Finding>,
+) -> Vec<secrets::Finding> {
+    if extra.is_empty() {
+        return findings;
+    }
+    let mut all = findings;
+    all.extend(extra);
+    all.sort_by_key(|f| (f.range.start, std::cmp::Reverse(f.range.end)));
+    let mut merged: Vec<(secrets::Finding, usize)> = Vec::with_capacity(all.len());
+    for finding in all {
+        match merged.last_mut() {
+            Some((last, widest)) if finding.range.start < last.range.end => {
+                if finding.range.len() > *widest {
+                    *widest = finding.range.len();
+                    last.kind = finding.kind;
+                }
+                last.range.end = last.range.end.max(finding.range.end);
             }
-            merged.range = merged.range.start.min(f.range.start)..merged.range.end.max(f.range.end);
+            _ => {
+                let len = finding.range.len();
+                merged.push((finding, len));
+            }
         }
-        !overlaps
-    });
-    let at = findings.partition_point(|f| f.range.start < merged.range.start);
-    findings.insert(at, merged);
+    }
+    merged.into_iter().map(|(finding, _)| finding).collect()
 }
 
 /// The text and fields with every copy of `secrets` (found under a key
