@@ -1179,8 +1179,12 @@ fn with_repeats(
         .map(|finding| (finding.range.start, finding.range.end))
         .collect();
     let mut added = false;
+    // A repeat in another case (`XQ7V…` after `password: Xq7v…`) gives the
+    // secret away as well: ASCII case folding keeps every byte offset.
+    let folded = text.to_ascii_lowercase();
     for (value, kind) in values {
-        for (at, _) in text.match_indices(value) {
+        let value = value.to_ascii_lowercase();
+        for (at, _) in folded.match_indices(&value) {
             let range = at..at + value.len();
             let overlaps = taken
                 .range(..range.end)
@@ -1415,6 +1419,9 @@ mod tests {
              [REDACTED:password_assignment] (or `[REDACTED:password_assignment]`).\n"
         );
         assert_eq!(policy.redact(raw).1.len(), 3);
+        // In another case too.
+        let raw = "password: Xq7vLm29Rt62\n\nlower xq7vlm29rt62, upper XQ7VLM29RT62.\n";
+        assert_eq!(policy.redact(raw).1.len(), 3, "{}", policy.redact(raw).0);
         // The printed pack is checked the same way.
         assert!(!policy.redact_printed(raw).unwrap().contains("q7vLm"));
         // A short or all-letter password is not looked for in the prose.
@@ -1756,6 +1763,9 @@ mod tests {
             "## Private (do not share)",
             "## Private - personal",
             "## Private: personal",
+            "## Private, do not share",
+            "## Private [do not share]",
+            "## Private/personal",
         ] {
             let raw = format!("# T\n\nshown\n\n{heading}\n\ncut\n\n## Next\n\nkept\n");
             let prepared = policy.prepare("t.md", &raw, None).unwrap();
@@ -1768,6 +1778,8 @@ mod tests {
             "## Private equity: notes",
             "## Privacy (policy)",
             "## Not private - at all",
+            "## Private equity, funds",
+            "## [[Private equity]]",
         ] {
             let raw = format!("# T\n\n{heading}\n\nkept\n");
             assert_eq!(policy.prepare("t.md", &raw, None).unwrap().text, raw);

@@ -729,9 +729,12 @@ impl Policy {
     /// tags or emphasis.
     pub fn is_private_heading(&self, heading: &str) -> bool {
         // A private heading with a remark after it (`## Private (do not
-        // share)`, `## Private: personal`, `## Private - notes`) is one;
+        // share)`, `## Private: personal`, `## Private - notes`, `## Private,
+        // do not share`, `## Private [x]`, `## Private/personal`) is one;
         // `## Private equity` is not.
-        const REMARK: &[&str] = &["(", "（", ":", "：", " - ", " – ", " — ", "|", "｜"];
+        const REMARK: &[&str] = &[
+            "(", "（", ":", "：", " - ", " – ", " — ", "|", "｜", ",", "，", "[", "/", "／",
+        ];
         if let Some(at) = REMARK.iter().filter_map(|mark| heading.find(mark)).min()
             && at > 0
             && self.is_private_heading(heading[..at].trim_end())

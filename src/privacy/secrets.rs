@@ -128,7 +128,7 @@ macro_rules! qualifier_prepositions {
 
 /// Bumped whenever a detector changes what it finds: part of the policy's
 /// fingerprint, so an index redacted by older detectors is rebuilt.
-pub(crate) const DETECTORS_VERSION: u32 = 8;
+pub(crate) const DETECTORS_VERSION: u32 = 9;
 
 /// Every detector; on equal ranges the earlier (more specific) one names the finding.
 /// Long values are not bounded in the patterns: a bounded repetition is
@@ -464,7 +464,7 @@ static DETECTORS: &[Detector] = &[
         right_bounded: true,
         personal: false,
         matcher: Matcher::Pattern {
-            pattern: r#"(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:basic|bearer|token)[ \t]+([A-Za-z0-9._~+/-]+=*)|(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"#,
+            pattern: r#"(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:basic|bearer|token)[ \t]+([A-Za-z0-9._~+/-]+=*)|(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{8,}=*)"#,
             accept: accept_authorization,
         },
     },
@@ -485,6 +485,7 @@ static DETECTORS: &[Detector] = &[
         &[
             "pass",
             "pw",
+            "psk",
             "kennwort",
             "wachtwoord",
             "lösenord",
@@ -540,11 +541,9 @@ static DETECTORS: &[Detector] = &[
             "ПАРОЛА",
         ],
         concat!(
-            r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|"#,
+            r#"\[(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}::[ \t]*([^\[\]\r\n]+)\]|\|[ \t]*(?:\*\*)?(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw)[A-Za-z0-9_.-]{0,40}(?:\*\*)?[ \t]*\|[ \t]*([^|\r\n]*[^|\s])[ \t]*\||(?i:passwd|password|passphrase|passcode|passwort|pwd|pass|pw|psk|"#,
             foreign_password_words!(),
-            r#")[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|[ \t]+(?i:"#,
-            qualifier_prepositions!(),
-            r#")(?:[ \t]+[\p{L}\p{N}_.@/"'\[\]-]+){1,5})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#
+            r#")[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\)|[ \t]*（[^（）\r\n]{1,40}）|[ \t]*\[[^\[\]\r\n]{1,40}\]|[ \t]+\#?[0-9]{1,3}|(?:[ \t]+[\p{L}\p{N}_.@/"'\[\]-]+){1,6})?(?:\*{0,2}[ \t]*[\p{Extended_Pictographic}\x{FE0F}]{1,3})?\*{0,2}["'`]?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|:=|=>|->|=|:|：|→|—|–|-[ \t])\*{0,2}[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:~~([^~\r\n]+)~~|"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|‘([^’\r\n]+)’|«([^»\r\n]+)»|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`,;]]+))"#
         ),
         accept_password_value,
     ),
@@ -592,7 +591,7 @@ static DETECTORS: &[Detector] = &[
             foreign_password_words!(),
             r#")(?:[ \t]+(?i:"#,
             qualifier_prepositions!(),
-            r#")(?:[ \t]+[\p{L}\p{N}_.@/-]+){1,3})?[ \t]+(?i:is|was|es|est|ist|lautet|é|è|jest|är|er|je|это)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?:[ \t\x{A0}]*:[ \t]*|[ \t]+)|(?:密码|密碼|口令|密钥|密鑰)[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#
+            r#")(?:[ \t]+[\p{L}\p{N}_.@/-]+){1,3})?[ \t]+(?i:is|was|es|est|ist|lautet|é|è|jest|to|är|er|je|это)(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?(?:[ \t\x{A0}]*:[ \t]*|[ \t]+)|(?i:password|passwort|passphrase|pwd)[ \t]+|(?:密码|密碼|口令|密钥|密鑰)(?:[ \t]*[（(][^（）()\r\n]{1,20}[）)])?[ \t]*(?:(?:是|为|為)[ \t]*[:：]?|[:：=])[ \t]*)(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|“([^”\r\n]+)”|「([^」\r\n]+)」|([\x21-\x7E&&[^"'`]]*[\x21-\x7E&&[^"'`.,;:)]]))"#
         ),
         accept_password_statement,
     ),
@@ -603,11 +602,12 @@ static DETECTORS: &[Detector] = &[
             "token",
             "key",
             "credential",
+            "creds",
             "salt",
             "auth",
             "bearer",
         ],
-        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|bearer)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|=|:=|:|=>)[ \t]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
+        r#"\[(?i:(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|creds?|bearer)[A-Za-z0-9_.-]{0,40})::[ \t]*([^\[\]\r\n]+)\]|(?i:(?:secret|token|api[_ -]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|creds?|bearer)[A-Za-z0-9_.-]{0,40}(?:[ \t]*\([^()\r\n]{1,40}\))?|salt|auth|key)\*{0,2}["']?[ \t\x{A0}\x{2000}-\x{200A}\x{202F}]*(?:::|=|:=|:|=>)[ \t]*(?:(?:&|!!?)[A-Za-z0-9_-]{1,40}[ \t]+)?(?:"([^"\r\n]+)"|'([^'\r\n]+)'|`([^`\r\n]+)`|([\x21-\x7E&&[^"'`,;]]{1,300}))"#,
         accept_secret_value,
     ),
     Detector {
@@ -963,6 +963,24 @@ fn assignment_follows(bytes: &[u8], end: usize, in_a_cell: bool) -> bool {
             return true;
         }
     }
+    // `パスワード（ルーター）：X`: a qualifier in full-width brackets.
+    if bytes[qualified.min(bytes.len())..].starts_with("（".as_bytes()) {
+        let window = &bytes[qualified..bytes.len().min(qualified + 3 * 42)];
+        if let Some(offset) = memchr::memmem::find(window, "）".as_bytes())
+            && !window[..offset].contains(&b'\n')
+            && assignment_at(bytes, qualified + offset + 3, false)
+        {
+            return true;
+        }
+    }
+    // `Password 🔑: X`: an emoji after the name.
+    let mut past_emoji = qualified;
+    while let Some(c) = char_at(bytes, past_emoji).filter(|c| is_key_emoji(*c)) {
+        past_emoji += c.len_utf8();
+    }
+    if past_emoji > qualified && assignment_at(bytes, past_emoji, false) {
+        return true;
+    }
     if qualified > at {
         // Up to six more words of a name (`for the new office router`,
         // `for "wifi"`, `2`, `#2`).
@@ -988,9 +1006,10 @@ fn assignment_follows(bytes: &[u8], end: usize, in_a_cell: bool) -> bool {
                 break;
             }
             word_end = end;
-        }
-        if word_end > qualified && assignment_at(bytes, word_end, false) {
-            return true;
+            // `Пароль от роутера - X`: the `-` after a word is the operator.
+            if assignment_at(bytes, word_end, false) {
+                return true;
+            }
         }
     }
     if at < bytes.len() && matches!(bytes[at], b'"' | b'\'' | b'`') {
@@ -1018,16 +1037,19 @@ fn letter_len(bytes: &[u8], at: usize) -> Option<usize> {
     if bytes.get(at).is_none_or(|b| b.is_ascii()) {
         return None;
     }
-    let window = &bytes[at..bytes.len().min(at + 4)];
+    char_at(bytes, at)
+        .filter(|c| c.is_alphanumeric())
+        .map(char::len_utf8)
+}
+
+/// The character that starts at byte `at`, if one does.
+fn char_at(bytes: &[u8], at: usize) -> Option<char> {
+    let window = bytes.get(at..bytes.len().min(at + 4))?;
     let decoded = match std::str::from_utf8(window) {
         Ok(text) => text,
         Err(error) => std::str::from_utf8(&window[..error.valid_up_to()]).ok()?,
     };
-    decoded
-        .chars()
-        .next()
-        .filter(|c| c.is_alphanumeric())
-        .map(char::len_utf8)
+    decoded.chars().next()
 }
 
 /// Whether an assignment's operator starts at `at`, after blanks
@@ -1066,6 +1088,9 @@ fn collect_pattern(
 ) {
     let bytes = text.as_bytes();
     let offset = within.start;
+    // Where the values listed after the last secret end: a secret among
+    // them lists no more (`X1, X2, …` read once, not once per item).
+    let mut listed_until = 0;
     for captures in regex.captures_iter(&text[within]) {
         let whole = captures.get(0).expect("group 0 always matches");
         let whole = offset + whole.start()..offset + whole.end();
@@ -1112,7 +1137,15 @@ fn collect_pattern(
             }
             continue;
         }
+        let assignment = matches!(detector.kind, "password_assignment" | "secret_assignment");
         if secret.is_empty() || !accept(text, &secret) {
+            // `passwords: prod X, staging Y`: a label before the first value.
+            if assignment && let Some(value) = labelled_value(text, &secret) {
+                let listed = items_after(text, &value);
+                listed_until = listed.last().map_or(value.end, |item| item.end);
+                candidates.push((value, index));
+                candidates.extend(listed.into_iter().map(|item| (item, index)));
+            }
             continue;
         }
         let secret = if matches!(detector.kind, "password_assignment" | "password_statement") {
@@ -1125,9 +1158,14 @@ fn collect_pattern(
         let replacement = (detector.kind == "password_assignment")
             .then(|| struck_then_new(text, &secret))
             .flatten();
-        let listed = matches!(detector.kind, "password_assignment" | "secret_assignment")
-            .then(|| items_after(text, &secret))
-            .unwrap_or_default();
+        let listed = if assignment && secret.start >= listed_until {
+            items_after(text, &secret)
+        } else {
+            Vec::new()
+        };
+        if let Some(last) = listed.last() {
+            listed_until = last.end;
+        }
         candidates.push((secret, index));
         if let Some(new) = replacement {
             candidates.push((new, index));
@@ -1144,18 +1182,21 @@ fn items_after(text: &str, secret: &Range<usize>) -> Vec<Range<usize>> {
     // keeps a hostile line from growing the list without end.
     const MAX_ITEMS: usize = 1024;
     const SEPARATORS: &[&str] = &[
-        ",", ";", "、", "，", "；", "|", "·", "/", "and ", "or ", "und ", "oder ", "y ", "o ",
-        "et ", "ou ", "e ", "и ", "или ",
+        ",", ";", "、", "，", "；", "|", "·", "/", "(", "→", "->", "=>", "—", "–", "and ", "or ",
+        "vs. ", "vs ", "und ", "oder ", "y ", "o ", "et ", "ou ", "e ", "и ", "или ",
     ];
     const WRAPPERS: &[char] = &['"', '\'', '`', '*', '“', '”', '‘', '’'];
     let mut items = Vec::new();
     let mut end = secret.end;
+    let mut previous = secret.clone();
     while items.len() < MAX_ITEMS {
         // Past the closing quote or bold of the value before, and blanks.
-        let rest = text[end..]
-            .trim_start_matches(WRAPPERS)
-            .trim_start_matches([' ', '\t']);
-        let Some(after) = SEPARATORS.iter().find_map(|sep| rest.strip_prefix(sep)) else {
+        let after_value = text[end..].trim_start_matches(WRAPPERS);
+        let rest = after_value.trim_start_matches([' ', '\t']);
+        let spaced = rest.len() < after_value.len();
+        let separated = SEPARATORS.iter().find_map(|sep| rest.strip_prefix(sep));
+        // `token:: X1 X2`: blanks alone separate only values of one shape.
+        let Some(after) = separated.or(spaced.then_some(rest)) else {
             break;
         };
         let blank_after = after.trim_start_matches([' ', '\t']);
@@ -1164,27 +1205,108 @@ fn items_after(text: &str, secret: &Range<usize>) -> Vec<Range<usize>> {
             .iter()
             .find_map(|word| blank_after.strip_prefix(word))
             .map_or(blank_after, |rest| rest.trim_start_matches([' ', '\t']));
-        let value_at = blank_after.trim_start_matches(WRAPPERS);
-        let wrapped = value_at.len() < blank_after.len();
-        let start = text.len() - value_at.len();
-        let len = text[start..]
-            .bytes()
-            .take_while(|b| {
-                b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';' | b'|')
-            })
-            .count();
-        let mut item = before_sentence_end(text, start..start + len);
-        if wrapped {
-            let value = text[item.clone()].trim_end_matches('*');
-            item.end = item.start + value.len();
-        }
-        if !reads_as_a_listed_secret(text, &item) {
+        // `X (was Y)`, `X, old: Y`, `prod X, staging Y`: a label before a value.
+        let blank_after = without_value_label(blank_after);
+        let item = value_at(text, text.len() - blank_after.len());
+        // (`pass=X1 pass=X2`: the next item is an assignment of its own.)
+        let shaped_alike = || {
+            same_shape(&text[previous.clone()], &text[item.clone()])
+                && !text[item.clone()].contains('=')
+        };
+        if !reads_as_a_listed_secret(text, &item) || (separated.is_none() && !shaped_alike()) {
             break;
         }
         end = item.end;
+        previous = item.clone();
         items.push(item);
     }
     items
+}
+
+/// The value that starts at `start` (after its opening quote or bold, if
+/// any): printable ASCII up to a quote, a list separator or a blank.
+fn value_at(text: &str, start: usize) -> Range<usize> {
+    const WRAPPERS: &[char] = &['"', '\'', '`', '*', '“', '”', '‘', '’'];
+    let unwrapped = text[start..].trim_start_matches(WRAPPERS);
+    let wrapped = unwrapped.len() < text.len() - start;
+    let start = text.len() - unwrapped.len();
+    let len = unwrapped
+        .bytes()
+        .take_while(|b| {
+            b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b',' | b';' | b'|')
+        })
+        .count();
+    let mut item = before_sentence_end(text, start..start + len);
+    if wrapped {
+        let value = text[item.clone()].trim_end_matches('*');
+        item.end = item.start + value.len();
+    }
+    item
+}
+
+/// `passwords: prod X`: the value after a label that an assignment took
+/// for its value, if it reads as a secret.
+fn labelled_value(text: &str, label: &Range<usize>) -> Option<Range<usize>> {
+    let from_label = &text[label.start..];
+    let after = without_value_label(from_label);
+    if after.len() == from_label.len() {
+        return None;
+    }
+    let value = value_at(text, text.len() - after.len());
+    reads_as_a_listed_secret(text, &value).then_some(value)
+}
+
+/// Words that label a value listed after a secret: what it was, is, or
+/// where it is used (`X (was Y)`, `X, old: Y`, `prod X, staging Y`).
+const VALUE_LABELS: &[&str] = &[
+    "previously",
+    "previous",
+    "formerly",
+    "before",
+    "backup",
+    "alternative",
+    "alt",
+    "also",
+    "was",
+    "old",
+    "new",
+    "now",
+    "then",
+    "prev",
+    "production",
+    "prod",
+    "staging",
+    "stage",
+    "dev",
+    "test",
+    "live",
+];
+
+/// `text` without a value label at its start and the colon and blanks after it.
+fn without_value_label(text: &str) -> &str {
+    VALUE_LABELS
+        .iter()
+        .find_map(|label| {
+            let head = text.get(..label.len())?;
+            let rest = &text[label.len()..];
+            (head.eq_ignore_ascii_case(label) && rest.starts_with([':', ' ', '\t']))
+                .then(|| rest.trim_start_matches(':').trim_start_matches([' ', '\t']))
+        })
+        .unwrap_or(text)
+}
+
+/// Whether two values have letters of both cases and digits alike: two
+/// passwords side by side (`X1 X2`), not a password and a shell argument
+/// (`PASSWORD=123456 mysql:8.0`).
+fn same_shape(first: &str, second: &str) -> bool {
+    let shape = |value: &str| {
+        (
+            value.bytes().any(|b| b.is_ascii_uppercase()),
+            value.bytes().any(|b| b.is_ascii_lowercase()),
+            value.bytes().any(|b| b.is_ascii_digit()),
+        )
+    };
+    shape(first) == (true, true, true) && shape(second) == (true, true, true)
 }
 
 /// Whether an item listed after a secret reads as one itself: six
@@ -1906,8 +2028,10 @@ fn accept_authorization(text: &str, range: &Range<usize>) -> bool {
                 && !is_placeholder(value)
                 && !is_filler(value)
         }
+        // `use header Bearer X for prod`: a shorter value only with
+        // letters of both cases and digits, as a password would have.
         _ => {
-            value.len() >= 16
+            (value.len() >= 16 || same_shape(value, value))
                 && has_letter_and_digit(value)
                 && entropy(value) >= 3.0
                 && !is_placeholder(value)
@@ -1969,17 +2093,12 @@ fn accept_command_line_password(text: &str, range: &Range<usize>) -> bool {
 /// about the password (`password_min_length`, `password_file`) or is
 /// another word (`passenger`, `passwordless`).
 fn accept_password_value(text: &str, range: &Range<usize>) -> bool {
-    let Some(word) = password_word_of_key(text, range.start) else {
+    let Some(key) = password_word_of_key(text, range.start) else {
         return false;
     };
-    // `pass` alone also names a pass in a test report or a mountain pass (`Pass: Fail`),
-    // and some languages' words for a password are also a word, a key or a
-    // headword (`parola: ciao`, `clave: sol`, `heslo: Slovo`): under these
-    // a plain word or number is not taken for a password.
     let value = &text[range.clone()];
     let plain = value.chars().all(char::is_alphabetic) || value.bytes().all(|b| b.is_ascii_digit());
-    let ambiguous = ["pass", "parola", "clave", "heslo", "geslo"].contains(&word);
-    !(ambiguous && plain) && password_value_ok(text, range, false)
+    (key.plain_value_taken || !plain) && password_value_ok(text, range, false)
 }
 
 /// At most the last `max` bytes of the text before `end` (fewer to start on a
@@ -1993,17 +2112,54 @@ fn text_before(text: &str, end: usize, max: usize) -> &str {
     &text[start..end]
 }
 
+/// The verbs (and the words after them) a password statement ends in
+/// before its value, lower case.
+const STATEMENT_VERBS: &[&str] = &[
+    "is", "was", "es", "est", "ist", "lautet", "é", "è", "jest", "to", "är", "er", "je", "это",
+    "now", "still",
+];
+
 /// `the admin password is X`, `password for the db was X`, `密码：X`, `口令是X`.
 fn accept_password_statement(text: &str, range: &Range<usize>) -> bool {
     let before = text_before(text, range.start, 200)
         .trim_end_matches([' ', '\t', '"', '\'', '`', '“', '「']);
-    let after_cjk_word = ["密码", "密碼", "口令", "密钥", "密鑰"].iter().any(|word| {
-        before
-            .trim_end_matches([':', '：', '=', ' ', '\t'])
-            .trim_end_matches(['是', '为', '為'])
-            .trim_end_matches([' ', '\t'])
-            .ends_with(word)
-    });
+    let key = before
+        .trim_end_matches([':', '：', '=', ' ', '\t'])
+        .trim_end_matches(['是', '为', '為'])
+        .trim_end_matches([' ', '\t']);
+    // `密码（路由器）：X`: the word before its qualifier.
+    let key = key
+        .strip_suffix(['）', ')'])
+        .and_then(|inside| inside.rsplit_once(['（', '(']))
+        .map_or(key, |(word, _)| word.trim_end());
+    let after_cjk_word = ["密码", "密碼", "口令", "密钥", "密鑰"]
+        .iter()
+        .any(|word| key.ends_with(word));
+    let mut words = before.rsplit(char::is_whitespace).filter(|w| !w.is_empty());
+    let last_word = words.clone().next().unwrap_or("").to_lowercase();
+    // `note: password X`, without a verb: only a value shaped as a
+    // password is (letters of both cases and digits, eight or more).
+    let verb = STATEMENT_VERBS.contains(&last_word.trim_end_matches(':'))
+        || before.ends_with(':')
+        || after_cjk_word;
+    if !verb {
+        let value = &text[range.clone()];
+        return value.len() >= 8
+            && same_shape(value, value)
+            && !is_placeholder(value)
+            && !is_identifier_words(value)
+            && password_value_ok(text, range, false);
+    }
+    // Polish says `Hasło to X`; in English `password to` leads elsewhere.
+    if words
+        .next()
+        .is_some_and(|verb| verb.eq_ignore_ascii_case("to"))
+        && !words.next().is_some_and(|before_to| {
+            ["hasło", "hasła", "set", "changed"].contains(&before_to.to_lowercase().as_str())
+        })
+    {
+        return false;
+    }
     // After a CJK word an ASCII run is the value (Chinese prose around it is
     // not ASCII); in English a plain lowercase word is more often prose
     // (`the password is incorrect`).
@@ -2116,50 +2272,124 @@ const ABOUT_A_PASSWORD: &[&str] = &[
 
 /// The password word of the key before the value at `value_start`, when the
 /// key names a password itself.
-fn password_word_of_key(text: &str, value_start: usize) -> Option<&'static str> {
+fn password_word_of_key(text: &str, value_start: usize) -> Option<KeyWord> {
     let recent = text_before(text, value_start, 200);
     let line = without_node_mark(recent.rsplit('\n').next().unwrap_or(""));
-    let before =
-        line.trim_end_matches(|c: char| c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«~".contains(c));
-    password_word_ending(before).or_else(|| {
-        // The key before a qualifier: `password (prod)`, `password [prod]`,
-        // `the password for the router` (`for [[Router]]` too).
-        let unqualified = match before.chars().next_back() {
-            Some(')') => before.rsplit_once('(').map(|(key, _)| key),
-            Some(']') if !before.ends_with("]]") => before.rsplit_once('[').map(|(key, _)| key),
-            _ => {
-                let words: Vec<&str> = before.split_whitespace().collect();
-                // `password 2`, `password #2`: a numbered key.
-                if words.len() >= 2
-                    && let Some(last) = words.last()
-                    && last
-                        .trim_start_matches('#')
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                {
-                    let cut = before.trim_end().len() - last.len();
-                    return password_word_ending(before[..cut].trim_end());
-                }
-                // The nearest preposition after which the key ends in a
-                // password word (`wachtwoord voor de router`: not `de`).
-                return (1..=5)
-                    .filter(|&kept| words.len() >= kept + 2)
-                    .map(|kept| words.len() - kept - 1)
-                    .filter(|&at| is_qualifier_preposition(words[at]))
-                    .find_map(|at| {
-                        let preposition = words[at..].join(" ");
-                        let trimmed = before.trim_end();
-                        // The text before the preposition, as written.
-                        let cut = trimmed
-                            .len()
-                            .checked_sub(preposition.len())
-                            .filter(|&cut| trimmed.is_char_boundary(cut))?;
-                        password_word_ending(trimmed[..cut].trim_end())
-                    });
+    let before = line.trim_end_matches(|c: char| {
+        c.is_whitespace() || "\"'`*=:>：“「—–→-|‘«~".contains(c) || is_key_emoji(c)
+    });
+    if let Some(word) = password_word_ending(before) {
+        return Some(KeyWord::named(word));
+    }
+    // The key before a qualifier: `password (prod)`, `password [prod]`,
+    // `密码（路由器）`, `the password for the router` (`for [[Router]]` too).
+    let unqualified = match before.chars().next_back() {
+        Some(')') => before.rsplit_once('(').map(|(key, _)| key),
+        Some('）') => before.rsplit_once('（').map(|(key, _)| key),
+        Some(']') if !before.ends_with("]]") => before.rsplit_once('[').map(|(key, _)| key),
+        _ => {
+            let words: Vec<&str> = before.split_whitespace().collect();
+            // The text before the last `kept` words, as written.
+            let cut_before = |kept: usize| {
+                let trimmed = before.trim_end();
+                let tail = words[words.len() - kept..].join(" ");
+                let cut = trimmed.len().checked_sub(tail.len())?;
+                trimmed
+                    .is_char_boundary(cut)
+                    .then(|| trimmed[..cut].trim_end())
+            };
+            // `password 2`, `password #2`: a numbered key.
+            if words.len() >= 2
+                && let Some(last) = words.last()
+                && last
+                    .trim_start_matches('#')
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            {
+                return password_word_ending(cut_before(1)?).map(KeyWord::named);
             }
-        };
-        password_word_ending(unqualified?.trim_end())
-    })
+            // The nearest preposition after which the key ends in a
+            // password word (`wachtwoord voor de router`: not `de`).
+            let after_preposition = (1..=5)
+                .filter(|&kept| words.len() >= kept + 2)
+                .filter(|&kept| is_qualifier_preposition(words[words.len() - kept - 1]))
+                .find_map(|kept| password_word_ending(cut_before(kept + 1)?));
+            if let Some(word) = after_preposition {
+                return Some(KeyWord::named(word));
+            }
+            // A key of the password word and a few words naming what it
+            // opens, at the start of its line (`password wifi:`, `Passwort
+            // WLAN:`, `salasana reitittimeen:`, `mật khẩu đăng nhập:`); not
+            // words about the password (`password manager:`), and only a
+            // value that is more than a plain word or number.
+            return (1..=3).filter(|&kept| words.len() > kept).find_map(|kept| {
+                let adjuncts = &words[words.len() - kept..];
+                if adjuncts.iter().any(|word| names_a_property(word)) {
+                    return None;
+                }
+                let key = cut_before(kept)?;
+                let word = password_word_ending(key)?;
+                let key_start = key.len() - key_tail_len(key, word);
+                starts_its_line(&key[..key_start]).then_some(KeyWord {
+                    plain_value_taken: false,
+                })
+            });
+        }
+    };
+    password_word_ending(unqualified?.trim_end()).map(KeyWord::named)
+}
+
+/// A key that names a password: whether a plain word or number after it is
+/// taken for one.
+struct KeyWord {
+    plain_value_taken: bool,
+}
+
+impl KeyWord {
+    fn named(word: &'static str) -> Self {
+        // `pass` alone also names a pass in a test report or a mountain pass
+        // (`Pass: Fail`), and some languages' words for a password are also
+        // a word, a key or a headword (`parola: ciao`, `clave: sol`,
+        // `heslo: Slovo`).
+        let ambiguous = ["pass", "parola", "clave", "heslo", "geslo"].contains(&word);
+        Self {
+            plain_value_taken: !ambiguous,
+        }
+    }
+}
+
+/// An emoji written after a key (`Password 🔑:`).
+fn is_key_emoji(c: char) -> bool {
+    matches!(c as u32, 0x1F000..=0x1FAFF | 0x2600..=0x27BF | 0xFE0F | 0x2B00..=0x2BFF)
+}
+
+/// Whether a word after a password word names a property of the password
+/// (`password manager`, `Passwort Richtlinie` is not listed: a value
+/// must still be more than a plain word).
+fn names_a_property(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    let lower = lower.trim_matches(|c: char| !c.is_alphanumeric());
+    let singular = lower.strip_suffix('s').unwrap_or(lower);
+    ABOUT_A_PASSWORD.contains(&lower)
+        || ABOUT_A_PASSWORD.contains(&singular)
+        || ["is", "was", "are", "were", "has", "had", "not", "no"].contains(&lower)
+}
+
+/// How many bytes at the end of `key` the password `word` takes, as written
+/// (its lower case may be another length: `ŞİFRE`).
+fn key_tail_len(key: &str, word: &str) -> usize {
+    let chars = word.chars().filter(|c| *c != '\u{307}').count();
+    key.char_indices()
+        .rev()
+        .nth(chars.saturating_sub(1))
+        .map_or(key.len(), |(index, _)| key.len() - index)
+}
+
+/// Whether only list, quote, heading or emphasis marks come before `head`
+/// on its line.
+fn starts_its_line(head: &str) -> bool {
+    head.chars()
+        .all(|c| c.is_whitespace() || "-*+>#|_[]()x.0123456789".contains(c))
 }
 
 /// The text before a value without the YAML anchor or tag written before
@@ -2230,6 +2460,7 @@ fn password_word_ending(before: &str) -> Option<&'static str> {
         "passwd",
         "pass",
         "pwd",
+        "psk",
         "pw",
     ];
     let bytes = key.as_bytes();
@@ -2716,7 +2947,12 @@ fn key_names_a_secret(text: &str, start: usize) -> bool {
         .filter(char::is_ascii_alphanumeric)
         .collect::<String>()
         .to_ascii_lowercase();
-    let key = key.strip_suffix('s').unwrap_or(&key);
+    // `token_value`, `secret_string`: the secret's own value.
+    let key = ["value", "val", "string", "str"]
+        .iter()
+        .find_map(|suffix| key.strip_suffix(suffix))
+        .unwrap_or(&key);
+    let key = key.strip_suffix('s').unwrap_or(key);
     [
         "secret",
         "token",
@@ -2729,7 +2965,14 @@ fn key_names_a_secret(text: &str, start: usize) -> bool {
         "masterkey",
         "authkey",
         "credential",
+        "cred",
         "bearer",
+        "wifikey",
+        "wlankey",
+        "networkkey",
+        "wpakey",
+        "wpa2key",
+        "wepkey",
     ]
     .iter()
     .any(|word| key.ends_with(word))
@@ -3910,6 +4153,39 @@ mod tests {
                 "api keys: Xq7vLm29Rt85, Yq7vLm29Rt86",
                 &["Xq7vLm29Rt85", "Yq7vLm29Rt86"][..],
             ),
+            // A label before a value: what it was, or where it is used.
+            (
+                "password: Xq7vLm29Rt90 (was Yq7vLm29Rt91)",
+                &["Xq7vLm29Rt90", "Yq7vLm29Rt91"][..],
+            ),
+            (
+                "password: Xq7vLm29Rt92, old: Yq7vLm29Rt93 / previously Zq7vLm29Rt94",
+                &["Xq7vLm29Rt92", "Yq7vLm29Rt93", "Zq7vLm29Rt94"][..],
+            ),
+            (
+                "password: Xq7vLm29Rt95 → Yq7vLm29Rt96 — Zq7vLm29Rt97 vs Wq7vLm29Rt98",
+                &[
+                    "Xq7vLm29Rt95",
+                    "Yq7vLm29Rt96",
+                    "Zq7vLm29Rt97",
+                    "Wq7vLm29Rt98",
+                ][..],
+            ),
+            (
+                "passwords: prod Xq7vLm29Rt99, staging Yq7vLm29Rt00",
+                &["Xq7vLm29Rt99", "Yq7vLm29Rt00"][..],
+            ),
+            // Blanks alone separate two values of one shape.
+            (
+                "token:: Xq7vLm29Rt01Ab Yq7vLm29Rt02Ab\tZq7vLm29Rt03Ab",
+                &["Xq7vLm29Rt01Ab", "Yq7vLm29Rt02Ab", "Zq7vLm29Rt03Ab"][..],
+            ),
+            (
+                "PASSWORD=Xq7vLm29Rt04 mysql:8.0 --name db",
+                &["Xq7vLm29Rt04"][..],
+            ),
+            ("password: Xq7vLm29Rt05 (old one)", &["Xq7vLm29Rt05"][..]),
+            ("passwords: prod is in Bitwarden", &[][..]),
         ] {
             let found = find(text, &DetectorOptions::default());
             let values: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
@@ -3969,6 +4245,57 @@ mod tests {
 
     fn redacted(text: &str) -> String {
         redact(text, &DetectorOptions::default()).0
+    }
+
+    #[test]
+    fn a_key_naming_what_the_password_opens_is_read_as_a_password_key() {
+        let secret = "Xq7vLm29";
+        for key in [
+            "password wifi:",
+            "Passwort WLAN:",
+            "contraseña wifi:",
+            "- salasana reitittimeen:",
+            "jelszó a routerhez:",
+            "kata sandi router:",
+            "mật khẩu wifi:",
+            "Mật khẩu đăng nhập:",
+            "كلمة المرور للراوتر:",
+            "סיסמה לראוטר:",
+            "รหัสผ่าน wifi:",
+            "パスワード（ルーター）：",
+            "密码（路由器）：",
+            "密码 (路由器):",
+            "Пароль от роутера -",
+            "Password 🔑:",
+            "**password** 🔐:",
+            "psk:",
+            "wpa_psk =",
+            "WLAN key:",
+            "wifi key:",
+            "creds:",
+            "token_value:",
+            "note: password",
+            "use header Bearer",
+            "Hasło to",
+        ] {
+            let line = format!("{key} {secret}");
+            assert!(!redacted(&line).contains(secret), "{line}");
+        }
+        // Words about the password, a key inside a sentence, a plain value.
+        for kept in [
+            "password manager: Xq7vLm29",
+            "password strength: Xq7vLm29",
+            "Password rotation policy: Xq7vLm29",
+            "I changed the password wifi: Xq7vLm29",
+            "password wifi: later",
+            "password wifi: 12345678",
+            "the password Hello is weak",
+            "send the password to Xavier",
+            "password hashing with Argon2id",
+            "Bearer tokens expire",
+        ] {
+            assert_eq!(redacted(kept), kept);
+        }
     }
 
     #[test]
