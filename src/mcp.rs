@@ -489,14 +489,9 @@ fn open_session(options: &ServeOptions) -> Result<Session> {
             reranker: options.reranker.clone(),
             ann: options.ann,
             vectors: options.vectors,
-            // Served over a writing project, the vault tools see what some
-            // work may read, never a library no work binds.
-            hidden: match options.store {
-                Some(_) => Vec::new(),
-                None => {
-                    crate::assemble::unbound_libraries(&options.root).map_err(anyhow::Error::msg)?
-                }
-            },
+            // (Over a writing project the session hides every library no
+            // work binds, as on the command line.)
+            hidden: Vec::new(),
             store: options.store.clone(),
             embed_into_store: false,
         },

@@ -182,6 +182,10 @@ struct Place {
     policy: Arc<Policy>,
     /// The index folder (a view's, when folders are hidden).
     index_dir: Option<PathBuf>,
+    /// The folders outside the view: those asked for, and over a writing
+    /// project every library no work binds (no agent may read it through
+    /// `assemble`, so none reads it around it, on any face).
+    hidden: Vec<String>,
 }
 
 impl Place {
@@ -196,11 +200,16 @@ impl Place {
         if let Some(dir) = &index_dir {
             location::check_outside(&root, dir)?;
         }
-        let index_dir = index_dir.map(|dir| location::view_dir(dir, &choice.hidden));
+        let mut hidden = choice.hidden.clone();
+        hidden.extend(crate::assemble::unbound_libraries(&root).map_err(anyhow::Error::msg)?);
+        hidden.sort();
+        hidden.dedup();
+        let index_dir = index_dir.map(|dir| location::view_dir(dir, &hidden));
         Ok(Place {
             root,
             policy,
             index_dir,
+            hidden,
         })
     }
 
@@ -208,7 +217,7 @@ impl Place {
         let dir = self.index_dir.as_ref()?;
         let mut config = IndexConfig::new(dir.clone());
         config.progress = choice.progress.clone();
-        config.hidden = choice.hidden.clone();
+        config.hidden = self.hidden.clone();
         config.policy = Arc::clone(&self.policy);
         Some(config)
     }
@@ -334,7 +343,7 @@ impl Session {
         let (vault, store, update, index_error) = match opened {
             Ok((index, report)) => {
                 let mut vault = index.vault();
-                vault.set_hidden(choice.hidden.clone());
+                vault.set_hidden(place.hidden.clone());
                 vault.set_policy(Arc::clone(&place.policy));
                 (
                     vault,
@@ -347,7 +356,7 @@ impl Session {
                 Vault::load(
                     &place.root,
                     &VaultOptions {
-                        hidden: choice.hidden.clone(),
+                        hidden: place.hidden.clone(),
                         policy: Arc::clone(&place.policy),
                         ..VaultOptions::default()
                     },

@@ -908,6 +908,34 @@ fn a_review_file_replaces_nothing_but_an_earlier_copy() {
         common::fails(&output, 2, why);
         assert_eq!(snapshot(&root), before, "{target} changed the project");
     }
+    // A FIFO where the copy goes is refused, not waited on.
+    fs::write(
+        &recipe,
+        original.replace(&line, "review_file: \"works/{work}/fifo-{unit}.md\""),
+    )
+    .unwrap();
+    let fifo = root.join(format!("works/{WORK}/fifo-9.md"));
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let mut child = world
+        .cmd()
+        .current_dir(&root)
+        .arg("assemble")
+        .args(novel_args("continuation", "9", &[]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().ok();
+            panic!("assemble waited on a FIFO at the review copy's path");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    common::fails(&child.wait_with_output().unwrap(), 2, "is a FIFO");
+    fs::remove_file(&fifo).unwrap();
     // An earlier copy is replaced.
     fs::write(&recipe, &original).unwrap();
     ok_status(&run(&world, &root, &novel_args("continuation", "9", &[])));
@@ -1742,4 +1770,136 @@ fn candidates_and_slots_pass_the_same_gate_as_every_read() {
         assert!(!stdout(&output).contains(LEAK), "{agent}");
         assert!(!stderr(&output).contains(LEAK), "{agent}");
     }
+}
+
+/// A hidden field written however a reader would still read it as that
+/// field (emphasis, a block id, a link, an indent, invisible or full-width
+/// letters, another case, a remark, a Dataview field inside a shown
+/// section, a frontmatter key) and an outline entry of a future volume that
+/// numbers its chapters from 1 again never reach a purpose the schema hides
+/// them from; the purpose allowed to see them still does.
+#[test]
+fn a_hidden_field_however_spelt_and_a_future_entry_however_numbered_stay_hidden() {
+    let world = World::new();
+    let root = world.example("novel");
+    let card = root.join("works/青灯录/知识/人物/苏小满.md");
+    let mut text = fs::read_to_string(&card).unwrap();
+    let variants = [
+        "## **成长弧线**",
+        "## 成长弧线 ^arc",
+        "## [[成长弧线]]",
+        "   ## 成长弧线",
+        "## 成长\u{200b}弧线",
+        "## 成长&shy;弧线",
+        "## 成长弧线：旧稿",
+        "## 成长弧线 (old)",
+    ];
+    let mut marks = Vec::new();
+    for (n, heading) in variants.iter().enumerate() {
+        let mark = format!("VARIANT{n:02}");
+        text.push_str(&format!("\n{heading}\n\n{mark}。\n"));
+        marks.push(mark);
+    }
+    text.push_str("\n## 身份补充\n\n成长弧线:: INLINEFIELD。\n");
+    marks.push("INLINEFIELD".into());
+    let text = text.replacen("---\n类型", "---\n成长弧线 : FRONTKEY\n类型", 1);
+    marks.push("FRONTKEY".into());
+    fs::write(&card, text).unwrap();
+    let outline = root.join("works/青灯录/大纲.md");
+    let mut plan = fs::read_to_string(&outline).unwrap();
+    plan.push_str("\n### 第5章 重来\n\nFUTUREENTRY。\n");
+    fs::write(&outline, plan).unwrap();
+    marks.push("FUTUREENTRY".into());
+
+    let pack = |agent: &str, scenario: &str| {
+        ok(&run(
+            &world,
+            &root,
+            &novel_args(
+                scenario,
+                "8",
+                &["--agent", agent, "--budget", "60000", "--no-write"],
+            ),
+        ))
+    };
+    let writer = pack("writer", "continuation");
+    for mark in &marks {
+        assert!(!writer.contains(mark.as_str()), "the writer sees {mark}");
+    }
+    let planner = pack("planner", "planning");
+    for mark in &marks {
+        assert!(planner.contains(mark.as_str()), "the planner misses {mark}");
+    }
+}
+
+/// A file in a private folder under a cards folder is never opened, so
+/// neither the pack, its omission report nor the JSON list of what was read
+/// names it.
+#[test]
+fn a_file_in_a_private_folder_is_not_named_by_assemble() {
+    let world = World::new();
+    let root = world.example("novel");
+    let folder = root.join("works/青灯录/知识/人物/私密");
+    fs::create_dir_all(&folder).unwrap();
+    fs::write(
+        folder.join("lawyer-meeting-2024.md"),
+        "---\n类型: 人物\n名称: 某律师\n---\n## 身份\n\nPRIVATEFOLDERTEXT\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join(".ctxpack.yaml"),
+        "private:\n  folders: [\"works/青灯录/知识/人物/私密/\"]\n",
+    )
+    .unwrap();
+    for format in ["markdown", "json"] {
+        let output = run(
+            &world,
+            &root,
+            &novel_args(
+                "planning",
+                "8",
+                &[
+                    "--agent",
+                    "planner",
+                    "--budget",
+                    "60000",
+                    "--no-write",
+                    "--format",
+                    format,
+                ],
+            ),
+        );
+        let pack = ok(&output);
+        assert!(!pack.contains("PRIVATEFOLDERTEXT"), "{format}");
+        assert!(!pack.contains("lawyer-meeting"), "{format}: {pack}");
+    }
+}
+
+/// The vault tools on the command line over a writing project see what
+/// some work may read, as `serve` does: a library no work binds is not
+/// searched, packed or read by `get_note`'s door.
+#[test]
+fn the_command_line_vault_tools_do_not_see_an_unbound_library() {
+    let world = World::new();
+    let root = world.example("novel");
+    let vault = root.to_str().unwrap();
+    let search = ok(&world
+        .cmd()
+        .args(["search", "借物传情", "--format", "json", "--vault", vault])
+        .output()
+        .unwrap());
+    assert!(!search.contains("言情范式"), "{search}");
+    let pack = ok(&world
+        .cmd()
+        .args(["pack", "借物传情 随身小物", "--no-log", "--vault", vault])
+        .output()
+        .unwrap());
+    assert!(!pack.contains("随身小物承载"), "{pack}");
+    // Not vacuous: a bound library's card is found the same way.
+    let bound = ok(&world
+        .cmd()
+        .args(["search", "范式", "--format", "json", "--vault", vault])
+        .output()
+        .unwrap());
+    assert!(bound.contains("knowledge/"), "{bound}");
 }

@@ -87,7 +87,12 @@ pub(super) fn split_sections(body: &str, level: usize) -> (String, Vec<(String, 
 }
 
 fn heading_text<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
-    let rest = line.strip_prefix(marker)?;
+    // Up to three spaces may open a heading, as CommonMark (and Obsidian) read it.
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let rest = line[indent..].strip_prefix(marker)?;
     if rest.starts_with('#') {
         return None;
     }

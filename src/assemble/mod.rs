@@ -953,9 +953,30 @@ fn check_review_path(
     if let Some((path, what, _)) = among(project, rel, read) {
         return refuse(format!("is {what} or lies in it ({path})"));
     }
-    if let Ok(real) = project.resolve(rel)
-        && let Ok(existing) = std::fs::read(&real)
-    {
+    let Ok(real) = project.resolve(rel) else {
+        return Ok(());
+    };
+    // Opened without blocking: a FIFO or device at the path is refused,
+    // not waited on.
+    let existing = match crate::safe_fs::open_regular(&real) {
+        Ok(file) => Some(file),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => {
+            let what = std::fs::metadata(&real)
+                .ok()
+                .and_then(|meta| crate::safe_fs::special_kind(&meta.file_type()))
+                .map_or_else(
+                    || format!("cannot be read ({err})"),
+                    |kind| format!("is {kind}"),
+                );
+            return refuse(format!("exists and {what}, not an earlier review copy"));
+        }
+    };
+    if let Some(file) = existing {
+        use std::io::Read;
+        // The first line is all that is compared; a longer one is not a copy's.
+        let mut head = Vec::new();
+        let _ = file.take(64 * 1024).read_to_end(&mut head);
         let first_line = |bytes: &[u8]| -> Vec<u8> {
             bytes
                 .split(|&b| b == b'\n')
@@ -963,7 +984,7 @@ fn check_review_path(
                 .unwrap_or_default()
                 .to_vec()
         };
-        if first_line(&existing) != first_line(text.as_bytes()) {
+        if first_line(&head) != first_line(text.as_bytes()) {
             return refuse(
                 "exists and does not begin as this review copy does (delete it if it is an \
                  earlier copy in another style)"

@@ -546,6 +546,17 @@ impl Project {
             if self.resolve(&rel_child).is_err() {
                 continue;
             }
+            // A file in a private folder is never listed, so never opened
+            // nor named in a report (privacy.md promises as much).
+            let inside = real
+                .strip_prefix(&self.root)
+                .map(|t| t.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
+            if !is_dir
+                && (self.policy.is_private_path(&rel_child) || self.policy.is_private_path(&inside))
+            {
+                continue;
+            }
             entries.push(Entry {
                 is_dir,
                 name,

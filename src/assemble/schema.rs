@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::error::ProjectError;
 use super::project::Project;
+use crate::privacy::policy::{before_remark, field_name_key};
 
 /// `aiContext`: visible to every purpose, to none, or to those listed.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -26,6 +27,24 @@ impl AiContext {
             AiContext::All(all) => *all,
             AiContext::Only(purposes) => purposes.iter().any(|p| p == purpose),
             AiContext::NoSchema => false,
+        }
+    }
+}
+
+impl AiContext {
+    /// What both rules allow.
+    pub(crate) fn narrowest(&self, other: &AiContext) -> AiContext {
+        match (self, other) {
+            (AiContext::NoSchema, _) | (_, AiContext::NoSchema) => AiContext::NoSchema,
+            (AiContext::All(true), rule) | (rule, AiContext::All(true)) => rule.clone(),
+            (AiContext::All(false), _) | (_, AiContext::All(false)) => AiContext::All(false),
+            (AiContext::Only(these), AiContext::Only(those)) => AiContext::Only(
+                these
+                    .iter()
+                    .filter(|purpose| those.contains(purpose))
+                    .cloned()
+                    .collect(),
+            ),
         }
     }
 }
@@ -80,11 +99,23 @@ impl Schema {
             .chain([("(default)", &self.default)])
     }
 
-    pub(crate) fn rule(&self, field: &str) -> &AiContext {
-        self.rules
-            .iter()
-            .find(|(name, _)| name == field)
-            .map_or(&self.default, |(_, rule)| &rule.ai_context)
+    /// The rule for a field as a card writes its name: compared as a reader
+    /// sees it (`## **Notes** ^id`, `NOTES:`, `no&shy;tes` name `notes`),
+    /// else by its name before a remark (`## Notes (old)`); where two rules
+    /// name it alike, only what both allow is allowed.
+    pub(crate) fn rule(&self, field: &str) -> AiContext {
+        let matching = |key: &str| {
+            self.rules
+                .iter()
+                .filter(|(name, _)| field_name_key(name) == key)
+                .map(|(_, rule)| &rule.ai_context)
+                .fold(None, |narrowest: Option<AiContext>, rule| {
+                    Some(narrowest.map_or_else(|| rule.clone(), |n| n.narrowest(rule)))
+                })
+        };
+        matching(&field_name_key(field))
+            .or_else(|| before_remark(field).and_then(|name| matching(&field_name_key(name))))
+            .unwrap_or_else(|| self.default.clone())
     }
 }
 
@@ -140,7 +171,7 @@ impl Schemas {
     pub(crate) fn rule(&self, type_name: &str, field: &str) -> AiContext {
         self.by_type
             .get(type_name)
-            .map_or(AiContext::NoSchema, |schema| schema.rule(field).clone())
+            .map_or(AiContext::NoSchema, |schema| schema.rule(field))
     }
 
     /// Refuses a recipe that names a type (`what` says where) with no

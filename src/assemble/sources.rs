@@ -279,7 +279,7 @@ impl Context<'_> {
             Parsed::Skipped => return Ok(()),
         };
         for (title, body) in &doc.sections {
-            let rule = self.schemas.rule(schema, title);
+            let rule = field_rule(self.schemas, schema, title, body);
             let key = format!("{path}#{title}");
             if sink.visible(&rule, &key, schema, title, &path) {
                 sink.push(&key, Some(title.clone()), None, body.clone(), Keep::Head);
@@ -461,10 +461,14 @@ impl Context<'_> {
             group.overview.clone(),
             None,
         );
+        // Only the groups up to the current one: an entry of a later group is
+        // part of the future however it is numbered (a volume that starts
+        // again at 1).
         let previous = self
             .outline
             .groups
             .iter()
+            .take(current + 1)
             .flat_map(|g| &g.entries)
             .filter(|e| {
                 e.number < self.unit
@@ -562,19 +566,13 @@ impl Context<'_> {
             }
             let text = doc::value_text(value, self.separator);
             if !text.is_empty() {
-                fields.push((
-                    key.to_string(),
-                    text,
-                    self.schemas.rule(&card.type_name, key),
-                ));
+                let rule = field_rule(self.schemas, &card.type_name, key, &text);
+                fields.push((key.to_string(), text, rule));
             }
         }
         for (title, text) in &card.doc.sections {
-            fields.push((
-                title.clone(),
-                text.clone(),
-                self.schemas.rule(&card.type_name, title),
-            ));
+            let rule = field_rule(self.schemas, &card.type_name, title, text);
+            fields.push((title.clone(), text.clone(), rule));
         }
         if let Some(only) = only {
             fields.retain(|(name, _, _)| only.contains(name));
@@ -1087,4 +1085,15 @@ impl Sink<'_, '_> {
             priority: (self.spec.priority, position),
         });
     }
+}
+
+/// A field's rule, narrowed by the rules of the Dataview fields its text
+/// writes (`notes:: x` inside a visible section is the field `notes` to
+/// Dataview): a field shown whole may not show another field's value.
+fn field_rule(schemas: &Schemas, type_name: &str, name: &str, text: &str) -> AiContext {
+    crate::parse::reader::inline_fields(text, &[])
+        .iter()
+        .fold(schemas.rule(type_name, name), |rule, (key, _)| {
+            rule.narrowest(&schemas.rule(type_name, key))
+        })
 }

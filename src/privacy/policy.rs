@@ -195,7 +195,7 @@ pub struct Policy {
     /// [`Policy::load`]).
     obsidian: ObsidianSettings,
     /// Frontmatter keys that make a note private whatever their value: a
-    /// writing project's fields hidden from some purpose.
+    /// writing project's fields hidden from some purpose, as [`field_name_key`] reads them.
     restricted_keys: Vec<String>,
     fingerprint: String,
 }
@@ -287,7 +287,7 @@ impl Policy {
             keys.join("\u{1f}")
         );
         self.fingerprint = blake3::hash(text.as_bytes()).to_hex()[..16].to_string();
-        self.restricted_keys = keys;
+        self.restricted_keys = keys.iter().map(|key| field_name_key(key)).collect();
     }
 
     /// What the vault's `.obsidian` settings say.
@@ -356,7 +356,7 @@ impl Policy {
             .private
             .tags
             .iter()
-            .map(|t| tag_key(t.trim_start_matches('#')))
+            .map(|t| tag_key(t.trim().trim_start_matches('#')))
             .collect();
         let canonical = serde_json::to_string(&file).unwrap_or_default();
         // The analysis version too: a note indexed under other texts is
@@ -387,10 +387,15 @@ impl Policy {
     /// Whether the file at `rel_path` lies in a private folder.
     pub fn is_private_path(&self, rel_path: &str) -> bool {
         self.folders.as_ref().is_some_and(|folders| {
+            // As git reads its ignore rules: nothing under a private folder
+            // is made public again by a `!` rule (`["journal/", "!*.md"]`).
             let matches = |path: &str| {
-                folders
-                    .matched_path_or_any_parents(Path::new("/").join(path), false)
-                    .is_ignore()
+                let path = Path::new("/").join(path);
+                path.ancestors()
+                    .skip(1)
+                    .take_while(|folder| *folder != Path::new("/"))
+                    .any(|folder| folders.matched(folder, true).is_ignore())
+                    || folders.matched(&path, false).is_ignore()
             };
             // A name synced from macOS is decomposed (NFD) where the rule
             // was typed composed, or the other way round: both are read
@@ -707,9 +712,8 @@ impl Policy {
     }
 
     fn is_restricted_key(&self, key: &str) -> bool {
-        self.restricted_keys
-            .iter()
-            .any(|restricted| restricted.eq_ignore_ascii_case(key.trim()))
+        // Compared as shown, as a project's schemas name fields.
+        !self.restricted_keys.is_empty() && self.restricted_keys.contains(&field_name_key(key))
     }
 
     /// Whether `tag` (with or without `#`) is a private tag or nested in one.
@@ -732,12 +736,8 @@ impl Policy {
         // share)`, `## Private: personal`, `## Private - notes`, `## Private,
         // do not share`, `## Private [x]`, `## Private/personal`) is one;
         // `## Private equity` is not.
-        const REMARK: &[&str] = &[
-            "(", "（", ":", "：", " - ", " – ", " — ", "|", "｜", ",", "，", "[", "/", "／",
-        ];
-        if let Some(at) = REMARK.iter().filter_map(|mark| heading.find(mark)).min()
-            && at > 0
-            && self.is_private_heading(heading[..at].trim_end())
+        if let Some(name) = before_remark(heading)
+            && self.is_private_heading(name)
         {
             return true;
         }
@@ -755,6 +755,25 @@ impl Policy {
                                 .contains(&crate::text::fold(&without_glued_symbols(words))))
                 })
     }
+}
+
+/// A heading's name before a remark written after it (`Private (do not
+/// share)`, `Private: personal`, `Private - notes`, `Private, do not share`,
+/// `Private [x]`, `Private/personal`), if one is.
+pub(crate) fn before_remark(heading: &str) -> Option<&str> {
+    const REMARK: &[&str] = &[
+        "(", "（", ":", "：", " - ", " – ", " — ", "|", "｜", ",", "，", "[", "/", "／",
+    ];
+    let at = REMARK.iter().filter_map(|mark| heading.find(mark)).min()?;
+    (at > 0).then(|| heading[..at].trim_end())
+}
+
+/// How a heading or a key names a field, as a reader sees it: without
+/// emphasis, link brackets, a block id, a closing colon, invisible
+/// characters or character references, in any case or width
+/// (`## **Notes** ^id`, `ＮＯＴＥＳ:` and `no&shy;tes` all name `notes`).
+pub(crate) fn field_name_key(name: &str) -> String {
+    crate::text::fold(&heading_words(name, false))
 }
 
 /// The reason given for a note whose frontmatter cannot be read at all.
@@ -1057,6 +1076,13 @@ fn folder_pattern_lines(pattern: &str) -> Result<Vec<String>, PolicyError> {
     while let Some(rest) = rule.strip_prefix("./") {
         rule = rest;
     }
+    if rule.is_empty() || rule == "/" {
+        return Err(format!(
+            "private folder pattern '{pattern}': a blank rule names no folder (a typo must not \
+             leave a folder public unseen); write the folder, as `journal/`"
+        )
+        .into());
+    }
     if rule.starts_with('~') || rule.split(['/', '\\']).any(|part| part == "..") {
         return Err(format!(
             "private folder pattern '{pattern}': a folder rule is a path inside the vault (as `journal/`), not `~` or `..`"
@@ -1100,6 +1126,20 @@ mod tests {
         assert!(policy.is_private_path("JOURNAL/x.md"));
         assert!(policy.is_private_path("clients/acme/notes.md"));
         assert!(!policy.is_private_path("Journals/x.md"));
+    }
+
+    #[test]
+    fn nothing_under_a_private_folder_is_made_public_again_and_blank_rules_are_refused() {
+        let policy = Policy::parse("private:\n  folders: [\"journal/\", \"!*.md\"]\n").unwrap();
+        assert!(policy.is_private_path("journal/j.md"));
+        assert!(policy.is_private_path("journal/2024/j.md"));
+        assert!(!policy.is_private_path("notes/j.md"));
+        for blank in ["\"\"", "\" \"", "\"/\"", "\"./\""] {
+            let error = Policy::parse(&format!("private:\n  folders: [{blank}]\n")).unwrap_err();
+            assert!(error.to_string().contains("blank rule"), "{blank}: {error}");
+        }
+        let policy = Policy::parse("private:\n  tags: [\" diary\"]\n").unwrap();
+        assert!(policy.is_private_tag("#diary"));
     }
 
     #[test]

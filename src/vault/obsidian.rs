@@ -117,11 +117,21 @@ impl ObsidianSettings {
         if rules.excluded_files
             && let Some(json) = settings.json(root, APP_FILE)
         {
-            let filters = json
-                .get("userIgnoreFilters")
-                .and_then(|v| v.as_array())
-                .cloned()
-                .unwrap_or_default();
+            let filters = match json.get("userIgnoreFilters") {
+                None | Some(serde_json::Value::Null) => Vec::new(),
+                Some(serde_json::Value::Array(filters)) => filters.clone(),
+                Some(other) => {
+                    settings.problems.push((
+                        APP_FILE.to_string(),
+                        format!(
+                            "`userIgnoreFilters` is {}, not a list of filters; no file is \
+                             excluded by it",
+                            json_kind(other)
+                        ),
+                    ));
+                    Vec::new()
+                }
+            };
             for filter in filters.iter().take(MAX_FILTERS) {
                 match filter.as_str().map(str::trim) {
                     // `/…/` is a regular expression in Obsidian.
@@ -141,7 +151,14 @@ impl ObsidianSettings {
                             settings.excluded.push(text);
                         }
                     }
-                    _ => {}
+                    Some(_) => {}
+                    None => settings.problems.push((
+                        APP_FILE.to_string(),
+                        format!(
+                            "excluded-files filter {filter} is {}, not text; ignored",
+                            json_kind(filter)
+                        ),
+                    )),
                 }
             }
             settings.read.push((
@@ -363,6 +380,18 @@ fn folder(text: &str) -> Option<String> {
     (!trimmed.is_empty() && trimmed != ".").then(|| trimmed.to_string())
 }
 
+/// What kind of JSON value `value` is, for a message.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "true or false",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "text",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,6 +562,29 @@ mod tests {
             problems[2],
             (APP_FILE, "not a JSON object; its settings ignored")
         );
+    }
+
+    #[test]
+    fn excluded_files_filters_of_another_type_are_problems() {
+        for (json, problem) in [
+            (
+                r#"{"userIgnoreFilters": "drafts/"}"#,
+                "`userIgnoreFilters` is text, not a list of filters; no file is excluded by it",
+            ),
+            (
+                r#"{"userIgnoreFilters": ["Archive/", 7]}"#,
+                "excluded-files filter 7 is a number, not text; ignored",
+            ),
+        ] {
+            let dir = vault(&[(APP_FILE, json)]);
+            let root = dir.path().canonicalize().unwrap();
+            let settings = ObsidianSettings::read(&root, &ObsidianRules::default());
+            assert_eq!(
+                settings.problems,
+                vec![(APP_FILE.to_string(), problem.to_string())],
+                "{json}"
+            );
+        }
     }
 
     #[test]
