@@ -475,6 +475,25 @@ fn increments_only_add_and_the_judge_sees_exactly_the_writer_baseline() {
     }
 }
 
+/// Runs `command` to its end, failing with `hung` if it takes over a
+/// minute (a read of a FIFO would block it for ever).
+fn within_a_minute(command: &mut std::process::Command, hung: impl Fn() -> String) -> Output {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().ok();
+            panic!("{}", hung());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn unbound_library_is_never_opened() {
     let world = World::new();
@@ -489,28 +508,16 @@ fn unbound_library_is_never_opened() {
     }
     fs::write(unbound.join("sub.txt"), "x").ok();
     for (agent, scenario) in PIPELINE {
-        let mut child = world
-            .cmd()
-            .current_dir(&root)
-            .arg("assemble")
-            .args(novel_args(
-                scenario,
-                "8",
-                &["--agent", agent, "--format", "json", "--no-write"],
-            ))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(60) {
-                child.kill().ok();
-                panic!("{agent}: assemble hung: it opened the unbound library");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let report = json(&child.wait_with_output().unwrap());
+        let mut command = world.cmd();
+        command.current_dir(&root).arg("assemble").args(novel_args(
+            scenario,
+            "8",
+            &["--agent", agent, "--format", "json", "--no-write"],
+        ));
+        let output = within_a_minute(&mut command, || {
+            format!("{agent}: assemble hung: it opened the unbound library")
+        });
+        let report = json(&output);
         let read: Vec<&str> = report["read"]
             .as_array()
             .unwrap()
@@ -917,24 +924,15 @@ fn a_review_file_replaces_nothing_but_an_earlier_copy() {
     let fifo = root.join(format!("works/{WORK}/fifo-9.md"));
     let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
-    let mut child = world
-        .cmd()
+    let mut command = world.cmd();
+    command
         .current_dir(&root)
         .arg("assemble")
-        .args(novel_args("continuation", "9", &[]))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().ok();
-            panic!("assemble waited on a FIFO at the review copy's path");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    common::fails(&child.wait_with_output().unwrap(), 2, "is a FIFO");
+        .args(novel_args("continuation", "9", &[]));
+    let output = within_a_minute(&mut command, || {
+        "assemble waited on a FIFO at the review copy's path".into()
+    });
+    common::fails(&output, 2, "is a FIFO");
     fs::remove_file(&fifo).unwrap();
     // An earlier copy is replaced.
     fs::write(&recipe, &original).unwrap();
