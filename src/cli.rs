@@ -1385,13 +1385,28 @@ fn store_target(
             .unwrap_or_default(),
         (None, None) => String::new(),
     };
-    if vault.is_empty() || vault.len() > 200 || vault.chars().any(char::is_control) {
+    if vault.is_empty() {
         return Err(Failure::Usage(
             "name the vault in the store with --vault-id ID (or give --vault PATH)".into(),
         ));
     }
+    if vault.len() > MAX_VAULT_ID_BYTES || vault.chars().any(char::is_control) {
+        return Err(Failure::Usage(format!(
+            "the vault's id in the store (--vault-id, or else the vault folder's name) must be \
+             at most {MAX_VAULT_ID_BYTES} bytes with no control character; this one is {} bytes{}",
+            vault.len(),
+            if vault.chars().any(char::is_control) {
+                " and holds a control character"
+            } else {
+                ""
+            }
+        )));
+    }
     Ok(Some(crate::session::StoreTarget { url, vault }))
 }
+
+/// The longest vault id a store takes, in bytes.
+const MAX_VAULT_ID_BYTES: usize = 200;
 
 /// The store `assemble` ranks a project's libraries from: `--store` (or
 /// `CTXPACK_STORE`), under the id `--vault-id` or the project folder's name.

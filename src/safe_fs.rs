@@ -83,13 +83,144 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Why a path the walk listed is not read: a symlink stands on it now (on
+/// the file or on a folder above it), swapped in since the walk judged it.
+/// Passing: the next walk sees the link and judges it as any other.
+pub(crate) const SWAPPED_FOR_A_LINK: &str =
+    "a symlink stands on its path now (it changed while being read); skipped";
+
+impl ReadError {
+    /// Whether the file changed under the read (so a later walk must read
+    /// it again, whatever its size and time say).
+    pub(crate) fn is_passing(&self) -> bool {
+        self.0 == SWAPPED_FOR_A_LINK
+    }
+}
+
+/// Opens `path` (whose every component the caller holds to be a real
+/// folder or file: a canonical root and a path the walk listed) only if
+/// no symlink stands on it now, and only a regular file, without
+/// blocking. The walk judged each symlink by its target; one swapped in
+/// between the walk and the read (for the note, or for a folder above it)
+/// would otherwise lead the read outside the vault or into a private
+/// folder.
+pub(crate) fn open_regular_unlinked(path: &Path) -> io::Result<File> {
+    let file = open_unlinked(path)?;
+    if let Some(kind) = special_kind(&file.metadata()?.file_type()) {
+        return Err(not_regular(kind));
+    }
+    Ok(file)
+}
+
+#[cfg(target_os = "linux")]
+fn open_unlinked(path: &Path) -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // `struct open_how` of linux/openat2.h (libc's is non-exhaustive).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `name` is NUL-terminated and `how` is the kernel's layout,
+    // its size passed with it; a descriptor returned is owned here.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            name.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a fresh descriptor of the file just opened.
+        return Ok(unsafe { File::from_raw_fd(fd as i32) });
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ELOOP) => Err(swapped_for_a_link()),
+        // A kernel before 5.6, or a sandbox refusing the call: the file
+        // itself opened without following a link, then where it really is
+        // checked.
+        Some(libc::ENOSYS | libc::EPERM) => {
+            let file = open_no_follow(path, flags)?;
+            use std::os::fd::AsRawFd;
+            let real =
+                fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "cannot tell whether a symlink stands on its path; skipped",
+                    )
+                })?;
+            if real != path {
+                return Err(swapped_for_a_link());
+            }
+            Ok(file)
+        }
+        _ => Err(err),
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn open_unlinked(path: &Path) -> io::Result<File> {
+    let file = open_no_follow(path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?;
+    // No way to ask the kernel for a walk without links: the path is read
+    // back as the system resolves it, the file once opened.
+    if fs::canonicalize(path)? != path {
+        return Err(swapped_for_a_link());
+    }
+    Ok(file)
+}
+
+#[cfg(not(unix))]
+fn open_unlinked(path: &Path) -> io::Result<File> {
+    if fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(swapped_for_a_link());
+    }
+    open_regular(path)
+}
+
+#[cfg(unix)]
+fn open_no_follow(path: &Path, flags: i32) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            Some(libc::ELOOP) => swapped_for_a_link(),
+            _ => err,
+        })
+}
+
+fn swapped_for_a_link() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, SWAPPED_FOR_A_LINK)
+}
+
 /// Reads at most `max_bytes` of the regular file at `path`; a larger file
 /// is an error naming its size and the limit.
 pub(crate) fn read_bytes(
     path: &Path,
     max_bytes: u64,
 ) -> Result<(Vec<u8>, fs::Metadata), ReadError> {
-    let file = open_regular(path).map_err(|err| ReadError(describe(&err)))?;
+    read_opened(open_regular(path), max_bytes)
+}
+
+fn read_opened(
+    file: io::Result<File>,
+    max_bytes: u64,
+) -> Result<(Vec<u8>, fs::Metadata), ReadError> {
+    let file = file.map_err(|err| ReadError(describe(&err)))?;
     let meta = file
         .metadata()
         .map_err(|err| ReadError(format!("cannot read: {err}")))?;
@@ -114,7 +245,21 @@ pub(crate) fn read_bytes(
 /// Reads the regular file at `path` as UTF-8 text of at most `max_bytes`,
 /// refusing binary files (a NUL byte anywhere) and invalid UTF-8.
 pub(crate) fn read_text(path: &Path, max_bytes: u64) -> Result<(String, fs::Metadata), ReadError> {
-    let (mut bytes, meta) = read_bytes(path, max_bytes)?;
+    text_of(read_bytes(path, max_bytes)?)
+}
+
+/// [`read_text`] of a path no symlink may stand on (see
+/// [`open_regular_unlinked`]).
+pub(crate) fn read_text_unlinked(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<(String, fs::Metadata), ReadError> {
+    text_of(read_opened(open_regular_unlinked(path), max_bytes)?)
+}
+
+fn text_of(
+    (mut bytes, meta): (Vec<u8>, fs::Metadata),
+) -> Result<(String, fs::Metadata), ReadError> {
     if memchr::memchr(0, &bytes).is_some() {
         return Err(ReadError(
             "binary file (contains NUL bytes); skipped".into(),

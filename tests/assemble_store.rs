@@ -859,3 +859,61 @@ fn private_cards_and_broken_recipes_fail_closed() {
         broken.rows("SELECT count(*)::text FROM pg_tables WHERE tablename LIKE 'ctxpack%'");
     assert_eq!(tables, vec![vec![Some("0".to_string())]]);
 }
+
+/// Nothing inside a private folder is named in the store: no row for a
+/// folder or file in it, and no symlink row leading into it (the folder's
+/// own door lists none of it either).
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn nothing_inside_a_private_folder_is_named_in_the_store() {
+    let pg = Pg::fresh("assemble_private_names");
+    let world = World::new();
+    let root = world.example("novel");
+    fs::write(
+        root.join(".ctxpack.yaml"),
+        "private:\n  folders: [\"journal/\"]\n",
+    )
+    .unwrap();
+    let deep = root.join("journal/clients/AcmeMerger-2b7e");
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("plan.md"), "# plan\n\nsecret plan\n").unwrap();
+    fs::write(root.join("journal/contract-9d1f.pdf"), "pdf").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("../journal/clients", root.join("works/shortcut")).unwrap();
+    sync(&world, &pg.url, &root, "novel");
+    let named: Vec<Vec<Option<String>>> = pg
+        .rows("SELECT path, coalesce(target, '') FROM ctxpack_project_entries")
+        .into_iter()
+        .filter(|row| {
+            row.iter()
+                .flatten()
+                .any(|cell| cell.starts_with("journal") || cell.contains("shortcut"))
+        })
+        .collect();
+    assert!(named.is_empty(), "{named:?}");
+    // The project is assembled from the store as from the folder.
+    let args = [
+        "--work",
+        WORK,
+        "--scenario",
+        "continuation",
+        "--chapter",
+        "8",
+        "--intent",
+        INTENT,
+        "--format",
+        "json",
+    ];
+    let store = from_store(&world, &pg.url, "novel", &args);
+    let mut folder_args = args.to_vec();
+    folder_args.push("--no-write");
+    assert_same(
+        &from_folder(&world, &root, &folder_args),
+        &store,
+        "continuation",
+    );
+    assert!(!String::from_utf8_lossy(&store.stdout).contains("AcmeMerger"));
+}

@@ -1406,3 +1406,37 @@ fn local_files_are_read_bounded_and_the_vault_is_never_a_cache() {
         "a cache was written in the vault"
     );
 }
+
+/// A vault id the store cannot take is refused saying why, not as if none
+/// had been given (before any connection is tried).
+#[test]
+fn a_vault_id_too_long_or_with_a_control_character_is_refused_saying_so() {
+    let world = World::new();
+    let vault = world.path().join("vault");
+    fs::create_dir_all(&vault).unwrap();
+    fs::write(vault.join("a.md"), "# a\n\nx\n").unwrap();
+    let store = "postgres://nobody@127.0.0.1:1/none";
+    let long = "x".repeat(201);
+    for (id, why) in [
+        (long.as_str(), "this one is 201 bytes"),
+        ("tab\there", "holds a control character"),
+    ] {
+        let output = world
+            .cmd()
+            .args([
+                "index",
+                "--store",
+                store,
+                "--model",
+                "none",
+                "--vault-id",
+                id,
+                "--vault",
+            ])
+            .arg(&vault)
+            .output()
+            .unwrap();
+        common::fails(&output, 2, "at most 200 bytes with no control character");
+        common::fails(&output, 2, why);
+    }
+}

@@ -1755,3 +1755,126 @@ fn a_note_of_links_ranks_below_the_note_that_explains_in_both_stores() {
         "{from_store}"
     );
 }
+
+/// A sync that read the policy, then waited for the vault's lock while
+/// the policy changed, does not write what it read under the older one (a
+/// folder since made private) into the store: it runs again, the policy
+/// read afresh.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_sync_overtaken_by_a_policy_change_writes_nothing_the_new_policy_hides() {
+    let pg = Pg::fresh("overtaken");
+    let world = World::new();
+    let vault = world.path().join("vault");
+    write(&vault.join("notes/a.md"), b"# a\n\nwombat public\n");
+    write(
+        &vault.join("clients/acme.md"),
+        b"# acme\n\nwombat ACME-7f1c merger\n",
+    );
+    let index = || {
+        let mut command = world.cmd();
+        command
+            .args([
+                "index",
+                "--store",
+                &pg.url,
+                "--model",
+                "none",
+                "--vault-id",
+                "vx",
+                "--vault",
+            ])
+            .arg(&vault);
+        command
+    };
+    ok(&index().output().unwrap());
+
+    // Another session holds the vault's lock, as a sync in progress would.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let url = pg.url.clone();
+    let holder = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                client
+                    .batch_execute(
+                        "SELECT pg_advisory_lock(hashtextextended('ctxpack vault vx', 0))",
+                    )
+                    .await
+                    .unwrap();
+                tokio::task::spawn_blocking(move || released.recv())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                client
+                    .batch_execute("SELECT pg_advisory_unlock_all()")
+                    .await
+                    .unwrap();
+            });
+    });
+    let waiting = || {
+        pg.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]
+            .as_deref()
+            == Some("1")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pg.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")[0][0]
+        .as_deref()
+        != Some("1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock was never taken"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stale = index()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !waiting() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sync never waited for the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The sync read the policy and waits: the folder turns private.
+    write(
+        &vault.join(".ctxpack.yaml"),
+        b"private:\n  folders: [\"clients/\"]\n",
+    );
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    let report = ok(&stale.wait_with_output().unwrap());
+    assert!(report.contains("vault 'vx'"), "{report}");
+
+    let found = ok(&world
+        .cmd()
+        .current_dir("/")
+        .args([
+            "search",
+            "wombat",
+            "--store",
+            &pg.url,
+            "--vault-id",
+            "vx",
+            "--model",
+            "none",
+        ])
+        .output()
+        .unwrap());
+    assert!(!found.contains("ACME-7f1c"), "{found}");
+    assert!(found.contains("notes/a.md"), "{found}");
+    let stored = pg.rows("SELECT path FROM ctxpack_notes WHERE path LIKE 'clients/%'");
+    assert!(stored.is_empty(), "{stored:?}");
+}

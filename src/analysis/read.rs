@@ -122,8 +122,78 @@ pub(crate) fn read_and_parse(
             (entry, (!is_role).then_some(prepared))
         }
         Err(problem) => {
+            if problem.is_passing() {
+                // Not the file the walk saw: no stat of it stands, so the
+                // next walk reads the path again.
+                entry.size = 0;
+                entry.mtime_ns = 0;
+            }
             entry.problems.push(problem.to_string());
             (entry, None)
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    /// A note (or its folder) swapped for a symlink between the walk and
+    /// the read: the walk judged a regular file, so the link is not
+    /// followed, and the stat the walk took does not stand.
+    #[test]
+    fn a_symlink_swapped_in_after_the_walk_is_not_followed() {
+        let world = tempfile::tempdir().unwrap();
+        let base = world.path().canonicalize().unwrap();
+        let root = base.join("vault");
+        fs::create_dir_all(root.join("notes")).unwrap();
+        fs::create_dir_all(root.join("journal")).unwrap();
+        fs::write(base.join("outside.md"), "# o\n\nOUTSIDE kumquat\n").unwrap();
+        fs::write(root.join("journal/a.md"), "# j\n\nJOURNAL kumquat\n").unwrap();
+        fs::write(root.join("notes/a.md"), "# a\n\npublic kumquat\n").unwrap();
+        fs::write(
+            root.join(".ctxpack.yaml"),
+            "private:\n  folders: [\"journal/\"]\n",
+        )
+        .unwrap();
+        let policy = Policy::load(&root).unwrap();
+        let walked = walk::walk(&root, &[]);
+        let found = walked
+            .files
+            .iter()
+            .find(|f| f.rel_path == "notes/a.md")
+            .unwrap()
+            .clone();
+        let pending = Pending {
+            stat: found.stat,
+            found,
+            previous_hash: None,
+        };
+        let (entry, prepared) = read_and_parse(&root, &pending, 1 << 20, &policy);
+        assert!(prepared.unwrap().text.contains("public kumquat"));
+        assert_ne!(entry.size, 0);
+
+        let expect_refused = |what: &str| {
+            let (entry, prepared) = read_and_parse(&root, &pending, 1 << 20, &policy);
+            assert!(prepared.is_none(), "{what}: read through the link");
+            assert_eq!(
+                entry.problems,
+                [crate::safe_fs::SWAPPED_FOR_A_LINK],
+                "{what}"
+            );
+            assert_eq!((entry.size, entry.mtime_ns), (0, 0), "{what}");
+        };
+        // The note itself, to a file outside the vault.
+        fs::rename(root.join("notes/a.md"), base.join("a.real")).unwrap();
+        symlink(base.join("outside.md"), root.join("notes/a.md")).unwrap();
+        expect_refused("the note swapped for a link out of the vault");
+        // Its folder, to the private folder holding a note of that name.
+        fs::remove_file(root.join("notes/a.md")).unwrap();
+        fs::rename(base.join("a.real"), root.join("notes/a.md")).unwrap();
+        fs::rename(root.join("notes"), base.join("notes.real")).unwrap();
+        symlink("journal", root.join("notes")).unwrap();
+        expect_refused("the folder swapped for a link into a private folder");
     }
 }

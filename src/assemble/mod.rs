@@ -301,6 +301,14 @@ pub(crate) fn project_image(
     Ok(stored::image(root, policy)?.map(|image| (image.entries, image.libraries)))
 }
 
+/// The libraries of [`project_image`], without reading the project's tree.
+pub(crate) fn project_libraries(
+    root: &Path,
+    policy: &crate::privacy::Policy,
+) -> Result<Option<Vec<(String, String)>>, ProjectError> {
+    stored::synced_libraries(root, policy)
+}
+
 /// The library vaults (name, generation) the ranking read, with the pack.
 type Seen = Vec<(String, i64)>;
 

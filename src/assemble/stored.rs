@@ -58,38 +58,94 @@ pub(super) struct Image {
     pub libraries: Vec<(String, String)>,
 }
 
+/// A project's recipe and library folders, read before its tree.
+struct Plan {
+    project: Project,
+    recipe: Recipe,
+    /// (name, real folder relative to the root, bound by some work)
+    libraries: Vec<(String, String, bool)>,
+}
+
+impl Plan {
+    fn read(root: &Path, policy: &Policy) -> Result<Option<Plan>, ProjectError> {
+        let mut project = Project::open(root)?;
+        project.set_policy(policy.clone());
+        let text = match project.read_optional(RECIPE_FILE) {
+            Ok(None) => return Ok(None),
+            Ok(Some(text)) => text,
+            Err(err) => return Err(ProjectError::RecipeUnreadable(err)),
+        };
+        let recipe = Recipe::parse(&text).map_err(ProjectError::Recipe)?;
+        let library_folders = project
+            .library_folders(&recipe.libraries_dir)
+            .unwrap_or_default();
+        // A work whose bindings cannot be read binds nothing here: what no
+        // work may read is not copied into the store.
+        let bound = super::bound_libraries(&project, &recipe.bindings).unwrap_or_default();
+        let libraries = library_folders
+            .iter()
+            .filter_map(|e| {
+                let real = relative(root, &e.real)?;
+                Some((e.name.clone(), real, bound.contains(&e.name)))
+            })
+            .collect();
+        Ok(Some(Plan {
+            project,
+            recipe,
+            libraries,
+        }))
+    }
+
+    fn closed_to_all(&self, rel: &str) -> bool {
+        self.libraries
+            .iter()
+            .any(|(_, real, bound)| !bound && Path::new(rel).starts_with(real))
+    }
+
+    /// `(name, folder relative to the root)` of each library some work
+    /// binds. A bound name of a library another, unbound name also reaches
+    /// is closed by the gate: it is not synced either.
+    fn synced_libraries(&self) -> Vec<(String, String)> {
+        self.libraries
+            .iter()
+            .filter(|(_, real, bound)| *bound && !self.closed_to_all(real))
+            .map(|(name, _, _)| {
+                let folder = format!("{}/{name}", self.recipe.libraries_dir);
+                (name.clone(), folder)
+            })
+            .collect()
+    }
+}
+
+fn relative(root: &Path, real: &Path) -> Option<String> {
+    real.strip_prefix(root)
+        .ok()
+        .map(|p| p.to_string_lossy().replace('\\', "/"))
+}
+
+/// The libraries some work of the writing project at `root` binds (see
+/// [`Image::libraries`]), without reading its tree; `None` when `root` has
+/// no recipe.
+pub(super) fn synced_libraries(
+    root: &Path,
+    policy: &Policy,
+) -> Result<Option<Vec<(String, String)>>, ProjectError> {
+    Ok(Plan::read(root, policy)?.map(|plan| plan.synced_libraries()))
+}
+
 /// The image of the writing project at `root` (canonical), read under
 /// `policy`; `None` when `root` has no recipe. A recipe that cannot be read
 /// or parsed is an error: which folder holds the libraries is then unknown.
 pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, ProjectError> {
-    let mut project = Project::open(root)?;
-    project.set_policy(policy.clone());
-    let text = match project.read_optional(RECIPE_FILE) {
-        Ok(None) => return Ok(None),
-        Ok(Some(text)) => text,
-        Err(err) => return Err(ProjectError::RecipeUnreadable(err)),
+    let Some(plan) = Plan::read(root, policy)? else {
+        return Ok(None);
     };
-    let recipe = Recipe::parse(&text).map_err(ProjectError::Recipe)?;
-    let library_folders = project
-        .library_folders(&recipe.libraries_dir)
-        .unwrap_or_default();
-    // A work whose bindings cannot be read binds nothing here: what no work
-    // may read is not copied into the store.
-    let bound = super::bound_libraries(&project, &recipe.bindings).unwrap_or_default();
-    let relative = |real: &Path| -> Option<String> {
-        real.strip_prefix(root)
-            .ok()
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-    };
-    // (name, real folder relative to the root, bound by some work)
-    let libraries: Vec<(String, String, bool)> = library_folders
-        .iter()
-        .filter_map(|e| Some((e.name.clone(), relative(&e.real)?, bound.contains(&e.name))))
-        .collect();
+    let (project, recipe, libraries) = (&plan.project, &plan.recipe, &plan.libraries);
+    let relative = |real: &Path| relative(root, real);
     let holding = |rel: &str| -> (Vec<String>, Option<String>) {
         let mut names: Vec<String> = Vec::new();
         let mut innermost: Option<&str> = None;
-        for (name, real, _) in &libraries {
+        for (name, real, _) in libraries {
             if Path::new(rel).starts_with(real) {
                 names.push(name.clone());
                 if innermost.is_none_or(|i| real.len() > i.len()) {
@@ -101,11 +157,7 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Proje
         names.dedup();
         (names, innermost.map(str::to_string))
     };
-    let closed_to_all = |rel: &str| {
-        libraries
-            .iter()
-            .any(|(_, real, bound)| !bound && Path::new(rel).starts_with(real))
-    };
+    let closed_to_all = |rel: &str| plan.closed_to_all(rel);
     // The YAML the assembler reads: the recipe, the schemas, each work's
     // bindings. Other YAML files may hold anything (credentials, data):
     // they are listed, never copied.
@@ -148,6 +200,13 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Proje
             let Ok(file_type) = child.file_type() else {
                 continue;
             };
+            // Nothing in a private folder is named, not even a folder: no
+            // row (the folder's door lists none of it either).
+            if policy.is_private_path(&path)
+                || file_type.is_dir() && policy.is_private_folder(&path)
+            {
+                continue;
+            }
             let (inside, _) = holding(&dir);
             let mut entry = ProjectEntry {
                 path: path.clone(),
@@ -178,6 +237,14 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Proje
                 Some(path.clone())
             };
             if let Some(real_rel) = &real_rel {
+                // A link into a private folder leads nowhere the door
+                // opens: absent, its target unnamed.
+                if file_type.is_symlink()
+                    && (policy.is_private_path(real_rel)
+                        || entry.kind == 'd' && policy.is_private_folder(real_rel))
+                {
+                    continue;
+                }
                 let (reaches, library) = holding(real_rel);
                 entry.reaches = reaches;
                 entry.library = library;
@@ -189,7 +256,7 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Proje
                     stack.push(path.clone());
                 }
                 'f' if !file_type.is_symlink() && !closed_to_all(&path) => {
-                    match content(&project, &path, listed.contains(&path), &configuration) {
+                    match content(project, &path, listed.contains(&path), &configuration) {
                         Some(Ok(stored)) => {
                             entry.content =
                                 Some(postcard::to_allocvec(&stored).unwrap_or_default());
@@ -219,17 +286,7 @@ pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, Proje
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Some(Image {
         entries,
-        // A bound name of a library another, unbound name also reaches is
-        // closed by the gate: it is not synced either.
-        libraries: libraries
-            .iter()
-            .filter(|(_, real, bound)| *bound && !closed_to_all(real))
-            .cloned()
-            .map(|(name, _, _)| {
-                let folder = format!("{}/{name}", recipe.libraries_dir);
-                (name, folder)
-            })
-            .collect(),
+        libraries: plan.synced_libraries(),
     }))
 }
 

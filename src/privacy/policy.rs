@@ -386,6 +386,15 @@ impl Policy {
 
     /// Whether the file at `rel_path` lies in a private folder.
     pub fn is_private_path(&self, rel_path: &str) -> bool {
+        self.is_private_entry(rel_path, false)
+    }
+
+    /// Whether the folder at `rel_path` is private, or lies in one.
+    pub fn is_private_folder(&self, rel_path: &str) -> bool {
+        self.is_private_entry(rel_path, true)
+    }
+
+    fn is_private_entry(&self, rel_path: &str, is_folder: bool) -> bool {
         self.folders.as_ref().is_some_and(|folders| {
             // As git reads its ignore rules: nothing under a private folder
             // is made public again by a `!` rule (`["journal/", "!*.md"]`).
@@ -395,7 +404,7 @@ impl Policy {
                     .skip(1)
                     .take_while(|folder| *folder != Path::new("/"))
                     .any(|folder| folders.matched(folder, true).is_ignore())
-                    || folders.matched(&path, false).is_ignore()
+                    || folders.matched(&path, is_folder).is_ignore()
             };
             // A name synced from macOS is decomposed (NFD) where the rule
             // was typed composed, or the other way round: both are read

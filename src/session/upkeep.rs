@@ -148,14 +148,32 @@ pub(crate) fn sync_store(
     target: &StoreTarget,
     policy: Arc<Policy>,
 ) -> Result<UpdateReport> {
-    use crate::store::postgres::sync::{ProjectPart, SyncOptions, sync, sync_project};
+    use crate::store::postgres::sync::Overtaken;
+    // A sync overtaken by a change to the policy (or the project's tree)
+    // while it waited for the store's lock runs again, the policy read
+    // afresh; a vault whose policy keeps changing is left to the next run.
+    const ATTEMPTS: usize = 3;
+    let mut policy = policy;
+    for attempt in 1.. {
+        match sync_store_once(root, target, Arc::clone(&policy)) {
+            Err(err) if attempt < ATTEMPTS && err.downcast_ref::<Overtaken>().is_some() => {
+                policy = load_policy(root).map_err(anyhow::Error::msg)?;
+            }
+            done => return done,
+        }
+    }
+    unreachable!("the loop returns by its last attempt")
+}
+
+fn sync_store_once(root: &Path, target: &StoreTarget, policy: Arc<Policy>) -> Result<UpdateReport> {
+    use crate::store::postgres::sync::{Overtaken, ProjectPart, SyncOptions, sync, sync_project};
     let mut options = SyncOptions::new(target.vault.clone(), Arc::clone(&policy));
     // The project's tree is read as the assembler reads it: each purpose
     // is shown its own fields from it (the vault's rows are synced under
     // `policy`, which hides what some purpose may not see).
     let assembly_policy = Policy::load_without_project(root)?;
-    let Some((entries, libraries)) = crate::assemble::project_image(root, &assembly_policy)
-        .map_err(|problem| {
+    let Some(libraries) =
+        crate::assemble::project_libraries(root, &assembly_policy).map_err(|problem| {
             anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(
                 "{} cannot be synced as a writing project: {problem}",
                 root.display()
@@ -171,8 +189,8 @@ pub(crate) fn sync_store(
         root: root.to_path_buf(),
         options,
     }];
-    for (_, folder) in libraries {
-        let library_root = root.join(&folder);
+    for (_, folder) in &libraries {
+        let library_root = root.join(folder);
         // Ranked as `assemble` ranks a library in the folder: a vault of its
         // own, read under its own policy.
         let policy = Arc::new(Policy::load(&library_root)?);
@@ -181,6 +199,30 @@ pub(crate) fn sync_store(
             options: SyncOptions::new(format!("{}/{folder}", target.vault), policy),
         });
     }
+    // The tree is read again once the locks are held (the one above only
+    // said which libraries to sync): an earlier sync must not write an
+    // older tree, nor one read under an older policy, over a newer one.
+    let project_root = root.to_path_buf();
+    let synced: Vec<String> = libraries.iter().map(|(_, folder)| folder.clone()).collect();
+    let entries = move || -> Result<_> {
+        let policy = Policy::load_without_project(&project_root)?;
+        let image = crate::assemble::project_image(&project_root, &policy).map_err(|problem| {
+            anyhow::Error::new(crate::store::postgres::StoreError::Project(format!(
+                "{} cannot be synced as a writing project: {problem}",
+                project_root.display()
+            )))
+        })?;
+        match image {
+            Some((entries, libraries))
+                if libraries.iter().map(|(_, folder)| folder).eq(synced.iter()) =>
+            {
+                Ok(entries)
+            }
+            _ => {
+                Err(Overtaken(format!("the writing project at {}", project_root.display())).into())
+            }
+        }
+    };
     let report = sync_project(&target.url, parts, entries)?;
     let mut total = report.parts.into_iter().next().unwrap_or_default();
     // The recipe, schemas and bindings are files of the project too.

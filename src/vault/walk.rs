@@ -828,11 +828,14 @@ fn size_and_mtime(meta: &fs::Metadata) -> Option<(u64, i128)> {
 
 /// Reads a note file as text, refusing non-regular files, files over
 /// `max_bytes`, binary files and invalid UTF-8 with a message saying why.
+/// `path` is where the walk found the note (the file, or a symlink's
+/// in-vault target) under the canonical root: nothing on it is a symlink,
+/// and a symlink swapped in since is not followed.
 pub(crate) fn read_text(
     path: &Path,
     max_bytes: u64,
 ) -> Result<(String, Option<std::time::SystemTime>), safe_fs::ReadError> {
-    safe_fs::read_text(path, max_bytes).map(|(text, meta)| (text, meta.modified().ok()))
+    safe_fs::read_text_unlinked(path, max_bytes).map(|(text, meta)| (text, meta.modified().ok()))
 }
 
 #[cfg(test)]

@@ -148,14 +148,30 @@ struct FileRow {
     problems: String,
 }
 
+/// A sync that found, once it held the vault's lock, that the privacy
+/// policy on disk (or the project's tree) is no longer the one it was
+/// given: another sync may have committed under the newer one since, and
+/// this one must not write the older view back. Nothing is committed; the
+/// caller runs it again with the policy read afresh.
+#[derive(Debug)]
+pub(crate) struct Overtaken(pub String);
+
+impl std::fmt::Display for Overtaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} changed while the sync waited for the store; run it again",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Overtaken {}
+
 /// Syncs the vault at `root` (canonical) into the store at `url`.
 pub(crate) fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
     let connection = Connection::open(url, 1)?;
     connection.migrate()?;
-    let walked = {
-        let _phase = crate::timings::phase("sync: walk");
-        walk::walk(root, &options.hidden)
-    };
     let root = root.to_path_buf();
     let options = options.clone();
     let shown = connection.shown().to_string();
@@ -164,7 +180,7 @@ pub(crate) fn sync(url: &StoreUrl, root: &Path, options: &SyncOptions) -> Result
             .transaction()
             .await
             .map_err(|err| anyhow!("store {shown}: {}", describe(&err)))?;
-        let report = sync_in(&tx, &root, &options, walked)
+        let report = sync_in(&tx, &root, &options)
             .await
             .with_context(|| format!("cannot sync into the store {shown}"))?;
         let _phase = crate::timings::phase("sync: commit");
@@ -193,20 +209,15 @@ pub(crate) struct ProjectReport {
 /// part, which also gets `entries`, the project's tree), then the other
 /// parts (its libraries, each a vault of its own). Killed at any point,
 /// nothing of it is committed: a reader sees the last complete sync.
+/// `entries` reads the project's tree once the vaults' locks are held, so
+/// that no sync that started earlier writes an older tree over a newer.
 pub(crate) fn sync_project(
     url: &StoreUrl,
     parts: Vec<ProjectPart>,
-    entries: Vec<super::project::ProjectEntry>,
+    entries: impl FnOnce() -> Result<Vec<super::project::ProjectEntry>> + Send + 'static,
 ) -> Result<ProjectReport> {
     let connection = Connection::open(url, 1)?;
     connection.migrate()?;
-    let walked: Vec<walk::WalkResult> = {
-        let _phase = crate::timings::phase("sync: walk");
-        parts
-            .iter()
-            .map(|part| walk::walk(&part.root, &part.options.hidden))
-            .collect()
-    };
     let shown = connection.shown().to_string();
     connection.run_with(move |mut client| async move {
         let tx = client
@@ -214,13 +225,14 @@ pub(crate) fn sync_project(
             .await
             .map_err(|err| anyhow!("store {shown}: {}", describe(&err)))?;
         let mut reports = Vec::with_capacity(parts.len());
-        for (part, walked) in parts.iter().zip(walked) {
+        for part in &parts {
             reports.push(
-                sync_in(&tx, &part.root, &part.options, walked)
+                sync_in(&tx, &part.root, &part.options)
                     .await
                     .with_context(|| format!("cannot sync into the store {shown}"))?,
             );
         }
+        let entries = entries()?;
         let name = parts
             .first()
             .map(|p| p.options.name.clone())
@@ -259,12 +271,7 @@ pub(crate) fn sync_project(
     })
 }
 
-async fn sync_in(
-    tx: &Transaction<'_>,
-    root: &Path,
-    options: &SyncOptions,
-    walked: walk::WalkResult,
-) -> Result<UpdateReport> {
+async fn sync_in(tx: &Transaction<'_>, root: &Path, options: &SyncOptions) -> Result<UpdateReport> {
     let name = options.name.as_str();
     let root_text = root.to_string_lossy().to_string();
     tx.execute(
@@ -272,6 +279,17 @@ async fn sync_in(
         &[&format!("ctxpack vault {name}")],
     )
     .await?;
+    // Only now, the lock held, is what this sync reads the vault's
+    // latest: a sync that walked before another committed would write
+    // its older view (a note since made private among it) over the newer.
+    let current = Policy::load(root).map(|policy| policy.fingerprint().to_string());
+    if current.ok().as_deref() != Some(options.policy.fingerprint()) {
+        return Err(Overtaken(format!("the privacy policy of {}", root.display())).into());
+    }
+    let walked = {
+        let _phase = crate::timings::phase("sync: walk");
+        walk::walk(root, &options.hidden)
+    };
     tx.execute(
         "INSERT INTO ctxpack_vaults (name, root) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
         &[&name, &root_text],
