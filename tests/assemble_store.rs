@@ -917,3 +917,89 @@ fn nothing_inside_a_private_folder_is_named_in_the_store() {
     );
     assert!(!String::from_utf8_lossy(&store.stdout).contains("AcmeMerger"));
 }
+
+/// A field the schemas show to no purpose (`aiContext: false`) is not in
+/// the store: each card's copy keeps the heading (so the omission report
+/// still names the field) without its text, as the folder's door reads it.
+#[test]
+#[cfg_attr(
+    not(ctxpack_test_pg),
+    ignore = "needs CTXPACK_TEST_PG, a PostgreSQL server (scripts/pg-test-server start DIR)"
+)]
+fn a_field_no_purpose_may_see_is_not_stored() {
+    let pg = Pg::fresh("assemble_hidden_field");
+    let world = World::new();
+    let root = world.example("novel");
+    let mut memos: Vec<(String, String)> = Vec::new();
+    for entry in walkdir(&root.join(format!("works/{WORK}/知识"))) {
+        let text = fs::read_to_string(&entry).unwrap();
+        if let Some((_, after)) = text.split_once("## 创作备忘\n") {
+            let memo = after.split("\n## ").next().unwrap().trim();
+            let first_line = memo.lines().next().unwrap().to_string();
+            memos.push((entry.display().to_string(), first_line));
+        }
+    }
+    assert!(memos.len() > 5, "{memos:?}");
+    sync(&world, &pg.url, &root, "novel");
+    for (path, memo) in &memos {
+        let holding = pg.rows(&format!(
+            "SELECT path FROM ctxpack_project_entries \
+             WHERE position(convert_to('{}', 'UTF8') IN coalesce(content, '')) > 0",
+            memo.replace('\'', "''")
+        ));
+        assert!(holding.is_empty(), "{path}: {holding:?}");
+    }
+    let headed = pg.rows(
+        "SELECT count(*) FROM ctxpack_project_entries \
+         WHERE position(convert_to('## 创作备忘', 'UTF8') IN coalesce(content, '')) > 0",
+    );
+    assert_eq!(
+        headed[0][0].as_deref(),
+        Some(memos.len().to_string().as_str())
+    );
+    // Every purpose's report still names the field hidden, from either place.
+    let args = [
+        "--work",
+        WORK,
+        "--scenario",
+        "planning",
+        "--agent",
+        "planner",
+        "--chapter",
+        "8",
+        "--intent",
+        INTENT,
+        "--format",
+        "json",
+    ];
+    let store = from_store(&world, &pg.url, "novel", &args);
+    let mut folder_args = args.to_vec();
+    folder_args.push("--no-write");
+    assert_same(
+        &from_folder(&world, &root, &folder_args),
+        &store,
+        "planning",
+    );
+    let report = ok(&store);
+    assert!(
+        report.contains("创作备忘"),
+        "the report names the hidden field"
+    );
+    for (_, memo) in &memos {
+        assert!(!report.contains(memo.as_str()));
+    }
+}
+
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walkdir(&path));
+        } else if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}

@@ -53,21 +53,10 @@ pub(super) fn value_text(value: &Value, separator: &str) -> String {
 /// Splits `body` at headings of exactly `level` (outside code fences):
 /// the text before the first one, then `(heading text, section text)`.
 pub(super) fn split_sections(body: &str, level: usize) -> (String, Vec<(String, String)>) {
-    let marker = "#".repeat(level);
     let mut preamble = String::new();
     let mut sections: Vec<(String, String)> = Vec::new();
-    let mut fence: Option<&str> = None;
-    for line in body.split_inclusive('\n') {
-        let trimmed = line.trim_end();
-        if let Some(open) = fence {
-            if trimmed.trim_start().starts_with(open) {
-                fence = None;
-            }
-        } else if trimmed.trim_start().starts_with("```") {
-            fence = Some("```");
-        } else if trimmed.trim_start().starts_with("~~~") {
-            fence = Some("~~~");
-        } else if let Some(title) = heading_text(trimmed, &marker) {
+    for (line, heading) in section_lines(body, level) {
+        if let Some(title) = heading {
             sections.push((title.to_string(), String::new()));
             continue;
         }
@@ -84,6 +73,60 @@ pub(super) fn split_sections(body: &str, level: usize) -> (String, Vec<(String, 
             .map(|(title, text)| (title, tidy(&text)))
             .collect(),
     )
+}
+
+/// `body`'s lines, each with its heading text when it opens a section of
+/// exactly `level` (outside code fences).
+fn section_lines(body: &str, level: usize) -> impl Iterator<Item = (&str, Option<&str>)> {
+    let marker = "#".repeat(level);
+    let mut fence: Option<&str> = None;
+    body.split_inclusive('\n').map(move |line| {
+        let trimmed = line.trim_end();
+        let mut heading = None;
+        if let Some(open) = fence {
+            if trimmed.trim_start().starts_with(open) {
+                fence = None;
+            }
+        } else if trimmed.trim_start().starts_with("```") {
+            fence = Some("```");
+        } else if trimmed.trim_start().starts_with("~~~") {
+            fence = Some("~~~");
+        } else {
+            heading = heading_text(trimmed, &marker);
+        }
+        (line, heading)
+    })
+}
+
+/// The note `text` with the bodies of the `##` sections `hide` picks (by
+/// heading and text, as [`Doc::parse`] reads them) taken out, their
+/// headings kept, so that a field is still seen to be there; `None` when
+/// it picks none.
+pub(super) fn without_section_bodies(
+    text: &str,
+    hide: impl Fn(&str, &str) -> bool,
+) -> Option<String> {
+    let body = frontmatter::split(text).body;
+    let head = text.strip_suffix(body)?;
+    let (_, sections) = split_sections(body, 2);
+    let hidden: Vec<bool> = sections
+        .iter()
+        .map(|(title, text)| hide(title, text))
+        .collect();
+    if !hidden.contains(&true) {
+        return None;
+    }
+    let mut kept = String::from(head);
+    let mut section: Option<usize> = None;
+    for (line, heading) in section_lines(body, 2) {
+        if heading.is_some() {
+            section = Some(section.map_or(0, |i| i + 1));
+            kept.push_str(line);
+        } else if !section.is_some_and(|i| hidden[i]) {
+            kept.push_str(line);
+        }
+    }
+    Some(kept)
 }
 
 fn heading_text<'a>(line: &'a str, marker: &str) -> Option<&'a str> {

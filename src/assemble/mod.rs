@@ -465,6 +465,7 @@ fn assemble_project(
         .check_named(&recipe.schemas_dir, recipe.named_types())
         .and_then(|()| schemas.check_purposes(&recipe.purposes()))
         .map_err(project_error)?;
+    project.hide_fields_from_all(schemas.clone(), recipe.cards.type_key.clone());
     let baseline_agent = recipe.agent(&recipe.baseline.agent);
     let purposes: Vec<&str> = recipe
         .agents

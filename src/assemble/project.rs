@@ -36,6 +36,9 @@ pub(crate) struct Project {
     listed: std::sync::OnceLock<Vec<String>>,
     /// Where the files are: the folder, or one snapshot of the store.
     files: Files,
+    /// The schemas and the recipe's type key, once read: the fields they
+    /// hide from every purpose are cut from each note read.
+    hidden_from_all: Option<(super::schema::Schemas, String)>,
 }
 
 /// The two places a project's files can be: the same gate stands in front
@@ -105,6 +108,7 @@ impl Project {
             redacted: Mutex::new(Vec::new()),
             listed: std::sync::OnceLock::new(),
             files: Files::Folder,
+            hidden_from_all: None,
         })
     }
 
@@ -122,6 +126,7 @@ impl Project {
             redacted: Mutex::new(Vec::new()),
             listed: std::sync::OnceLock::new(),
             files: Files::Store(Box::new(files)),
+            hidden_from_all: None,
         }
     }
 
@@ -162,6 +167,54 @@ impl Project {
     /// is refused, secrets are redacted, comments and private sections cut.
     pub(crate) fn set_policy(&mut self, policy: crate::privacy::Policy) {
         self.policy = policy;
+    }
+
+    /// Cuts from every note read from now on the `##` fields `schemas`
+    /// show to no purpose (`aiContext: false`), their headings kept: no
+    /// pack could hold them, so neither does a read, nor the store's copy
+    /// of one (each card's type is its `type_key` field, else its folder's
+    /// name, as the assembler reads cards).
+    pub(crate) fn hide_fields_from_all(
+        &mut self,
+        schemas: super::schema::Schemas,
+        type_key: String,
+    ) {
+        self.hidden_from_all = Some((schemas, type_key));
+    }
+
+    /// `text` without the fields shown to no purpose (see
+    /// [`hide_fields_from_all`](Self::hide_fields_from_all)).
+    fn without_hidden_fields(&self, rel: &str, text: String) -> String {
+        let Some((schemas, type_key)) = &self.hidden_from_all else {
+            return text;
+        };
+        let fields = crate::parse::frontmatter::split(&text)
+            .yaml
+            .and_then(|yaml| crate::parse::frontmatter::parse(yaml).ok());
+        let type_name = fields
+            .as_ref()
+            .and_then(|fields| crate::parse::frontmatter::get(fields, type_key))
+            .and_then(crate::parse::frontmatter::scalar)
+            .or_else(|| {
+                Path::new(rel)
+                    .parent()
+                    .and_then(|p| p.file_name())
+                    .map(|name| name.to_string_lossy().into_owned())
+            });
+        // A type no schema defines shows nothing anyway (the assembler says
+        // so): only rules a schema writes are read here.
+        let Some(type_name) = type_name.filter(|t| schemas.by_type.contains_key(t)) else {
+            return text;
+        };
+        let to_none = |title: &str, body: &str| {
+            use super::schema::AiContext;
+            match super::sources::field_rule(schemas, &type_name, title, body) {
+                AiContext::All(all) => !all,
+                AiContext::Only(purposes) => purposes.is_empty(),
+                AiContext::NoSchema => false,
+            }
+        };
+        super::doc::without_section_bodies(&text, to_none).unwrap_or(text)
     }
 
     /// `text` with every secret the policy finds replaced by its
@@ -372,7 +425,10 @@ impl Project {
             .policy
             .prepare(rel, text, None)
             .filter(|_| !self.policy.is_private_path(target))?;
-        Some((prepared.text, prepared.note.redactions))
+        Some((
+            self.without_hidden_fields(rel, prepared.text),
+            prepared.note.redactions,
+        ))
     }
 
     fn note_redactions(&self, rel: &str, redactions: Vec<crate::privacy::Redaction>) {

@@ -1090,7 +1090,7 @@ impl Sink<'_, '_> {
 /// A field's rule, narrowed by the rules of the Dataview fields its text
 /// writes (`notes:: x` inside a visible section is the field `notes` to
 /// Dataview): a field shown whole may not show another field's value.
-fn field_rule(schemas: &Schemas, type_name: &str, name: &str, text: &str) -> AiContext {
+pub(super) fn field_rule(schemas: &Schemas, type_name: &str, name: &str, text: &str) -> AiContext {
     crate::parse::reader::inline_fields(text, &[])
         .iter()
         .fold(schemas.rule(type_name, name), |rule, (key, _)| {

@@ -137,9 +137,17 @@ pub(super) fn synced_libraries(
 /// `policy`; `None` when `root` has no recipe. A recipe that cannot be read
 /// or parsed is an error: which folder holds the libraries is then unknown.
 pub(super) fn image(root: &Path, policy: &Policy) -> Result<Option<Image>, ProjectError> {
-    let Some(plan) = Plan::read(root, policy)? else {
+    let Some(mut plan) = Plan::read(root, policy)? else {
         return Ok(None);
     };
+    // What no purpose may see is not copied: the fields the schemas hide
+    // from all are cut as the folder's door cuts them. Schemas that cannot
+    // be read stop every pack (the store's as the folder's), so then
+    // nothing is cut here.
+    if let Ok(schemas) = super::schema::Schemas::load(&plan.project, &plan.recipe.schemas_dir) {
+        let type_key = plan.recipe.cards.type_key.clone();
+        plan.project.hide_fields_from_all(schemas, type_key);
+    }
     let (project, recipe, libraries) = (&plan.project, &plan.recipe, &plan.libraries);
     let relative = |real: &Path| relative(root, real);
     let holding = |rel: &str| -> (Vec<String>, Option<String>) {
