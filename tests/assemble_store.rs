@@ -45,6 +45,14 @@ fn from_folder(world: &World, root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `assemble` in the project's folder writing no review copy, as the same
+/// request from the store does not.
+fn from_folder_unwritten(world: &World, root: &Path, args: &[&str]) -> Output {
+    let mut args = args.to_vec();
+    args.push("--no-write");
+    from_folder(world, root, &args)
+}
+
 /// `assemble` from the store, run in a folder that holds no project.
 fn from_store(world: &World, url: &str, id: &str, args: &[&str]) -> Output {
     world
@@ -146,9 +154,7 @@ fn compare_everything(
             for format in ["markdown", "json"] {
                 let args = request_args(work, &agent, &scenario, unit, &requires, format);
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let mut folder_args = args.clone();
-                folder_args.push("--no-write");
-                let folder = from_folder(world, root, &folder_args);
+                let folder = from_folder_unwritten(world, root, &args);
                 let store = from_store(world, url, id, &args);
                 assert_same(
                     &folder,
@@ -365,9 +371,11 @@ fn the_gate_holds_from_the_store_as_in_the_folder() {
         ];
         let store = from_store(&world, &pg.url, "novel", &args);
         common::fails(&store, 2, "leads into library knowledge/言情范式");
-        let mut folder_args = args.to_vec();
-        folder_args.push("--no-write");
-        assert_same(&from_folder(&world, &root, &folder_args), &store, candidate);
+        assert_same(
+            &from_folder_unwritten(&world, &root, &args),
+            &store,
+            candidate,
+        );
     }
     for (agent, scenario) in [
         ("writer", "continuation"),
@@ -418,9 +426,7 @@ fn the_gate_holds_from_the_store_as_in_the_folder() {
                 "{refused:?}"
             );
         }
-        let mut folder_args = args.to_vec();
-        folder_args.push("--no-write");
-        assert_same(&from_folder(&world, &root, &folder_args), &store, agent);
+        assert_same(&from_folder_unwritten(&world, &root, &args), &store, agent);
     }
 
     // Nothing of the library is in the store: no row inside it, no row
@@ -554,10 +560,8 @@ fn a_library_another_work_binds_never_leaves_the_database() {
             .iter()
             .all(|p| !p.as_str().unwrap().contains("言情范式"))
     );
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
     assert_same(
-        &from_folder(&world, &root, &folder_args),
+        &from_folder_unwritten(&world, &root, &args),
         &store,
         "other work",
     );
@@ -637,9 +641,7 @@ fn a_recipe_change_is_served_after_one_sync_by_running_servers() {
     assert!(synced.contains("1 added, 1 changed"), "{synced}");
     let after = ok(&from_store(&world, &pg.url, "novel", &args));
     assert!(after.contains("RULE-9b2c"), "{after}");
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
-    assert_eq!(after, ok(&from_folder(&world, &root, &folder_args)));
+    assert_eq!(after, ok(&from_folder_unwritten(&world, &root, &args)));
     assert_eq!(mcp_assemble(&mut first), after);
     assert_eq!(mcp_assemble(&mut second), after);
     // A sync with nothing new changes nothing.
@@ -709,9 +711,7 @@ fn a_killed_sync_leaves_the_previous_version_served() {
     sync(&world, &pg.url, &root, "novel");
     let after = ok(&from_store(&world, &pg.url, "novel", &args));
     assert!(after.contains("NEW-SCENE-3e1d"));
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
-    assert_eq!(after, ok(&from_folder(&world, &root, &folder_args)));
+    assert_eq!(after, ok(&from_folder_unwritten(&world, &root, &args)));
 }
 
 /// The p50 latency of `assemble` from a warm server over the folder and
@@ -822,9 +822,7 @@ fn private_cards_and_broken_recipes_fail_closed() {
         !store.contains("PRIVATE-c41e") && !store.contains("人物/厉无咎.md"),
         "{store}"
     );
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
-    let folder = ok(&from_folder(&world, &root, &folder_args));
+    let folder = ok(&from_folder_unwritten(&world, &root, &args));
     assert!(!folder.contains("PRIVATE-c41e"));
     let folder: Value = serde_json::from_str(&folder).unwrap();
     assert!(
@@ -908,10 +906,8 @@ fn nothing_inside_a_private_folder_is_named_in_the_store() {
         "json",
     ];
     let store = from_store(&world, &pg.url, "novel", &args);
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
     assert_same(
-        &from_folder(&world, &root, &folder_args),
+        &from_folder_unwritten(&world, &root, &args),
         &store,
         "continuation",
     );
@@ -931,7 +927,12 @@ fn a_field_no_purpose_may_see_is_not_stored() {
     let world = World::new();
     let root = world.example("novel");
     let mut memos: Vec<(String, String)> = Vec::new();
-    for entry in walkdir(&root.join(format!("works/{WORK}/知识"))) {
+    let mut cards = common::files_under(&root.join(format!("works/{WORK}/知识")));
+    cards.sort();
+    for entry in cards
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+    {
         let text = fs::read_to_string(&entry).unwrap();
         if let Some((_, after)) = text.split_once("## 创作备忘\n") {
             let memo = after.split("\n## ").next().unwrap().trim();
@@ -973,10 +974,8 @@ fn a_field_no_purpose_may_see_is_not_stored() {
         "json",
     ];
     let store = from_store(&world, &pg.url, "novel", &args);
-    let mut folder_args = args.to_vec();
-    folder_args.push("--no-write");
     assert_same(
-        &from_folder(&world, &root, &folder_args),
+        &from_folder_unwritten(&world, &root, &args),
         &store,
         "planning",
     );
@@ -988,18 +987,4 @@ fn a_field_no_purpose_may_see_is_not_stored() {
     for (_, memo) in &memos {
         assert!(!report.contains(memo.as_str()));
     }
-}
-
-fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walkdir(&path));
-        } else if path.extension().is_some_and(|e| e == "md") {
-            files.push(path);
-        }
-    }
-    files.sort();
-    files
 }

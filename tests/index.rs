@@ -169,7 +169,7 @@ fn the_index_lives_outside_the_vault() {
 
 fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for entry in walkdir(dir) {
+    for entry in common::files_under(dir) {
         let bytes = fs::read(&entry).unwrap_or_default();
         out.push((
             entry.strip_prefix(dir).unwrap().display().to_string(),
@@ -178,19 +178,6 @@ fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
     }
     out.sort();
     out
-}
-
-fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walkdir(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 #[test]
