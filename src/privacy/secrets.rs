@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder};
 use regex::Regex;
 
 /// One secret found in a text.
@@ -703,11 +704,16 @@ struct Compiled {
     /// compiling all would cost every process milliseconds.
     regexes: Vec<OnceLock<Option<Regex>>>,
     /// Every detector's triggers in one automaton, matched in any case (one
-    /// pass over the text): a contiguous NFA, cheap to build, for the
-    /// first texts a process scans…
-    triggers: AhoCorasick,
-    /// …and a DFA, which scans about four times faster but costs a process
-    /// a millisecond to build, once it has scanned [`DFA_AFTER_BYTES`].
+    /// pass over the text). For the first texts a process scans, a
+    /// double-array automaton of the triggers in lower case, run over the
+    /// text in lower case (ASCII letters only, as the DFA folds them):
+    /// built in a third of the time of aho-corasick's contiguous NFA (0.28
+    /// against 0.8 ms, which every pack paid) and scanning faster…
+    first_triggers: DoubleArrayAhoCorasick<u32>,
+    /// …each of its patterns standing for the literals that lower to it;
+    lowered_literals: Vec<Vec<usize>>,
+    /// …and a DFA, which scans faster still but costs a process a few
+    /// milliseconds to build, once it has scanned [`DFA_AFTER_BYTES`].
     triggers_dfa: OnceLock<AhoCorasick>,
     literals: Vec<&'static str>,
     /// Trigger pattern index → (detector index, the literal when it must match in case too);
@@ -757,9 +763,11 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
                 .position(|(kind, _)| *kind == detector.kind)
         })
         .collect();
+    let (first_triggers, lowered_literals) = lowered_automaton(&literals);
     Compiled {
         regexes,
-        triggers: trigger_automaton(&literals, AhoCorasickKind::ContiguousNFA),
+        first_triggers,
+        lowered_literals,
         triggers_dfa: OnceLock::new(),
         literals,
         trigger_detector,
@@ -767,7 +775,29 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     }
 });
 
-/// Bytes a process scans with the NFA before it builds the DFA: a command
+/// The double-array automaton of `literals` in lower case (ASCII letters
+/// only), and for each of its patterns the literals it stands for.
+fn lowered_automaton(literals: &[&str]) -> (DoubleArrayAhoCorasick<u32>, Vec<Vec<usize>>) {
+    let mut lowered: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (index, literal) in literals.iter().enumerate() {
+        lowered
+            .entry(literal.to_ascii_lowercase())
+            .or_default()
+            .push(index);
+    }
+    let automaton = DoubleArrayAhoCorasickBuilder::new()
+        .match_kind(daachorse::MatchKind::Standard)
+        .build_with_values(
+            lowered
+                .keys()
+                .enumerate()
+                .map(|(value, pattern)| (pattern, value as u32)),
+        )
+        .expect("trigger literals are valid");
+    (automaton, lowered.into_values().collect())
+}
+
+/// Bytes a process scans before it builds the DFA: a command
 /// that scans a pack or a few notes never pays for the DFA, an index of a
 /// vault builds it at once (the two find the same triggers).
 const DFA_AFTER_BYTES: usize = 4 << 20;
@@ -775,7 +805,7 @@ static SCANNED_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomic
 
 fn trigger_automaton(literals: &[&str], kind: AhoCorasickKind) -> AhoCorasick {
     // The kind is named: past 100 literals the builder would pick a
-    // noncontiguous NFA for either, the slowest to scan.
+    // noncontiguous NFA, the slowest to scan.
     AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
@@ -785,18 +815,34 @@ fn trigger_automaton(literals: &[&str], kind: AhoCorasickKind) -> AhoCorasick {
 }
 
 impl Compiled {
-    /// The automaton to scan `text` with (see [`DFA_AFTER_BYTES`]).
-    fn triggers_for(&self, text: &str) -> &AhoCorasick {
+    /// Calls `hit` with each occurrence of each trigger literal in `text`,
+    /// in any case: the literal's index and where it is. Either automaton
+    /// finds the same ones (see [`DFA_AFTER_BYTES`]), not in the same order.
+    fn each_trigger(&self, text: &str, mut hit: impl FnMut(usize, Range<usize>)) {
         use std::sync::atomic::Ordering;
-        if let Some(dfa) = self.triggers_dfa.get() {
-            return dfa;
+        let dfa = self.triggers_dfa.get().or_else(|| {
+            let scanned = SCANNED_BYTES.fetch_add(text.len(), Ordering::Relaxed) + text.len();
+            (scanned >= DFA_AFTER_BYTES).then(|| {
+                self.triggers_dfa
+                    .get_or_init(|| trigger_automaton(&self.literals, AhoCorasickKind::DFA))
+            })
+        });
+        match dfa {
+            Some(dfa) => {
+                for found in dfa.find_overlapping_iter(text) {
+                    hit(found.pattern().as_usize(), found.range());
+                }
+            }
+            None => {
+                // Lowering ASCII letters keeps every byte where it was.
+                let lower = text.to_ascii_lowercase();
+                for found in self.first_triggers.find_overlapping_iter(&lower) {
+                    for &literal in &self.lowered_literals[found.value() as usize] {
+                        hit(literal, found.start()..found.end());
+                    }
+                }
+            }
         }
-        let scanned = SCANNED_BYTES.fetch_add(text.len(), Ordering::Relaxed) + text.len();
-        if scanned < DFA_AFTER_BYTES {
-            return &self.triggers;
-        }
-        self.triggers_dfa
-            .get_or_init(|| trigger_automaton(&self.literals, AhoCorasickKind::DFA))
     }
 }
 
@@ -816,17 +862,17 @@ fn find_in(text: &str, options: &DetectorOptions, by_line: bool) -> Vec<Finding>
     // Where the triggers of the line-local detectors occur.
     let mut hits: [Vec<Range<usize>>; LINE_LOCAL.len()] = Default::default();
     let mut folds_to_ascii = false;
-    for found in compiled.triggers_for(text).find_overlapping_iter(text) {
-        let (detector, exact) = compiled.trigger_detector[found.pattern().as_usize()];
+    compiled.each_trigger(text, |literal, range| {
+        let (detector, exact) = compiled.trigger_detector[literal];
         if detector == usize::MAX {
             folds_to_ascii = true;
-        } else if exact.is_none_or(|literal| &text[found.range()] == literal) {
+        } else if exact.is_none_or(|literal| &text[range.clone()] == literal) {
             triggered[detector] = true;
             if let Some(slot) = compiled.line_local[detector] {
-                hits[slot].push(found.range());
+                hits[slot].push(range);
             }
         }
-    }
+    });
     let mut candidates: Vec<(Range<usize>, usize)> = Vec::new();
     for (index, detector) in DETECTORS.iter().enumerate() {
         if !triggered[index] || (detector.personal && !options.personal_data) {
@@ -4736,11 +4782,85 @@ mod tests {
         assert_eq!(find(&headers, &DetectorOptions::default()), vec![]);
     }
 
+    /// Every trigger occurrence the first texts' automaton reports, sorted.
+    fn first_hits(text: &str) -> Vec<(usize, Range<usize>)> {
+        let mut hits = Vec::new();
+        let compiled = &*COMPILED;
+        let lower = text.to_ascii_lowercase();
+        for found in compiled.first_triggers.find_overlapping_iter(&lower) {
+            for &literal in &compiled.lowered_literals[found.value() as usize] {
+                hits.push((literal, found.start()..found.end()));
+            }
+        }
+        hits.sort_by_key(|(literal, range)| (range.start, range.end, *literal));
+        hits
+    }
+
+    /// The same, by the DFA the bulk of a vault is scanned with.
+    fn dfa_hits(text: &str) -> Vec<(usize, Range<usize>)> {
+        static DFA: LazyLock<AhoCorasick> =
+            LazyLock::new(|| trigger_automaton(&COMPILED.literals, AhoCorasickKind::DFA));
+        let mut hits: Vec<(usize, Range<usize>)> = DFA
+            .find_overlapping_iter(text)
+            .map(|found| (found.pattern().as_usize(), found.range()))
+            .collect();
+        hits.sort_by_key(|(literal, range)| (range.start, range.end, *literal));
+        hits
+    }
+
+    #[test]
+    fn both_trigger_automata_find_every_literal_in_any_case() {
+        let literals = &COMPILED.literals;
+        for (index, literal) in literals.iter().enumerate() {
+            for written in [
+                literal.to_string(),
+                literal.to_ascii_uppercase(),
+                literal.to_ascii_lowercase(),
+            ] {
+                let text = format!("x {written} y");
+                let hits = first_hits(&text);
+                assert!(
+                    hits.contains(&(index, 2..2 + written.len())),
+                    "{written:?} not found"
+                );
+                assert_eq!(hits, dfa_hits(&text), "{written:?}");
+            }
+        }
+    }
+
     fn filler() -> impl Strategy<Value = String> {
         "[a-zA-Z0-9 ,.!?()#*|:=中文字の\t-]{0,40}"
     }
 
     proptest! {
+        /// Texts of trigger pieces in mixed case, non-ASCII letters that
+        /// fold to ASCII ones in Unicode (not in ASCII: neither automaton
+        /// folds them) and filler: both automata find the same triggers.
+        #[test]
+        fn both_trigger_automata_find_the_same_triggers(
+            pieces in proptest::collection::vec(
+                (0..COMPILED.literals.len(), 0usize..40, 0usize..40, any::<u64>(), filler()),
+                0..12,
+            ),
+        ) {
+            let mut text = String::new();
+            for (literal, from, to, case, filler) in pieces {
+                let literal: Vec<char> = COMPILED.literals[literal].chars().collect();
+                let to = to.min(literal.len());
+                let from = from.min(to);
+                for (i, c) in literal[from..to].iter().enumerate() {
+                    match (case >> (i % 64)) & 3 {
+                        0 => text.push(c.to_ascii_uppercase()),
+                        1 => text.push(c.to_ascii_lowercase()),
+                        2 if *c == 'k' || *c == 'K' => text.push('\u{212A}'),
+                        _ => text.push(*c),
+                    }
+                }
+                text.push_str(&filler);
+            }
+            prop_assert_eq!(first_hits(&text), dfa_hits(&text));
+        }
+
         #[test]
         fn planted_secrets_are_all_redacted_and_the_rest_kept(
             pieces in proptest::collection::vec((filler(), 0..SAMPLES.len()), 1..8),

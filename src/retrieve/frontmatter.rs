@@ -11,7 +11,21 @@ use crate::vault::Vault;
 /// Each rule is checked once per term and the points add up, so a page
 /// matching the whole phrase and its words outranks one matching one word.
 pub(crate) fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
-    let mut candidates = scored_notes(vault, query);
+    let keys = vault.match_keys();
+    let mut scorer = Scorer::new(query);
+    let mut candidates: Vec<Candidate> = notes_to_score(vault, query)
+        .into_iter()
+        .filter_map(|note| {
+            let breakdown = scorer.breakdown(keys.note(note)?);
+            let points: u32 = breakdown.iter().map(|hit| hit.points).sum();
+            (points > 0).then(|| Candidate {
+                note,
+                score: f64::from(points),
+                breakdown,
+                explanation: None,
+            })
+        })
+        .collect();
     sort_by_score(vault, &mut candidates);
     candidates
 }
@@ -19,57 +33,154 @@ pub(crate) fn relevance_pass(vault: &Vault, query: &Query) -> Vec<Candidate> {
 /// The first `limit` notes of [`relevance_pass`] that `keep` keeps, in its
 /// order, without sorting the rest: a query whose words are in most of a
 /// large vault (`notes` at 100k) spent a fifth of a search sorting them.
+/// Only the notes kept have their rules written out: the others' scores
+/// are plain sums.
 pub(crate) fn relevance_top(
     vault: &Vault,
     query: &Query,
     limit: usize,
     keep: &dyn Fn(usize) -> bool,
 ) -> Vec<Candidate> {
-    let mut candidates = scored_notes(vault, query);
-    candidates.retain(|c| keep(c.note));
-    if candidates.len() > limit {
-        candidates.select_nth_unstable_by(limit, |a, b| by_score(vault, a, b));
-        candidates.truncate(limit);
+    let mut scored = scored_notes(vault, query);
+    scored.retain(|&(_, note)| keep(note));
+    if scored.len() > limit {
+        scored.select_nth_unstable_by(limit, |a, b| by_score(vault, a, b));
+        scored.truncate(limit);
     }
-    sort_by_score(vault, &mut candidates);
-    candidates
+    scored.sort_unstable_by(|a, b| by_score(vault, a, b));
+    with_breakdowns(vault, query, scored)
 }
 
-/// Every note scoring above zero, in note order.
-fn scored_notes(vault: &Vault, query: &Query) -> Vec<Candidate> {
+/// The query's terms prepared for scoring many notes.
+struct Scorer<'q> {
+    query: &'q Query,
+    finders: Vec<WordFinder<'q>>,
+    /// Finds which terms occur in a note's summary and description at all
+    /// (one pass over each); only those are then checked as whole words.
+    occurring: Option<aho_corasick::AhoCorasick>,
+    in_summary: Vec<bool>,
+    in_description: Vec<bool>,
+}
+
+impl<'q> Scorer<'q> {
+    fn new(query: &'q Query) -> Scorer<'q> {
+        Scorer {
+            query,
+            finders: query.terms.iter().map(|t| WordFinder::new(t)).collect(),
+            occurring: aho_corasick::AhoCorasick::new(&query.terms).ok(),
+            in_summary: vec![false; query.terms.len()],
+            in_description: vec![false; query.terms.len()],
+        }
+    }
+
+    fn points(&mut self, keys: NoteKeys<'_>) -> u32 {
+        let mut points = 0;
+        self.score(keys, |rule, _| points += rule.points());
+        points
+    }
+
+    fn breakdown(&mut self, keys: NoteKeys<'_>) -> Vec<RuleHit> {
+        let terms = &self.query.terms;
+        let mut hits = Vec::new();
+        self.score(keys, |rule, term| {
+            hits.push(RuleHit {
+                rule,
+                term: terms[term].clone(),
+                points: rule.points(),
+            })
+        });
+        hits
+    }
+
+    /// Calls `hit` with each rule that fires and the term it fires for, in
+    /// term order, then rule order.
+    fn score(&mut self, keys: NoteKeys<'_>, mut hit: impl FnMut(Rule, usize)) {
+        let (summary, description) = (keys.summary(), keys.description());
+        // Whether the prefilter ran: without it every term may occur.
+        let marked_summary = mark(self.occurring.as_ref(), summary, &mut self.in_summary);
+        let marked_description = mark(
+            self.occurring.as_ref(),
+            description,
+            &mut self.in_description,
+        );
+        for (i, (term, finder)) in self.query.terms.iter().zip(&self.finders).enumerate() {
+            if keys.names().any(|name| name == term) {
+                hit(Rule::TitleOrAlias, i);
+            }
+            if keys.tags().any(|tag| tag_matches(tag, term)) {
+                hit(Rule::Tag, i);
+            }
+            if (!marked_summary || self.in_summary[i]) && finder.is_in(summary) {
+                hit(Rule::Summary, i);
+            }
+            if (!marked_description || self.in_description[i]) && finder.is_in(description) {
+                hit(Rule::IndexDescription, i);
+            }
+        }
+    }
+}
+
+/// Marks in `seen` which terms occur in `text` as substrings; false (and
+/// nothing marked) when there is no automaton to tell. An empty text holds
+/// none.
+fn mark(automaton: Option<&aho_corasick::AhoCorasick>, text: &str, seen: &mut [bool]) -> bool {
+    seen.iter_mut().for_each(|seen| *seen = false);
+    if text.is_empty() {
+        return true;
+    }
+    let Some(automaton) = automaton else {
+        return false;
+    };
+    for found in automaton.find_overlapping_iter(text) {
+        seen[found.pattern().as_usize()] = true;
+    }
+    true
+}
+
+/// The notes a rule may score, in note order: every rule needs a term
+/// inside one of the note's keys, so only the notes holding one.
+fn notes_to_score(vault: &Vault, query: &Query) -> Vec<usize> {
     let keys = vault.match_keys();
-    let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
-    // One pass over a note's summary and description finds which terms
-    // occur in it at all; only those are then checked as whole words.
-    let occurring = aho_corasick::AhoCorasick::new(&query.terms).ok();
-    let mut in_text = vec![false; query.terms.len()];
-    let mut candidates = Vec::new();
-    // Every rule needs a term inside one of the note's keys, so only the
-    // notes holding one are scored.
-    let scored: Vec<usize> = match TermSearcher::new(&query.terms) {
+    match TermSearcher::new(&query.terms) {
         Some(searcher) => keys.notes_holding(
             &query.terms,
             |text, from| searcher.find(text, from),
             is_whole_word,
         ),
         None => (0..keys.len()).collect(),
-    };
-    for idx in scored {
-        let Some(note) = keys.note(idx) else {
-            continue;
-        };
-        let breakdown = score_note(note, query, &finders, occurring.as_ref(), &mut in_text);
-        let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
-        if score > 0 {
-            candidates.push(Candidate {
-                note: idx,
-                score: f64::from(score),
-                breakdown,
-                explanation: None,
-            });
-        }
     }
-    candidates
+}
+
+/// Every note scoring above zero, as (score, note), in note order.
+fn scored_notes(vault: &Vault, query: &Query) -> Vec<(f64, usize)> {
+    let keys = vault.match_keys();
+    let mut scorer = Scorer::new(query);
+    notes_to_score(vault, query)
+        .into_iter()
+        .filter_map(|idx| {
+            let points = scorer.points(keys.note(idx)?);
+            (points > 0).then_some((f64::from(points), idx))
+        })
+        .collect()
+}
+
+/// The candidates of `scored` (in its order), each with the rules that
+/// fired for it.
+fn with_breakdowns(vault: &Vault, query: &Query, scored: Vec<(f64, usize)>) -> Vec<Candidate> {
+    let keys = vault.match_keys();
+    let mut scorer = Scorer::new(query);
+    scored
+        .into_iter()
+        .map(|(score, note)| Candidate {
+            note,
+            score,
+            breakdown: keys
+                .note(note)
+                .map(|keys| scorer.breakdown(keys))
+                .unwrap_or_default(),
+            explanation: None,
+        })
+        .collect()
 }
 
 /// Finds the leftmost occurrence of any query term: with Teddy (SIMD,
@@ -132,70 +243,14 @@ fn is_whole_word(key: &str, range: std::ops::Range<usize>) -> bool {
 /// path order, so the number stands for the path (a query matching most
 /// of a large vault spent most of its sort comparing paths).
 pub(crate) fn sort_by_score(vault: &Vault, candidates: &mut [Candidate]) {
-    candidates.sort_unstable_by(|a, b| by_score(vault, a, b));
+    candidates.sort_unstable_by(|a, b| by_score(vault, &(a.score, a.note), &(b.score, b.note)));
 }
 
-fn by_score(vault: &Vault, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
-        .then_with(|| vault.metas[a.note].tier.cmp(&vault.metas[b.note].tier))
-        .then(a.note.cmp(&b.note))
-}
-
-/// `finders` are the query's terms, prepared; `occurring` finds them all
-/// in one pass (`in_text` is its scratch space).
-fn score_note(
-    keys: NoteKeys<'_>,
-    query: &Query,
-    finders: &[WordFinder],
-    occurring: Option<&aho_corasick::AhoCorasick>,
-    in_text: &mut [bool],
-) -> Vec<RuleHit> {
-    let (summary, description) = (keys.summary(), keys.description());
-    // Which terms occur in the summary (`Some(true)`), the description, or
-    // either, as substrings; `None` when the prefilter is not available.
-    let mut mark = |text: &str| -> Option<Vec<bool>> {
-        let automaton = occurring?;
-        in_text.iter_mut().for_each(|seen| *seen = false);
-        for found in automaton.find_overlapping_iter(text) {
-            in_text[found.pattern().as_usize()] = true;
-        }
-        Some(in_text.to_vec())
-    };
-    let in_summary = if summary.is_empty() {
-        Some(vec![false; finders.len()])
-    } else {
-        mark(summary)
-    };
-    let in_description = if description.is_empty() {
-        Some(vec![false; finders.len()])
-    } else {
-        mark(description)
-    };
-    let mut hits = Vec::new();
-    for (i, (term, finder)) in query.terms.iter().zip(finders).enumerate() {
-        let mut hit = |rule: Rule| {
-            hits.push(RuleHit {
-                rule,
-                term: term.clone(),
-                points: rule.points(),
-            })
-        };
-        if keys.names().any(|name| name == term) {
-            hit(Rule::TitleOrAlias);
-        }
-        if keys.tags().any(|tag| tag_matches(tag, term)) {
-            hit(Rule::Tag);
-        }
-        let may_occur = |marks: &Option<Vec<bool>>| marks.as_ref().is_none_or(|m| m[i]);
-        if may_occur(&in_summary) && finder.is_in(summary) {
-            hit(Rule::Summary);
-        }
-        if may_occur(&in_description) && finder.is_in(description) {
-            hit(Rule::IndexDescription);
-        }
-    }
-    hits
+/// Orders (score, note) pairs by [`sort_by_score`]'s order.
+fn by_score(vault: &Vault, a: &(f64, usize), b: &(f64, usize)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0)
+        .then_with(|| vault.metas[a.1].tier.cmp(&vault.metas[b.1].tier))
+        .then(a.1.cmp(&b.1))
 }
 
 /// A folded tag matches a term whole, or by one level of a nested tag.
@@ -275,17 +330,18 @@ mod tests {
                 .collect();
             let vault = Vault::from_texts("/v".into(), &files);
             let query = Query::parse(&query);
-            let scored = |candidates: Vec<Candidate>| -> Vec<(usize, u32, usize)> {
+            let scored = |candidates: Vec<Candidate>| -> Vec<(usize, u32, Vec<RuleHit>)> {
                 candidates
                     .into_iter()
-                    .map(|c| (c.note, c.score as u32, c.breakdown.len()))
+                    .map(|c| (c.note, c.score as u32, c.breakdown))
                     .collect()
             };
-            let finders: Vec<WordFinder> = query.terms.iter().map(|t| WordFinder::new(t)).collect();
-            let mut in_text = vec![false; query.terms.len()];
+            // Every note scored, every term checked as a whole word.
+            let mut scorer = Scorer::new(&query);
+            scorer.occurring = None;
             let mut every_note: Vec<Candidate> = Vec::new();
             for (idx, keys) in vault.match_keys().iter().enumerate() {
-                let breakdown = score_note(keys, &query, &finders, None, &mut in_text);
+                let breakdown = scorer.breakdown(keys);
                 let score: u32 = breakdown.iter().map(|hit| hit.points).sum();
                 if score > 0 {
                     every_note.push(Candidate {
