@@ -64,6 +64,20 @@ fn from_store(world: &World, url: &str, id: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `assemble` from the store, checked to end as the folder's (unwritten)
+/// run ends, byte for byte.
+fn from_store_as_from_folder(
+    world: &World,
+    url: &str,
+    root: &Path,
+    args: &[&str],
+    what: &str,
+) -> Output {
+    let store = from_store(world, url, "novel", args);
+    assert_same(&from_folder_unwritten(world, root, args), &store, what);
+    store
+}
+
 /// Both runs ended alike: exit status, stdout and stderr, byte for byte.
 fn assert_same(folder: &Output, store: &Output, what: &str) {
     assert_eq!(folder.status.code(), store.status.code(), "{what}");
@@ -369,13 +383,8 @@ fn the_gate_holds_from_the_store_as_in_the_folder() {
             "--candidate",
             candidate,
         ];
-        let store = from_store(&world, &pg.url, "novel", &args);
+        let store = from_store_as_from_folder(&world, &pg.url, &root, &args, candidate);
         common::fails(&store, 2, "leads into library knowledge/言情范式");
-        assert_same(
-            &from_folder_unwritten(&world, &root, &args),
-            &store,
-            candidate,
-        );
     }
     for (agent, scenario) in [
         ("writer", "continuation"),
@@ -905,12 +914,7 @@ fn nothing_inside_a_private_folder_is_named_in_the_store() {
         "--format",
         "json",
     ];
-    let store = from_store(&world, &pg.url, "novel", &args);
-    assert_same(
-        &from_folder_unwritten(&world, &root, &args),
-        &store,
-        "continuation",
-    );
+    let store = from_store_as_from_folder(&world, &pg.url, &root, &args, "continuation");
     assert!(!String::from_utf8_lossy(&store.stdout).contains("AcmeMerger"));
 }
 
@@ -973,12 +977,7 @@ fn a_field_no_purpose_may_see_is_not_stored() {
         "--format",
         "json",
     ];
-    let store = from_store(&world, &pg.url, "novel", &args);
-    assert_same(
-        &from_folder_unwritten(&world, &root, &args),
-        &store,
-        "planning",
-    );
+    let store = from_store_as_from_folder(&world, &pg.url, &root, &args, "planning");
     let report = ok(&store);
     assert!(
         report.contains("创作备忘"),
